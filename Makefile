@@ -1,0 +1,86 @@
+# r1infer - one Makefile. `make` builds build/r1infer and build/libr1infer.a.
+#   make test        build and run the test suite (ends with "N passed, N failed")
+#   make SAN=1 test  the same under AddressSanitizer + UBSan (in build-san/)
+#   make demo        build, synthesize a tiny model, generate from it
+#   make bench       the default benchmark (synthetic 1.5b)
+#   make CUDA=1      also build the CUDA backend (needs nvcc)
+#   make format      clang-format every C source
+
+CC      ?= cc
+SAN     ?= 0
+CUDA    ?= 0
+ifeq ($(SAN),1)
+BUILD   ?= build-san
+OPT     ?= -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else
+BUILD   ?= build
+OPT     ?= -O2 -g
+endif
+
+CPPFLAGS := -Iinclude -Isrc -D_GNU_SOURCE
+CFLAGS   := -std=c11 -Wall -Wextra -Werror -pthread -MMD -MP $(OPT) $(EXTRA_CFLAGS)
+LDFLAGS  := -pthread $(OPT)
+LDLIBS   := -lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm
+
+LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
+CLI_SRC  := $(sort $(wildcard src/cli/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+
+ifeq ($(CUDA),1)
+NVCC      ?= nvcc
+CU_SRC    := $(sort $(wildcard src/kernels/cuda/*.cu))
+CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
+CPPFLAGS  += -DR1_CUDA=1
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell which $(NVCC)))
+LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
+NVFLAGS   := -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+endif
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+LIB      := $(BUILD)/libr1infer.a
+BIN      := $(BUILD)/r1infer
+
+.PHONY: all test demo bench format clean tests fuzz
+all: $(BIN) $(LIB)
+	@echo "built $(BIN) (CUDA=$(CUDA) SAN=$(SAN))"
+
+$(LIB): $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIB) $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
+
+tests: $(BIN) $(TEST_BIN)
+
+test: tests
+	@BUILD=$(BUILD) bash scripts/run-tests.sh
+
+demo: $(BIN)
+	bash scripts/demo.sh $(BIN)
+
+bench: $(BIN)
+	$(BIN) bench --synthetic 1.5b --backend cpu --compare ref --csv $(BUILD)/bench.csv --json $(BUILD)/bench.json --svg $(BUILD)/bench.svg
+
+format:
+	clang-format -i $$(find src include tests -name '*.[ch]')
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)

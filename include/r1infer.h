@@ -1,0 +1,208 @@
+/*
+ * r1infer.h - the public API of r1infer, an inference engine for
+ * DeepSeek-R1-Distill-Qwen (Qwen2) models.
+ *
+ * Conventions:
+ *  - Functions that can fail return NULL or a negative value and set a
+ *    thread-local message readable with r1_last_error(). The message is a
+ *    sentence for the user: it names the file, the field or the tensor.
+ *  - Memory returned through an out-pointer (char **, int32_t **) is owned by
+ *    the caller and released with free().
+ *  - Objects (_t types) are opaque; each has a matching _free/_close.
+ *  - Nothing here prints, except where a function says so (progress on load).
+ */
+#ifndef R1INFER_H
+#define R1INFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- errors */
+
+/* The last error message set on this thread (never NULL; "" when none). */
+const char *r1_last_error(void);
+
+/* ----------------------------------------------------------------- dtypes */
+
+/* Weight / cache element types. The block layouts of the quantized types are
+ * GGUF's (ggml's), so files can be mapped as they are. */
+enum r1_dtype {
+    R1_DTYPE_F32 = 0,
+    R1_DTYPE_F16,
+    R1_DTYPE_BF16,
+    R1_DTYPE_Q8_0, /* 32 weights: f16 scale + 32 x int8 */
+    R1_DTYPE_Q4_0, /* 32 weights: f16 scale + 16 bytes of nibbles */
+    R1_DTYPE_Q4_1,
+    R1_DTYPE_Q5_0,
+    R1_DTYPE_Q5_1,
+    R1_DTYPE_Q4_K, /* 256-weight super-blocks */
+    R1_DTYPE_Q5_K,
+    R1_DTYPE_Q6_K,
+    R1_DTYPE_COUNT,
+    R1_DTYPE_AUTO = -1 /* "the checkpoint's own dtype" */
+};
+
+/* Name such as "bf16" or "q8_0"; "?" for an invalid value. */
+const char *r1_dtype_name(enum r1_dtype t);
+/* Parse a name ("f32", "bf16", "q4_0", ...); returns -1 if unknown. */
+int r1_dtype_parse(const char *name);
+
+/* ------------------------------------------------------------------ model */
+
+typedef struct r1_model r1_model_t;
+
+/* Hyper-parameters, read from config.json or GGUF metadata. */
+struct r1_config {
+    int dim;          /* hidden_size */
+    int n_layer;      /* num_hidden_layers */
+    int n_head;       /* num_attention_heads */
+    int n_kv_head;    /* num_key_value_heads */
+    int head_dim;     /* dim / n_head */
+    int ffn;          /* intermediate_size */
+    int vocab;        /* vocab_size (rows of the embedding) */
+    int max_pos;      /* max_position_embeddings */
+    int tied;         /* tie_word_embeddings */
+    float eps;        /* rms_norm_eps */
+    float rope_theta; /* rope_theta */
+    enum r1_dtype file_dtype; /* torch_dtype / dominant GGUF type */
+    int bos_id, eos_id;       /* -1 when unknown */
+};
+
+struct r1_load_opts {
+    enum r1_dtype dtype; /* weight dtype to convert to; R1_DTYPE_AUTO keeps the file's
+                            (R1_DTYPE_F32 is 0: set AUTO explicitly) */
+    int progress;        /* print a progress line on stderr while loading */
+};
+
+/* Load a model: a Hugging Face directory (config.json + *.safetensors) or a
+ * .gguf file. Every tensor is looked up by name and checked against the
+ * shape the config implies; weights are converted once into the layout the
+ * kernels read (fused Q|K|V + bias, fused gate|up). Returns NULL on error. */
+r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts);
+void r1_model_free(r1_model_t *m);
+const struct r1_config *r1_model_config(const r1_model_t *m);
+/* Bytes of weights a decode step reads (all but the embedding table). */
+size_t r1_model_decode_bytes(const r1_model_t *m);
+/* The dtype the big matrices are held in. */
+enum r1_dtype r1_model_dtype(const r1_model_t *m);
+
+/* --------------------------------------------------------------- sessions */
+
+typedef struct r1_session r1_session_t;
+
+struct r1_session_opts {
+    int n_ctx;           /* KV cache length; 0 = min(4096, max_pos) */
+    const char *backend; /* "ref", "cpu", "cuda"; NULL = best available */
+    int n_threads;       /* 0 = physical cores */
+    enum r1_dtype kv_dtype; /* R1_DTYPE_F32 or R1_DTYPE_F16; R1_DTYPE_AUTO = the backend's
+                               default (f16 on cpu). Note R1_DTYPE_F32 is 0. */
+    int profile;         /* time every kernel (see r1_session_profile) */
+};
+
+/* A session owns the KV cache and the scratch buffers of one conversation.
+ * Everything the forward pass needs is allocated here, none per token. */
+r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts);
+void r1_session_free(r1_session_t *s);
+int r1_session_n_ctx(const r1_session_t *s);
+/* Tokens currently in the KV cache. */
+int r1_session_n_past(const r1_session_t *s);
+/* Drop cached positions from n onwards (0 <= n <= n_past): prompt-cache reuse. */
+int r1_session_truncate(r1_session_t *s, int n);
+/* Name of the backend in use. */
+const char *r1_session_backend(const r1_session_t *s);
+
+/* Run n tokens at positions n_past..n_past+n-1 as one batch (prefill).
+ * Returns the logits of the last token (vocab floats, owned by the session,
+ * valid until the next call), or NULL on error (e.g. context full).
+ * If all_logits is non-NULL it receives n*vocab floats (caller-provided). */
+const float *r1_session_forward(r1_session_t *s, const int32_t *ids, int n,
+                                float *all_logits);
+
+/* Per-kernel time of the profiled steps: fills up to cap entries of names
+ * and microseconds, returns the number of kernels. */
+int r1_session_profile(const r1_session_t *s, const char **names, double *us,
+                       long *calls, int cap);
+void r1_session_profile_reset(r1_session_t *s);
+
+/* ---------------------------------------------------------------- sampler */
+
+struct r1_sampler_params {
+    float temperature;    /* 0 = greedy */
+    int top_k;            /* 0 = off */
+    float top_p;          /* 1 = off */
+    float min_p;          /* 0 = off */
+    float repeat_penalty; /* 1 = off */
+    int repeat_last_n;    /* how many recent tokens the penalty sees */
+    float presence_penalty, frequency_penalty; /* 0 = off */
+    uint64_t seed;
+};
+
+/* R1 defaults: temperature 0.6, top-p 0.95, the rest off. */
+struct r1_sampler_params r1_sampler_defaults(void);
+
+typedef struct r1_sampler r1_sampler_t;
+r1_sampler_t *r1_sampler_new(const struct r1_sampler_params *p, int vocab);
+void r1_sampler_free(r1_sampler_t *s);
+/* Choose the next id from logits (modified in place by penalties).
+ * Remembers the id for the repetition penalty. */
+int32_t r1_sampler_sample(r1_sampler_t *s, float *logits);
+/* Tell the sampler about prompt tokens (for the repetition penalty). */
+void r1_sampler_accept(r1_sampler_t *s, int32_t id);
+
+/* -------------------------------------------------------------- tokenizer */
+
+typedef struct r1_tokenizer r1_tokenizer_t;
+
+/* Load tokenizer.json (+ tokenizer_config.json when present) from a model
+ * directory, or the tokenizer stored in a .gguf file. NULL on error. */
+r1_tokenizer_t *r1_tokenizer_load(const char *path);
+void r1_tokenizer_free(r1_tokenizer_t *t);
+
+/* Encode UTF-8 (or arbitrary bytes) text. add_special adds what the
+ * post-processor adds (BOS). Added tokens in the text are matched.
+ * *ids is malloc'ed; returns the number of ids or -1. */
+int r1_tokenizer_encode(const r1_tokenizer_t *t, const char *text, size_t len,
+                        int add_special, int32_t **ids);
+/* Decode ids to bytes (NUL-terminated, *out malloc'ed); skip_special hides
+ * special added tokens. Returns the byte length or -1 (unknown id). */
+long r1_tokenizer_decode(const r1_tokenizer_t *t, const int32_t *ids, size_t n,
+                         int skip_special, char **out);
+int r1_tokenizer_vocab_size(const r1_tokenizer_t *t);
+int r1_tokenizer_bos(const r1_tokenizer_t *t); /* -1 if none */
+int r1_tokenizer_eos(const r1_tokenizer_t *t); /* -1 if none */
+/* Id of a token given its text (vocab or added token), or -1. */
+int r1_tokenizer_token_id(const r1_tokenizer_t *t, const char *text);
+/* Whether id is an added token marked special. */
+int r1_tokenizer_is_special(const r1_tokenizer_t *t, int32_t id);
+
+/* Streaming decoder: push ids one at a time, get back only complete UTF-8. */
+typedef struct r1_detok r1_detok_t;
+r1_detok_t *r1_detok_new(const r1_tokenizer_t *t, int skip_special);
+void r1_detok_free(r1_detok_t *d);
+/* Append the text of id; returns a NUL-terminated string of the complete
+ * UTF-8 characters now available (owned by d, valid until the next call),
+ * or NULL for an unknown id. */
+const char *r1_detok_push(r1_detok_t *d, int32_t id);
+/* Whatever bytes are still pending (an incomplete sequence), then reset. */
+const char *r1_detok_flush(r1_detok_t *d);
+
+/* Chat templates, picked from tokenizer_config.json's chat_template. */
+struct r1_chat_msg {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+};
+/* Render messages; add_generation_prompt appends the assistant opener
+ * ("<｜Assistant｜><think>\n" for R1). Returns a malloc'ed string or NULL. */
+char *r1_chat_apply(const r1_tokenizer_t *t, const struct r1_chat_msg *msgs,
+                    size_t n, int add_generation_prompt);
+/* "deepseek-r1" or "chatml". */
+const char *r1_chat_template_name(const r1_tokenizer_t *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Runs every test program (build/tests/test_*) and every shell test
+# (tests/*.sh), each printing "name: P passed, F failed" as its last line,
+# and prints the total as the last line: "N passed, N failed".
+set -u
+BUILD=${BUILD:-build}
+export R1_BIN="$BUILD/r1infer" R1_BUILD="$BUILD"
+pass=0 fail=0
+run_one() { # name, command...
+    local name=$1; shift
+    local out rc line p f
+    out=$("$@" 2>&1); rc=$?
+    line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+    if [ -n "$line" ]; then
+        p=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"$line")
+    else
+        p=0 f=1
+    fi
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    pass=$((pass + p)); fail=$((fail + f))
+    if [ "$f" -ne 0 ]; then
+        printf '%s\n' "$out" | tail -n 40
+        echo "!! $name: exit $rc"
+    fi
+    echo "$name: $p passed, $f failed"
+}
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    run_one "$(basename "$t")" "$t"
+done
+for t in tests/*.sh; do
+    [ -f "$t" ] || continue
+    run_one "$(basename "$t" .sh)" bash "$t"
+done
+echo
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

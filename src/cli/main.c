@@ -1,0 +1,40 @@
+/*
+ * main.c - build/r1infer: dispatch to a subcommand. Each subcommand lives in
+ * its own file and parses its own flags.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const struct {
+    const char *name;
+    int (*fn)(int, char **);
+    const char *help;
+} commands[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "interactive chat with the R1 template"},
+    {"tokenize", cmd_tokenize, "encode text to ids, or decode ids (--decode)"},
+    {"synth", cmd_synth, "write a random-weight checkpoint of a real shape"},
+    {"bench", cmd_bench, "kernel suite and end-to-end benchmark"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
+    {"convert", cmd_convert, "convert a Hugging Face checkpoint to GGUF"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: r1infer <command> [options]   (r1infer <command> --help for options)\n\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "r1infer: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,146 @@
+/*
+ * opts.c - shared option parsing; see opts.h.
+ */
+#include "cli/opts.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void cli_opts_init(struct cli_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->dtype = R1_DTYPE_AUTO;
+    o->kv_dtype = R1_DTYPE_AUTO;
+    o->sp = r1_sampler_defaults();
+    o->sp.seed = (uint64_t)time(NULL);
+}
+
+static int num(const char *flag, const char *v, double lo, double hi, double *out) {
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "r1infer: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
+    const char *a = argv[*i];
+    static const char *const with_value[] = {"-m", "--model", "--backend", "--dtype", "--kv", "--ctx",
+                                             "--threads", "-t", "--temp", "--top-k", "--top-p",
+                                             "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed",
+                                             "--presence-penalty", "--frequency-penalty"};
+    int takes = 0;
+    for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
+        if (!strcmp(a, with_value[k])) takes = 1;
+    if (!takes) {
+        if (!strcmp(a, "--profile")) {
+            o->profile = 1;
+            return 1;
+        }
+        return 0;
+    }
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "r1infer: %s needs a value\n", a);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    double x;
+    if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
+    else if (!strcmp(a, "--backend")) o->backend = v;
+    else if (!strcmp(a, "--dtype")) {
+        int d = r1_dtype_parse(v);
+        if (d < 0) {
+            fprintf(stderr, "r1infer: --dtype must be f32, f16, bf16, q8_0 or q4_0, got '%s'\n", v);
+            return -1;
+        }
+        o->dtype = (enum r1_dtype)d;
+    } else if (!strcmp(a, "--kv")) {
+        if (!strcmp(v, "f32")) o->kv_dtype = R1_DTYPE_F32;
+        else if (!strcmp(v, "f16")) o->kv_dtype = R1_DTYPE_F16;
+        else {
+            fprintf(stderr, "r1infer: --kv must be f32 or f16, got '%s'\n", v);
+            return -1;
+        }
+    } else if (!strcmp(a, "--ctx")) {
+        if (num(a, v, 1, 1 << 24, &x)) return -1;
+        o->n_ctx = (int)x;
+    } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) {
+        if (num(a, v, 1, 1024, &x)) return -1;
+        o->n_threads = (int)x;
+    } else if (!strcmp(a, "--temp")) {
+        if (num(a, v, 0, 100, &x)) return -1;
+        o->sp.temperature = (float)x;
+    } else if (!strcmp(a, "--top-k")) {
+        if (num(a, v, 0, 1 << 30, &x)) return -1;
+        o->sp.top_k = (int)x;
+    } else if (!strcmp(a, "--top-p")) {
+        if (num(a, v, 1e-6, 1, &x)) return -1;
+        o->sp.top_p = (float)x;
+    } else if (!strcmp(a, "--min-p")) {
+        if (num(a, v, 0, 1, &x)) return -1;
+        o->sp.min_p = (float)x;
+    } else if (!strcmp(a, "--repeat-penalty")) {
+        if (num(a, v, 1e-3, 100, &x)) return -1;
+        o->sp.repeat_penalty = (float)x;
+    } else if (!strcmp(a, "--repeat-last-n")) {
+        if (num(a, v, 0, 1 << 20, &x)) return -1;
+        o->sp.repeat_last_n = (int)x;
+    } else if (!strcmp(a, "--presence-penalty")) {
+        if (num(a, v, -2, 2, &x)) return -1;
+        o->sp.presence_penalty = (float)x;
+    } else if (!strcmp(a, "--frequency-penalty")) {
+        if (num(a, v, -2, 2, &x)) return -1;
+        o->sp.frequency_penalty = (float)x;
+    } else if (!strcmp(a, "--seed")) {
+        if (num(a, v, 0, 1.8e19, &x)) return -1;
+        o->sp.seed = (uint64_t)x;
+        o->seed_set = 1;
+    }
+    return 1;
+}
+
+void cli_opts_help(FILE *f) {
+    fprintf(f,
+            "model and runtime:\n"
+            "  -m, --model PATH       Hugging Face directory or .gguf file (required)\n"
+            "  --backend NAME         ref | cpu (default cpu)\n"
+            "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q4_0 (default: the file's)\n"
+            "  --kv T                 KV cache dtype: f32 | f16 (default: the backend's, f16 on cpu)\n"
+            "  --ctx N                context length (default min(4096, max_position_embeddings))\n"
+            "  -t, --threads N        threads (default: physical cores)\n"
+            "  --profile              print each kernel's share of a decode step at the end\n"
+            "sampling (R1 defaults: temperature 0.6, top-p 0.95):\n"
+            "  --temp X               temperature; 0 = greedy\n"
+            "  --top-k N              keep the N most likely tokens (0 = off)\n"
+            "  --top-p X              nucleus sampling (1 = off)\n"
+            "  --min-p X              drop tokens below X times the best probability (0 = off)\n"
+            "  --repeat-penalty X     penalise the last --repeat-last-n tokens (1 = off; n default 64)\n"
+            "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties (0 = off)\n"
+            "  --seed N               random seed (default: time)\n");
+}
+
+int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
+    if (!o->model) {
+        fprintf(stderr, "r1infer: no model given: use -m DIR (a Hugging Face checkpoint) or -m FILE.gguf\n");
+        return -1;
+    }
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
+    *m = r1_model_load(o->model, &lo);
+    if (!*m) {
+        fprintf(stderr, "r1infer: %s\n", r1_last_error());
+        return -1;
+    }
+    struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
+                                 .kv_dtype = o->kv_dtype, .profile = o->profile};
+    *s = r1_session_new(*m, &so);
+    if (!*s) {
+        fprintf(stderr, "r1infer: %s\n", r1_last_error());
+        r1_model_free(*m);
+        *m = NULL;
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,72 @@
+/*
+ * backend.c - the registry of backends and the per-kernel override
+ * (R1_KERNEL_<name>=ref). Every environment name is checked here, in one
+ * place, so a typo is an error rather than a silent no-op.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "util/util.h"
+
+extern char **environ;
+
+const char *const r1_kernel_names[R1_K_COUNT] = {
+    [R1_K_EMBEDDING] = "embedding",
+    [R1_K_RMS_NORM] = "rms_norm",
+    [R1_K_QKV_BIAS] = "qkv_bias",
+    [R1_K_ROPE_QK] = "rope_qk",
+    [R1_K_KV_APPEND] = "kv_append",
+    [R1_K_ATTENTION_GQA] = "attention_gqa",
+    [R1_K_MATVEC_ADD] = "matvec_add",
+    [R1_K_GATE_UP_SILU] = "gate_up_silu",
+    [R1_K_LM_HEAD] = "lm_head",
+    [R1_K_ARGMAX] = "argmax",
+};
+
+static const struct r1_backend *const backends[] = {&r1_backend_ref, &r1_backend_cpu};
+
+const struct r1_backend *r1_backend_find(const char *name) {
+    for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
+        const struct r1_backend *be = backends[i];
+        if (strcmp(be->name, name) != 0) continue;
+        if (be->init && be->init() != 0) return NULL;
+        return be;
+    }
+    if (strcmp(name, "cuda") == 0) {
+        r1_err("backend 'cuda' is not in this build: rebuild with 'make CUDA=1' on a machine "
+               "with the CUDA toolkit");
+        return NULL;
+    }
+    r1_err("unknown backend '%s' (choose ref or cpu)", name);
+    return NULL;
+}
+
+int r1_backend_resolve(const struct r1_backend *be, r1_kernel_fn out[R1_K_COUNT]) {
+    for (int k = 0; k < R1_K_COUNT; k++) out[k] = be->fn[k] ? be->fn[k] : r1_ref_kernels[k];
+    static const char prefix[] = "R1_KERNEL_";
+    for (char **e = environ; e && *e; e++) {
+        if (strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
+        const char *name = *e + sizeof prefix - 1;
+        const char *eq = strchr(name, '=');
+        if (!eq) continue;
+        size_t len = (size_t)(eq - name);
+        int found = -1;
+        for (int k = 0; k < R1_K_COUNT; k++)
+            if (strlen(r1_kernel_names[k]) == len && strncmp(r1_kernel_names[k], name, len) == 0)
+                found = k;
+        if (found < 0)
+            return r1_err("environment %.*s: no kernel named '%.*s' (kernels: embedding, "
+                          "rms_norm, qkv_bias, rope_qk, kv_append, attention_gqa, matvec_add, "
+                          "gate_up_silu, lm_head, argmax)",
+                          (int)(eq - *e), *e, (int)len, name);
+        if (strcmp(eq + 1, "ref") == 0) {
+            out[found] = r1_ref_kernels[found];
+        } else if (strcmp(eq + 1, be->name) != 0) {
+            return r1_err("environment %s: the only override is 'ref' (or the session's "
+                          "backend '%s')",
+                          *e, be->name);
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,53 @@
+/*
+ * dtype.h - the per-dtype table: block geometry, reference dequantization
+ * (to_f32) and quantization (from_f32) for every weight format. Block
+ * layouts are GGUF's. Fast dot products live in the backends, not here.
+ */
+#ifndef R1_DTYPE_H
+#define R1_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "r1infer.h"
+
+#define R1_QK 32   /* weights per block of the *_0/_1 formats */
+#define R1_QK_K 256 /* weights per K-quant super-block */
+
+struct r1_block_q8_0 {
+    uint16_t d; /* f16 scale */
+    int8_t qs[R1_QK];
+};
+struct r1_block_q4_0 {
+    uint16_t d;             /* f16 scale */
+    uint8_t qs[R1_QK / 2]; /* low nibble: weights 0..15, high: 16..31; value = q - 8 */
+};
+
+typedef void (*r1_to_f32_fn)(const void *src, float *dst, int64_t n);
+typedef void (*r1_from_f32_fn)(const float *src, void *dst, int64_t n);
+
+struct r1_dtype_traits {
+    const char *name;
+    int block;         /* weights per block */
+    size_t block_size; /* bytes per block */
+    r1_to_f32_fn to_f32;     /* n is a multiple of block */
+    r1_from_f32_fn from_f32; /* NULL where r1infer cannot produce the type */
+};
+
+extern const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT];
+
+/* Bytes of a row of n weights; 0 if n is not a multiple of the block. */
+size_t r1_dtype_row_bytes(enum r1_dtype t, int64_t n);
+
+/* A matrix in kernel layout: rows of `cols` weights, each row_bytes long. */
+struct r1_mat {
+    const void *data;
+    enum r1_dtype dtype;
+    int rows, cols;
+    size_t row_bytes;
+};
+
+/* Dequantize one full row of m into dst (cols floats). */
+void r1_mat_row_f32(const struct r1_mat *m, int row, float *dst);
+
+#endif

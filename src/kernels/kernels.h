@@ -1,0 +1,103 @@
+/*
+ * kernels.h - the decode-step kernel suite and the backend table.
+ *
+ * One forward pass is a fixed sequence of kernel calls. Each call is an
+ * r1_op (a flat record of pointers and sizes; which fields a kernel reads is
+ * listed below) handed to the backend's function for that kernel, once per
+ * thread with (ith, nth): a kernel splits its rows by thread and must not
+ * assume anything about how many threads there are. Kernels never allocate.
+ *
+ * Layouts (row-major, T = tokens in the batch, 1 for decode):
+ *   activations  x, out          (T, cols), contiguous rows
+ *   qkv buffer                   (T, (n_head + 2*n_kv_head) * head_dim): Q | K | V
+ *   weights      r1_mat          (rows, cols) in op->w->dtype
+ *   KV cache     k, v            (layer, n_kv_head, n_ctx, head_dim) in kv->dtype
+ *   rope tables  cos, sin        (n_ctx, head_dim/2)
+ */
+#ifndef R1_KERNELS_H
+#define R1_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dtype.h"
+
+enum r1_kernel {
+    R1_K_EMBEDDING,     /* out[t,:] = row ids[t] of w (dequantized)                   */
+    R1_K_RMS_NORM,      /* out[t,:] = x[t,:] / rms(x[t,:]) * b[:], n = dim, eps       */
+    R1_K_QKV_BIAS,      /* out[t,r] = w[r,:]·x[t,:] + b[r]   (fused Q|K|V + bias)      */
+    R1_K_ROPE_QK,       /* rotate Q and K heads of out (qkv buffer) in place, rotate-half,
+                           position pos0+t, tables rope_cos/rope_sin                   */
+    R1_K_KV_APPEND,     /* copy K,V of x (qkv buffer) into kv at layer, pos0..pos0+T-1 */
+    R1_K_ATTENTION_GQA, /* out[t, h*hd:] = softmax(q·K/sqrt(hd)) V over cache positions
+                           0..pos0+t (causal); q from x (qkv buffer); head h reads kv head
+                           h / (n_head/n_kv_head); scratch: per-thread score buffer       */
+    R1_K_MATVEC_ADD,    /* out[t,r] += w[r,:]·x[t,:]   (o_proj, down_proj + residual)  */
+    R1_K_GATE_UP_SILU,  /* w = [gate; up] (2F, dim): out[t,j] = silu(g_j) * u_j, F cols */
+    R1_K_LM_HEAD,       /* out[t,r] = w[r,:]·x[t,:], r < vocab                        */
+    R1_K_ARGMAX,        /* *out_id = argmax of x[0..n), the lowest index on ties       */
+    R1_K_COUNT
+};
+
+/* "embedding", "rms_norm", ... as used by R1_KERNEL_<name>=ref and --profile. */
+extern const char *const r1_kernel_names[R1_K_COUNT];
+
+struct r1_kv_cache {
+    enum r1_dtype dtype; /* R1_DTYPE_F32 or R1_DTYPE_F16 */
+    int n_layer, n_kv_head, n_ctx, head_dim;
+    void *k, *v; /* (n_layer, n_kv_head, n_ctx, head_dim) */
+};
+
+struct r1_op {
+    enum r1_kernel kernel;
+    int T;    /* rows (tokens) in the batch */
+    int pos0; /* position of row 0 */
+    float *out;
+    const float *x;
+    const struct r1_mat *w;
+    const float *b; /* bias (qkv_bias) or norm weight (rms_norm) */
+    float eps;
+    int n;                /* dim for rms_norm, length for argmax */
+    const int32_t *ids;   /* embedding */
+    int32_t *out_id;      /* argmax */
+    int n_head, n_kv_head, head_dim, layer;
+    struct r1_kv_cache *kv;
+    const float *rope_cos, *rope_sin;
+    float *scratch;       /* attention: thread ith uses scratch + ith * scratch_stride */
+    size_t scratch_stride; /* >= kv->n_ctx floats */
+};
+
+typedef void (*r1_kernel_fn)(const struct r1_op *op, int ith, int nth);
+
+struct r1_backend {
+    const char *name;
+    r1_kernel_fn fn[R1_K_COUNT]; /* NULL entries fall back to ref */
+    /* Called once before use (CPU feature detection etc.); 0 = usable. */
+    int (*init)(void);
+    /* Preferred KV cache dtype. */
+    enum r1_dtype kv_dtype;
+};
+
+extern const struct r1_backend r1_backend_ref;
+extern const struct r1_backend r1_backend_cpu; /* kernels/cpu/ */
+
+/* Find a backend by name ("ref", "cpu"); NULL with an error if unknown or
+ * not usable on this machine. */
+const struct r1_backend *r1_backend_find(const char *name);
+
+/* Resolve the table a session runs: the backend's kernels, with NULL entries
+ * and every kernel named in R1_KERNEL_<name>=ref replaced by the reference.
+ * Returns -1 with an error for a bad R1_KERNEL_* value or unknown name. */
+int r1_backend_resolve(const struct r1_backend *be, r1_kernel_fn out[R1_K_COUNT]);
+
+/* Reference kernels (kernels/ref/), exposed for conformance tests. */
+extern const r1_kernel_fn r1_ref_kernels[R1_K_COUNT];
+
+/* Split n items over nth threads: [*lo, *hi) for thread ith. */
+static inline void r1_split(int n, int ith, int nth, int *lo, int *hi) {
+    int per = (n + nth - 1) / nth;
+    *lo = ith * per < n ? ith * per : n;
+    *hi = *lo + per < n ? *lo + per : n;
+}
+
+#endif

@@ -1,0 +1,182 @@
+/*
+ * build.c - turn source tensors (Hugging Face names) into the kernel layout:
+ * one arena holding the embedding, per layer a fused Q|K|V weight with its
+ * fused bias and a fused gate|up weight, norms in f32, and the lm_head.
+ * Sizes are computed first, then one allocation, then conversion.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "model/model.h"
+
+struct planner {
+    size_t off;
+    uint8_t *base; /* NULL while sizing */
+};
+
+static void *take(struct planner *p, size_t bytes) {
+    size_t at = (p->off + 63) & ~(size_t)63;
+    p->off = at + bytes;
+    return p->base ? p->base + at : NULL;
+}
+
+static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols,
+                    const char *what) {
+    size_t rb = r1_dtype_row_bytes(dt, cols);
+    if (rb == 0)
+        return r1_err("%s: %d columns cannot be stored as %s (needs a multiple of %d)", what, cols,
+                      r1_dtype_name(dt), r1_dtype_traits[dt].block);
+    m->dtype = dt;
+    m->rows = rows;
+    m->cols = cols;
+    m->row_bytes = rb;
+    m->data = take(p, rb * (size_t)rows);
+    return 0;
+}
+
+/* Look up `name`, check its shape is (rows, cols) or (rows) when cols == 0. */
+static const struct r1_src_tensor *get(const struct r1_tensor_source *src, const char *name,
+                                       int64_t rows, int64_t cols) {
+    const struct r1_src_tensor *t = src->find(src->ctx, name);
+    if (!t) {
+        r1_err("%s: tensor '%s' is missing", src->path, name);
+        return NULL;
+    }
+    int want_nd = cols ? 2 : 1;
+    if (t->ndim != want_nd || t->shape[0] != rows || (cols && t->shape[1] != cols)) {
+        char found[96] = "";
+        int o = 0;
+        for (int i = 0; i < t->ndim && o < 80; i++)
+            o += snprintf(found + o, sizeof found - (size_t)o, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        if (cols)
+            r1_err("%s: tensor '%s' has shape [%s], expected [%lld, %lld]", src->path, name, found,
+                   (long long)rows, (long long)cols);
+        else
+            r1_err("%s: tensor '%s' has shape [%s], expected [%lld]", src->path, name, found, (long long)rows);
+        return NULL;
+    }
+    if (!r1_dtype_traits[t->dtype].to_f32) {
+        r1_err("%s: tensor '%s' has type %s, which cannot be read yet", src->path, name,
+               r1_dtype_name(t->dtype));
+        return NULL;
+    }
+    return t;
+}
+
+/* Copy rows of t into m starting at row r0, converting dtype as needed. */
+static void convert_rows(const struct r1_src_tensor *t, struct r1_mat *m, int r0, float *tmp) {
+    int rows = (int)t->shape[0], cols = (int)t->shape[1];
+    size_t src_rb = r1_dtype_row_bytes(t->dtype, cols);
+    uint8_t *dst = (uint8_t *)m->data + (size_t)r0 * m->row_bytes;
+    if (t->dtype == m->dtype) {
+        memcpy(dst, t->data, src_rb * (size_t)rows);
+        return;
+    }
+    for (int r = 0; r < rows; r++) {
+        r1_dtype_traits[t->dtype].to_f32(t->data + (size_t)r * src_rb, tmp, cols);
+        r1_dtype_traits[m->dtype].from_f32(tmp, dst + (size_t)r * m->row_bytes, cols);
+    }
+}
+
+static void to_f32_vec(const struct r1_src_tensor *t, float *dst, int n) {
+    r1_dtype_traits[t->dtype].to_f32(t->data, dst, n);
+}
+
+#define NAMELEN 128
+
+int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
+                   int progress) {
+    const struct r1_config *c = &m->cfg;
+    if (dtype == R1_DTYPE_AUTO) dtype = c->file_dtype;
+    if ((int)dtype < 0 || dtype >= R1_DTYPE_COUNT || !r1_dtype_traits[dtype].from_f32)
+        return r1_err("weights cannot be converted to %s", r1_dtype_name(dtype));
+    m->dtype = dtype;
+    const int D = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd;
+    const int nqkv = qd + 2 * kvd;
+    m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
+    if (!m->layers) return r1_err("out of memory");
+
+    /* pass 0 sizes the arena, pass 1 fills it */
+    struct planner p = {0};
+    for (int pass = 0; pass < 2; pass++) {
+        p.off = 0;
+        if (plan_mat(&p, &m->emb, dtype, c->vocab, D, "embedding")) return -1;
+        for (int l = 0; l < c->n_layer; l++) {
+            struct r1_layer *L = &m->layers[l];
+            L->attn_norm = take(&p, (size_t)D * 4);
+            L->ffn_norm = take(&p, (size_t)D * 4);
+            L->bqkv = take(&p, (size_t)nqkv * 4);
+            if (plan_mat(&p, &L->wqkv, dtype, nqkv, D, "q/k/v projection") ||
+                plan_mat(&p, &L->wo, dtype, D, qd, "o_proj") ||
+                plan_mat(&p, &L->wgu, dtype, 2 * c->ffn, D, "gate/up projection") ||
+                plan_mat(&p, &L->wdown, dtype, D, c->ffn, "down_proj"))
+                return -1;
+        }
+        m->out_norm = take(&p, (size_t)D * 4);
+        if (c->tied) {
+            m->lm_head = m->emb;
+        } else if (plan_mat(&p, &m->lm_head, dtype, c->vocab, D, "lm_head")) {
+            return -1;
+        }
+        if (pass == 0) {
+            m->arena_size = p.off;
+            m->arena = r1_alloc(p.off, "the model weights");
+            if (!m->arena) return -1;
+            p.base = m->arena;
+        }
+    }
+
+    int maxcols = D > c->ffn ? D : c->ffn;
+    float *tmp = malloc((size_t)maxcols * sizeof(float));
+    if (!tmp) return r1_err("out of memory");
+    int rc = -1, tty = progress && isatty(2);
+    char name[NAMELEN];
+    const struct r1_src_tensor *t;
+    if (!(t = get(src, "model.embed_tokens.weight", c->vocab, D))) goto out;
+    convert_rows(t, &m->emb, 0, tmp);
+    for (int l = 0; l < c->n_layer; l++) {
+        struct r1_layer *L = &m->layers[l];
+        static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
+        int rows[3] = {qd, kvd, kvd}, r0 = 0;
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
+            if (!(t = get(src, name, rows[i], D))) goto out;
+            convert_rows(t, &L->wqkv, r0, tmp);
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
+            if (!(t = get(src, name, rows[i], 0))) goto out;
+            to_f32_vec(t, L->bqkv + r0, rows[i]);
+            r0 += rows[i];
+        }
+        snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", l);
+        if (!(t = get(src, name, D, qd))) goto out;
+        convert_rows(t, &L->wo, 0, tmp);
+        snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", l);
+        if (!(t = get(src, name, c->ffn, D))) goto out;
+        convert_rows(t, &L->wgu, 0, tmp);
+        snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", l);
+        if (!(t = get(src, name, c->ffn, D))) goto out;
+        convert_rows(t, &L->wgu, c->ffn, tmp);
+        snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", l);
+        if (!(t = get(src, name, D, c->ffn))) goto out;
+        convert_rows(t, &L->wdown, 0, tmp);
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        if (!(t = get(src, name, D, 0))) goto out;
+        to_f32_vec(t, L->attn_norm, D);
+        snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
+        if (!(t = get(src, name, D, 0))) goto out;
+        to_f32_vec(t, L->ffn_norm, D);
+        if (tty) fprintf(stderr, "\rloading %s: layer %d/%d", src->path, l + 1, c->n_layer);
+    }
+    if (!(t = get(src, "model.norm.weight", D, 0))) goto out;
+    to_f32_vec(t, m->out_norm, D);
+    if (!c->tied) {
+        if (!(t = get(src, "lm_head.weight", c->vocab, D))) goto out;
+        convert_rows(t, &m->lm_head, 0, tmp);
+    }
+    rc = 0;
+out:
+    if (tty) fprintf(stderr, "\r\033[K");
+    free(tmp);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/*
+ * model.h - the resident model: config + weights in the layout the kernels
+ * read. Loaders (hf.c for safetensors directories, gguf_load.c for GGUF)
+ * fill it; the runtime only reads it. Nothing here runs a kernel.
+ */
+#ifndef R1_MODEL_H
+#define R1_MODEL_H
+
+#include <stddef.h>
+
+#include "kernels/dtype.h"
+#include "r1infer.h"
+#include "util/util.h"
+
+struct r1_layer {
+    float *attn_norm;    /* (dim) */
+    struct r1_mat wqkv;  /* (q_dim + 2*kv_dim, dim): rows Q | K | V */
+    float *bqkv;         /* (q_dim + 2*kv_dim) */
+    struct r1_mat wo;    /* (dim, q_dim) */
+    float *ffn_norm;     /* (dim) */
+    struct r1_mat wgu;   /* (2*ffn, dim): rows gate | up */
+    struct r1_mat wdown; /* (dim, ffn) */
+};
+
+struct r1_model {
+    struct r1_config cfg;
+    enum r1_dtype dtype;  /* dtype of the big matrices */
+    struct r1_mat emb;    /* (vocab, dim) */
+    struct r1_layer *layers;
+    float *out_norm;      /* (dim) */
+    struct r1_mat lm_head; /* (vocab, dim); shares emb's data when tied */
+    void *arena;          /* one allocation holding every converted weight */
+    size_t arena_size;
+    char *path;           /* what it was loaded from */
+};
+
+/* Fill cfg from a parsed config.json; checks every size. -1 with an error. */
+struct json_t;
+int r1_config_from_json(struct r1_config *cfg, const char *path);
+/* Check a config's sizes (also for GGUF); names `src` in errors. */
+int r1_config_check(const struct r1_config *cfg, const char *src);
+
+/* A source tensor, wherever it came from (safetensors or GGUF). */
+struct r1_src_tensor {
+    const char *name;
+    enum r1_dtype dtype;
+    int ndim;
+    int64_t shape[4]; /* outermost first (rows, cols) as in safetensors */
+    const uint8_t *data;
+    size_t size;
+};
+
+/* Source of tensors by name: a loader implements lookup. */
+struct r1_tensor_source {
+    void *ctx;
+    const char *path; /* for messages */
+    /* returns NULL (no error set) if absent */
+    const struct r1_src_tensor *(*find)(void *ctx, const char *name);
+};
+
+/* Build the kernel layout (fused QKV + bias, fused gate|up) from a source
+ * whose tensors use Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
+ * Converts to `dtype` (R1_DTYPE_AUTO: cfg.file_dtype, quantized kept as is).
+ * Progress on stderr if progress. Fills m->emb, layers, out_norm, lm_head, arena. */
+int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
+                   int progress);
+
+/* Loaders. */
+int r1_model_load_hf(struct r1_model *m, const char *dir, const struct r1_load_opts *opts);
+int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_load_opts *opts);
+
+/* Synthetic models (synth.c). */
+int r1_synth_config(const char *name, struct r1_config *c);
+r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress);
+int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype file_dtype, uint64_t seed,
+                   const char *tokdir, int progress);
+
+#endif

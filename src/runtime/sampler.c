@@ -1,0 +1,174 @@
+/*
+ * sampler.c - the `sample` step: penalties, then greedy (temperature 0) or
+ * temperature + top-k + top-p + min-p over a candidate list, drawn with a
+ * seeded xoshiro256** generator so a seed reproduces a run exactly.
+ * The candidate buffer is allocated once per sampler.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "r1infer.h"
+#include "util/util.h"
+
+struct cand {
+    float logit;
+    int32_t id;
+};
+
+struct r1_sampler {
+    struct r1_sampler_params p;
+    int vocab;
+    struct cand *c;   /* (vocab) */
+    int32_t *recent;  /* ring of the last repeat_last_n ids */
+    int n_recent, head;
+    uint64_t rng[4];
+};
+
+struct r1_sampler_params r1_sampler_defaults(void) {
+    return (struct r1_sampler_params){.temperature = 0.6f, .top_k = 0, .top_p = 0.95f, .min_p = 0.0f,
+                                      .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0};
+}
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next_u64(uint64_t *s) {
+    uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
+    return r;
+}
+
+static double next_unit(uint64_t *s) { return (double)(next_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+
+r1_sampler_t *r1_sampler_new(const struct r1_sampler_params *p, int vocab) {
+    if (vocab <= 0) {
+        r1_err("sampler: vocabulary size must be positive");
+        return NULL;
+    }
+    if (p->temperature < 0 || p->top_p <= 0 || p->top_p > 1 || p->min_p < 0 || p->min_p > 1 ||
+        p->top_k < 0 || p->repeat_penalty <= 0) {
+        r1_err("sampler: need temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, top_k >= 0, "
+               "repeat_penalty > 0");
+        return NULL;
+    }
+    struct r1_sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->p = *p;
+    if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
+    s->vocab = vocab;
+    s->c = malloc((size_t)vocab * sizeof *s->c);
+    s->recent = malloc((size_t)(s->p.repeat_last_n ? s->p.repeat_last_n : 1) * sizeof(int32_t));
+    if (!s->c || !s->recent) {
+        r1_sampler_free(s);
+        r1_err("sampler: out of memory");
+        return NULL;
+    }
+    uint64_t x = p->seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix(&x);
+    return s;
+}
+
+void r1_sampler_free(r1_sampler_t *s) {
+    if (!s) return;
+    free(s->c);
+    free(s->recent);
+    free(s);
+}
+
+void r1_sampler_accept(r1_sampler_t *s, int32_t id) {
+    if (s->p.repeat_last_n == 0) return;
+    s->recent[s->head] = id;
+    s->head = (s->head + 1) % s->p.repeat_last_n;
+    if (s->n_recent < s->p.repeat_last_n) s->n_recent++;
+}
+
+static void apply_penalties(r1_sampler_t *s, float *logits) {
+    const struct r1_sampler_params *p = &s->p;
+    if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f) return;
+    /* count occurrences among recent ids; penalise each distinct id once */
+    for (int i = 0; i < s->n_recent; i++) {
+        int32_t id = s->recent[i];
+        if (id < 0 || id >= s->vocab) continue;
+        int first = 1, count = 0;
+        for (int j = 0; j < s->n_recent; j++) {
+            if (s->recent[j] == id) {
+                if (j < i) first = 0;
+                count++;
+            }
+        }
+        if (!first) continue;
+        float l = logits[id];
+        if (p->repeat_penalty != 1.0f) l = l > 0 ? l / p->repeat_penalty : l * p->repeat_penalty;
+        l -= (float)count * p->frequency_penalty + p->presence_penalty;
+        logits[id] = l;
+    }
+}
+
+static int cmp_cand(const void *a, const void *b) {
+    const struct cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
+    const struct r1_sampler_params *p = &s->p;
+    apply_penalties(s, logits);
+    int best = 0;
+    for (int i = 1; i < s->vocab; i++)
+        if (logits[i] > logits[best]) best = i;
+    int32_t chosen = best;
+    if (p->temperature > 0 && p->top_k != 1) {
+        /* candidates: drop tokens whose probability is < e^-30 of the best */
+        float cut = logits[best] - 30.0f * p->temperature;
+        int n = 0;
+        for (int i = 0; i < s->vocab; i++)
+            if (logits[i] >= cut) s->c[n++] = (struct cand){logits[i], i};
+        qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
+        if (p->top_k > 0 && n > p->top_k) n = p->top_k;
+        /* softmax at temperature (logit now holds the probability) */
+        double sum = 0;
+        float mx = s->c[0].logit;
+        for (int i = 0; i < n; i++) {
+            s->c[i].logit = expf((s->c[i].logit - mx) / p->temperature);
+            sum += s->c[i].logit;
+        }
+        for (int i = 0; i < n; i++) s->c[i].logit = (float)(s->c[i].logit / sum);
+        /* min-p relative to the most likely token, then top-p nucleus */
+        if (p->min_p > 0) {
+            float thr = p->min_p * s->c[0].logit;
+            int k = 1;
+            while (k < n && s->c[k].logit >= thr) k++;
+            n = k;
+        }
+        if (p->top_p < 1.0f) {
+            double cum = 0;
+            int k = 0;
+            while (k < n) {
+                cum += s->c[k].logit;
+                k++;
+                if (cum >= p->top_p) break;
+            }
+            n = k;
+        }
+        double total = 0;
+        for (int i = 0; i < n; i++) total += s->c[i].logit;
+        double r = next_unit(s->rng) * total, acc = 0;
+        chosen = s->c[n - 1].id;
+        for (int i = 0; i < n; i++) {
+            acc += s->c[i].logit;
+            if (r < acc) {
+                chosen = s->c[i].id;
+                break;
+            }
+        }
+    }
+    r1_sampler_accept(s, chosen);
+    return chosen;
+}

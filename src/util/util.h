@@ -1,0 +1,78 @@
+/*
+ * util.h - small shared helpers: errors, half-precision conversion, timing,
+ * checked arithmetic and file mapping. No model or kernel knowledge here.
+ */
+#ifndef R1_UTIL_H
+#define R1_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Set the thread-local error message (printf-style); always returns -1 so
+ * callers can write `return r1_err("...")`. */
+int r1_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Prefix the current error with more context: "ctx: old message". */
+int r1_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Fatal internal error (a bug, not bad input): prints file:line and aborts.
+ * Stays on in release builds. */
+#define R1_ASSERT(x)                                                            \
+    do {                                                                        \
+        if (!(x)) r1_fatal(__FILE__, __LINE__, #x);                             \
+    } while (0)
+_Noreturn void r1_fatal(const char *file, int line, const char *what);
+
+/* ---- half precision (IEEE f16 and bfloat16), round to nearest even ---- */
+static inline float r1_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint16_t r1_f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* NaN */
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (uint16_t)(u >> 16);
+}
+float r1_f16_to_f32(uint16_t h);
+uint16_t r1_f32_to_f16(float f);
+
+/* ---- checked arithmetic: return 0 on overflow ---- */
+static inline int r1_mul_ok(size_t a, size_t b, size_t *r) {
+    return !__builtin_mul_overflow(a, b, r);
+}
+static inline int r1_add_ok(size_t a, size_t b, size_t *r) {
+    return !__builtin_add_overflow(a, b, r);
+}
+
+/* ---- time ---- */
+double r1_now(void); /* seconds, monotonic */
+
+/* ---- memory ---- */
+/* 64-byte aligned, zeroed allocation; on failure sets an error that says how
+ * many bytes were needed and returns NULL. Free with free(). */
+void *r1_alloc(size_t bytes, const char *what);
+
+/* ---- files ---- */
+struct r1_file {
+    const uint8_t *data;
+    size_t size;
+    int fd;
+};
+/* mmap a whole file read-only; returns -1 with an error naming the path. */
+int r1_file_map(struct r1_file *f, const char *path);
+void r1_file_unmap(struct r1_file *f);
+/* Read a whole (small) file into a NUL-terminated malloc'ed buffer. */
+char *r1_file_read(const char *path, size_t *len);
+int r1_path_is_dir(const char *path);
+/* dir + "/" + name, malloc'ed. */
+char *r1_path_join(const char *dir, const char *name);
+
+/* Number of physical cores (at least 1). */
+int r1_physical_cores(void);
+
+#endif
