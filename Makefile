@@ -43,7 +43,7 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libr1infer.a
 BIN      := $(BUILD)/r1infer
 
-.PHONY: all test demo bench format clean tests fuzz
+.PHONY: all test demo bench format clean tests fuzz deps
 all: $(BIN) $(LIB)
 	@echo "built $(BIN) (CUDA=$(CUDA) SAN=$(SAN))"
 
@@ -68,10 +68,15 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 
 tests: $(BIN) $(TEST_BIN)
 
-test: tests
+deps:
+	@bash scripts/install-deps.sh
+
+test: deps
+	@$(MAKE) --no-print-directory tests
 	@BUILD=$(BUILD) bash scripts/run-tests.sh
 
-demo: $(BIN)
+demo: deps
+	@$(MAKE) --no-print-directory all
 	bash scripts/demo.sh $(BIN)
 
 bench: $(BIN)
@@ -84,3 +89,8 @@ clean:
 	rm -rf build build-san build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
+
+# Cross-build the kernel test for aarch64 and run it under qemu (NEON, dotprod).
+.PHONY: test-arm
+test-arm:
+	BUILD=$(BUILD) bash scripts/test-arm.sh

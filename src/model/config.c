@@ -2,7 +2,9 @@
  * config.c - config.json of a Qwen2 checkpoint -> struct r1_config, with
  * every size checked and unsupported settings refused by name.
  */
+#include <errno.h>
 #include <jansson.h>
+#include <unistd.h>
 #include <math.h>
 #include <string.h>
 
@@ -54,6 +56,9 @@ int r1_config_check(const struct r1_config *c, const char *src) {
 
 int r1_config_from_json(struct r1_config *c, const char *path) {
     json_error_t je;
+    if (access(path, R_OK) != 0)
+        return r1_err("%s: cannot open: %s (a model directory holds config.json and *.safetensors)", path,
+                      strerror(errno));
     json_t *root = json_load_file(path, 0, &je);
     if (!root) return r1_err("%s: line %d: %s", path, je.line, je.text);
     int rc = -1;

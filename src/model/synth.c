@@ -158,6 +158,20 @@ r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, u
 }
 
 /* ---- writer ---- */
+static int mkdir_p(const char *dir) {
+    char p[4096];
+    if (strlen(dir) >= sizeof p) return r1_err("%s: path too long", dir);
+    strcpy(p, dir);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(p, 0755) != 0 && errno != EEXIST) return r1_err("%s: cannot create: %s", p, strerror(errno));
+        *q = '/';
+    }
+    if (mkdir(p, 0755) != 0 && errno != EEXIST) return r1_err("%s: cannot create: %s", p, strerror(errno));
+    return 0;
+}
+
 static int copy_file(const char *from, const char *to) {
     size_t len;
     char *data = r1_file_read(from, &len);
@@ -174,7 +188,7 @@ int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt,
     if (dt != R1_DTYPE_F32 && dt != R1_DTYPE_F16 && dt != R1_DTYPE_BF16)
         return r1_err("synth writes f32, f16 or bf16 checkpoints, not %s", r1_dtype_name(dt));
     if (r1_config_check(c, "synthetic config")) return -1;
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST) return r1_err("%s: cannot create: %s", dir, strerror(errno));
+    if (mkdir_p(dir)) return -1;
     const char *tdname = dt == R1_DTYPE_F32 ? "float32" : dt == R1_DTYPE_F16 ? "float16" : "bfloat16";
     const char *stname = dt == R1_DTYPE_F32 ? "F32" : dt == R1_DTYPE_F16 ? "F16" : "BF16";
     size_t esize = dt == R1_DTYPE_F32 ? 4 : 2;

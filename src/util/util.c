@@ -27,13 +27,23 @@ int r1_err(const char *fmt, ...) {
 }
 
 int r1_err_prefix(const char *fmt, ...) {
-    char old[sizeof err_buf], pre[512];
+    char old[sizeof err_buf];
     memcpy(old, err_buf, sizeof old);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(pre, sizeof pre, fmt, ap);
+    int n = vsnprintf(err_buf, sizeof err_buf, fmt, ap);
     va_end(ap);
-    snprintf(err_buf, sizeof err_buf, "%s: %s", pre, old);
+    size_t at = n < 0 ? 0 : (size_t)n < sizeof err_buf ? (size_t)n : sizeof err_buf - 1;
+    size_t room = sizeof err_buf - 1 - at;
+    if (room >= 2) {
+        memcpy(err_buf + at, ": ", 2);
+        at += 2, room -= 2;
+        size_t ol = strnlen(old, sizeof old - 1);
+        if (ol > room) ol = room;
+        memcpy(err_buf + at, old, ol);
+        at += ol;
+    }
+    err_buf[at] = 0;
     return -1;
 }
 

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds every libFuzzer target tests/fuzz/fuzz_*.c with clang (ASan + UBSan)
+# into build-fuzz/ and runs each for a bounded time.
+#   scripts/fuzz.sh [SECONDS] [NAME...]   default 60 s each, all targets
+# The library sources (src/**/*.c but src/cli/) are compiled once into
+# build-fuzz/obj/, archived as build-fuzz/libfuzz.a and linked into each target. Run from the repository root;
+# corpora grow in build-fuzz/corpus/NAME (seeded from tests/fuzz/corpus/NAME).
+set -eu
+cd "$(dirname "$0")/.."
+SECS=${1:-60}
+[ $# -gt 0 ] && shift
+CC=${FUZZ_CC:-clang}
+OUT=build-fuzz
+FLAGS="-std=c11 -O1 -g -Iinclude -Isrc -D_GNU_SOURCE -pthread -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
+LIBS="-lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm"
+mkdir -p "$OUT/obj"
+objs=()
+for src in $(find src -name '*.c' ! -path 'src/cli/*' | sort); do
+    obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
+    if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src include -name '*.h' -newer "$obj" | head -1)" ]; then
+        if ! $CC $FLAGS -fsanitize=fuzzer-no-link -c -o "$obj" "$src"; then
+            echo "warning: $src does not compile; left out (targets that need it will not link)" >&2
+            rm -f "$obj"
+            continue
+        fi
+    fi
+    objs+=("$obj")
+done
+# an archive, so each target pulls in only the objects it needs
+rm -f "$OUT/libfuzz.a"
+ar rcs "$OUT/libfuzz.a" "${objs[@]}"
+targets=("$@")
+if [ ${#targets[@]} -eq 0 ]; then
+    for f in tests/fuzz/fuzz_*.c; do targets+=("$(basename "$f" .c)"); done
+fi
+status=0
+for name in "${targets[@]}"; do
+    $CC $FLAGS -fsanitize=fuzzer -o "$OUT/$name" "tests/fuzz/$name.c" "$OUT/libfuzz.a" $LIBS
+    mkdir -p "$OUT/corpus/$name"
+    seeds=()
+    [ -d "tests/fuzz/corpus/$name" ] && seeds+=("tests/fuzz/corpus/$name")
+    echo "== $name: ${SECS}s"
+    if ! "$OUT/$name" -max_total_time="$SECS" -rss_limit_mb=4096 -max_len=4096 \
+            -artifact_prefix="$OUT/$name-" "$OUT/corpus/$name" "${seeds[@]}"; then
+        echo "!! $name found a crash (see $OUT/$name-*)"
+        status=1
+    fi
+done
+exit $status

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what r1infer needs to build and to run its tests on Debian/Ubuntu:
+# the C libraries it links (PCRE2, utf8proc, jansson, libmicrohttpd), clang
+# with libFuzzer for the fuzz targets, rsvg-convert for the bench chart, and
+# the Python packages the tests drive it with (openai client, gguf-py).
+# Idempotent and quiet when everything is already there. Needs root (or sudo).
+set -euo pipefail
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+
+APT_PKGS="build-essential make pkg-config libpcre2-dev libutf8proc-dev libjansson-dev \
+libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip"
+missing=""
+for p in $APT_PKGS; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "install-deps: apt-get install$missing"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+
+# Python packages used only by tests (the engine itself needs none).
+PY=${PYTHON:-python3}
+PIP_PKGS="openai gguf numpy"
+need=""
+for p in $PIP_PKGS; do
+    $PY -c "import $p" >/dev/null 2>&1 || need="$need $p"
+done
+if [ -n "$need" ]; then
+    echo "install-deps: pip install$need"
+    $PY -m pip install -q $need 2>/dev/null || $PY -m pip install -q --break-system-packages $need
+fi
+echo "install-deps: ok"

@@ -1,0 +1,186 @@
+/*
+ * test_loader.c - the loader refuses bad input with one clear message that
+ * names the file (and the tensor or field), and never crashes: missing files,
+ * malformed config.json, unsupported settings, truncated or corrupt
+ * safetensors headers, offsets past the end, wrong shapes and dtypes, broken
+ * shard indexes. Also: the session refuses a full context and bad ids.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "test.h"
+
+static char tmp[256];
+
+static void write_file(const char *name, const void *data, size_t len) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", tmp, name);
+    FILE *f = fopen(p, "wb");
+    fwrite(data, 1, len, f);
+    fclose(f);
+}
+
+static void write_str(const char *name, const char *s) { write_file(name, s, strlen(s)); }
+
+static const char *good_config =
+    "{\"model_type\":\"qwen2\",\"hidden_size\":32,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+    "\"num_key_value_heads\":1,\"intermediate_size\":64,\"vocab_size\":64,\"max_position_embeddings\":"
+    "128,\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,\"tie_word_embeddings\":false,\"torch_dtype\":"
+    "\"float32\"}";
+
+/* A safetensors file with a given header and `data_len` bytes of data. */
+static void write_st(const char *name, const char *hdr, size_t data_len) {
+    size_t hl = strlen(hdr), total = 8 + hl + data_len;
+    unsigned char *b = calloc(1, total);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+    memcpy(b + 8, hdr, hl);
+    write_file(name, b, total);
+    free(b);
+}
+
+/* Expect loading tmp to fail with an error containing every needle. */
+static void expect_fail(const char *what, const char *n1, const char *n2) {
+    struct r1_load_opts lo = {.dtype = R1_DTYPE_AUTO};
+    r1_model_t *m = r1_model_load(tmp, &lo);
+    const char *e = r1_last_error();
+    CHECK(m == NULL, "%s: load should fail", what);
+    CHECK(n1 == NULL || strstr(e, n1), "%s: error '%s' should mention '%s'", what, e, n1);
+    CHECK(n2 == NULL || strstr(e, n2), "%s: error '%s' should mention '%s'", what, e, n2);
+    printf("  %-34s -> %s\n", what, e);
+    r1_model_free(m);
+}
+
+static void fresh_dir(void) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/*", tmp);
+    if (system(cmd)) {
+    }
+}
+
+int main(void) {
+    snprintf(tmp, sizeof tmp, "/tmp/r1-loader-XXXXXX");
+    if (!mkdtemp(tmp)) return 1;
+
+    /* a valid small checkpoint to corrupt */
+    struct r1_config c = {.dim = 32, .n_layer = 1, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .ffn = 64,
+                          .vocab = 64, .max_pos = 128, .eps = 1e-6f, .rope_theta = 10000.0f,
+                          .file_dtype = R1_DTYPE_F32, .bos_id = -1, .eos_id = -1};
+    CHECK(r1_synth_write(tmp, &c, R1_DTYPE_F32, 3, NULL, 0) == 0, "synth_write: %s", r1_last_error());
+    struct r1_load_opts lo = {.dtype = R1_DTYPE_AUTO};
+    r1_model_t *m = r1_model_load(tmp, &lo);
+    CHECK(m != NULL, "valid model loads: %s", r1_last_error());
+    if (m) {
+        CHECK(r1_model_config(m)->dim == 32 && r1_model_config(m)->n_kv_head == 1, "config read");
+        struct r1_session_opts so = {.n_ctx = 8, .backend = "ref", .kv_dtype = R1_DTYPE_F32};
+        r1_session_t *s = r1_session_new(m, &so);
+        CHECK(s != NULL, "session: %s", r1_last_error());
+        int32_t ids[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+        CHECK(r1_session_forward(s, ids, 9, NULL) == NULL && strstr(r1_last_error(), "context full"),
+              "9 tokens into --ctx 8 refused: %s", r1_last_error());
+        int32_t bad = 64;
+        CHECK(r1_session_forward(s, &bad, 1, NULL) == NULL && strstr(r1_last_error(), "vocabulary"),
+              "id outside the vocabulary refused: %s", r1_last_error());
+        CHECK(r1_session_forward(s, ids, 8, NULL) != NULL, "8 tokens fit");
+        CHECK(r1_session_forward(s, ids, 1, NULL) == NULL, "the 9th is refused");
+        CHECK(r1_session_truncate(s, 9) != 0, "truncate past n_past refused");
+        CHECK(r1_session_truncate(s, 4) == 0 && r1_session_n_past(s) == 4, "truncate");
+        r1_session_free(s);
+        so.n_ctx = 4096;
+        CHECK(r1_session_new(m, &so) == NULL && strstr(r1_last_error(), "max_position_embeddings"),
+              "ctx beyond max_position_embeddings refused: %s", r1_last_error());
+        so.n_ctx = 8;
+        so.backend = "nosuch";
+        CHECK(r1_session_new(m, &so) == NULL && strstr(r1_last_error(), "nosuch"), "unknown backend");
+        so.backend = "ref";
+        setenv("R1_KERNEL_nosuch", "ref", 1);
+        CHECK(r1_session_new(m, &so) == NULL && strstr(r1_last_error(), "nosuch"),
+              "misspelt R1_KERNEL_ refused: %s", r1_last_error());
+        unsetenv("R1_KERNEL_nosuch");
+        setenv("R1_KERNEL_rms_norm", "fast", 1);
+        CHECK(r1_session_new(m, &so) == NULL, "R1_KERNEL_rms_norm=fast refused");
+        unsetenv("R1_KERNEL_rms_norm");
+        /* conversion at load: every column count here is a multiple of 32 */
+        r1_model_free(m);
+        lo.dtype = R1_DTYPE_Q8_0;
+        m = r1_model_load(tmp, &lo);
+        CHECK(m != NULL && r1_model_dtype(m) == R1_DTYPE_Q8_0, "--dtype q8_0 converts: %s", r1_last_error());
+        lo.dtype = R1_DTYPE_AUTO;
+    }
+    r1_model_free(m);
+
+    printf("bad input:\n");
+    fresh_dir();
+    expect_fail("missing directory contents", "config.json", NULL);
+    write_str("config.json", "{\"hidden_size\": 32,");
+    expect_fail("malformed config.json", "config.json", "line");
+    write_str("config.json", "{\"model_type\":\"qwen2\",\"hidden_size\":0,\"num_hidden_layers\":1,"
+                             "\"num_attention_heads\":2,\"intermediate_size\":64,\"vocab_size\":64}");
+    expect_fail("zero hidden_size", "config.json", "hidden_size");
+    write_str("config.json", "{\"model_type\":\"qwen2\",\"hidden_size\":32,\"num_hidden_layers\":-3,"
+                             "\"num_attention_heads\":2,\"intermediate_size\":64,\"vocab_size\":64}");
+    expect_fail("negative num_hidden_layers", "config.json", "num_hidden_layers");
+    write_str("config.json", "{\"model_type\":\"qwen2\",\"hidden_size\":32,\"num_hidden_layers\":1,"
+                             "\"num_attention_heads\":3,\"intermediate_size\":64,\"vocab_size\":64}");
+    expect_fail("heads not dividing hidden", "config.json", "multiple");
+    write_str("config.json", "{\"model_type\":\"llama\",\"hidden_size\":32}");
+    expect_fail("wrong model_type", "config.json", "llama");
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg, "%.*s,\"use_sliding_window\":true}", (int)strlen(good_config) - 1, good_config);
+    write_str("config.json", cfg);
+    expect_fail("use_sliding_window=true", "config.json", "use_sliding_window");
+    snprintf(cfg, sizeof cfg, "%.*s,\"rope_scaling\":{\"type\":\"yarn\"}}", (int)strlen(good_config) - 1, good_config);
+    write_str("config.json", cfg);
+    expect_fail("rope_scaling", "config.json", "rope_scaling");
+
+    write_str("config.json", good_config);
+    expect_fail("missing model.safetensors", "model.safetensors", NULL);
+    write_file("model.safetensors", "\x10\x00", 2);
+    expect_fail("2-byte safetensors", "model.safetensors", "short");
+    write_st("model.safetensors", "{\"a\":", 0);
+    expect_fail("corrupt JSON header", "model.safetensors", "header");
+    {
+        unsigned char b[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0, '{', '}'};
+        write_file("model.safetensors", b, sizeof b);
+        expect_fail("header length past the end", "model.safetensors", "length");
+    }
+    write_st("model.safetensors",
+             "{\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[64,32],\"data_offsets\":[0,8192]}}", 100);
+    expect_fail("offset past the end (truncated)", "model.embed_tokens.weight", "past the end");
+    write_st("model.safetensors",
+             "{\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[64,32],\"data_offsets\":[0,100]}}", 100);
+    expect_fail("shape vs offsets mismatch", "model.embed_tokens.weight", "bytes");
+    write_st("model.safetensors",
+             "{\"model.embed_tokens.weight\":{\"dtype\":\"I8\",\"shape\":[64,32],\"data_offsets\":[0,2048]}}", 2048);
+    expect_fail("unsupported dtype", "model.embed_tokens.weight", "I8");
+    write_st("model.safetensors",
+             "{\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[64,16],\"data_offsets\":[0,4096]}}", 4096);
+    expect_fail("wrong shape", "model.embed_tokens.weight", "expected [64, 32]");
+    write_st("model.safetensors",
+             "{\"model.embed_tokens.weight\":{\"dtype\":\"F32\",\"shape\":[64,32],\"data_offsets\":[0,8192]}}", 8192);
+    expect_fail("missing tensor", "model.layers.0.self_attn.q_proj.weight", "missing");
+    write_st("model.safetensors",
+             "{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,8],\"data_offsets\":[0,0]}}", 0);
+    expect_fail("shape overflow", "overflow", NULL);
+    write_st("model.safetensors", "{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", 8);
+    expect_fail("reversed data_offsets", "data_offsets", NULL);
+
+    write_str("model.safetensors.index.json", "{\"weight_map\":{\"a\":\"../../etc/passwd\"}}");
+    expect_fail("index naming a path", "index.json", "plain file name");
+    write_str("model.safetensors.index.json", "{\"weight_map\":{\"a\":\"model-00001.safetensors\"}}");
+    expect_fail("index naming a missing shard", "model-00001.safetensors", NULL);
+    write_str("model.safetensors.index.json", "{\"weight_map\": 3}");
+    expect_fail("index without weight_map", "weight_map", NULL);
+
+    CHECK(r1_model_load("/nonexistent/model.bin", NULL) == NULL && strstr(r1_last_error(), "/nonexistent"),
+          "a missing path is named: %s", r1_last_error());
+
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd)) {
+    }
+    return TEST_DONE("test_loader");
+}
