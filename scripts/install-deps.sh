@@ -9,7 +9,8 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 APT_PKGS="build-essential make pkg-config libpcre2-dev libutf8proc-dev libjansson-dev \
-libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip"
+libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip \
+gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 missing=""
 for p in $APT_PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -1,0 +1,368 @@
+/*
+ * cpu.c - the fast CPU backend: every kernel of the suite, split by
+ * (ith, nth), on top of one per-ISA table of primitives (cpu.h) chosen at
+ * init from what the CPU supports (AVX-512 VNNI, AVX2+FMA+F16C, NEON with or
+ * without dotprod, else portable C). Matmul-type kernels walk the weights in
+ * groups of isa->mr rows; for a batch (prefill) each group is used for every
+ * token of a token block while it is still in cache, so weights are read from
+ * memory once per TOKEN_BLOCK tokens rather than once per token.
+ *
+ * Kernels never allocate in steady state: quantized activations go to a
+ * thread-local buffer grown on first use and then reused. Dtypes without a
+ * tile (K-quants) fall back to the reference kernel.
+ */
+#include "kernels/cpu/cpu.h"
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/util.h"
+
+#define TOKEN_BLOCK 64 /* tokens that share one pass over the weights in prefill */
+#define ROW_BLOCK 64   /* weight rows per block (a multiple of every isa->mr) */
+#define KC 512         /* columns per slice in a batch (a multiple of 64) */
+
+const struct r1_cpu_isa *const r1_cpu_isas[] = {
+#if defined(__x86_64__)
+    &r1_cpu_avx512,
+    &r1_cpu_avx2,
+#endif
+#if defined(__aarch64__)
+    &r1_cpu_neon_dot,
+    &r1_cpu_neon,
+#endif
+    &r1_cpu_generic,
+    NULL,
+};
+
+static _Atomic(const struct r1_cpu_isa *) current_isa;
+
+int r1_cpu_select(const char *name) {
+    for (int i = 0; r1_cpu_isas[i]; i++) {
+        const struct r1_cpu_isa *isa = r1_cpu_isas[i];
+        if (name && strcmp(name, isa->name) != 0) continue;
+        if (!isa->available()) {
+            if (name) return r1_err("cpu backend: this CPU cannot run the '%s' kernels", name);
+            continue;
+        }
+        atomic_store(&current_isa, isa);
+        return 0;
+    }
+    return r1_err("cpu backend: no kernel set named '%s'", name ? name : "(best)");
+}
+
+const struct r1_cpu_isa *r1_cpu_current(void) {
+    const struct r1_cpu_isa *isa = atomic_load_explicit(&current_isa, memory_order_acquire);
+    if (!isa) {
+        r1_cpu_select(NULL); /* generic is always available */
+        isa = atomic_load(&current_isa);
+    }
+    return isa;
+}
+
+static int cpu_init(void) {
+    r1_cpu_current();
+    return 0;
+}
+
+/* ---- thread-local scratch: grown on first use, then reused ---- */
+static _Thread_local uint8_t *tls_buf;
+static _Thread_local size_t tls_cap;
+
+static uint8_t *scratch(size_t bytes) {
+    if (bytes > tls_cap) {
+        size_t cap = (bytes + bytes / 2 + 4095) & ~(size_t)4095;
+        free(tls_buf);
+        tls_buf = aligned_alloc(64, cap);
+        R1_ASSERT(tls_buf != NULL);
+        tls_cap = cap;
+    }
+    return tls_buf;
+}
+
+/* ---- matmul plumbing ---- */
+enum store { STORE_SET, STORE_BIAS, STORE_ADD };
+
+/* The tile for w, or NULL when this kernel must fall back to ref. */
+static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct r1_mat *w) {
+    const struct r1_cpu_mm *mm = &isa->mm[w->dtype];
+    if (!mm->tile) return NULL;
+    if (mm->act == R1_CPU_ACT_Q8 && w->cols % 32) return NULL;
+    return mm;
+}
+
+/* Activations of tokens [0, T) in the form the tile reads; *xs = token stride. */
+static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
+                               const float *x, int T, int K, size_t *xs) {
+    if (mm->act == R1_CPU_ACT_F32) {
+        *xs = (size_t)K * sizeof(float);
+        return (const uint8_t *)x;
+    }
+    size_t s = r1_cpu_q8_stride(K);
+    uint8_t *buf = scratch((size_t)T * s);
+    for (int t = 0; t < T; t++) isa->quant_q8(x + (size_t)t * K, buf + (size_t)t * s, K);
+    *xs = s;
+    return buf;
+}
+
+/* Rows [lo, hi) of this thread, split in whole groups of mr rows. */
+static void split_rows(int rows, int mr, int ith, int nth, int *lo, int *hi) {
+    int g0, g1;
+    r1_split((rows + mr - 1) / mr, ith, nth, &g0, &g1);
+    *lo = g0 * mr < rows ? g0 * mr : rows;
+    *hi = g1 * mr < rows ? g1 * mr : rows;
+}
+
+/* C[(t - t0) * ROW_BLOCK + i] = row r0+i of base · token t, for i < mc <= ROW_BLOCK and
+ * t in [t0, t0 + tn), tn <= TOKEN_BLOCK. A batch walks K in KC-column slices so
+ * the slice of ROW_BLOCK rows and of the tokens both stay in L2 while every
+ * tile of them is computed; a single token streams each row group once. */
+static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
+                     const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
+                     int t0, int tn, float *C) {
+    float tile[R1_CPU_MR * R1_CPU_NT];
+    const int kc = tn == 1 ? K : KC;
+    for (int k0 = 0; k0 < K; k0 += kc) {
+        int k1 = K - k0 < kc ? K : k0 + kc;
+        for (int r = 0; r < mc; r += isa->mr) {
+            int nr = mc - r < isa->mr ? mc - r : isa->mr;
+            for (int t = 0; t < tn; t += isa->nt) {
+                int nt = tn - t < isa->nt ? tn - t : isa->nt;
+                mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr,
+                         xa + (size_t)(t0 + t) * xs, xs, nt, tile);
+                for (int j = 0; j < nt; j++) {
+                    float *c = C + (size_t)(t + j) * ROW_BLOCK + r;
+                    const float *v = tile + j * R1_CPU_MR;
+                    if (k0 == 0)
+                        for (int i = 0; i < nr; i++) c[i] = v[i];
+                    else
+                        for (int i = 0; i < nr; i++) c[i] += v[i];
+                }
+            }
+        }
+    }
+}
+
+/* out[t*ostride + r] (=, = +bias, +=) w[r,:]·x[t,:] for r in [lo, hi), t < T. */
+static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
+                    const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
+                    float *out, int ostride, const float *bias, enum store st) {
+    float C[TOKEN_BLOCK * ROW_BLOCK];
+    for (int tb = 0; tb < T; tb += TOKEN_BLOCK) {
+        int tn = T - tb < TOKEN_BLOCK ? T - tb : TOKEN_BLOCK;
+        for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
+            int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
+            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb, tn, C);
+            for (int t = 0; t < tn; t++) {
+                float *o = out + (size_t)(tb + t) * ostride + r0;
+                const float *v = C + (size_t)t * ROW_BLOCK;
+                switch (st) {
+                case STORE_SET:
+                    for (int i = 0; i < mc; i++) o[i] = v[i];
+                    break;
+                case STORE_BIAS:
+                    for (int i = 0; i < mc; i++) o[i] = v[i] + bias[r0 + i];
+                    break;
+                case STORE_ADD:
+                    for (int i = 0; i < mc; i++) o[i] += v[i];
+                    break;
+                }
+            }
+        }
+    }
+}
+
+static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float *bias,
+                          enum store st) {
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    const struct r1_cpu_mm *mm = mm_for(isa, op->w);
+    if (!mm) {
+        r1_ref_kernels[op->kernel](op, ith, nth);
+        return;
+    }
+    int lo, hi;
+    split_rows(op->w->rows, isa->mr, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    size_t xs;
+    const uint8_t *xa = prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
+    mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, op->w->rows, bias, st);
+}
+
+static void k_qkv_bias(const struct r1_op *op, int ith, int nth) {
+    matmul_kernel(op, ith, nth, op->b, op->b ? STORE_BIAS : STORE_SET);
+}
+static void k_matvec_add(const struct r1_op *op, int ith, int nth) {
+    matmul_kernel(op, ith, nth, NULL, STORE_ADD);
+}
+static void k_lm_head(const struct r1_op *op, int ith, int nth) {
+    matmul_kernel(op, ith, nth, NULL, STORE_SET);
+}
+
+static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    const struct r1_mat *w = op->w;
+    const struct r1_cpu_mm *mm = mm_for(isa, w);
+    if (!mm) {
+        r1_ref_kernels[op->kernel](op, ith, nth);
+        return;
+    }
+    const int F = w->rows / 2, T = op->T;
+    int lo, hi;
+    split_rows(F, isa->mr, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
+    size_t xs;
+    const uint8_t *xa = prep_act(isa, mm, op->x, T, w->cols, &xs);
+    const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
+    float g[TOKEN_BLOCK * ROW_BLOCK], u[TOKEN_BLOCK * ROW_BLOCK];
+    for (int tb = 0; tb < T; tb += TOKEN_BLOCK) {
+        int tn = T - tb < TOKEN_BLOCK ? T - tb : TOKEN_BLOCK;
+        for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
+            int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
+            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb, tn, g);
+            mm_block(isa, mm, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb, tn, u);
+            for (int t = 0; t < tn; t++) {
+                float *o = op->out + (size_t)(tb + t) * F + r0;
+                const float *gv = g + (size_t)t * ROW_BLOCK, *uv = u + (size_t)t * ROW_BLOCK;
+                for (int i = 0; i < mc; i++) o[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
+            }
+        }
+    }
+}
+
+/* ---- the small kernels ---- */
+static void k_embedding(const struct r1_op *op, int ith, int nth) {
+    int lo, hi;
+    r1_split(op->T, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++)
+        r1_mat_row_f32(op->w, op->ids[t], op->out + (size_t)t * op->w->cols);
+}
+
+static void k_rms_norm(const struct r1_op *op, int ith, int nth) {
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    int lo, hi, n = op->n;
+    r1_split(op->T, ith, nth, &lo, &hi);
+    for (int t = lo; t < hi; t++) {
+        const float *x = op->x + (size_t)t * n;
+        float *o = op->out + (size_t)t * n;
+        float inv = 1.0f / sqrtf(isa->dot_f32(x, x, n) / (float)n + op->eps);
+        for (int i = 0; i < n; i++) o[i] = x[i] * inv * op->b[i];
+    }
+}
+
+static void k_rope_qk(const struct r1_op *op, int ith, int nth) {
+    const int hd = op->head_dim, half = hd / 2, nh = op->n_head + op->n_kv_head;
+    const int stride = (op->n_head + 2 * op->n_kv_head) * hd;
+    int lo, hi;
+    r1_split(op->T * nh, ith, nth, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        int t = i / nh, h = i % nh;
+        float *restrict v = op->out + (size_t)t * stride + (size_t)h * hd;
+        float *restrict v2 = v + half;
+        const float *c = op->rope_cos + (size_t)(op->pos0 + t) * half;
+        const float *s = op->rope_sin + (size_t)(op->pos0 + t) * half;
+        for (int k = 0; k < half; k++) {
+            float a = v[k], b = v2[k];
+            v[k] = a * c[k] - b * s[k];
+            v2[k] = b * c[k] + a * s[k];
+        }
+    }
+}
+
+static size_t kv_index(const struct r1_kv_cache *kv, int layer, int h, int pos) {
+    return (((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos) * kv->head_dim;
+}
+
+static void k_kv_append(const struct r1_op *op, int ith, int nth) {
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    const struct r1_kv_cache *kv = op->kv;
+    const int hd = op->head_dim, nkv = op->n_kv_head;
+    const int stride = (op->n_head + 2 * nkv) * hd;
+    int lo, hi;
+    r1_split(op->T * nkv, ith, nth, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        int t = i / nkv, h = i % nkv;
+        const float *k = op->x + (size_t)t * stride + (size_t)(op->n_head + h) * hd;
+        const float *v = k + (size_t)nkv * hd;
+        size_t idx = kv_index(kv, op->layer, h, op->pos0 + t);
+        if (kv->dtype == R1_DTYPE_F16) {
+            isa->f32_to_f16(k, (uint16_t *)kv->k + idx, hd);
+            isa->f32_to_f16(v, (uint16_t *)kv->v + idx, hd);
+        } else {
+            memcpy((float *)kv->k + idx, k, (size_t)hd * sizeof(float));
+            memcpy((float *)kv->v + idx, v, (size_t)hd * sizeof(float));
+        }
+    }
+}
+
+static void k_attention_gqa(const struct r1_op *op, int ith, int nth) {
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    const struct r1_kv_cache *kv = op->kv;
+    const int hd = op->head_dim, nh = op->n_head, group = nh / op->n_kv_head;
+    const int stride = (nh + 2 * op->n_kv_head) * hd;
+    const int f16 = kv->dtype == R1_DTYPE_F16;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *att = op->scratch + (size_t)ith * op->scratch_stride;
+    int lo, hi;
+    r1_split(op->T * nh, ith, nth, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        int t = i / nh, h = i % nh, kvh = h / group, n = op->pos0 + t + 1;
+        const float *q = op->x + (size_t)t * stride + (size_t)h * hd;
+        float *o = op->out + (size_t)t * nh * hd + (size_t)h * hd;
+        size_t base = kv_index(kv, op->layer, kvh, 0);
+        float mx = -INFINITY;
+        for (int p = 0; p < n; p++) {
+            size_t at = base + (size_t)p * hd;
+            float s = f16 ? isa->dot_f16(q, (const uint16_t *)kv->k + at, hd)
+                          : isa->dot_f32(q, (const float *)kv->k + at, hd);
+            att[p] = s * scale;
+            if (att[p] > mx) mx = att[p];
+        }
+        float sum = 0.0f;
+        for (int p = 0; p < n; p++) {
+            att[p] = expf(att[p] - mx);
+            sum += att[p];
+        }
+        float inv = 1.0f / sum;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int p = 0; p < n; p++) {
+            size_t at = base + (size_t)p * hd;
+            if (f16) isa->axpy_f16(att[p] * inv, (const uint16_t *)kv->v + at, o, hd);
+            else isa->axpy_f32(att[p] * inv, (const float *)kv->v + at, o, hd);
+        }
+    }
+}
+
+static void k_argmax(const struct r1_op *op, int ith, int nth) {
+    (void)nth;
+    if (ith != 0) return;
+    const float *x = op->x;
+    int best = 0;
+    float bv = x[0];
+    for (int i = 1; i < op->n; i++)
+        if (x[i] > bv) {
+            bv = x[i];
+            best = i;
+        }
+    *op->out_id = best;
+}
+
+const struct r1_backend r1_backend_cpu = {
+    .name = "cpu",
+    .fn =
+        {
+            [R1_K_EMBEDDING] = k_embedding,
+            [R1_K_RMS_NORM] = k_rms_norm,
+            [R1_K_QKV_BIAS] = k_qkv_bias,
+            [R1_K_ROPE_QK] = k_rope_qk,
+            [R1_K_KV_APPEND] = k_kv_append,
+            [R1_K_ATTENTION_GQA] = k_attention_gqa,
+            [R1_K_MATVEC_ADD] = k_matvec_add,
+            [R1_K_GATE_UP_SILU] = k_gate_up_silu,
+            [R1_K_LM_HEAD] = k_lm_head,
+            [R1_K_ARGMAX] = k_argmax,
+        },
+    .init = cpu_init,
+    .kv_dtype = R1_DTYPE_F16,
+};

@@ -1,0 +1,76 @@
+/*
+ * cpu.h - the inside of the cpu backend: one table of per-ISA primitives
+ * (matmul tiles per weight dtype, activation quantization, the small vector
+ * helpers attention needs). cpu.c owns the kernels, the thread split and the
+ * blocking; an ISA file (generic.c, x86/avx2.c, x86/avx512.c, arm/neon.c)
+ * only fills a table. The table is chosen once at init from what the CPU
+ * supports; tests may select any available one with r1_cpu_select.
+ * Nothing here allocates or knows about threads.
+ */
+#ifndef R1_CPU_H
+#define R1_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+
+#define R1_CPU_MR 4 /* most weight rows one tile call computes (also the out stride) */
+#define R1_CPU_NT 4 /* most tokens one tile call computes */
+
+/* How a weight dtype wants its activations: plain f32 rows, or q8 blocks. */
+enum r1_cpu_act { R1_CPU_ACT_F32, R1_CPU_ACT_Q8 };
+
+/* A token's activations in q8 form (R1_CPU_ACT_Q8), K % 32 == 0:
+ *   float d[K/32]         per-block scale (x = d * q)
+ *   int8  qs[K]           at byte offset r1_cpu_q8_qoff(K)
+ * and the next token starts r1_cpu_q8_stride(K) bytes further. */
+static inline size_t r1_cpu_q8_qoff(int K) { return ((size_t)K / 32 * 4 + 63) & ~(size_t)63; }
+static inline size_t r1_cpu_q8_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K + 63) & ~(size_t)63); }
+
+/* out[t * R1_CPU_MR + r] = (row r of w) · (token t of x) over columns
+ * [k0, k1), r < nr <= isa->mr, t < nt <= isa->nt. Row r starts at w + r * ws;
+ * token t at x + t * xs (f32 floats or a q8 token, as the dtype's act says).
+ * K = cols; k0 is a multiple of 64, k1 of 64 or K. */
+typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                               const uint8_t *x, size_t xs, int nt, float *out);
+
+struct r1_cpu_mm {
+    enum r1_cpu_act act;
+    r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */
+};
+
+struct r1_cpu_isa {
+    const char *name;
+    int (*available)(void); /* 1 if this CPU (and OS) runs it */
+    int mr, nt;             /* tile shape, <= R1_CPU_MR, R1_CPU_NT */
+    struct r1_cpu_mm mm[R1_DTYPE_COUNT];
+    void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
+    float (*dot_f32)(const float *a, const float *b, int n);
+    float (*dot_f16)(const float *a, const uint16_t *b, int n);
+    void (*axpy_f32)(float a, const float *x, float *y, int n); /* y += a x */
+    void (*axpy_f16)(float a, const uint16_t *x, float *y, int n);
+    void (*f32_to_f16)(const float *x, uint16_t *y, int n);
+};
+
+extern const struct r1_cpu_isa r1_cpu_generic;
+extern const struct r1_cpu_isa r1_cpu_avx2;   /* x86-64 only, else name NULL */
+extern const struct r1_cpu_isa r1_cpu_avx512; /* x86-64 only */
+extern const struct r1_cpu_isa r1_cpu_neon;   /* aarch64 only */
+extern const struct r1_cpu_isa r1_cpu_neon_dot;
+
+/* Every ISA table built into this binary, best first, NULL-terminated
+ * (tables for another architecture are left out). */
+extern const struct r1_cpu_isa *const r1_cpu_isas[];
+
+/* Use the named ISA for the cpu kernels from now on ("avx512", "avx2",
+ * "neon-dot", "neon", "generic"); NULL = the best available. Returns -1 with
+ * an error if the name is unknown or this CPU cannot run it. */
+int r1_cpu_select(const char *name);
+/* The ISA the cpu kernels use now (selects the best one first if needed). */
+const struct r1_cpu_isa *r1_cpu_current(void);
+
+/* Generic q8 activation quantization (plain C), shared by the ISA files. */
+void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K);
+
+#endif

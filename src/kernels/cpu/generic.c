@@ -1,0 +1,99 @@
+/*
+ * generic.c - the portable ISA table of the cpu backend: plain C tiles
+ * (dequantize a chunk of a row, dot it with each token). Used where no SIMD
+ * path fits the CPU, and as the shape every SIMD table follows. It must stay
+ * plain C: no intrinsics, no target attributes.
+ */
+#include <math.h>
+
+#include "kernels/cpu/cpu.h"
+#include "util/util.h"
+
+#define CHUNK 256 /* weights dequantized at a time (a multiple of every block) */
+
+static void tile_c(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
+                   float *out, enum r1_dtype dt) {
+    (void)K;
+    const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
+    float buf[CHUNK];
+    for (int r = 0; r < nr; r++) {
+        float acc[R1_CPU_NT] = {0};
+        for (int c = k0; c < k1; c += CHUNK) {
+            int cn = k1 - c < CHUNK ? k1 - c : CHUNK;
+            tr->to_f32(w + (size_t)r * ws + (size_t)(c / tr->block) * tr->block_size, buf, cn);
+            for (int t = 0; t < nt; t++) {
+                const float *xt = (const float *)(x + (size_t)t * xs) + c;
+                float s = 0.0f;
+                for (int i = 0; i < cn; i++) s += buf[i] * xt[i];
+                acc[t] += s;
+            }
+        }
+        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = acc[t];
+    }
+}
+
+#define TILE_C(DT, NAME)                                                                           \
+    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
+                     int nt, float *out) {                                                         \
+        tile_c(K, k0, k1, w, ws, nr, x, xs, nt, out, DT);                                                  \
+    }
+TILE_C(R1_DTYPE_F32, tile_f32)
+TILE_C(R1_DTYPE_F16, tile_f16)
+TILE_C(R1_DTYPE_BF16, tile_bf16)
+TILE_C(R1_DTYPE_Q8_0, tile_q8_0)
+TILE_C(R1_DTYPE_Q4_0, tile_q4_0)
+
+void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K) {
+    float *d = (float *)dst;
+    int8_t *qs = (int8_t *)(dst + r1_cpu_q8_qoff(K));
+    for (int b = 0; b < K / 32; b++) {
+        const float *xb = x + b * 32;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xb[j]));
+        float db = amax / 127.0f, id = db ? 1.0f / db : 0.0f;
+        d[b] = db;
+        for (int j = 0; j < 32; j++) qs[b * 32 + j] = (int8_t)lrintf(xb[j] * id);
+    }
+}
+
+static float dot_f32(const float *a, const float *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static float dot_f16(const float *a, const uint16_t *b, int n) {
+    float s = 0.0f;
+    for (int i = 0; i < n; i++) s += a[i] * r1_f16_to_f32(b[i]);
+    return s;
+}
+static void axpy_f32(float a, const float *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+static void axpy_f16(float a, const uint16_t *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * r1_f16_to_f32(x[i]);
+}
+static void f32_to_f16(const float *x, uint16_t *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = r1_f32_to_f16(x[i]);
+}
+static int always(void) { return 1; }
+
+const struct r1_cpu_isa r1_cpu_generic = {
+    .name = "generic",
+    .available = always,
+    .mr = R1_CPU_MR,
+    .nt = R1_CPU_NT,
+    .mm =
+        {
+            [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},
+            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},
+            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_F32, tile_q8_0},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_F32, tile_q4_0},
+        },
+    .quant_q8 = r1_cpu_quant_q8_c,
+    .dot_f32 = dot_f32,
+    .dot_f16 = dot_f16,
+    .axpy_f32 = axpy_f32,
+    .axpy_f16 = axpy_f16,
+    .f32_to_f16 = f32_to_f16,
+};

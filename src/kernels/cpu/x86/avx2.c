@@ -1,0 +1,281 @@
+/*
+ * avx2.c - the AVX2 + FMA + F16C table of the cpu backend (x86-64 from
+ * Haswell / Zen on). Tiles of 4 weight rows x 1 or 2 tokens in ymm
+ * registers; f32/f16/bf16 weights against f32 activations, q8_0/q4_0
+ * weights against q8 activations with maddubs (sign trick). Compiled on
+ * every architecture; the code exists only on x86-64 and is reached only
+ * after the CPU check. Never compiled with -mavx2: target attributes only.
+ */
+#include "kernels/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+
+#include "kernels/cpu/x86/x86.h"
+#include "util/util.h"
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+int r1_x86_has_f16c(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    return (c >> 29) & 1;
+}
+
+static int avx2_available(void) {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && r1_x86_has_f16c();
+}
+
+INL float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- float weights: 8 weights of row p from column k, as f32 ---- */
+INL __m256 ld_f32(const uint8_t *p, int k) { return _mm256_loadu_ps((const float *)p + k); }
+INL __m256 ld_f16(const uint8_t *p, int k) {
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k)));
+}
+INL __m256 ld_bf16(const uint8_t *p, int k) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+INL float sc_f32(const uint8_t *p, int k) { return ((const float *)p)[k]; }
+INL float sc_f16(const uint8_t *p, int k) { return _cvtsh_ss(((const uint16_t *)p)[k]); }
+INL float sc_bf16(const uint8_t *p, int k) { return r1_bf16_to_f32(((const uint16_t *)p)[k]); }
+
+/* Decode (one token) streams 4 rows at a time, too short for the hardware
+ * prefetcher to ramp up: fetch the same bytes of the next 4 rows ahead. */
+#define PF_NEXT(NT, OFF)                                                                           \
+    do {                                                                                           \
+        if (NT == 1) {                                                                             \
+            _mm_prefetch((const char *)(w0 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
+            _mm_prefetch((const char *)(w1 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
+            _mm_prefetch((const char *)(w2 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
+            _mm_prefetch((const char *)(w3 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
+        }                                                                                          \
+    } while (0)
+
+/* Rows beyond nr and tokens beyond nt repeat row/token 0 (computed, not stored). */
+#define SETUP_PTRS(NT, XT_TYPE)                                                                    \
+    const uint8_t *w0 = w, *w1 = w + (nr > 1 ? ws : 0), *w2 = w + (nr > 2 ? 2 * ws : 0),           \
+                  *w3 = w + (nr > 3 ? 3 * ws : 0);                                                 \
+    const uint8_t *wr[4] = {w0, w1, w2, w3};                                                       \
+    XT_TYPE xt[NT];                                                                                \
+    for (int t = 0; t < NT; t++) xt[t] = (XT_TYPE)(x + (size_t)(t < nt ? t : 0) * xs);
+
+#define FTILE(NAME, NT, LD, SC)                                                                    \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
+                         int nt, float *out) {                                                     \
+        SETUP_PTRS(NT, const float *)                                                              \
+        const size_t es = ws / (size_t)K; /* bytes per weight */                                   \
+        __m256 acc[4][NT];                                                                         \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
+                                                                                     t < NT; t++)  \
+            acc[r][t] = _mm256_setzero_ps();                                                       \
+        int k = k0;                                                                                \
+        for (; k + 8 <= k1; k += 8) {                                                               \
+            if (!(k & 15)) PF_NEXT(NT, (size_t)k * es);                                            \
+            __m256 a0 = LD(w0, k), a1 = LD(w1, k), a2 = LD(w2, k), a3 = LD(w3, k);                 \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
+                __m256 xv = _mm256_loadu_ps(xt[t] + k);                                            \
+                acc[0][t] = _mm256_fmadd_ps(a0, xv, acc[0][t]);                                    \
+                acc[1][t] = _mm256_fmadd_ps(a1, xv, acc[1][t]);                                    \
+                acc[2][t] = _mm256_fmadd_ps(a2, xv, acc[2][t]);                                    \
+                acc[3][t] = _mm256_fmadd_ps(a3, xv, acc[3][t]);                                    \
+            }                                                                                      \
+        }                                                                                          \
+        float res[4][NT]; /* constant indices only: acc stays in registers */                      \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = hsum(acc[r][t]);      \
+        for (int t = 0; t < nt; t++)                                                               \
+            for (int r = 0; r < nr; r++) {                                                         \
+                float s = res[r][t];                                                               \
+                for (int kk = k; kk < k1; kk++) s += SC(wr[r], kk) * xt[t][kk];                     \
+                out[t * R1_CPU_MR + r] = s;                                                        \
+            }                                                                                      \
+    }
+
+#define FTILE_PAIR(NAME, LD, SC)                                                                   \
+    FTILE(NAME##_1, 1, LD, SC)                                                                     \
+    FTILE(NAME##_2, 2, LD, SC)                                                                     \
+    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
+                     int nt, float *out) {                                                         \
+        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        else NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
+    }
+
+FTILE_PAIR(tile_f32, ld_f32, sc_f32)
+FTILE_PAIR(tile_f16, ld_f16, sc_f16)
+FTILE_PAIR(tile_bf16, ld_bf16, sc_bf16)
+
+/* ---- quantized weights: block b of a row as 32 signed bytes + its scale ---- */
+INL __m256i lq_q8_0(const uint8_t *p, int b, float *d) {
+    const uint8_t *blk = p + (size_t)b * sizeof(struct r1_block_q8_0);
+    *d = _cvtsh_ss(*(const uint16_t *)blk);
+    return _mm256_loadu_si256((const __m256i *)(blk + 2));
+}
+INL __m256i lq_q4_0(const uint8_t *p, int b, float *d) {
+    const uint8_t *blk = p + (size_t)b * sizeof(struct r1_block_q4_0);
+    *d = _cvtsh_ss(*(const uint16_t *)blk);
+    __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
+    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+/* Sum of products of |x| (u8) and sign(x)*w (s8) as 8 int32 lanes. */
+INL __m256i idot(__m256i ax, __m256i sw) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
+}
+
+#define QTILE(NAME, NT, LQ)                                                                        \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
+                         int nt, float *out) {                                                     \
+        SETUP_PTRS(NT, const uint8_t *)                                                            \
+        (void)wr;                                                                                  \
+        const size_t qoff = r1_cpu_q8_qoff(K);                                                     \
+        const size_t bs = ws / (size_t)(K / 32); /* bytes per weight block */                      \
+        __m256 acc[4][NT];                                                                         \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
+                                                                                     t < NT; t++)  \
+            acc[r][t] = _mm256_setzero_ps();                                                       \
+        for (int b = k0 / 32; b < k1 / 32; b++) {                                                       \
+            float d0, d1, d2, d3;                                                                  \
+            PF_NEXT(NT, (size_t)b * bs);                                                           \
+            __m256i q0 = LQ(w0, b, &d0), q1 = LQ(w1, b, &d1), q2 = LQ(w2, b, &d2),                 \
+                    q3 = LQ(w3, b, &d3);                                                           \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
+                __m256i xq = _mm256_loadu_si256((const __m256i *)(xt[t] + qoff + (size_t)b * 32)); \
+                float dx = ((const float *)xt[t])[b];                                              \
+                __m256i ax = _mm256_sign_epi8(xq, xq);                                             \
+                acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q0, xq))), \
+                                            _mm256_set1_ps(d0 * dx), acc[0][t]);                   \
+                acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q1, xq))), \
+                                            _mm256_set1_ps(d1 * dx), acc[1][t]);                   \
+                acc[2][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q2, xq))), \
+                                            _mm256_set1_ps(d2 * dx), acc[2][t]);                   \
+                acc[3][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q3, xq))), \
+                                            _mm256_set1_ps(d3 * dx), acc[3][t]);                   \
+            }                                                                                      \
+        }                                                                                          \
+        float res[4][NT]; /* constant indices only: acc stays in registers */                      \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = hsum(acc[r][t]);      \
+        for (int t = 0; t < nt; t++)                                                               \
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+    }
+
+#define QTILE_PAIR(NAME, LQ)                                                                       \
+    QTILE(NAME##_1, 1, LQ)                                                                         \
+    QTILE(NAME##_2, 2, LQ)                                                                         \
+    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
+                     int nt, float *out) {                                                         \
+        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        else NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
+    }
+
+QTILE_PAIR(tile_q8_0, lq_q8_0)
+QTILE_PAIR(tile_q4_0, lq_q4_0)
+
+/* ---- activations to q8 blocks (round to nearest even) ---- */
+TGT void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K) {
+    float *d = (float *)dst;
+    int8_t *qs = (int8_t *)(dst + r1_cpu_q8_qoff(K));
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int b = 0; b < K / 32; b++) {
+        const float *xb = x + b * 32;
+        __m256 v0 = _mm256_loadu_ps(xb), v1 = _mm256_loadu_ps(xb + 8);
+        __m256 v2 = _mm256_loadu_ps(xb + 16), v3 = _mm256_loadu_ps(xb + 24);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v2), _mm256_andnot_ps(sign, v3)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        float amax = _mm_cvtss_f32(m4);
+        float db = amax / 127.0f, id = db ? 1.0f / db : 0.0f;
+        d[b] = db;
+        __m256 s = _mm256_set1_ps(id);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_mul_ps(v0, s));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_mul_ps(v1, s));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_mul_ps(v2, s));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_mul_ps(v3, s));
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i0, i1), _mm256_packs_epi32(i2, i3));
+        _mm256_storeu_si256((__m256i *)(qs + b * 32), _mm256_permutevar8x32_epi32(p, perm));
+    }
+}
+
+/* ---- vector helpers for attention and the KV cache ---- */
+TGT float r1_x86_dot_f32_avx2(const float *a, const float *b, int n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    float s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+TGT float r1_x86_dot_f16_avx2(const float *a, const uint16_t *b, int n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), ld_f16((const uint8_t *)b, i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), ld_f16((const uint8_t *)b, i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), ld_f16((const uint8_t *)b, i), s0);
+    float s = hsum(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += a[i] * _cvtsh_ss(b[i]);
+    return s;
+}
+TGT void r1_x86_axpy_f32_avx2(float a, const float *x, float *y, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+TGT void r1_x86_axpy_f16_avx2(float a, const uint16_t *x, float *y, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, ld_f16((const uint8_t *)x, i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * _cvtsh_ss(x[i]);
+}
+TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(y + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) y[i] = r1_f32_to_f16(x[i]);
+}
+
+const struct r1_cpu_isa r1_cpu_avx2 = {
+    .name = "avx2",
+    .available = avx2_available,
+    .mr = 4,
+    .nt = 2,
+    .mm =
+        {
+            [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},
+            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},
+            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0},
+        },
+    .quant_q8 = r1_x86_quant_q8_avx2,
+    .dot_f32 = r1_x86_dot_f32_avx2,
+    .dot_f16 = r1_x86_dot_f16_avx2,
+    .axpy_f32 = r1_x86_axpy_f32_avx2,
+    .axpy_f16 = r1_x86_axpy_f16_avx2,
+    .f32_to_f16 = r1_x86_f32_to_f16_avx2,
+};
+
+#endif /* __x86_64__ */

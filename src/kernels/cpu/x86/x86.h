@@ -1,0 +1,19 @@
+/*
+ * x86.h - helpers shared by the x86 ISA tables (avx2.c, avx512.c): the CPUID
+ * check for F16C and the AVX2 vector helpers the AVX-512 table reuses.
+ * x86-64 only; callers must have checked the CPU first.
+ */
+#ifndef R1_CPU_X86_H
+#define R1_CPU_X86_H
+
+#include <stdint.h>
+
+int r1_x86_has_f16c(void);
+void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K);
+float r1_x86_dot_f32_avx2(const float *a, const float *b, int n);
+float r1_x86_dot_f16_avx2(const float *a, const uint16_t *b, int n);
+void r1_x86_axpy_f32_avx2(float a, const float *x, float *y, int n);
+void r1_x86_axpy_f16_avx2(float a, const uint16_t *x, float *y, int n);
+void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n);
+
+#endif

@@ -1,0 +1,532 @@
+/*
+ * test_kernels.c - conformance of the cpu backend against the reference
+ * kernels: every kernel, every weight dtype, odd shapes, T = 1 and batches,
+ * 1..3 threads (run one after another, so results are deterministic), f32
+ * and f16 KV caches, for every ISA table this CPU can run (so AVX2 and
+ * AVX-512, or NEON and NEON dotprod, are both checked on one machine).
+ * Prints one line per (ISA, kernel, dtype) group with its worst normalized
+ * error (nmse = sum((a-b)^2) / sum(b^2)) against a named limit.
+ *
+ *   R1_TEST_QUICK=1    a small set of shapes (for qemu)
+ *   R1_TEST_VERBOSE=1  one line per case
+ *   R1_BENCH=1         instead of testing: matvec GB/s per dtype and thread
+ *                      count on 1.5B shapes, next to the machine's read bandwidth
+ *
+ * Depends only on src/kernels and src/util, so it cross-compiles for aarch64.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/kernels.h"
+#include "test.h"
+#include "util/util.h"
+
+/* Named limits. Float weights see f32 activations in both: only summation
+ * order differs. Quantized weights on SIMD paths see q8-quantized
+ * activations (one int8 per value, a scale per 32): error ~1/(127*sqrt(12))
+ * of the block max, relative. */
+#define NMSE_MATMUL_F32 1e-10  /* f32/f16/bf16 weights, f32 activations */
+#define NMSE_MATMUL_Q8ACT 5e-4 /* q8_0/q4_0 weights against q8 activations */
+#define NMSE_GATE_UP_Q8ACT 2e-3 /* silu(g)*u: two q8-activation dots multiplied */
+#define NMSE_NORM 1e-10
+#define NMSE_ROPE 1e-12
+#define NMSE_ATTN 1e-9
+#define NMSE_EMBED 0.0 /* same conversion: exact */
+
+static int quick, verbose;
+
+/* ---- helpers ---- */
+static uint64_t rng = 88172645463325252ull;
+static float frand(void) { /* roughly N(0,1): sum of 4 uniforms */
+    float s = 0;
+    for (int i = 0; i < 4; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
+    }
+    return s * 1.7320508f;
+}
+static float *frand_buf(size_t n) {
+    float *p = malloc(n * sizeof(float) + 64);
+    for (size_t i = 0; i < n; i++) p[i] = frand();
+    return p;
+}
+static double nmse(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    if (num != num) return INFINITY;
+    return den > 0 ? num / den : num;
+}
+static void run(r1_kernel_fn fn, const struct r1_op *op, int nth) {
+    for (int i = 0; i < nth; i++) fn(op, i, nth);
+}
+
+struct mat {
+    struct r1_mat m;
+    void *buf;
+};
+static struct mat mat_new(enum r1_dtype dt, int rows, int cols) {
+    struct mat r;
+    size_t rb = r1_dtype_row_bytes(dt, cols);
+    r.buf = malloc(rb * rows + 64);
+    float *tmp = frand_buf((size_t)cols);
+    for (int i = 0; i < rows; i++) {
+        for (int j = 0; j < cols; j++) tmp[j] = frand() * 0.05f;
+        r1_dtype_traits[dt].from_f32(tmp, (uint8_t *)r.buf + rb * i, cols);
+    }
+    free(tmp);
+    r.m = (struct r1_mat){.data = r.buf, .dtype = dt, .rows = rows, .cols = cols, .row_bytes = rb};
+    return r;
+}
+
+/* The worst case of a group, printed as one line. */
+struct group {
+    const char *isa, *what;
+    double limit, worst;
+    char worst_case[96];
+    int cases;
+};
+static void group_add(struct group *g, double e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void group_add(struct group *g, double e, const char *fmt, ...) {
+    char c[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c, sizeof c, fmt, ap);
+    va_end(ap);
+    g->cases++;
+    CHECK(e <= g->limit, "%s %s %s: nmse %.3g > limit %.3g", g->isa, g->what, c, e, g->limit);
+    if (verbose) printf("  %-8s %-22s %-40s nmse %.3g\n", g->isa, g->what, c, e);
+    if (e >= g->worst || g->cases == 1) {
+        g->worst = e;
+        snprintf(g->worst_case, sizeof g->worst_case, "%s", c);
+    }
+}
+static void group_print(const struct group *g) {
+    printf("%-8s %-24s %4d cases  worst nmse %9.3g (limit %.0e) at %s\n", g->isa, g->what,
+           g->cases, g->worst, g->limit, g->worst_case);
+}
+
+/* ---- matmul-type kernels ---- */
+static const enum r1_kernel mm_kernels[] = {R1_K_QKV_BIAS, R1_K_MATVEC_ADD, R1_K_LM_HEAD,
+                                            R1_K_GATE_UP_SILU};
+static const enum r1_dtype dtypes[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_BF16, R1_DTYPE_Q8_0,
+                                       R1_DTYPE_Q4_0};
+
+static void test_matmul(const struct r1_cpu_isa *isa) {
+    static const int shapes_full[][2] = {{5, 32}, {17, 7}, {33, 100}, {64, 96}, {130, 1536},
+                                         {12, 257}, {40, 8960 / 4}};
+    static const int shapes_quick[][2] = {{5, 32}, {17, 7}, {33, 160}};
+    static const int Ts_full[] = {1, 3, 17, 64}, Ts_quick[] = {1, 3, 9};
+    const int(*shapes)[2] = quick ? shapes_quick : shapes_full;
+    int nshapes = quick ? 3 : 7;
+    const int *Ts = quick ? Ts_quick : Ts_full;
+    int nT = quick ? 3 : 4, ncase = 0;
+    for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++) {
+        enum r1_kernel k = mm_kernels[ki];
+        for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+            enum r1_dtype dt = dtypes[di];
+            int q = r1_dtype_traits[dt].block > 1;
+            char what[48];
+            snprintf(what, sizeof what, "%s/%s", r1_kernel_names[k], r1_dtype_name(dt));
+            struct group g = {isa->name, what,
+                              isa->mm[dt].act != R1_CPU_ACT_Q8 ? NMSE_MATMUL_F32
+                              : k == R1_K_GATE_UP_SILU   ? NMSE_GATE_UP_Q8ACT
+                                                         : NMSE_MATMUL_Q8ACT,
+                              0, "", 0};
+            for (int si = 0; si < nshapes; si++) {
+                int rows = shapes[si][0], cols = shapes[si][1];
+                if (q && cols % 32) continue;
+                if (k == R1_K_GATE_UP_SILU) rows *= 2;
+                struct mat w = mat_new(dt, rows, cols);
+                float *bias = frand_buf((size_t)rows);
+                for (int ti = 0; ti < nT; ti++) {
+                    int T = Ts[ti], nth = 1 + ncase++ % 3;
+                    int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
+                    float *x = frand_buf((size_t)T * cols);
+                    float *o_ref = frand_buf((size_t)T * on), *o_cpu = malloc((size_t)T * on * 4);
+                    memcpy(o_cpu, o_ref, (size_t)T * on * 4);
+                    struct r1_op op = {.kernel = k, .T = T, .x = x, .w = &w.m, .b = bias};
+                    op.out = o_ref;
+                    run(r1_ref_kernels[k], &op, 1);
+                    op.out = o_cpu;
+                    run(r1_backend_cpu.fn[k], &op, nth);
+                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%dx%d T=%d nth=%d", rows,
+                              cols, T, nth);
+                    free(x);
+                    free(o_ref);
+                    free(o_cpu);
+                }
+                free(bias);
+                free(w.buf);
+            }
+            group_print(&g);
+        }
+    }
+}
+
+/* ---- the small kernels ---- */
+static void test_embedding(const struct r1_cpu_isa *isa) {
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+        enum r1_dtype dt = dtypes[di];
+        char what[48];
+        snprintf(what, sizeof what, "embedding/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_EMBED, 0, "", 0};
+        struct mat w = mat_new(dt, 50, 96);
+        for (int T = 1; T <= 17; T += 8) {
+            int32_t ids[17];
+            for (int t = 0; t < T; t++) ids[t] = (int32_t)((unsigned)(frand() * 1000 + 5000) % 50);
+            float *a = malloc((size_t)T * 96 * 4), *b = malloc((size_t)T * 96 * 4);
+            struct r1_op op = {.kernel = R1_K_EMBEDDING, .T = T, .w = &w.m, .ids = ids, .out = b};
+            run(r1_ref_kernels[R1_K_EMBEDDING], &op, 1);
+            op.out = a;
+            run(r1_backend_cpu.fn[R1_K_EMBEDDING], &op, 1 + T % 3);
+            group_add(&g, nmse(a, b, (size_t)T * 96), "T=%d", T);
+            free(a);
+            free(b);
+        }
+        free(w.buf);
+        group_print(&g);
+    }
+}
+
+static void test_rms_norm(const struct r1_cpu_isa *isa) {
+    struct group g = {isa->name, "rms_norm", NMSE_NORM, 0, "", 0};
+    static const int ns[] = {37, 1536};
+    for (int i = 0; i < 2; i++)
+        for (int T = 1; T <= 17; T += 8) {
+            int n = ns[i];
+            float *x = frand_buf((size_t)T * n), *wt = frand_buf((size_t)n);
+            float *a = malloc((size_t)T * n * 4), *b = malloc((size_t)T * n * 4);
+            struct r1_op op = {.kernel = R1_K_RMS_NORM, .T = T, .x = x, .b = wt, .n = n,
+                               .eps = 1e-6f, .out = b};
+            run(r1_ref_kernels[R1_K_RMS_NORM], &op, 1);
+            op.out = a;
+            run(r1_backend_cpu.fn[R1_K_RMS_NORM], &op, 1 + (T + i) % 3);
+            group_add(&g, nmse(a, b, (size_t)T * n), "n=%d T=%d", n, T);
+            free(x), free(wt), free(a), free(b);
+        }
+    group_print(&g);
+}
+
+static void test_rope(const struct r1_cpu_isa *isa) {
+    struct group g = {isa->name, "rope_qk", NMSE_ROPE, 0, "", 0};
+    const int nh = 4, nkv = 2, hd = 64, nctx = 64, stride = (nh + 2 * nkv) * hd;
+    float *cs = frand_buf((size_t)nctx * hd / 2), *sn = frand_buf((size_t)nctx * hd / 2);
+    for (int T = 1; T <= 17; T += 8) {
+        float *a = frand_buf((size_t)T * stride), *b = malloc((size_t)T * stride * 4);
+        memcpy(b, a, (size_t)T * stride * 4);
+        struct r1_op op = {.kernel = R1_K_ROPE_QK, .T = T, .pos0 = 7, .n_head = nh, .n_kv_head = nkv,
+                           .head_dim = hd, .rope_cos = cs, .rope_sin = sn, .out = b};
+        run(r1_ref_kernels[R1_K_ROPE_QK], &op, 1);
+        op.out = a;
+        run(r1_backend_cpu.fn[R1_K_ROPE_QK], &op, 1 + T % 3);
+        group_add(&g, nmse(a, b, (size_t)T * stride), "T=%d", T);
+        free(a), free(b);
+    }
+    free(cs), free(sn);
+    group_print(&g);
+}
+
+static struct r1_kv_cache kv_new(enum r1_dtype dt, int nl, int nkv, int nctx, int hd) {
+    struct r1_kv_cache kv = {dt, nl, nkv, nctx, hd, NULL, NULL};
+    size_t n = (size_t)nl * nkv * nctx * hd, es = dt == R1_DTYPE_F16 ? 2 : 4;
+    kv.k = malloc(n * es);
+    kv.v = malloc(n * es);
+    for (size_t i = 0; i < n; i++) {
+        float a = frand(), b = frand();
+        if (dt == R1_DTYPE_F16) {
+            ((uint16_t *)kv.k)[i] = r1_f32_to_f16(a);
+            ((uint16_t *)kv.v)[i] = r1_f32_to_f16(b);
+        } else {
+            ((float *)kv.k)[i] = a;
+            ((float *)kv.v)[i] = b;
+        }
+    }
+    return kv;
+}
+
+static void test_kv_append(const struct r1_cpu_isa *isa) {
+    for (int f16 = 0; f16 < 2; f16++) {
+        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+        const int nh = 6, nkv = 2, hd = 128, nctx = 40, stride = (nh + 2 * nkv) * hd;
+        size_t bytes = (size_t)2 * nkv * nctx * hd * (f16 ? 2 : 4);
+        int bad = 0, cases = 0;
+        for (int T = 1; T <= 17; T += 8) {
+            struct r1_kv_cache a = kv_new(dt, 2, nkv, nctx, hd), b = a;
+            b.k = malloc(bytes), b.v = malloc(bytes);
+            memcpy(b.k, a.k, bytes), memcpy(b.v, a.v, bytes);
+            float *x = frand_buf((size_t)T * stride);
+            x[nh * hd] = 1e-6f; /* an f16 subnormal */
+            x[nh * hd + 1] = 70000.0f; /* f16 overflow */
+            struct r1_op op = {.kernel = R1_K_KV_APPEND, .T = T, .pos0 = 5, .x = x, .n_head = nh,
+                               .n_kv_head = nkv, .head_dim = hd, .layer = 1, .kv = &b};
+            run(r1_ref_kernels[R1_K_KV_APPEND], &op, 1);
+            op.kv = &a;
+            run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, 1 + T % 3);
+            int same = memcmp(a.k, b.k, bytes) == 0 && memcmp(a.v, b.v, bytes) == 0;
+            CHECK(same, "%s kv_append/%s T=%d: cache differs from ref", isa->name,
+                  r1_dtype_name(dt), T);
+            bad += !same, cases++;
+            free(a.k), free(a.v), free(b.k), free(b.v), free(x);
+        }
+        printf("%-8s kv_append/%-14s %4d cases  %s\n", isa->name, r1_dtype_name(dt), cases,
+               bad ? "DIFFERS" : "bit-exact");
+    }
+}
+
+static void test_attention(const struct r1_cpu_isa *isa) {
+    static const int cfg[][4] = {/* n_head, n_kv_head, head_dim, n_ctx */
+                                 {12, 2, 128, 96}, {4, 4, 64, 40}, {6, 2, 80, 70}};
+    static const int pt[][2] = {/* pos0, T */ {0, 1}, {37, 1}, {0, 17}, {5, 3}, {20, 17}, {0, 64}};
+    for (int f16 = 0; f16 < 2; f16++) {
+        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+        char what[48];
+        snprintf(what, sizeof what, "attention_gqa/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_ATTN, 0, "", 0};
+        for (int c = 0; c < (quick ? 2 : 3); c++) {
+            int nh = cfg[c][0], nkv = cfg[c][1], hd = cfg[c][2], nctx = cfg[c][3];
+            struct r1_kv_cache kv = kv_new(dt, 2, nkv, nctx, hd);
+            for (int i = 0; i < (quick ? 4 : 6); i++) {
+                int pos0 = pt[i][0], T = pt[i][1], nth = 1 + (c + i) % 3;
+                if (pos0 + T > nctx) continue;
+                int stride = (nh + 2 * nkv) * hd;
+                float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
+                float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
+                struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x,
+                                   .n_head = nh, .n_kv_head = nkv, .head_dim = hd, .layer = 1,
+                                   .kv = &kv, .scratch = sc, .scratch_stride = (size_t)nctx,
+                                   .out = b};
+                run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
+                op.out = a;
+                run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, nth);
+                group_add(&g, nmse(a, b, (size_t)T * nh * hd), "h=%d/%d hd=%d pos0=%d T=%d nth=%d",
+                          nh, nkv, hd, pos0, T, nth);
+                free(x), free(sc), free(a), free(b);
+            }
+            free(kv.k), free(kv.v);
+        }
+        group_print(&g);
+    }
+}
+
+static void test_argmax(const struct r1_cpu_isa *isa) {
+    static const int ns[] = {1, 1000, 151936};
+    int cases = 0, bad = 0;
+    for (int i = 0; i < 3; i++)
+        for (int ties = 0; ties < 2; ties++) {
+            int n = ns[i];
+            float *x = frand_buf((size_t)n);
+            if (ties && n > 10) x[n / 3] = x[n - 2] = x[n / 2] = 100.0f;
+            int32_t a = -1, b = -2;
+            struct r1_op op = {.kernel = R1_K_ARGMAX, .x = x, .n = n, .out_id = &b};
+            run(r1_ref_kernels[R1_K_ARGMAX], &op, 1);
+            op.out_id = &a;
+            run(r1_backend_cpu.fn[R1_K_ARGMAX], &op, 1 + i % 3);
+            CHECK(a == b, "%s argmax n=%d ties=%d: %d, ref %d", isa->name, n, ties, a, b);
+            bad += a != b, cases++;
+            free(x);
+        }
+    printf("%-8s %-24s %4d cases  %s\n", isa->name, "argmax", cases, bad ? "DIFFERS" : "exact");
+}
+
+/* ---- R1_BENCH=1: matvec bandwidth on 1.5B shapes ---- */
+#define BENCH_MIN_BYTES ((size_t)1200 << 20) /* weight sets rotated: >> the 300 MiB L3 */
+#define BENCH_MAX_SETS 48
+
+struct bw_arg {
+    const float *p;
+    size_t n;
+    double sum;
+};
+typedef uint64_t v2u64 __attribute__((vector_size(16))); /* SSE2 / NEON, no target flags */
+/* Sums its range as 8 interleaved streams (one stream alone is latency-bound
+ * on big x86 parts; the matmul tiles also read several rows at once). */
+static void *bw_thread(void *a_) {
+    struct bw_arg *a = a_;
+    size_t seg = a->n / 4 / 8; /* v2u64 per stream */
+    const v2u64 *p = (const v2u64 *)a->p;
+    v2u64 s[8] = {{0, 0}};
+    for (size_t i = 0; i + 4 <= seg; i += 4)
+        for (int j = 0; j < 8; j++) {
+            const v2u64 *q = p + j * seg + i;
+            s[j] += q[0] + q[1] + q[2] + q[3];
+        }
+    v2u64 t = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    a->sum = (double)(t[0] + t[1]);
+    return NULL;
+}
+/* Read bandwidth of a plain sum over `bytes` with nth threads, GB/s (best of 3). */
+static double read_bw(const float *buf, size_t bytes, int nth) {
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        pthread_t th[8];
+        struct bw_arg args[8];
+        size_t n = bytes / 4 / nth;
+        double t0 = r1_now();
+        for (int i = 0; i < nth; i++) {
+            args[i] = (struct bw_arg){buf + n * i, n, 0};
+            pthread_create(&th[i], NULL, bw_thread, &args[i]);
+        }
+        for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
+        double gbs = (double)bytes / (r1_now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
+    }
+    return best;
+}
+
+struct job {
+    const struct r1_op *ops;
+    int nops, nth, ith;
+};
+static void *job_thread(void *a_) {
+    struct job *j = a_;
+    for (int i = 0; i < j->nops; i++) r1_backend_cpu.fn[j->ops[i].kernel](&j->ops[i], j->ith, j->nth);
+    return NULL;
+}
+/* Run ops in order on nth threads (each thread runs its share of every op;
+ * the ops of one round are independent, so no barrier is needed). */
+static double time_ops(const struct r1_op *ops, int nops, int nth) {
+    pthread_t th[8];
+    struct job jobs[8];
+    double t0 = r1_now();
+    for (int i = 1; i < nth; i++) {
+        jobs[i] = (struct job){ops, nops, nth, i};
+        pthread_create(&th[i], NULL, job_thread, &jobs[i]);
+    }
+    jobs[0] = (struct job){ops, nops, nth, 0};
+    job_thread(&jobs[0]);
+    for (int i = 1; i < nth; i++) pthread_join(th[i], NULL);
+    return r1_now() - t0;
+}
+
+static int bench(void) {
+    /* 1.5B decode matmuls of one layer: qkv 2048x1536, o 1536x1536,
+     * gate_up 17920x1536, down 1536x8960; plus lm_head 151936x1536. */
+    static const struct {
+        enum r1_kernel k;
+        int rows, cols;
+    } shp[] = {{R1_K_QKV_BIAS, 2048, 1536},
+               {R1_K_MATVEC_ADD, 1536, 1536},
+               {R1_K_GATE_UP_SILU, 17920, 1536},
+               {R1_K_MATVEC_ADD, 1536, 8960}};
+    size_t bw_bytes = (size_t)1536 << 20;
+    float *buf = malloc(bw_bytes);
+    for (size_t i = 0; i < bw_bytes / 4; i++) buf[i] = (float)(i & 7);
+    double bw1 = read_bw(buf, bw_bytes, 1), bw2 = read_bw(buf, bw_bytes, 2);
+    free(buf);
+    printf("read bandwidth (sum over 1.5 GiB, 8 streams per thread): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", bw1, bw2);
+    printf("isa %s\n", r1_cpu_current()->name);
+    float *x = frand_buf(8960 * 64), *out = frand_buf(151936 * 64), *bias = frand_buf(17920);
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+        enum r1_dtype dt = dtypes[di];
+        /* distinct copies of one layer's 4 matrices, enough of them to pass
+         * BENCH_MIN_BYTES, run one after another like the layers of a step */
+        static struct mat m[BENCH_MAX_SETS][4];
+        static struct r1_op ops[BENCH_MAX_SETS * 4];
+        size_t bytes = 0, set_bytes = 0;
+        for (int i = 0; i < 4; i++) set_bytes += r1_dtype_row_bytes(dt, shp[i].cols) * shp[i].rows;
+        int nsets = (int)((BENCH_MIN_BYTES + set_bytes - 1) / set_bytes);
+        if (nsets > BENCH_MAX_SETS) nsets = BENCH_MAX_SETS;
+        for (int b = 0; b < nsets; b++)
+            for (int i = 0; i < 4; i++) {
+                size_t rb = r1_dtype_row_bytes(dt, shp[i].cols);
+                m[b][i].buf = aligned_alloc(64, (rb * shp[i].rows + 63) & ~(size_t)63);
+                memset(m[b][i].buf, 0x11, rb * shp[i].rows); /* valid scales, small values */
+                m[b][i].m = (struct r1_mat){m[b][i].buf, dt, shp[i].rows, shp[i].cols, rb};
+                ops[b * 4 + i] = (struct r1_op){.kernel = shp[i].k, .T = 1, .x = x, .out = out,
+                                                .w = &m[b][i].m, .b = bias};
+                bytes += rb * shp[i].rows;
+            }
+        size_t lrb = r1_dtype_row_bytes(dt, 1536);
+        struct mat lm = {.buf = aligned_alloc(64, (lrb * 151936 + 63) & ~(size_t)63)};
+        memset(lm.buf, 0x11, lrb * 151936);
+        lm.m = (struct r1_mat){lm.buf, dt, 151936, 1536, lrb};
+        struct r1_op lop = {.kernel = R1_K_LM_HEAD, .T = 1, .x = x, .out = out, .w = &lm.m};
+        for (int nth = 1; nth <= 2; nth++) {
+            time_ops(ops, nsets * 4, nth); /* warm up page tables */
+            double best = 1e9, lbest = 1e9;
+            for (int rep = 0; rep < 5; rep++) {
+                double t = time_ops(ops, nsets * 4, nth);
+                if (t < best) best = t;
+                t = time_ops(&lop, 1, nth);
+                if (t < lbest) lbest = t;
+            }
+            double gbs = (double)bytes / best / 1e9, lgbs = (double)(lrb * 151936) / lbest / 1e9;
+            double ref = nth == 1 ? bw1 : bw2;
+            printf("%-5s nth=%d  layer matmuls %4.0f MiB: %5.1f GB/s (%.2f of read bw)   "
+                   "lm_head %4.0f MiB: %5.1f GB/s (%.2f)\n",
+                   r1_dtype_name(dt), nth, bytes / 1048576.0, gbs, gbs / ref,
+                   lrb * 151936 / 1048576.0, lgbs, lgbs / ref);
+        }
+        /* prefill: T = 64 through one layer's matrices */
+        for (int nth = 1; nth <= 2; nth++) {
+            struct r1_op pops[4];
+            for (int i = 0; i < 4; i++) {
+                pops[i] = ops[i];
+                pops[i].T = 64;
+            }
+            time_ops(pops, 4, nth);
+            double best = 1e9;
+            for (int rep = 0; rep < 3; rep++) {
+                double t = time_ops(pops, 4, nth);
+                if (t < best) best = t;
+            }
+            double flops = 0;
+            for (int i = 0; i < 4; i++) flops += 2.0 * shp[i].rows * shp[i].cols * 64;
+            printf("%-5s nth=%d  prefill T=64 one layer: %.2f ms, %.0f GFLOP/s -> ~%.0f tok/s "
+                   "for 28 layers (matmuls only)\n",
+                   r1_dtype_name(dt), nth, best * 1e3, flops / best / 1e9, 64 / (best * 28));
+        }
+        for (int b = 0; b < nsets; b++)
+            for (int i = 0; i < 4; i++) free(m[b][i].buf);
+        free(lm.buf);
+    }
+    free(x), free(out), free(bias);
+    return 0;
+}
+
+int main(void) {
+    quick = getenv("R1_TEST_QUICK") != NULL;
+    verbose = getenv("R1_TEST_VERBOSE") != NULL;
+    if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
+        printf("cpu backend init failed\n");
+        return 1;
+    }
+    if (getenv("R1_BENCH")) {
+        const char *isa = getenv("R1_BENCH_ISA");
+        if (isa && r1_cpu_select(isa) != 0) return 1;
+        return bench();
+    }
+    const struct r1_cpu_isa *best = r1_cpu_current();
+    printf("cpu backend: best ISA here is '%s'; testing:", best->name);
+    for (int i = 0; r1_cpu_isas[i]; i++)
+        if (r1_cpu_isas[i]->available()) printf(" %s", r1_cpu_isas[i]->name);
+    printf("\n");
+    for (int i = 0; r1_cpu_isas[i]; i++) {
+        const struct r1_cpu_isa *isa = r1_cpu_isas[i];
+        if (!isa->available()) {
+            printf("%-8s not available on this CPU: skipped\n", isa->name);
+            continue;
+        }
+        CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+        test_matmul(isa);
+        test_embedding(isa);
+        test_rms_norm(isa);
+        test_rope(isa);
+        test_kv_append(isa);
+        test_attention(isa);
+        test_argmax(isa);
+    }
+    r1_cpu_select(NULL);
+    return TEST_DONE("test_kernels");
+}
