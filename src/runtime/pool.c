@@ -1,8 +1,12 @@
 /*
- * pool.c - persistent worker threads. Workers spin briefly on a generation
- * counter (a decode step issues hundreds of small kernels, so sleeping
- * between them costs more than the kernels), then fall back to a condition
- * variable so idle sessions do not burn a core.
+ * pool.c - persistent worker threads. A decode step issues hundreds of small
+ * kernels, so the hot path takes no lock: the master publishes (fn, op) and
+ * bumps a generation counter; workers spin on it (with a pause hint), run
+ * their share and count themselves done on an atomic counter that the master
+ * spins on. A worker that has spun for a long time without a job goes to
+ * sleep on a condition variable, and the master only takes the mutex to wake
+ * it when someone is asleep (the sleepers count), so idle sessions do not
+ * burn a core while busy ones never touch the mutex.
  */
 #include "runtime/pool.h"
 
@@ -13,18 +17,31 @@
 
 #include "util/util.h"
 
-#define SPIN_ITERS 200000
+/* pause iterations before a worker sleeps (~ a few ms) */
+#define SPIN_ITERS (1 << 16)
+/* pause iterations before a waiting master starts yielding its core */
+#define MASTER_SPIN (1 << 14)
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 struct r1_pool {
     int n;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_uint gen;     /* bumped for every job */
-    atomic_int pending;  /* workers still running the current job */
+    /* written by the master, read by the workers: own cache line */
+    _Alignas(64) atomic_uint gen; /* bumped for every job */
     atomic_int quit;
     r1_kernel_fn fn;
     const struct r1_op *op;
+    _Alignas(64) atomic_int pending; /* workers still running the current job */
+    _Alignas(64) atomic_int sleepers; /* workers waiting (or about to) on cv */
 };
 
 struct worker_arg {
@@ -37,31 +54,40 @@ static void *worker(void *arg_) {
     struct r1_pool *p = arg->p;
     int ith = arg->ith;
     free(arg);
-    unsigned seen = atomic_load(&p->gen);
+    unsigned seen = 0; /* the generation at creation: a job posted before this thread ran is still seen */
     for (;;) {
         unsigned g;
         int spins = 0;
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
-            if (atomic_load(&p->quit)) return NULL;
-            if (++spins > SPIN_ITERS) {
-                pthread_mutex_lock(&p->mu);
-                while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit))
-                    pthread_cond_wait(&p->cv, &p->mu);
-                pthread_mutex_unlock(&p->mu);
-                spins = 0;
+            if (atomic_load_explicit(&p->quit, memory_order_relaxed)) return NULL;
+            if (++spins < SPIN_ITERS) {
+                cpu_relax();
+                continue;
             }
+            /* long idle: sleep. sleepers is raised before gen is re-checked and
+             * the master reads sleepers after bumping gen (both seq_cst), so
+             * either we see the new job or the master sees us and broadcasts
+             * under the mutex. */
+            pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1);
+            while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit))
+                pthread_cond_wait(&p->cv, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
+            pthread_mutex_unlock(&p->mu);
+            spins = 0;
         }
         seen = g;
         if (atomic_load(&p->quit)) return NULL;
         p->fn(p->op, ith, p->n);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
     }
 }
 
 struct r1_pool *r1_pool_new(int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    struct r1_pool *p = calloc(1, sizeof *p);
+    struct r1_pool *p = aligned_alloc(64, (sizeof *p + 63) & ~(size_t)63);
     if (!p) return NULL;
+    *p = (struct r1_pool){0};
     p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
@@ -112,11 +138,21 @@ void r1_pool_run(struct r1_pool *p, r1_kernel_fn fn, const struct r1_op *op) {
     }
     p->fn = fn;
     p->op = op;
-    atomic_store(&p->pending, p->n - 1);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
+    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
+    atomic_fetch_add(&p->gen, 1); /* seq_cst: publishes fn, op, pending */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+    }
     fn(op, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) sched_yield();
+    int spins = 0;
+    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+        if (++spins < MASTER_SPIN) {
+            cpu_relax();
+        } else {
+            sched_yield(); /* more threads than free cores: let the workers run */
+            spins = 0;
+        }
+    }
 }
