@@ -1,11 +1,168 @@
-/* cmd_serve.c - placeholder until the 'serve' command lands. */
+/*
+ * cmd_serve.c - `r1infer serve`: load the model once, make one session per
+ * slot (src/server/sched.c) and serve the OpenAI-compatible HTTP API
+ * (src/server/http.c) until SIGINT or SIGTERM. Only option parsing and
+ * start-up / shut-down order live here.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
+#include "server/server.h"
+#include "util/util.h"
+
+static void serve_help(FILE *f) {
+    fprintf(f, "usage: r1infer serve -m MODEL [options]\n"
+               "OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions (stream true|false),\n"
+               "GET /v1/models, GET /health, and a chat page at GET /.\n"
+               "  --host ADDR            address to bind (default 127.0.0.1)\n"
+               "  --port N               port (default 8080; 0 = any free port, printed at start)\n"
+               "  --parallel N           conversations generated at once, one KV cache each (default 1)\n"
+               "  --queue N              requests that may wait for a free slot; more get 503 (default 64)\n"
+               "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/*\n"
+               "  --max-body BYTES       largest request body (default 8388608); larger gets 413\n"
+               "  --timeout SECS         drop connections idle this long, e.g. slow clients (default 30)\n"
+               "  --max-conns N          simultaneous connections (default 256)\n"
+               "  --ctx N                context per slot (default min(4096, max_position_embeddings))\n"
+               "  -t, --threads N        threads in all; each slot gets max(1, N / parallel)\n"
+               "                         (default: physical cores)\n"
+               "The sampling options set the defaults of requests that leave a field out.\n");
+    cli_opts_help(f);
+}
+
+static int int_arg(const char *flag, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "r1infer serve: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* "path/to/Model/" -> "Model" (malloc'ed) */
+static char *model_name(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    char *s = malloc(n - b + 1);
+    if (s) {
+        memcpy(s, path + b, n - b);
+        s[n - b] = 0;
+    }
+    return s;
+}
 
 int cmd_serve(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "r1infer serve: not built yet\n");
-    return 2;
+    struct cli_opts o;
+    cli_opts_init(&o);
+    struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
+                             .max_conns = 256};
+    long parallel = 1, queue = 64, x;
+    for (int i = 1; i < argc; i++) {
+        int r = cli_opts_take(&o, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            serve_help(stdout);
+            return 0;
+        }
+        if (!v) {
+            fprintf(stderr, "r1infer serve: unknown option or missing value: %s\n", a);
+            serve_help(stderr);
+            return 2;
+        }
+        i++;
+        if (!strcmp(a, "--host")) so.host = v;
+        else if (!strcmp(a, "--api-key")) so.api_key = v;
+        else if (!strcmp(a, "--port")) {
+            if (int_arg(a, v, 0, 65535, &x)) return 2;
+            so.port = (int)x;
+        } else if (!strcmp(a, "--parallel")) {
+            if (int_arg(a, v, 1, 256, &parallel)) return 2;
+        } else if (!strcmp(a, "--queue")) {
+            if (int_arg(a, v, 0, 100000, &queue)) return 2;
+        } else if (!strcmp(a, "--max-body")) {
+            if (int_arg(a, v, 1024, 1L << 30, &x)) return 2;
+            so.max_body = (size_t)x;
+        } else if (!strcmp(a, "--timeout")) {
+            if (int_arg(a, v, 1, 86400, &x)) return 2;
+            so.timeout_s = (unsigned)x;
+        } else if (!strcmp(a, "--max-conns")) {
+            if (int_arg(a, v, 1, 100000, &x)) return 2;
+            so.max_conns = (unsigned)x;
+        } else {
+            fprintf(stderr, "r1infer serve: unknown option: %s\n", a);
+            serve_help(stderr);
+            return 2;
+        }
+    }
+    if (so.api_key && !*so.api_key) {
+        fprintf(stderr, "r1infer serve: --api-key must not be empty\n");
+        return 2;
+    }
+    if (!o.model) {
+        fprintf(stderr, "r1infer serve: no model given: use -m DIR (a Hugging Face checkpoint) or -m FILE.gguf\n");
+        return 2;
+    }
+    /* workers and connection threads inherit this mask: only the main thread takes the signals */
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, SIG_DFL); /* a shell starts background jobs with SIGINT ignored */
+    signal(SIGTERM, SIG_DFL);
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+
+    int rc = 1;
+    struct r1_load_opts lo = {.dtype = o.dtype, .progress = 1};
+    r1_model_t *m = r1_model_load(o.model, &lo);
+    r1_tokenizer_t *tok = m ? r1_tokenizer_load(o.model) : NULL;
+    char *name = model_name(o.model);
+    struct sched *s = NULL;
+    struct server *srv = NULL;
+    if (!m || !tok || !name) {
+        fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
+        goto out;
+    }
+    int cores = o.n_threads > 0 ? o.n_threads : r1_physical_cores();
+    int per_slot = cores / (int)parallel > 0 ? cores / (int)parallel : 1;
+    struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue, .n_ctx = o.n_ctx,
+                             .n_threads = per_slot, .backend = o.backend, .kv_dtype = o.kv_dtype,
+                             .model_name = name, .seed_set = o.seed_set};
+    if (!(s = sched_new(m, tok, &sco))) {
+        fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
+        goto out;
+    }
+    so.model_name = name;
+    so.sp = o.sp;
+    if (so.max_conns < (unsigned)(parallel + queue + 8)) so.max_conns = (unsigned)(parallel + queue + 8);
+    if (!(srv = server_start(&so, s))) goto out;
+    fprintf(stderr, "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s x %d thread%s, ctx %d, queue %ld%s)\n",
+            strchr(so.host, ':') ? "[" : "", so.host, strchr(so.host, ':') ? "]" : "", server_port(srv), parallel,
+            parallel == 1 ? "" : "s", per_slot, per_slot == 1 ? "" : "s", sched_n_ctx(s), queue,
+            so.api_key ? ", API key required" : "");
+    fflush(stderr);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "r1infer serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+out:
+    if (s) sched_stop(s);
+    server_stop(srv);
+    sched_free(s);
+    r1_tokenizer_free(tok);
+    r1_model_free(m);
+    free(name);
+    return rc;
 }

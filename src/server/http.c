@@ -1,0 +1,336 @@
+/*
+ * http.c - routes, authentication, request bodies and streaming responses
+ * on libmicrohttpd; see server.h. Each connection has its own thread, so a
+ * handler may block while its job runs; it polls its socket meanwhile so a
+ * client that leaves cancels its job. Must not parse request JSON itself
+ * (request.c) nor run the model (sched.c).
+ */
+#include "server/server.h"
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "server/request.h"
+#include "server/response.h"
+#include "server/sbuf.h"
+
+struct server {
+    struct MHD_Daemon *d;
+    struct sched *sched;
+    struct server_opts o;
+    long started;
+    int port;
+};
+
+enum route { ROUTE_NONE, ROUTE_PAGE, ROUTE_HEALTH, ROUTE_MODELS, ROUTE_CHAT, ROUTE_COMPLETIONS };
+
+static const struct {
+    const char *path;
+    enum route route;
+    int post; /* POST (else GET/HEAD) */
+    int auth; /* needs the API key */
+} routes[] = {
+    {"/", ROUTE_PAGE, 0, 0},
+    {"/index.html", ROUTE_PAGE, 0, 0},
+    {"/health", ROUTE_HEALTH, 0, 0},
+    {"/v1/models", ROUTE_MODELS, 0, 1},
+    {"/v1/chat/completions", ROUTE_CHAT, 1, 1},
+    {"/v1/completions", ROUTE_COMPLETIONS, 1, 1},
+};
+
+/* Per-request state (MHD's con_cls). */
+struct req_ctx {
+    struct sbuf body;
+    int route_index;
+    int too_large; /* the body passed --max-body: drained, then 413 */
+    int responded; /* a response was queued before the body was read */
+    int timeout_off; /* the idle timeout is off while a job runs */
+};
+
+/* ------------------------------------------------------------ responses */
+
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, const char *ctype, char *body,
+                                 size_t len, enum MHD_ResponseMemoryMode mode, const char *hname,
+                                 const char *hvalue) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
+    if (!r) {
+        if (mode == MHD_RESPMEM_MUST_FREE) free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (hname) MHD_add_response_header(r, hname, hvalue);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status, char *json) {
+    if (!json) return MHD_NO;
+    return send_body(c, status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE, NULL, NULL);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, const struct api_error *e, const char *hname,
+                                  const char *hvalue) {
+    char *json = resp_error(e);
+    if (!json) return MHD_NO;
+    return send_body(c, (unsigned)e->status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE,
+                     hname, hvalue);
+}
+
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code,
+                            const char *hname, const char *hvalue, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code,
+                            const char *hname, const char *hvalue, const char *fmt, ...) {
+    struct api_error e;
+    api_error_set(&e, status, type, NULL, code, "%s", "");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return send_error(c, &e, hname, hvalue);
+}
+
+/* --------------------------------------------------------------- helpers */
+
+/* Constant-time: the time depends on the lengths, not on where they differ. */
+static int key_matches(const char *got, const char *want) {
+    size_t gl = strlen(got), wl = strlen(want);
+    unsigned char diff = (unsigned char)(gl != wl);
+    for (size_t i = 0; i < wl; i++) diff |= (unsigned char)(want[i] ^ (i < gl ? got[i] : 0));
+    return diff == 0;
+}
+
+static int authorized(const struct server *srv, struct MHD_Connection *c) {
+    if (!srv->o.api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_matches(h, srv->o.api_key);
+}
+
+static int conn_fd(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static void set_timeout(struct MHD_Connection *c, unsigned secs) {
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, secs);
+}
+
+/* ------------------------------------------------------------ endpoints */
+
+static enum MHD_Result do_health(struct server *srv, struct MHD_Connection *c) {
+    struct sched_stats st;
+    sched_stats(srv->sched, &st);
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "status", "ok", "slots", st.slots,
+                          "slots_idle", st.slots - st.busy, "slots_busy", st.busy, "queued", st.queued,
+                          "queue_cap", st.queue_cap, "served", (json_int_t)st.served, "cancelled",
+                          (json_int_t)st.cancelled, "rejected", (json_int_t)st.rejected);
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return send_json(c, 200, s);
+}
+
+static enum MHD_Result do_models(struct server *srv, struct MHD_Connection *c) {
+    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:i}}]}", "object", "list", "data", "id",
+                          srv->o.model_name, "object", "model", "created", (json_int_t)srv->started, "owned_by",
+                          "r1infer", "meta", "n_ctx", sched_n_ctx(srv->sched));
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return send_json(c, 200, s);
+}
+
+struct stream_ctx {
+    struct job *job;
+    int fd;
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    struct stream_ctx *sc = cls;
+    ssize_t n = job_read(sc->job, buf, max, sc->fd);
+    if (n > 0) return n;
+    return n == 0 ? MHD_CONTENT_READER_END_OF_STREAM : MHD_CONTENT_READER_END_WITH_ERROR;
+}
+
+static void stream_free(void *cls) {
+    struct stream_ctx *sc = cls;
+    job_release(sc->job);
+    free(sc);
+}
+
+static enum MHD_Result do_generate(struct server *srv, struct MHD_Connection *c, struct req_ctx *rc,
+                                   enum req_kind kind) {
+    struct gen_request req;
+    struct api_error err;
+    if (req_parse(rc->body.p ? rc->body.p : "", rc->body.len, kind, &srv->o.sp, &req, &err))
+        return send_error(c, &err, NULL, NULL);
+    int stream = req.stream;
+    struct job *j = sched_submit(srv->sched, &req, &err);
+    if (!j) return send_error(c, &err, err.status == 503 ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, "1");
+    /* a queued or long generation is not an idle client */
+    set_timeout(c, 0);
+    rc->timeout_off = 1;
+    int fd = conn_fd(c);
+    if (stream) {
+        struct stream_ctx *sc = malloc(sizeof *sc);
+        struct MHD_Response *r = sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
+                                                                        sc, stream_free)
+                                    : NULL;
+        if (!r) {
+            free(sc);
+            job_release(j);
+            return MHD_NO;
+        }
+        sc->job = j;
+        sc->fd = fd;
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        enum MHD_Result ret = MHD_queue_response(c, 200, r);
+        MHD_destroy_response(r);
+        return ret;
+    }
+    char *body = NULL;
+    int status = 500;
+    int rc_wait = job_wait(j, fd, &body, &status);
+    job_release(j);
+    if (rc_wait) return MHD_NO; /* the client left (or we are stopping): close */
+    return send_json(c, (unsigned)status, body);
+}
+
+/* ------------------------------------------------------------- dispatch */
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload_data, size_t *upload_size,
+                                  void **con_cls) {
+    (void)version;
+    struct server *srv = cls;
+    struct req_ctx *rc = *con_cls;
+    if (!rc) {
+        if (!(rc = calloc(1, sizeof *rc))) return MHD_NO;
+        *con_cls = rc;
+        rc->route_index = -1;
+        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+            if (!strcmp(url, routes[i].path)) rc->route_index = (int)i;
+        int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), is_post = !strcmp(method, "POST");
+        int ri = rc->route_index;
+        rc->responded = 1; /* unless we wait for a body below */
+        if (ri < 0)
+            return fail(c, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path: %s %.200s",
+                        method, url);
+        if (routes[ri].post ? !is_post : !is_get)
+            return fail(c, 405, "invalid_request_error", "method_not_allowed", MHD_HTTP_HEADER_ALLOW,
+                        routes[ri].post ? "POST" : "GET, HEAD", "%s is not allowed on %s; use %s", method,
+                        routes[ri].path, routes[ri].post ? "POST" : "GET");
+        if (routes[ri].auth && !authorized(srv, c))
+            return fail(c, 401, "invalid_request_error", "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                        "Bearer", "Missing or wrong API key: send the header 'Authorization: Bearer KEY' "
+                                  "with the key given to --api-key.");
+        switch (routes[ri].route) {
+        case ROUTE_PAGE:
+            return send_body(c, 200, "text/html; charset=utf-8", (char *)server_page_html,
+                             strlen(server_page_html), MHD_RESPMEM_PERSISTENT, NULL, NULL);
+        case ROUTE_HEALTH: return do_health(srv, c);
+        case ROUTE_MODELS: return do_models(srv, c);
+        default: break;
+        }
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body)
+            return fail(c, 413, "invalid_request_error", "request_too_large", NULL, NULL,
+                        "The request body is %s bytes; the limit is %zu (--max-body).", cl, srv->o.max_body);
+        rc->responded = 0;
+        return MHD_YES; /* read the body */
+    }
+    if (*upload_size) {
+        if (!rc->responded && !rc->too_large) {
+            if (rc->body.len + *upload_size > srv->o.max_body) {
+                rc->too_large = 1;
+                sbuf_free(&rc->body);
+            } else if (sbuf_add(&rc->body, upload_data, *upload_size)) {
+                return MHD_NO;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (rc->responded) return MHD_YES;
+    rc->responded = 1;
+    if (rc->too_large)
+        return fail(c, 413, "invalid_request_error", "request_too_large", NULL, NULL,
+                    "The request body is larger than %zu bytes (--max-body).", srv->o.max_body);
+    return do_generate(srv, c, rc, routes[rc->route_index].route == ROUTE_CHAT ? REQ_CHAT : REQ_COMPLETION);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+    (void)toe;
+    struct server *srv = cls;
+    struct req_ctx *rc = *con_cls;
+    if (!rc) return;
+    if (rc->timeout_off) set_timeout(c, srv->o.timeout_s); /* back to the idle limit for keep-alive */
+    sbuf_free(&rc->body);
+    free(rc);
+    *con_cls = NULL;
+}
+
+static void on_log(void *cls, const char *fmt, va_list ap) {
+    (void)cls;
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == '\n') line[--n] = 0;
+    fprintf(stderr, "r1infer serve: http: %s\n", line);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+struct server *server_start(const struct server_opts *o, struct sched *s) {
+    struct server *srv = calloc(1, sizeof *srv);
+    if (!srv) return NULL;
+    srv->o = *o;
+    srv->sched = s;
+    srv->started = (long)time(NULL);
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
+    int gai = getaddrinfo(o->host, port, &hints, &ai);
+    if (gai) {
+        fprintf(stderr, "r1infer serve: cannot resolve --host '%s': %s\n", o->host, gai_strerror(gai));
+        free(srv);
+        return NULL;
+    }
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
+    srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
+                              on_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT,
+                              o->timeout_s,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT,
+                              o->max_conns, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!srv->d) {
+        fprintf(stderr, "r1infer serve: cannot listen on %s:%d (in use? try another --port)\n", o->host, o->port);
+        free(srv);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
+    srv->port = di ? di->port : o->port;
+    return srv;
+}
+
+int server_port(const struct server *srv) { return srv->port; }
+
+void server_stop(struct server *srv) {
+    if (!srv) return;
+    MHD_stop_daemon(srv->d);
+    free(srv);
+}

@@ -1,0 +1,71 @@
+/*
+ * request.h - parsing and validation of OpenAI-style request bodies
+ * (/v1/chat/completions and /v1/completions) into a gen_request, and the
+ * OpenAI-style error they produce on bad input.
+ *
+ * req_parse is a pure function of (bytes, length): it never trusts the
+ * input, never crashes on it, and is the libFuzzer target of
+ * tests/fuzz/fuzz_request.c. Tokenization and the context-length check
+ * happen later, where the tokenizer is.
+ */
+#ifndef R1_SERVER_REQUEST_H
+#define R1_SERVER_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "r1infer.h"
+
+#define REQ_MAX_STOPS 16      /* stop strings per request */
+#define REQ_MAX_STOP_LEN 256  /* bytes per stop string */
+
+enum req_kind { REQ_CHAT, REQ_COMPLETION };
+
+/* An error for the client: HTTP status and the fields of
+ * {"error": {"message", "type", "param", "code"}}. */
+struct api_error {
+    int status;
+    char message[320];
+    const char *type;  /* "invalid_request_error", ... */
+    char param[64];    /* "" = null */
+    const char *code;  /* NULL = null */
+};
+
+/* Fill e and return -1 (printf-style message). */
+int api_error_set(struct api_error *e, int status, const char *type, const char *param, const char *code,
+                  const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+struct req_msg {
+    char *role;    /* "system", "user" or "assistant" ("developer" maps to "system") */
+    char *content; /* text parts joined */
+};
+
+struct gen_request {
+    enum req_kind kind;
+    char *model;              /* as sent (echoed back), NULL if absent */
+    struct req_msg *msgs;     /* (n_msgs) chat */
+    int n_msgs;
+    char *prompt;             /* completion: text prompt, or NULL when ids are given */
+    int32_t *prompt_ids;      /* completion: (n_prompt_ids) token ids */
+    int n_prompt_ids;
+    int max_tokens;           /* -1 = until the context is full */
+    struct r1_sampler_params sp; /* the defaults with the request's fields applied */
+    int seed_set;             /* the request gave a seed */
+    char *stops[REQ_MAX_STOPS]; /* (n_stops) non-empty, valid UTF-8 */
+    int n_stops;
+    int stream;
+    int include_usage;        /* stream_options.include_usage */
+};
+
+/* Parse body (len bytes, need not be NUL-terminated) as a request of the
+ * given kind, starting the sampler fields from *defaults. On success fills
+ * *out (release with req_free) and returns 0; on bad input fills *err (a 400
+ * with the offending field in param) and returns -1, with *out empty. */
+int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_sampler_params *defaults,
+              struct gen_request *out, struct api_error *err);
+void req_free(struct gen_request *r);
+
+/* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
+int utf8_valid(const char *s, size_t n);
+
+#endif

@@ -1,0 +1,139 @@
+/*
+ * response.c - JSON builders; see response.h. Generated text is not
+ * guaranteed to be valid UTF-8 (a model can emit a lone byte token), so
+ * every text goes through json_text, which replaces bad bytes with U+FFFD.
+ */
+#include "server/response.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A JSON string of s[0..n), invalid UTF-8 replaced by U+FFFD. */
+static json_t *json_text(const char *s, size_t n) {
+    if (!s) return json_string("");
+    if (utf8_valid(s, n)) return json_stringn(s, n);
+    struct sbuf b = {0};
+    size_t i = 0;
+    while (i < n) {
+        size_t k = 1;
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            k = (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3 : (c & 0xf8) == 0xf0 ? 4 : 1;
+            if (k > n - i || !utf8_valid(s + i, k)) {
+                sbuf_adds(&b, "\xef\xbf\xbd");
+                i++;
+                continue;
+            }
+        }
+        sbuf_add(&b, s + i, k);
+        i += k;
+    }
+    json_t *j = b.failed ? NULL : json_stringn(b.p ? b.p : "", b.len);
+    sbuf_free(&b);
+    return j;
+}
+
+static char *dump(json_t *j) {
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return s;
+}
+
+static json_t *usage_json(const struct resp_usage *u) {
+    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
+                     u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens,
+                     "prompt_tokens_details", "cached_tokens", u->cached_tokens);
+}
+
+static json_t *head(const struct resp_meta *m, int chunk) {
+    const char *object = m->kind == REQ_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                             : "text_completion";
+    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", m->id, "object", object, "created",
+                     (json_int_t)m->created, "model", m->model, "system_fingerprint", "r1infer");
+}
+
+char *resp_error(const struct api_error *e) {
+    json_t *err = json_pack("{s:s, s:s}", "message", e->message, "type", e->type ? e->type : "server_error");
+    if (!err) return NULL;
+    json_object_set_new(err, "param", e->param[0] ? json_string(e->param) : json_null());
+    json_object_set_new(err, "code", e->code ? json_string(e->code) : json_null());
+    return dump(json_pack("{s:o}", "error", err));
+}
+
+char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reasoning_len, const char *content,
+                 size_t content_len, const char *finish, const struct resp_usage *u) {
+    json_t *root = head(m, 0), *choice;
+    if (!root) return NULL;
+    if (m->kind == REQ_CHAT) {
+        json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content", json_text(content, content_len));
+        if (msg && reasoning_len)
+            json_object_set_new(msg, "reasoning_content", json_text(reasoning, reasoning_len));
+        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs", "finish_reason",
+                           finish);
+    } else {
+        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", json_text(content, content_len),
+                           "logprobs", "finish_reason", finish);
+    }
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    json_object_set_new(root, "usage", usage_json(u));
+    return dump(root);
+}
+
+static void event(struct sbuf *out, json_t *j) {
+    char *s = dump(j);
+    if (!s) {
+        out->failed = 1;
+        return;
+    }
+    sbuf_adds(out, "data: ");
+    sbuf_adds(out, s);
+    sbuf_adds(out, "\n\n");
+    free(s);
+}
+
+void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, const char *reasoning,
+                size_t reasoning_len, const char *content, size_t content_len, const char *finish) {
+    json_t *root = head(m, 1), *choice;
+    if (!root) {
+        out->failed = 1;
+        return;
+    }
+    if (m->kind == REQ_CHAT) {
+        json_t *delta = json_object();
+        if (role) json_object_set_new(delta, "role", json_string(role));
+        if (reasoning) json_object_set_new(delta, "reasoning_content", json_text(reasoning, reasoning_len));
+        if (content) json_object_set_new(delta, "content", json_text(content, content_len));
+        choice = json_pack("{s:i, s:o, s:n}", "index", 0, "delta", delta, "logprobs");
+    } else {
+        choice = json_pack("{s:i, s:o, s:n}", "index", 0, "text", json_text(content, content_len), "logprobs");
+    }
+    if (choice) json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    event(out, root);
+}
+
+void resp_usage_chunk(struct sbuf *out, const struct resp_meta *m, const struct resp_usage *u) {
+    json_t *root = head(m, 1);
+    if (!root) {
+        out->failed = 1;
+        return;
+    }
+    json_object_set_new(root, "choices", json_array());
+    json_object_set_new(root, "usage", usage_json(u));
+    event(out, root);
+}
+
+void resp_error_event(struct sbuf *out, const struct api_error *e) {
+    char *s = resp_error(e);
+    if (!s) {
+        out->failed = 1;
+        return;
+    }
+    sbuf_adds(out, "data: ");
+    sbuf_adds(out, s);
+    sbuf_adds(out, "\n\n");
+    free(s);
+}
+
+void resp_done(struct sbuf *out) { sbuf_adds(out, "data: [DONE]\n\n"); }

@@ -1,0 +1,44 @@
+/*
+ * response.h - the JSON the server sends: OpenAI-shaped completion objects,
+ * streaming chunks (as SSE events) and errors. Builders only: they return
+ * malloc'ed text and never touch a connection.
+ */
+#ifndef R1_SERVER_RESPONSE_H
+#define R1_SERVER_RESPONSE_H
+
+#include <stddef.h>
+
+#include "server/request.h"
+#include "server/sbuf.h"
+
+/* What every object of one response shares. */
+struct resp_meta {
+    enum req_kind kind;
+    const char *id;    /* "chatcmpl-..." / "cmpl-..." */
+    long created;      /* unix seconds */
+    const char *model; /* echoed model name */
+};
+
+struct resp_usage {
+    int prompt_tokens, completion_tokens, cached_tokens;
+};
+
+/* {"error": {...}} as malloc'ed text (NULL only when out of memory). */
+char *resp_error(const struct api_error *e);
+/* The non-streaming result: chat.completion or text_completion. finish is
+ * "stop" or "length". reasoning (chat only) is left out when empty. */
+char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reasoning_len, const char *content,
+                 size_t content_len, const char *finish, const struct resp_usage *u);
+
+/* Append one SSE event "data: {chunk}\n\n" to out. role, reasoning, content
+ * and finish may be NULL (left out of the delta; finish_reason null). */
+void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, const char *reasoning,
+                size_t reasoning_len, const char *content, size_t content_len, const char *finish);
+/* The usage-only chunk (stream_options.include_usage): choices []. */
+void resp_usage_chunk(struct sbuf *out, const struct resp_meta *m, const struct resp_usage *u);
+/* "data: {error}\n\n" for a failure after the stream has started. */
+void resp_error_event(struct sbuf *out, const struct api_error *e);
+/* "data: [DONE]\n\n" */
+void resp_done(struct sbuf *out);
+
+#endif

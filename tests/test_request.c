@@ -1,0 +1,154 @@
+/*
+ * test_request.c - the server's request parser and validator
+ * (src/server/request.c): accepted shapes, every rejected one with its
+ * status and param, and the UTF-8 checker.
+ */
+#include <string.h>
+
+#include "server/request.h"
+#include "test.h"
+
+static struct r1_sampler_params defaults;
+
+static int parse(const char *body, enum req_kind kind, struct gen_request *r, struct api_error *e) {
+    return req_parse(body, strlen(body), kind, &defaults, r, e);
+}
+
+/* Expect a 400 naming `param` (NULL: no param). */
+static void bad(const char *body, enum req_kind kind, const char *param) {
+    struct gen_request r;
+    struct api_error e;
+    int rc = parse(body, kind, &r, &e);
+    CHECK(rc == -1 && e.status == 400, "accepted bad request %s", body);
+    if (rc == -1) {
+        CHECK(!strcmp(e.param, param ? param : ""), "%s: param '%s', want '%s'", body, e.param, param ? param : "");
+        CHECK(e.message[0] && e.type && !strcmp(e.type, "invalid_request_error"), "%s: message/type missing", body);
+    } else {
+        req_free(&r);
+    }
+}
+
+static void test_chat_ok(void) {
+    struct gen_request r;
+    struct api_error e;
+    int rc = parse("{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+                   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi \"},{\"type\":\"text\",\"text\":\"there\"}]},"
+                   "{\"role\":\"assistant\",\"content\":null},{\"role\":\"developer\",\"content\":\"x\"}],"
+                   "\"max_tokens\":10,\"temperature\":0,\"top_p\":0.5,\"top_k\":3,\"min_p\":0.1,\"seed\":42,"
+                   "\"stop\":[\"a\",\"\",\"bc\"],\"repetition_penalty\":1.1,\"frequency_penalty\":0.5,"
+                   "\"presence_penalty\":-0.5,\"n\":1,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+                   "\"unknown_field\":[1,2,3]}",
+                   REQ_CHAT, &r, &e);
+    CHECK(rc == 0, "full chat request rejected: %s", e.message);
+    if (rc) return;
+    CHECK(r.n_msgs == 4 && !strcmp(r.msgs[1].content, "hi there") && !strcmp(r.msgs[2].content, "") &&
+              !strcmp(r.msgs[3].role, "system"),
+          "messages parsed wrong");
+    CHECK(!strcmp(r.model, "m") && r.max_tokens == 10 && r.sp.temperature == 0 && r.sp.top_p == 0.5f &&
+              r.sp.top_k == 3 && r.sp.min_p == 0.1f && r.seed_set && r.sp.seed == 42,
+          "sampler fields parsed wrong");
+    CHECK(r.n_stops == 2 && !strcmp(r.stops[0], "a") && !strcmp(r.stops[1], "bc"), "stop parsed wrong (%d)", r.n_stops);
+    CHECK(r.stream && r.include_usage, "stream flags parsed wrong");
+    CHECK(r.sp.repeat_penalty == 1.1f && r.sp.frequency_penalty == 0.5f && r.sp.presence_penalty == -0.5f,
+          "penalties parsed wrong");
+    req_free(&r);
+
+    rc = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_completion_tokens\":7,\"stop\":\"END\"}",
+               REQ_CHAT, &r, &e);
+    CHECK(rc == 0 && r.max_tokens == 7 && r.n_stops == 1 && !r.stream && r.sp.temperature == defaults.temperature &&
+              !r.seed_set && !r.model,
+          "minimal chat request: rc %d", rc);
+    if (!rc) req_free(&r);
+}
+
+static void test_completion_ok(void) {
+    struct gen_request r;
+    struct api_error e;
+    int rc = parse("{\"prompt\":\"Once upon\"}", REQ_COMPLETION, &r, &e);
+    CHECK(rc == 0 && r.prompt && !strcmp(r.prompt, "Once upon") && r.max_tokens == -1, "string prompt");
+    if (!rc) req_free(&r);
+    rc = parse("{\"prompt\":[\"only one\"]}", REQ_COMPLETION, &r, &e);
+    CHECK(rc == 0 && r.prompt && !strcmp(r.prompt, "only one"), "one-string array prompt");
+    if (!rc) req_free(&r);
+    rc = parse("{\"prompt\":[1,2,3],\"n\":null,\"stream\":null}", REQ_COMPLETION, &r, &e);
+    CHECK(rc == 0 && r.n_prompt_ids == 3 && r.prompt_ids[2] == 3, "token prompt");
+    if (!rc) req_free(&r);
+}
+
+static void test_rejects(void) {
+    bad("", REQ_CHAT, NULL);
+    bad("{", REQ_CHAT, NULL);
+    bad("{\"messages\": [}", REQ_CHAT, NULL);
+    bad("[1,2]", REQ_CHAT, NULL);
+    bad("\"str\"", REQ_CHAT, NULL);
+    bad("{}", REQ_CHAT, "messages");
+    bad("{\"messages\":[]}", REQ_CHAT, "messages");
+    bad("{\"messages\":\"hi\"}", REQ_CHAT, "messages");
+    bad("{\"messages\":[\"hi\"]}", REQ_CHAT, "messages[0]");
+    bad("{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
+    bad("{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
+    bad("{\"messages\":[{\"role\":5,\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
+    bad("{\"messages\":[{\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
+    bad("{\"messages\":[{\"role\":\"user\"}]}", REQ_CHAT, "messages[0].content");
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":7}]}", REQ_CHAT, "messages[0].content");
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", REQ_CHAT,
+        "messages[0].content");
+    const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
+    char buf[512];
+    static const char *const fields[][2] = {
+        {"\"max_tokens\":\"10\"", "max_tokens"},      {"\"max_tokens\":0", "max_tokens"},
+        {"\"max_tokens\":1.5", "max_tokens"},         {"\"max_completion_tokens\":-1", "max_completion_tokens"},
+        {"\"temperature\":\"hot\"", "temperature"},   {"\"temperature\":3", "temperature"},
+        {"\"top_p\":1.5", "top_p"},                   {"\"top_k\":-1", "top_k"},
+        {"\"min_p\":true", "min_p"},                  {"\"seed\":1.5", "seed"},
+        {"\"stop\":5", "stop"},                       {"\"stop\":[\"a\",5]", "stop"},
+        {"\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\",\"15\","
+         "\"16\",\"17\"]", "stop"},
+        {"\"n\":2", "n"},                             {"\"n\":\"1\"", "n"},
+        {"\"stream\":\"yes\"", "stream"},             {"\"stream\":1", "stream"},
+        {"\"stream_options\":[]", "stream_options"},  {"\"model\":5", "model"},
+        {"\"repetition_penalty\":0", "repetition_penalty"}, {"\"frequency_penalty\":3", "frequency_penalty"},
+        {"\"presence_penalty\":\"x\"", "presence_penalty"},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        snprintf(buf, sizeof buf, "{%s,%s}", m, fields[i][0]);
+        bad(buf, REQ_CHAT, fields[i][1]);
+    }
+    bad("{\"prompt\":5}", REQ_COMPLETION, "prompt");
+    bad("{\"prompt\":[]}", REQ_COMPLETION, "prompt");
+    bad("{\"prompt\":[\"a\",\"b\"]}", REQ_COMPLETION, "prompt");
+    bad("{\"prompt\":[1,-2]}", REQ_COMPLETION, "prompt");
+    bad("{\"prompt\":[1,\"a\"]}", REQ_COMPLETION, "prompt");
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}", REQ_COMPLETION, "prompt");
+    /* bytes that are not UTF-8, and escapes JSON forbids */
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", REQ_CHAT, NULL);
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":\"\xc0\xaf\"}]}", REQ_CHAT, NULL);
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":\"\\ud800\"}]}", REQ_CHAT, NULL);
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", REQ_CHAT, NULL);
+    /* a NUL byte inside the body */
+    struct gen_request r;
+    struct api_error e;
+    const char nul[] = "{\"prompt\":\"a\"}\0garbage";
+    CHECK(req_parse(nul, sizeof nul - 1, REQ_COMPLETION, &defaults, &r, &e) == -1 && e.status == 400,
+          "body with a NUL byte accepted");
+}
+
+static void test_utf8(void) {
+    CHECK(utf8_valid("", 0) && utf8_valid("abc", 3), "ascii");
+    CHECK(utf8_valid("ü思考✓😀", strlen("ü思考✓😀")), "multi-byte");
+    CHECK(!utf8_valid("\xc3", 1), "truncated 2-byte");
+    CHECK(!utf8_valid("\xe2\x9c", 2), "truncated 3-byte");
+    CHECK(!utf8_valid("\xc0\x80", 2), "overlong NUL");
+    CHECK(!utf8_valid("\xed\xa0\x80", 3), "surrogate");
+    CHECK(!utf8_valid("\xf4\x90\x80\x80", 4), "beyond U+10FFFF");
+    CHECK(!utf8_valid("\x80", 1), "lone continuation");
+}
+
+int main(void) {
+    defaults = r1_sampler_defaults();
+    test_chat_ok();
+    test_completion_ok();
+    test_rejects();
+    test_utf8();
+    return TEST_DONE("test_request");
+}
