@@ -11,6 +11,9 @@
 #include "r1infer.h"
 #include "util/util.h"
 
+#define NB 4096
+#define SPAN 30.0f /* tokens less likely than e^-30 of the best are dropped */
+
 struct cand {
     float logit;
     int32_t id;
@@ -19,7 +22,9 @@ struct cand {
 struct r1_sampler {
     struct r1_sampler_params p;
     int vocab;
-    struct cand *c;   /* (vocab) */
+    struct cand *c, *tmp; /* (vocab) candidates, ordered / unordered */
+    int *bkt;             /* (vocab) bucket of each unordered candidate */
+    int *bucket;          /* (NB + 1) counts, then bucket ends */
     int32_t *recent;  /* ring of the last repeat_last_n ids */
     int n_recent, head;
     uint64_t rng[4];
@@ -64,8 +69,11 @@ r1_sampler_t *r1_sampler_new(const struct r1_sampler_params *p, int vocab) {
     if (s->p.repeat_last_n < 0) s->p.repeat_last_n = 0;
     s->vocab = vocab;
     s->c = malloc((size_t)vocab * sizeof *s->c);
+    s->tmp = malloc((size_t)vocab * sizeof *s->tmp);
+    s->bkt = malloc((size_t)vocab * sizeof *s->bkt);
+    s->bucket = malloc((NB + 1) * sizeof *s->bucket);
     s->recent = malloc((size_t)(s->p.repeat_last_n ? s->p.repeat_last_n : 1) * sizeof(int32_t));
-    if (!s->c || !s->recent) {
+    if (!s->c || !s->tmp || !s->bkt || !s->bucket || !s->recent) {
         r1_sampler_free(s);
         r1_err("sampler: out of memory");
         return NULL;
@@ -78,6 +86,9 @@ r1_sampler_t *r1_sampler_new(const struct r1_sampler_params *p, int vocab) {
 void r1_sampler_free(r1_sampler_t *s) {
     if (!s) return;
     free(s->c);
+    free(s->tmp);
+    free(s->bkt);
+    free(s->bucket);
     free(s->recent);
     free(s);
 }
@@ -111,6 +122,11 @@ static void apply_penalties(r1_sampler_t *s, float *logits) {
     }
 }
 
+/* Candidates are ordered by logit with a counting sort over NB buckets of
+ * (max - logit) / temperature in [0, SPAN); only the bucket where a top-k or
+ * top-p cut falls is sorted exactly, so a step costs O(vocab) however flat
+ * the distribution is (a random model keeps ~all 152k tokens in the nucleus). */
+
 static int cmp_cand(const void *a, const void *b) {
     const struct cand *x = a, *y = b;
     if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
@@ -125,43 +141,67 @@ int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
         if (logits[i] > logits[best]) best = i;
     int32_t chosen = best;
     if (p->temperature > 0 && p->top_k != 1) {
-        /* candidates: drop tokens whose probability is < e^-30 of the best */
-        float cut = logits[best] - 30.0f * p->temperature;
+        const float mx = logits[best], invt = 1.0f / p->temperature;
+        /* min-p keeps p >= min_p * p_best, i.e. (mx - l) / T <= -log(min_p) */
+        float span = SPAN;
+        if (p->min_p > 0 && -logf(p->min_p) < span) span = -logf(p->min_p);
+        const float scale = (float)NB / SPAN;
+        int *count = s->bucket; /* NB + 1 */
+        memset(count, 0, (NB + 1) * sizeof *count);
         int n = 0;
-        for (int i = 0; i < s->vocab; i++)
-            if (logits[i] >= cut) s->c[n++] = (struct cand){logits[i], i};
-        qsort(s->c, (size_t)n, sizeof *s->c, cmp_cand);
-        if (p->top_k > 0 && n > p->top_k) n = p->top_k;
-        /* softmax at temperature (logit now holds the probability) */
-        double sum = 0;
-        float mx = s->c[0].logit;
-        for (int i = 0; i < n; i++) {
-            s->c[i].logit = expf((s->c[i].logit - mx) / p->temperature);
-            sum += s->c[i].logit;
+        for (int i = 0; i < s->vocab; i++) {
+            float d = (mx - logits[i]) * invt;
+            if (!(d <= span)) continue; /* also drops NaN and -inf */
+            int b = (int)(d * scale);
+            if (b >= NB) b = NB - 1;
+            s->bkt[n] = b;
+            s->tmp[n++] = (struct cand){logits[i], i};
+            count[b + 1]++;
         }
-        for (int i = 0; i < n; i++) s->c[i].logit = (float)(s->c[i].logit / sum);
-        /* min-p relative to the most likely token, then top-p nucleus */
-        if (p->min_p > 0) {
-            float thr = p->min_p * s->c[0].logit;
-            int k = 1;
-            while (k < n && s->c[k].logit >= thr) k++;
-            n = k;
+        for (int b = 0; b < NB; b++) count[b + 1] += count[b]; /* bucket starts */
+        for (int i = 0; i < n; i++) s->c[count[s->bkt[i]]++] = s->tmp[i];
+        /* count[b] is now the end of bucket b; recover starts on demand */
+        int keep = n;
+        if (p->top_k > 0 && p->top_k < keep) {
+            int b = 0;
+            while (count[b] < p->top_k) b++;
+            int lo = b ? count[b - 1] : 0;
+            qsort(s->c + lo, (size_t)(count[b] - lo), sizeof *s->c, cmp_cand);
+            keep = p->top_k;
+        }
+        /* probabilities (unnormalized, best = 1) */
+        double total = 0;
+        for (int i = 0; i < keep; i++) {
+            s->c[i].logit = expf((s->c[i].logit - mx) * invt);
+            total += s->c[i].logit;
         }
         if (p->top_p < 1.0f) {
-            double cum = 0;
-            int k = 0;
-            while (k < n) {
-                cum += s->c[k].logit;
-                k++;
-                if (cum >= p->top_p) break;
+            double target = p->top_p * total, cum = 0;
+            int b = 0, lo = 0;
+            /* find the bucket where the cumulative mass crosses target */
+            for (b = 0; b < NB && lo < keep; b++) {
+                int hi = count[b] < keep ? count[b] : keep;
+                double m = 0;
+                for (int i = lo; i < hi; i++) m += s->c[i].logit;
+                if (cum + m >= target) {
+                    qsort(s->c + lo, (size_t)(hi - lo), sizeof *s->c, cmp_cand); /* by prob desc */
+                    int k = lo;
+                    while (k < hi) {
+                        cum += s->c[k++].logit;
+                        if (cum >= target) break;
+                    }
+                    keep = k;
+                    break;
+                }
+                cum += m;
+                lo = hi;
             }
-            n = k;
+            total = 0;
+            for (int i = 0; i < keep; i++) total += s->c[i].logit;
         }
-        double total = 0;
-        for (int i = 0; i < n; i++) total += s->c[i].logit;
         double r = next_unit(s->rng) * total, acc = 0;
-        chosen = s->c[n - 1].id;
-        for (int i = 0; i < n; i++) {
+        chosen = s->c[keep - 1].id;
+        for (int i = 0; i < keep; i++) {
             acc += s->c[i].logit;
             if (r < acc) {
                 chosen = s->c[i].id;
