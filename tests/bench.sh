@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# tests/bench.sh - `r1infer bench` end to end on the tiny synthetic model in
+# quick mode (figures are not meaningful, the plumbing is): exit codes, the
+# report's sections, and the CSV / JSON / SVG files (tests/bench_check.py).
+# Prints "bench: P passed, F failed" last.
+set -u
+BIN=${R1_BIN:-build/r1infer}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*"; }
+expect() { # description, condition...
+    local what=$1; shift
+    if "$@"; then ok; else bad "$what"; fi
+}
+
+"$BIN" bench --synthetic tiny --quick --runs 3 --compare ref \
+    --csv "$tmp/b.csv" --json "$tmp/b.json" --svg "$tmp/b.svg" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect "bench exits 0 (got $rc: $(tail -n 3 "$tmp/err"))" test "$rc" -eq 0
+for section in "bandwidth" "kernel suite" "in situ" "end to end" "backend cpu" "backend ref" "attention_gqa" \
+    "prefill    64" "decode  ctx     0" "bench finished"; do
+    expect "report has '$section'" grep -q -- "$section" "$tmp/out"
+done
+expect "nothing on stderr without a terminal" test ! -s "$tmp/err"
+
+if command -v python3 >/dev/null; then
+    python3 "$here/bench_check.py" "$tmp/b.csv" "$tmp/b.json" "$tmp/b.svg" >"$tmp/check" 2>&1
+    p=$(grep -c '^ok ' "$tmp/check"); f=$(grep -c '^FAIL' "$tmp/check")
+    pass=$((pass + p)); fail=$((fail + f))
+    grep '^FAIL' "$tmp/check"
+    if [ "$p" -eq 0 ]; then bad "bench_check.py ran no checks: $(tail -n 3 "$tmp/check")"; fi
+else
+    echo "bench: python3 not found, file checks skipped"
+fi
+
+# usage errors exit 2 with a sentence, and never start a run
+"$BIN" bench >/dev/null 2>"$tmp/e1"; rc=$?
+expect "no model: exit 2 (got $rc)" test "$rc" -eq 2
+expect "no model: says what to do" grep -q -- "--synthetic" "$tmp/e1"
+"$BIN" bench --synthetic tiny --bogus >/dev/null 2>&1; rc=$?
+expect "unknown option: exit 2 (got $rc)" test "$rc" -eq 2
+"$BIN" bench --synthetic nope --quick >/dev/null 2>"$tmp/e2"; rc=$?
+expect "unknown synthetic shape: exit 1 (got $rc)" test "$rc" -eq 1
+expect "unknown synthetic shape: names the choices" grep -q "1.5b" "$tmp/e2"
+"$BIN" bench --synthetic tiny --runs 0 >/dev/null 2>&1; rc=$?
+expect "--runs 0: exit 2 (got $rc)" test "$rc" -eq 2
+
+echo "bench: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
