@@ -33,8 +33,11 @@ CU_OBJ    := $(CU_SRC:%.cu=$(BUILD)/%.o)
 CPPFLAGS  += -DR1_CUDA=1
 CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(shell which $(NVCC)))
 LDLIBS    += -L$(CUDA_HOME)/lib64 -lcudart -lcublas -lstdc++
-NVFLAGS   := -O3 -std=c++17 -Iinclude -Isrc -gencode arch=compute_80,code=sm_80 \
-             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVFLAGS   := -O3 -std=c++17 -Iinclude -Isrc -DR1_CUDA=1 -MMD -MP \
+             -Xcompiler -Wall,-Wextra,-Wno-unused-parameter -Werror all-warnings \
+             -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+             $(EXTRA_NVFLAGS)
 endif
 
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
@@ -66,7 +69,12 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN)
+tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench
+
+# The GPU benchmark (scripts/gpu-check.sh); without CUDA it only says so.
+$(BUILD)/tools/gpu_bench: tools/gpu_bench.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 deps:
 	@bash scripts/install-deps.sh

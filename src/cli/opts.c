@@ -31,7 +31,7 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     static const char *const with_value[] = {"-m", "--model", "--backend", "--dtype", "--kv", "--ctx",
                                              "--threads", "-t", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed",
-                                             "--presence-penalty", "--frequency-penalty"};
+                                             "--presence-penalty", "--frequency-penalty", "--gpu"};
     int takes = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(a, with_value[k])) takes = 1;
@@ -50,6 +50,13 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     double x;
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) o->model = v;
     else if (!strcmp(a, "--backend")) o->backend = v;
+    else if (!strcmp(a, "--gpu")) {
+        /* read by the cuda backend when it starts (kernels/cuda/backend.cu), with R1_GPU */
+        if (num(a, v, 0, 63, &x)) return -1;
+        char idx[8];
+        snprintf(idx, sizeof idx, "%d", (int)x);
+        setenv("R1_GPU", idx, 1);
+    }
     else if (!strcmp(a, "--dtype")) {
         int d = r1_dtype_parse(v);
         if (d < 0) {
@@ -106,7 +113,8 @@ void cli_opts_help(FILE *f) {
     fprintf(f,
             "model and runtime:\n"
             "  -m, --model PATH       Hugging Face directory or .gguf file (required)\n"
-            "  --backend NAME         ref | cpu (default cpu)\n"
+            "  --backend NAME         ref | cpu | cuda (default cpu; cuda needs 'make CUDA=1')\n"
+            "  --gpu N                CUDA device index for --backend cuda (default 0, or $R1_GPU)\n"
             "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q4_0 (default: the file's)\n"
             "  --kv T                 KV cache dtype: f32 | f16 (default: the backend's, f16 on cpu)\n"
             "  --ctx N                context length (default min(4096, max_position_embeddings))\n"

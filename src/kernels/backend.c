@@ -24,7 +24,11 @@ const char *const r1_kernel_names[R1_K_COUNT] = {
     [R1_K_ARGMAX] = "argmax",
 };
 
-static const struct r1_backend *const backends[] = {&r1_backend_ref, &r1_backend_cpu};
+static const struct r1_backend *const backends[] = {&r1_backend_ref, &r1_backend_cpu,
+#ifdef R1_CUDA
+                                                    &r1_backend_cuda,
+#endif
+};
 
 const struct r1_backend *r1_backend_find(const char *name) {
     for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++) {
@@ -33,12 +37,16 @@ const struct r1_backend *r1_backend_find(const char *name) {
         if (be->init && be->init() != 0) return NULL;
         return be;
     }
+#ifndef R1_CUDA
     if (strcmp(name, "cuda") == 0) {
         r1_err("backend 'cuda' is not in this build: rebuild with 'make CUDA=1' on a machine "
                "with the CUDA toolkit");
         return NULL;
     }
     r1_err("unknown backend '%s' (choose ref or cpu)", name);
+#else
+    r1_err("unknown backend '%s' (choose ref, cpu or cuda)", name);
+#endif
     return NULL;
 }
 
@@ -60,7 +68,11 @@ int r1_backend_resolve(const struct r1_backend *be, r1_kernel_fn out[R1_K_COUNT]
                           "rms_norm, qkv_bias, rope_qk, kv_append, attention_gqa, matvec_add, "
                           "gate_up_silu, lm_head, argmax)",
                           (int)(eq - *e), *e, (int)len, name);
-        if (strcmp(eq + 1, "ref") == 0) {
+        if (strcmp(eq + 1, "ref") == 0 && be->dev) {
+            return r1_err("environment %s: backend '%s' keeps its buffers in device memory, "
+                          "where the reference kernels cannot run; unset it or use --backend cpu",
+                          *e, be->name);
+        } else if (strcmp(eq + 1, "ref") == 0) {
             out[found] = r1_ref_kernels[found];
         } else if (strcmp(eq + 1, be->name) != 0) {
             return r1_err("environment %s: the only override is 'ref' (or the session's "

@@ -11,6 +11,10 @@
 
 #include "r1infer.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define R1_QK 32   /* weights per block of the *_0/_1 formats */
 #define R1_QK_K 256 /* weights per K-quant super-block */
 
@@ -50,4 +54,7 @@ struct r1_mat {
 /* Dequantize one full row of m into dst (cols floats). */
 void r1_mat_row_f32(const struct r1_mat *m, int row, float *dst);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -22,6 +22,10 @@
 
 #include "kernels/dtype.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum r1_kernel {
     R1_K_EMBEDDING,     /* out[t,:] = row ids[t] of w (dequantized)                   */
     R1_K_RMS_NORM,      /* out[t,:] = x[t,:] / rms(x[t,:]) * b[:], n = dim, eps       */
@@ -65,9 +69,36 @@ struct r1_op {
     const float *rope_cos, *rope_sin;
     float *scratch;       /* attention: thread ith uses scratch + ith * scratch_stride */
     size_t scratch_stride; /* >= kv->n_ctx floats */
+    /* Device backends only: pos0 in device memory, so a captured decode step
+     * (CUDA graph) can be replayed at any position. NULL: use pos0. */
+    const int32_t *pos_dev;
 };
 
 typedef void (*r1_kernel_fn)(const struct r1_op *op, int ith, int nth);
+
+/* Hooks of a backend whose kernels read and write device memory (cuda).
+ * A session on such a backend allocates activations, KV cache, rope tables
+ * and scratch with alloc, keeps a device copy of the weights (runtime/
+ * device.c, through upload), runs every op on the calling thread (kernels
+ * are queued asynchronously on one stream) and downloads only the logits or
+ * the argmax id. Functions that can fail return -1 / NULL with r1_err set. */
+struct r1_device_ops {
+    void *(*alloc)(size_t bytes, const char *what); /* zeroed */
+    void (*free)(void *p);                          /* NULL is a no-op */
+    int (*upload)(void *dst, const void *src, size_t bytes);   /* queued in order */
+    int (*download)(void *dst, const void *src, size_t bytes); /* waits for the queue */
+    int (*sync)(void); /* waits; -1 if any queued kernel failed */
+    /* 0 if weights of this dtype can be held on the device, else -1 + error. */
+    int (*weights_ok)(enum r1_dtype t);
+    /* Floats of op->scratch attention needs for batches of up to n_batch rows. */
+    size_t (*scratch_floats)(int n_batch, int n_head, int head_dim, int n_ctx);
+    /* Decode-step graphs (NULL: launch directly): begin capturing the queued
+     * launches, end to get a replayable handle, launch it, free it. */
+    int (*graph_begin)(void);
+    void *(*graph_end)(void);
+    int (*graph_launch)(void *g);
+    void (*graph_free)(void *g);
+};
 
 struct r1_backend {
     const char *name;
@@ -76,10 +107,15 @@ struct r1_backend {
     int (*init)(void);
     /* Preferred KV cache dtype. */
     enum r1_dtype kv_dtype;
+    /* NULL for host backends (ref, cpu); see struct r1_device_ops. */
+    const struct r1_device_ops *dev;
 };
 
 extern const struct r1_backend r1_backend_ref;
 extern const struct r1_backend r1_backend_cpu; /* kernels/cpu/ */
+#ifdef R1_CUDA
+extern const struct r1_backend r1_backend_cuda; /* kernels/cuda/ (make CUDA=1) */
+#endif
 
 /* Find a backend by name ("ref", "cpu"); NULL with an error if unknown or
  * not usable on this machine. */
@@ -100,4 +136,7 @@ static inline void r1_split(int n, int ith, int nth, int *lo, int *hi) {
     *hi = *lo + per < n ? *lo + per : n;
 }
 
+#ifdef __cplusplus
+}
+#endif
 #endif
