@@ -4,19 +4,18 @@
  * a few cache lengths, each decode figure against the ceiling bandwidth /
  * bytes per token; and the in-situ per-kernel profile of real decode steps.
  *
- * Long contexts: the session runs on a shallow copy of the model (the
- * "shadow"), and cache positions that only need to exist are fast-forwarded
- * by running the forward pass with the shadow's layer count set to 0 -- the
- * embedding, final norm and lm_head run, n_past advances, and the KV memory
- * (allocated and zeroed by the session, so every page is real) keeps zeros
- * at those positions. A decode step at that context then reads exactly the
- * bytes it would read after a real prefill. plan->full_fill computes them
- * instead (minutes on a small CPU for 4096 positions).
+ * Long contexts: cache positions that only need to exist are skipped with
+ * r1_session_skip -- n_past advances and the KV memory (allocated and zeroed
+ * by the session, so every page is real) keeps zeros there. A decode step at
+ * that context then reads exactly the bytes it would read after a real
+ * prefill. plan->full_fill computes them instead (minutes on a small CPU for
+ * 4096 positions).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench.h"
+#include "runtime/session.h"
 
 double bench_decode_bytes(const struct r1_model *m, enum r1_dtype kvt, int ctx) {
     const struct r1_config *c = &m->cfg;
@@ -39,8 +38,6 @@ static unsigned fnv1a(const float *x, size_t n) {
 
 struct run {
     r1_session_t *s;
-    struct r1_model *shadow;
-    int real_layers;
     const int32_t *ids; /* n_ids random tokens */
     int n_ids, full_fill;
     char *note;
@@ -54,19 +51,18 @@ static int reach(struct run *r, int target, const char *who) {
     if (n == target) return 0;
     int fast = !r->full_fill;
     bench_progress("%s: %s cache positions %d..%d", who, fast ? "fast-forward" : "fill", n, target - 1);
-    if (fast) r->shadow->cfg.n_layer = 0;
+    if (fast) {
+        if (r1_session_skip(r->s, target - n)) return -1;
+        n = target;
+    }
     while (n < target) {
         int k = target - n < r->n_ids ? target - n : r->n_ids;
-        if (!r1_session_forward(r->s, r->ids, k, NULL)) {
-            r->shadow->cfg.n_layer = r->real_layers;
-            return -1;
-        }
+        if (!r1_session_forward(r->s, r->ids, k, NULL)) return -1;
         n += k;
     }
-    r->shadow->cfg.n_layer = r->real_layers;
     if (fast) {
         size_t len = strlen(r->note);
-        snprintf(r->note + len, r->note_cap - len, "%scache positions %d..%d fast-forwarded (layers skipped)",
+        snprintf(r->note + len, r->note_cap - len, "%scache positions %d..%d skipped (zero K/V, not computed)",
                  len ? "; " : "", n0, target - 1);
     }
     return 0;
@@ -89,10 +85,9 @@ int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *
         if (plan->decode_ctx[i] + plan->decode_tokens + 1 > need) need = plan->decode_ctx[i] + plan->decode_tokens + 1;
     int n_ctx = need < c->max_pos ? need : c->max_pos;
 
-    struct r1_model shadow = *m;
     struct r1_session_opts so = {.n_ctx = n_ctx, .backend = backend, .n_threads = n_threads, .kv_dtype = kvt,
                                  .profile = insitu != NULL};
-    r1_session_t *s = r1_session_new(&shadow, &so);
+    r1_session_t *s = r1_session_new(m, &so);
     if (!s) return -1;
     int n_ids = 512;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_ids);
@@ -109,7 +104,7 @@ int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = (int32_t)(x % (uint64_t)c->vocab);
     }
-    struct run r = {.s = s, .shadow = &shadow, .real_layers = c->n_layer, .ids = ids, .n_ids = n_ids,
+    struct run r = {.s = s, .ids = ids, .n_ids = n_ids,
                     .full_fill = plan->full_fill, .note = e->note, .note_cap = sizeof e->note};
     if (plan->warmup) {
         bench_progress("%s: warm-up step", backend);

@@ -233,6 +233,13 @@ int r1_session_n_ctx(const r1_session_t *s) { return s->n_ctx; }
 int r1_session_n_past(const r1_session_t *s) { return s->n_past; }
 const char *r1_session_backend(const r1_session_t *s) { return s->be->name; }
 
+int r1_session_skip(r1_session_t *s, int n) {
+    if (n < 0 || n > s->n_ctx - s->n_past)
+        return r1_err("cannot skip %d positions (%d cached, --ctx %d)", n, s->n_past, s->n_ctx);
+    s->n_past += n;
+    return 0;
+}
+
 int r1_session_truncate(r1_session_t *s, int n) {
     if (n < 0 || n > s->n_past) return r1_err("cannot truncate to %d tokens (%d cached)", n, s->n_past);
     s->n_past = n;
