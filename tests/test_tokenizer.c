@@ -288,7 +288,7 @@ static void test_bad_files(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");
     t = r1_tokenizer_load("/nonexistent/model.gguf");
-    CHECK(!t && strstr(r1_last_error(), "GGUF"), "gguf stub: %s", r1_last_error());
+    CHECK(!t && strstr(r1_last_error(), "/nonexistent/model.gguf"), "a missing .gguf is named: %s", r1_last_error());
 }
 
 /* The builder API the GGUF loader will use. */

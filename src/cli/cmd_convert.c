@@ -1,11 +1,279 @@
-/* cmd_convert.c - placeholder until the 'convert' command lands. */
+/*
+ * cmd_convert.c - `r1infer convert`: a Hugging Face Qwen2 checkpoint
+ * directory -> one GGUF v3 file (qwen2 metadata, the tokenizer from
+ * tokenizer.json when present, tensors under their GGUF names, unfused, in
+ * the chosen dtype). Tensors are converted one at a time while writing.
+ * The container is gguf_write.c's; the tensor names are gguf_load.c's.
+ */
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "kernels/dtype.h"
+#include "model/gguf.h"
+#include "model/model.h"
+#include "model/safetensors.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: r1infer convert -m HFDIR -o OUT.gguf [--dtype f32|f16|bf16|q8_0|q4_0|q4_K|q6_K]\n"
+            "Writes a GGUF v3 file llama.cpp and gguf-py can read. --dtype defaults to the\n"
+            "checkpoint's own; norms and biases stay f32. q4_K is a Q4_K_M-like mix: attn_v,\n"
+            "ffn_down and output in q6_K. A matrix whose width does not fit the block of the\n"
+            "dtype falls back to q8_0 (or f16).\n");
+}
+
+struct shard {
+    struct r1_file file;
+    struct r1_st st;
+};
+
+struct conv {
+    struct shard *sh;
+    int n_sh;
+    const struct r1_src_tensor **src; /* per written tensor */
+    enum r1_dtype *dt;
+    int n, cap;
+    float *row;
+    size_t row_cap;
+};
+
+static const struct r1_src_tensor *find(const struct conv *c, const char *name) {
+    for (int i = 0; i < c->n_sh; i++)
+        for (int j = 0; j < c->sh[i].st.n; j++)
+            if (!strcmp(c->sh[i].st.tensors[j].name, name)) return &c->sh[i].st.tensors[j];
+    return NULL;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every *.safetensors file of dir, mapped and parsed. */
+static int open_shards(struct conv *c, const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return r1_err("%s: cannot open the directory", dir);
+    char **names = NULL;
+    int n = 0, rc = -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) {
+            char **nn = realloc(names, (size_t)(n + 1) * sizeof *nn);
+            if (!nn || !(nn[n] = strdup(e->d_name))) {
+                names = nn ? nn : names;
+                r1_err("out of memory");
+                goto out;
+            }
+            names = nn;
+            n++;
+        }
+    }
+    if (n == 0) {
+        r1_err("%s: no *.safetensors files", dir);
+        goto out;
+    }
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    if (!(c->sh = calloc((size_t)n, sizeof *c->sh))) {
+        r1_err("out of memory");
+        goto out;
+    }
+    for (int i = 0; i < n; i++) {
+        char *p = r1_path_join(dir, names[i]);
+        struct shard *s = &c->sh[c->n_sh];
+        s->file.fd = -1;
+        int bad = !p || r1_file_map(&s->file, p);
+        if (!bad) {
+            c->n_sh++;
+            bad = r1_st_parse(&s->st, s->file.data, s->file.size, p);
+        }
+        free(p);
+        if (bad) goto out;
+    }
+    rc = 0;
+out:
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+    closedir(d);
+    return rc;
+}
+
+/* The dtype a tensor is written in. */
+static enum r1_dtype choose(const struct r1_src_tensor *t, const char *gguf_name, enum r1_dtype want) {
+    if (t->ndim == 1) return R1_DTYPE_F32;
+    if (want == R1_DTYPE_Q4_K && (strstr(gguf_name, "attn_v.") || strstr(gguf_name, "ffn_down.") ||
+                                  !strcmp(gguf_name, "output.weight")))
+        want = R1_DTYPE_Q6_K;
+    int64_t cols = t->shape[t->ndim - 1];
+    if (r1_dtype_row_bytes(want, cols) || cols == 0) return want;
+    if (r1_dtype_row_bytes(R1_DTYPE_Q8_0, cols)) return R1_DTYPE_Q8_0;
+    return R1_DTYPE_F16;
+}
+
+static int add(struct conv *c, struct r1_gguf_writer *w, const char *hf, enum r1_dtype want,
+               const char *dir) {
+    const struct r1_src_tensor *t = find(c, hf);
+    if (!t) return r1_err("%s: tensor '%s' is missing", dir, hf);
+    char name[96];
+    if (r1_gguf_name_from_hf(hf, name, sizeof name)) return r1_err("no GGUF name for '%s'", hf);
+    if (t->ndim < 1 || t->ndim > 2) return r1_err("%s: tensor '%s' is not 1-D or 2-D", dir, hf);
+    if (c->n == c->cap) {
+        int cap = c->cap ? 2 * c->cap : 256;
+        const struct r1_src_tensor **ns = realloc(c->src, (size_t)cap * sizeof *ns);
+        if (ns) c->src = ns;
+        enum r1_dtype *nd = realloc(c->dt, (size_t)cap * sizeof *nd);
+        if (nd) c->dt = nd;
+        if (!ns || !nd) return r1_err("out of memory");
+        c->cap = cap;
+    }
+    enum r1_dtype dt = choose(t, name, want);
+    if (r1_gguf_w_tensor(w, name, dt, t->ndim, t->shape)) return -1;
+    size_t cols = (size_t)t->shape[t->ndim - 1];
+    if (cols > c->row_cap) {
+        free(c->row);
+        if (!(c->row = malloc(cols * sizeof(float)))) return r1_err("out of memory");
+        c->row_cap = cols;
+    }
+    c->src[c->n] = t;
+    c->dt[c->n++] = dt;
+    return 0;
+}
+
+static int fill(void *ctx, int i, uint8_t *dst, size_t size) {
+    struct conv *c = ctx;
+    const struct r1_src_tensor *t = c->src[i];
+    enum r1_dtype dt = c->dt[i];
+    if (t->dtype == dt) {
+        memcpy(dst, t->data, size);
+        return 0;
+    }
+    int64_t cols = t->shape[t->ndim - 1], rows = t->ndim == 2 ? t->shape[0] : 1;
+    size_t srb = r1_dtype_row_bytes(t->dtype, cols), drb = r1_dtype_row_bytes(dt, cols);
+    for (int64_t r = 0; r < rows; r++) {
+        r1_dtype_traits[t->dtype].to_f32(t->data + (size_t)r * srb, c->row, cols);
+        r1_dtype_traits[dt].from_f32(c->row, dst + (size_t)r * drb, cols);
+    }
+    return 0;
+}
+
+/* general.file_type (llama.cpp's LlamaFileType numbering) */
+static uint32_t file_type(enum r1_dtype d) {
+    switch (d) {
+    case R1_DTYPE_F32: return 0;
+    case R1_DTYPE_F16: return 1;
+    case R1_DTYPE_Q4_0: return 2;
+    case R1_DTYPE_Q8_0: return 7;
+    case R1_DTYPE_Q4_K: return 15; /* Q4_K_M */
+    case R1_DTYPE_Q6_K: return 18;
+    case R1_DTYPE_BF16: return 32;
+    default: return 0;
+    }
+}
+
+static int convert(const char *dir, const char *out, enum r1_dtype want) {
+    struct r1_config cfg;
+    char *cp = r1_path_join(dir, "config.json");
+    int rc = cp ? r1_config_from_json(&cfg, cp) : -1;
+    free(cp);
+    if (rc) return -1;
+    if (want == R1_DTYPE_AUTO) want = cfg.file_dtype;
+    struct conv c = {0};
+    struct r1_gguf_writer *w = r1_gguf_writer_new();
+    rc = -1;
+    if (!w || open_shards(&c, dir)) goto out;
+    const char *base = strrchr(dir, '/');
+    base = base && base[1] ? base + 1 : dir;
+    if (r1_gguf_w_str(w, "general.architecture", "qwen2") || r1_gguf_w_str(w, "general.name", base) ||
+        r1_gguf_w_u32(w, "general.file_type", file_type(want)) ||
+        r1_gguf_w_u32(w, "qwen2.context_length", (uint32_t)cfg.max_pos) ||
+        r1_gguf_w_u32(w, "qwen2.embedding_length", (uint32_t)cfg.dim) ||
+        r1_gguf_w_u32(w, "qwen2.block_count", (uint32_t)cfg.n_layer) ||
+        r1_gguf_w_u32(w, "qwen2.feed_forward_length", (uint32_t)cfg.ffn) ||
+        r1_gguf_w_u32(w, "qwen2.attention.head_count", (uint32_t)cfg.n_head) ||
+        r1_gguf_w_u32(w, "qwen2.attention.head_count_kv", (uint32_t)cfg.n_kv_head) ||
+        r1_gguf_w_f32(w, "qwen2.rope.freq_base", cfg.rope_theta) ||
+        r1_gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", cfg.eps))
+        goto out;
+    char *tj = r1_path_join(dir, "tokenizer.json");
+    FILE *tf = tj ? fopen(tj, "rb") : NULL;
+    free(tj);
+    if (tf) {
+        fclose(tf);
+        if (r1_gguf_w_tokenizer(w, dir, cfg.vocab, cfg.bos_id, cfg.eos_id)) goto out;
+    } else {
+        fprintf(stderr, "r1infer convert: no tokenizer.json in %s: the GGUF has no tokenizer\n", dir);
+    }
+    if (add(&c, w, "model.embed_tokens.weight", want, dir)) goto out;
+    static const char *const layer[] = {
+        "input_layernorm.weight",  "self_attn.q_proj.weight", "self_attn.q_proj.bias",
+        "self_attn.k_proj.weight", "self_attn.k_proj.bias",   "self_attn.v_proj.weight",
+        "self_attn.v_proj.bias",   "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+        "mlp.gate_proj.weight",    "mlp.up_proj.weight",      "mlp.down_proj.weight",
+    };
+    for (int l = 0; l < cfg.n_layer; l++)
+        for (size_t k = 0; k < sizeof layer / sizeof layer[0]; k++) {
+            char hf[128];
+            snprintf(hf, sizeof hf, "model.layers.%d.%s", l, layer[k]);
+            if (add(&c, w, hf, want, dir)) goto out;
+        }
+    if (add(&c, w, "model.norm.weight", want, dir) ||
+        (!cfg.tied && add(&c, w, "lm_head.weight", want, dir)))
+        goto out;
+    rc = r1_gguf_w_write(w, out, fill, &c, 1);
+out:
+    r1_gguf_writer_free(w);
+    for (int i = 0; i < c.n_sh; i++) {
+        r1_st_free(&c.sh[i].st);
+        r1_file_unmap(&c.sh[i].file);
+    }
+    free(c.sh);
+    free(c.src);
+    free(c.dt);
+    free(c.row);
+    return rc;
+}
 
 int cmd_convert(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "r1infer convert: not built yet\n");
-    return 2;
+    const char *in = NULL, *out = NULL;
+    enum r1_dtype dt = R1_DTYPE_AUTO;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help(stdout);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "r1infer convert: unknown option or missing value: %s\n", a);
+            help(stderr);
+            return 2;
+        }
+        const char *v = argv[++i];
+        if (!strcmp(a, "-m")) in = v;
+        else if (!strcmp(a, "-o")) out = v;
+        else if (!strcmp(a, "--dtype")) {
+            int d = r1_dtype_parse(v);
+            if (d < 0 || !r1_dtype_traits[d].from_f32) {
+                fprintf(stderr, "r1infer convert: --dtype must be f32, f16, bf16, q8_0, q4_0, "
+                                "q4_K or q6_K\n");
+                return 2;
+            }
+            dt = (enum r1_dtype)d;
+        } else {
+            fprintf(stderr, "r1infer convert: unknown option %s\n", a);
+            help(stderr);
+            return 2;
+        }
+    }
+    if (!in || !out) {
+        help(stderr);
+        return 2;
+    }
+    if (convert(in, out, dt)) {
+        fprintf(stderr, "r1infer convert: %s\n", r1_last_error());
+        return 1;
+    }
+    fprintf(stderr, "wrote %s\n", out);
+    return 0;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "kernels/quants.h"
 #include "util/util.h"
 
 static void f32_to_f32(const void *src, float *dst, int64_t n) {
@@ -86,20 +87,20 @@ static void q4_0_from_f32(const float *src, void *dst, int64_t n) {
     }
 }
 
-/* K-quants and the _1/_5 formats are filled in by the GGUF work (quants.c);
- * a NULL to_f32 means "not supported yet" and loaders refuse such tensors. */
+/* The _1/_5 formats and the K-quants live in quants.c. A NULL from_f32 means
+ * r1infer cannot produce the type (it can still read it). */
 const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT] = {
     [R1_DTYPE_F32] = {"f32", 1, 4, f32_to_f32, f32_from_f32},
     [R1_DTYPE_F16] = {"f16", 1, 2, f16_to_f32, f16_from_f32},
     [R1_DTYPE_BF16] = {"bf16", 1, 2, bf16_to_f32, bf16_from_f32},
     [R1_DTYPE_Q8_0] = {"q8_0", R1_QK, sizeof(struct r1_block_q8_0), q8_0_to_f32, q8_0_from_f32},
     [R1_DTYPE_Q4_0] = {"q4_0", R1_QK, sizeof(struct r1_block_q4_0), q4_0_to_f32, q4_0_from_f32},
-    [R1_DTYPE_Q4_1] = {"q4_1", R1_QK, 20, NULL, NULL},
-    [R1_DTYPE_Q5_0] = {"q5_0", R1_QK, 22, NULL, NULL},
-    [R1_DTYPE_Q5_1] = {"q5_1", R1_QK, 24, NULL, NULL},
-    [R1_DTYPE_Q4_K] = {"q4_K", R1_QK_K, 144, NULL, NULL},
-    [R1_DTYPE_Q5_K] = {"q5_K", R1_QK_K, 176, NULL, NULL},
-    [R1_DTYPE_Q6_K] = {"q6_K", R1_QK_K, 210, NULL, NULL},
+    [R1_DTYPE_Q4_1] = {"q4_1", R1_QK, 20, r1_q4_1_to_f32, NULL},
+    [R1_DTYPE_Q5_0] = {"q5_0", R1_QK, 22, r1_q5_0_to_f32, NULL},
+    [R1_DTYPE_Q5_1] = {"q5_1", R1_QK, 24, r1_q5_1_to_f32, NULL},
+    [R1_DTYPE_Q4_K] = {"q4_K", R1_QK_K, 144, r1_q4_K_to_f32, r1_q4_K_from_f32},
+    [R1_DTYPE_Q5_K] = {"q5_K", R1_QK_K, 176, r1_q5_K_to_f32, NULL},
+    [R1_DTYPE_Q6_K] = {"q6_K", R1_QK_K, 210, r1_q6_K_to_f32, r1_q6_K_from_f32},
 };
 
 const char *r1_dtype_name(enum r1_dtype t) {

@@ -2,6 +2,8 @@
  * build.c - turn source tensors (Hugging Face names) into the kernel layout:
  * one arena holding the embedding, per layer a fused Q|K|V weight with its
  * fused bias and a fused gate|up weight, norms in f32, and the lm_head.
+ * Each matrix has its own dtype: the one asked for, or with R1_DTYPE_AUTO
+ * its source's (see pick_dtype for fused parts of different types).
  * Sizes are computed first, then one allocation, then conversion.
  */
 #include <stdio.h>
@@ -85,38 +87,114 @@ static void to_f32_vec(const struct r1_src_tensor *t, float *dst, int n) {
 
 #define NAMELEN 128
 
+/* Whether a dtype is one of the float formats (not block-quantized). */
+static int is_float(enum r1_dtype t) {
+    return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16;
+}
+
+/* The dtype a matrix made of the n tensors `names` is held in. A forced
+ * dtype wins; with R1_DTYPE_AUTO the parts' own dtype is kept when they
+ * share it, otherwise (a mixed quantization such as Q4_K_M, where attn_v is
+ * Q6_K beside Q4_K q/k) the parts meet in a type each fits without large
+ * loss: q8_0 when all are quantized (the widest quant r1infer reads is 6
+ * bits), the wider float when floats are involved. Missing parts are
+ * skipped here and reported when the matrix is filled. */
+static int pick_dtype(const struct r1_tensor_source *src, const char *const *names, int n,
+                      enum r1_dtype forced, enum r1_dtype *out) {
+    enum r1_dtype first = R1_DTYPE_AUTO;
+    int same = 1, any_float = 0, any_f32 = 0, f16 = 0, bf16 = 0;
+    for (int i = 0; i < n; i++) {
+        const struct r1_src_tensor *t = src->find(src->ctx, names[i]);
+        if (!t) continue; /* reported, in file order, when the matrix is filled */
+        if (first == R1_DTYPE_AUTO) first = t->dtype;
+        same &= t->dtype == first;
+        any_float |= is_float(t->dtype);
+        any_f32 |= t->dtype == R1_DTYPE_F32;
+        f16 |= t->dtype == R1_DTYPE_F16;
+        bf16 |= t->dtype == R1_DTYPE_BF16;
+    }
+    if (forced != R1_DTYPE_AUTO) *out = forced;
+    else if (first == R1_DTYPE_AUTO) *out = R1_DTYPE_F32; /* all missing: an error later */
+    else if (same) *out = first;
+    else if (!any_float) *out = R1_DTYPE_Q8_0;
+    else if (any_f32 || (f16 && bf16)) *out = R1_DTYPE_F32;
+    else *out = f16 ? R1_DTYPE_F16 : R1_DTYPE_BF16;
+    return 0;
+}
+
+/* The dtypes of one layer's matrices (and of the model-level ones). */
+struct layer_dtypes {
+    enum r1_dtype qkv, o, gu, down;
+};
+
+static int pick_layer(const struct r1_tensor_source *src, int l, enum r1_dtype forced,
+                      struct layer_dtypes *d) {
+    char n[4][NAMELEN];
+    const char *p[4] = {n[0], n[1], n[2], n[3]};
+    static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
+    for (int i = 0; i < 3; i++)
+        snprintf(n[i], NAMELEN, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
+    if (pick_dtype(src, p, 3, forced, &d->qkv)) return -1;
+    snprintf(n[0], NAMELEN, "model.layers.%d.self_attn.o_proj.weight", l);
+    if (pick_dtype(src, p, 1, forced, &d->o)) return -1;
+    snprintf(n[0], NAMELEN, "model.layers.%d.mlp.gate_proj.weight", l);
+    snprintf(n[1], NAMELEN, "model.layers.%d.mlp.up_proj.weight", l);
+    if (pick_dtype(src, p, 2, forced, &d->gu)) return -1;
+    snprintf(n[0], NAMELEN, "model.layers.%d.mlp.down_proj.weight", l);
+    return pick_dtype(src, p, 1, forced, &d->down);
+}
+
+/* A matrix whose dtype differs from a part's is converted through f32. */
+static int check_target(const struct r1_mat *m, const struct r1_tensor_source *src,
+                        const char *name) {
+    const struct r1_src_tensor *t = src->find(src->ctx, name);
+    if (t && t->dtype != m->dtype && !r1_dtype_traits[m->dtype].from_f32)
+        return r1_err("%s: tensor '%s' (%s) cannot be converted to %s (r1infer cannot produce "
+                      "%s; choose --dtype f32, f16, bf16, q8_0, q4_0, q4_K or q6_K)", src->path,
+                      name, r1_dtype_name(t->dtype), r1_dtype_name(m->dtype),
+                      r1_dtype_name(m->dtype));
+    return 0;
+}
+
 int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
                    int progress) {
     const struct r1_config *c = &m->cfg;
-    if (dtype == R1_DTYPE_AUTO) dtype = c->file_dtype;
-    if ((int)dtype < 0 || dtype >= R1_DTYPE_COUNT || !r1_dtype_traits[dtype].from_f32)
+    if (dtype != R1_DTYPE_AUTO &&
+        ((int)dtype < 0 || dtype >= R1_DTYPE_COUNT || !r1_dtype_traits[dtype].from_f32))
         return r1_err("weights cannot be converted to %s", r1_dtype_name(dtype));
-    m->dtype = dtype;
     const int D = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd;
     const int nqkv = qd + 2 * kvd;
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->layers) return r1_err("out of memory");
+    static const char *const emb_name[1] = {"model.embed_tokens.weight"};
+    static const char *const head_name[1] = {"lm_head.weight"};
+    enum r1_dtype emb_dt, head_dt = R1_DTYPE_AUTO;
+    if (pick_dtype(src, emb_name, 1, dtype, &emb_dt) ||
+        (!c->tied && pick_dtype(src, head_name, 1, dtype, &head_dt)))
+        return -1;
 
     /* pass 0 sizes the arena, pass 1 fills it */
     struct planner p = {0};
     for (int pass = 0; pass < 2; pass++) {
         p.off = 0;
-        if (plan_mat(&p, &m->emb, dtype, c->vocab, D, "embedding")) return -1;
+        if (plan_mat(&p, &m->emb, emb_dt, c->vocab, D, "embedding")) return -1;
         for (int l = 0; l < c->n_layer; l++) {
             struct r1_layer *L = &m->layers[l];
+            struct layer_dtypes ld;
+            if (pick_layer(src, l, dtype, &ld)) return -1;
             L->attn_norm = take(&p, (size_t)D * 4);
             L->ffn_norm = take(&p, (size_t)D * 4);
             L->bqkv = take(&p, (size_t)nqkv * 4);
-            if (plan_mat(&p, &L->wqkv, dtype, nqkv, D, "q/k/v projection") ||
-                plan_mat(&p, &L->wo, dtype, D, qd, "o_proj") ||
-                plan_mat(&p, &L->wgu, dtype, 2 * c->ffn, D, "gate/up projection") ||
-                plan_mat(&p, &L->wdown, dtype, D, c->ffn, "down_proj"))
+            if (plan_mat(&p, &L->wqkv, ld.qkv, nqkv, D, "q/k/v projection") ||
+                plan_mat(&p, &L->wo, ld.o, D, qd, "o_proj") ||
+                plan_mat(&p, &L->wgu, ld.gu, 2 * c->ffn, D, "gate/up projection") ||
+                plan_mat(&p, &L->wdown, ld.down, D, c->ffn, "down_proj"))
                 return -1;
         }
         m->out_norm = take(&p, (size_t)D * 4);
         if (c->tied) {
             m->lm_head = m->emb;
-        } else if (plan_mat(&p, &m->lm_head, dtype, c->vocab, D, "lm_head")) {
+        } else if (plan_mat(&p, &m->lm_head, head_dt, c->vocab, D, "lm_head")) {
             return -1;
         }
         if (pass == 0) {
@@ -126,6 +204,8 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             p.base = m->arena;
         }
     }
+    /* "the dtype of the big matrices": the FFN's, which holds most bytes */
+    m->dtype = c->n_layer > 0 ? m->layers[0].wgu.dtype : emb_dt;
 
     int maxcols = D > c->ffn ? D : c->ffn;
     float *tmp = malloc((size_t)maxcols * sizeof(float));
@@ -134,6 +214,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     char name[NAMELEN];
     const struct r1_src_tensor *t;
     if (!(t = get(src, "model.embed_tokens.weight", c->vocab, D))) goto out;
+    if (check_target(&m->emb, src, t->name)) goto out;
     convert_rows(t, &m->emb, 0, tmp);
     for (int l = 0; l < c->n_layer; l++) {
         struct r1_layer *L = &m->layers[l];
@@ -142,6 +223,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         for (int i = 0; i < 3; i++) {
             snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
             if (!(t = get(src, name, rows[i], D))) goto out;
+            if (check_target(&L->wqkv, src, name)) goto out;
             convert_rows(t, &L->wqkv, r0, tmp);
             snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
             if (!(t = get(src, name, rows[i], 0))) goto out;
@@ -150,15 +232,19 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         }
         snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", l);
         if (!(t = get(src, name, D, qd))) goto out;
+        if (check_target(&L->wo, src, name)) goto out;
         convert_rows(t, &L->wo, 0, tmp);
         snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", l);
         if (!(t = get(src, name, c->ffn, D))) goto out;
+        if (check_target(&L->wgu, src, name)) goto out;
         convert_rows(t, &L->wgu, 0, tmp);
         snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", l);
         if (!(t = get(src, name, c->ffn, D))) goto out;
+        if (check_target(&L->wgu, src, name)) goto out;
         convert_rows(t, &L->wgu, c->ffn, tmp);
         snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", l);
         if (!(t = get(src, name, D, c->ffn))) goto out;
+        if (check_target(&L->wdown, src, name)) goto out;
         convert_rows(t, &L->wdown, 0, tmp);
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
         if (!(t = get(src, name, D, 0))) goto out;
@@ -172,6 +258,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     to_f32_vec(t, m->out_norm, D);
     if (!c->tied) {
         if (!(t = get(src, "lm_head.weight", c->vocab, D))) goto out;
+        if (check_target(&m->lm_head, src, t->name)) goto out;
         convert_rows(t, &m->lm_head, 0, tmp);
     }
     rc = 0;

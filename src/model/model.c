@@ -8,13 +8,6 @@
 
 #include "model/model.h"
 
-__attribute__((weak)) int r1_model_load_gguf(struct r1_model *m, const char *path,
-                                             const struct r1_load_opts *opts) {
-    (void)m;
-    (void)opts;
-    return r1_err("%s: GGUF files are not supported by this build", path);
-}
-
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcasecmp(s + a - b, suffix) == 0;

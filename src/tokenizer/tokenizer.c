@@ -246,11 +246,6 @@ fail:
     return NULL;
 }
 
-__attribute__((weak)) r1_tokenizer_t *r1_tokenizer_load_gguf(const char *path) {
-    r1_err("%s: GGUF tokenizer not supported yet", path);
-    return NULL;
-}
-
 r1_tokenizer_t *r1_tokenizer_load(const char *path) {
     if (!path || !*path) {
         r1_err("no tokenizer path given");

@@ -167,7 +167,7 @@ struct r1_tok_spec {
 /* Build a tokenizer from arrays (copies everything). NULL + r1_err on error. */
 r1_tokenizer_t *r1_tokenizer_build(const struct r1_tok_spec *spec);
 
-/* Provided by the GGUF loader; a weak stub here says "not supported yet". */
+/* Provided by the GGUF loader (gguf_tok.c). */
 r1_tokenizer_t *r1_tokenizer_load_gguf(const char *path);
 
 /* ---- pieces used between the files ---- */

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""check_gguf.py - read a GGUF written by `r1infer convert` with gguf-py and
+compare it with the Hugging Face checkpoint it came from.
+
+    python3 tools/check_gguf.py OUT.gguf HFDIR
+
+Checks: gguf.GGUFReader reads it; general.architecture is qwen2 and the
+qwen2.* hyper-parameters equal config.json; every tensor, dequantized by
+gguf-py (gguf.quants.dequantize), equals the safetensors weight within the
+named relative RMS error of its type (MAX_ERR). Exit status 0 when all hold.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import gguf
+from gguf.quants import dequantize
+from safetensors.numpy import load_file
+
+# relative RMS error of a tensor written in each type (f16/bf16 rounding, quantizers)
+MAX_ERR = {"F32": 0.0, "F16": 1e-3, "BF16": 5e-3, "Q8_0": 0.01, "Q6_K": 0.03, "Q4_0": 0.12, "Q4_K": 0.10}
+
+LAYER = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
+         "attn_q.bias": "self_attn.q_proj.bias", "attn_k.weight": "self_attn.k_proj.weight",
+         "attn_k.bias": "self_attn.k_proj.bias", "attn_v.weight": "self_attn.v_proj.weight",
+         "attn_v.bias": "self_attn.v_proj.bias", "attn_output.weight": "self_attn.o_proj.weight",
+         "ffn_norm.weight": "post_attention_layernorm.weight", "ffn_gate.weight": "mlp.gate_proj.weight",
+         "ffn_up.weight": "mlp.up_proj.weight", "ffn_down.weight": "mlp.down_proj.weight"}
+GLOBAL = {"token_embd.weight": "model.embed_tokens.weight", "output_norm.weight": "model.norm.weight",
+          "output.weight": "lm_head.weight"}
+
+
+def hf_name(n):
+    if n in GLOBAL:
+        return GLOBAL[n]
+    _, l, rest = n.split(".", 2)
+    return f"model.layers.{l}.{LAYER[rest]}"
+
+
+def load_hf(d):
+    sd = {}
+    for fn in sorted(os.listdir(d)):
+        if fn.endswith(".safetensors"):
+            try:
+                sd.update(load_file(os.path.join(d, fn)))
+            except TypeError:  # bf16: numpy has no dtype; go through torch
+                from safetensors.torch import load_file as lt
+                sd.update({k: v.float().numpy() for k, v in lt(os.path.join(d, fn)).items()})
+    return {k: np.asarray(v, dtype=np.float32) for k, v in sd.items()}
+
+
+def main():
+    path, hf = sys.argv[1], sys.argv[2]
+    r = gguf.GGUFReader(path)
+    fields = {f.name: f for f in r.fields.values()}
+
+    def val(k):
+        f = fields[k]
+        v = f.contents()
+        return v
+
+    cfg = json.load(open(os.path.join(hf, "config.json")))
+    errs = []
+    if val("general.architecture") != "qwen2":
+        errs.append("architecture")
+    for k, c in [("qwen2.embedding_length", "hidden_size"), ("qwen2.block_count", "num_hidden_layers"),
+                 ("qwen2.feed_forward_length", "intermediate_size"),
+                 ("qwen2.attention.head_count", "num_attention_heads"),
+                 ("qwen2.attention.head_count_kv", "num_key_value_heads")]:
+        if val(k) != cfg[c]:
+            errs.append(f"{k} = {val(k)}, config {cfg[c]}")
+    sd = load_hf(hf)
+    worst = {}
+    for t in r.tensors:
+        shape = [int(x) for x in reversed(t.shape)]
+        w = dequantize(t.data, t.tensor_type).reshape(shape).astype(np.float32)
+        ref = sd[hf_name(t.name)]
+        if ref.shape != w.shape:
+            errs.append(f"{t.name}: shape {w.shape} vs {ref.shape}")
+            continue
+        e = float(np.sqrt(((w - ref) ** 2).sum() / max((ref ** 2).sum(), 1e-30)))
+        ty = t.tensor_type.name
+        worst[ty] = max(worst.get(ty, 0.0), e)
+        if e > MAX_ERR.get(ty, 0.0):
+            errs.append(f"{t.name} ({ty}): rel rms err {e:.4g} > {MAX_ERR.get(ty)}")
+    print(f"{path}: {len(r.tensors)} tensors; worst rel rms err by type: " +
+          ", ".join(f"{k} {v:.3g} (max {MAX_ERR.get(k)})" for k, v in sorted(worst.items())))
+    for e in errs:
+        print("  " + e)
+    sys.exit(1 if errs else 0)
+
+
+if __name__ == "__main__":
+    main()
