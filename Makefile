@@ -90,6 +90,9 @@ demo: deps
 bench: $(BIN)
 	$(BIN) bench --synthetic 1.5b --backend cpu --compare ref --csv $(BUILD)/bench.csv --json $(BUILD)/bench.json --svg $(BUILD)/bench.svg
 
+fuzz:
+	bash scripts/fuzz.sh 60
+
 format:
 	clang-format -i $$(find src include tests -name '*.[ch]')
 

@@ -60,7 +60,9 @@ struct r1_tensor_source {
 
 /* Build the kernel layout (fused QKV + bias, fused gate|up) from a source
  * whose tensors use Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
- * Converts to `dtype` (R1_DTYPE_AUTO: cfg.file_dtype, quantized kept as is).
+ * Converts to `dtype`; with R1_DTYPE_AUTO each matrix keeps its source type,
+ * except fused matrices whose parts differ (quantized mixes become q8_0, float
+ * mixes the widest float). m->dtype is then the gate|up matrix's type.
  * Progress on stderr if progress. Fills m->emb, layers, out_norm, lm_head, arena. */
 int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
                    int progress);
