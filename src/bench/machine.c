@@ -91,13 +91,23 @@ static size_t l3_bytes(void) {
     return best;
 }
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+/* F16C from CPUID leaf 1 (ecx bit 29): gcc 12 and clang 14 have no
+ * __builtin_cpu_supports name for it */
+static int has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+}
+#endif
+
 static void features(char *out, size_t cap) {
     out[0] = 0;
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     static const char *const names[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vnni", "avx512bf16"};
     int have[7] = {__builtin_cpu_supports("avx2"),       __builtin_cpu_supports("fma"),
-                   __builtin_cpu_supports("f16c"),       __builtin_cpu_supports("avx512f"),
+                   has_f16c(),                           __builtin_cpu_supports("avx512f"),
                    __builtin_cpu_supports("avx512bw"),   __builtin_cpu_supports("avx512vnni"),
                    __builtin_cpu_supports("avx512bf16")};
     size_t n = 0;

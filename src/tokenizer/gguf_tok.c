@@ -16,6 +16,8 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "util/util.h"
 
+#define PAD_NAME 24 /* bytes for "[PAD<int>]" */
+
 /* NUL-terminated copy of a GGUF string (NULL + error if it holds a NUL). */
 static char *dup_str(struct r1_gguf_str s, const char *path, const char *what) {
     if (memchr(s.s, 0, s.len)) {
@@ -192,7 +194,7 @@ int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, in
     }
     tokens = calloc((size_t)vocab, sizeof *tokens);
     types = calloc((size_t)vocab, sizeof *types);
-    pool = malloc((size_t)vocab * 16);
+    pool = malloc((size_t)vocab * PAD_NAME);
     if (!tokens || !types || !pool) {
         r1_err("out of memory");
         goto out;
@@ -223,8 +225,8 @@ int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, in
     }
     for (int id = 0; id < vocab; id++) /* rows of the embedding beyond the tokenizer */
         if (!tokens[id]) {
-            tokens[id] = pool + (size_t)id * 16;
-            snprintf(tokens[id], 16, "[PAD%d]", id);
+            tokens[id] = pool + (size_t)id * PAD_NAME;
+            snprintf(tokens[id], PAD_NAME, "[PAD%d]", id);
             types[id] = R1_TOK_TYPE_UNUSED;
         }
     n_merges = json_array_size(mm);
