@@ -1,12 +1,14 @@
 /*
  * pool.c - persistent worker threads. A decode step issues hundreds of small
  * kernels, so the hot path takes no lock: the master publishes (fn, op) and
- * bumps a generation counter; workers spin on it (with a pause hint), run
- * their share and count themselves done on an atomic counter that the master
- * spins on. A worker that has spun for a long time without a job goes to
- * sleep on a condition variable, and the master only takes the mutex to wake
- * it when someone is asleep (the sleepers count), so idle sessions do not
- * burn a core while busy ones never touch the mutex.
+ * a new generation in one 64-bit word (generation << 32 | next share); every
+ * thread, the master included, claims shares ith = 1..n-1 from that word
+ * with a compare-and-swap that also checks the generation, runs them and
+ * counts them done. So a worker the OS has not scheduled (a shared or
+ * oversubscribed machine) costs nothing: the master runs its share itself
+ * instead of waiting a time slice. Kernels only see (ith, nth), never which
+ * thread runs a share. Workers spin with a pause hint, then sleep on a
+ * condition variable; the master takes the mutex only when one sleeps.
  */
 #include "runtime/pool.h"
 
@@ -36,11 +38,11 @@ struct r1_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     /* written by the master, read by the workers: own cache line */
-    _Alignas(64) atomic_uint gen; /* bumped for every job */
+    _Alignas(64) _Atomic unsigned long long state; /* gen << 32 | next share to claim */
     atomic_int quit;
     r1_kernel_fn fn;
     const struct r1_op *op;
-    _Alignas(64) atomic_int pending; /* workers still running the current job */
+    _Alignas(64) atomic_int done; /* shares 1..n-1 finished in the current job */
     _Alignas(64) atomic_int sleepers; /* workers waiting (or about to) on cv */
 };
 
@@ -49,28 +51,46 @@ struct worker_arg {
     int ith;
 };
 
+static unsigned gen_of(unsigned long long st) { return (unsigned)(st >> 32); }
+
+/* Claim and run shares of job `gen` until none is left (or a newer job has
+ * replaced it, which cannot happen while a claimed share is unfinished). */
+static void run_shares(struct r1_pool *p, unsigned gen) {
+    unsigned long long st = atomic_load_explicit(&p->state, memory_order_acquire);
+    for (;;) {
+        if (gen_of(st) != gen) return;
+        int s = (int)(st & 0xffffffffu);
+        if (s >= p->n) return;
+        if (!atomic_compare_exchange_weak_explicit(&p->state, &st, st + 1, memory_order_acq_rel,
+                                                   memory_order_acquire))
+            continue;
+        p->fn(p->op, s, p->n);
+        atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
+        st = atomic_load_explicit(&p->state, memory_order_acquire);
+    }
+}
+
 static void *worker(void *arg_) {
     struct worker_arg *arg = arg_;
     struct r1_pool *p = arg->p;
-    int ith = arg->ith;
     free(arg);
-    unsigned seen = 0; /* the generation at creation: a job posted before this thread ran is still seen */
+    unsigned seen = gen_of(atomic_load(&p->state));
     for (;;) {
         unsigned g;
         int spins = 0;
-        while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen) {
+        while ((g = gen_of(atomic_load_explicit(&p->state, memory_order_acquire))) == seen) {
             if (atomic_load_explicit(&p->quit, memory_order_relaxed)) return NULL;
             if (++spins < SPIN_ITERS) {
                 cpu_relax();
                 continue;
             }
-            /* long idle: sleep. sleepers is raised before gen is re-checked and
-             * the master reads sleepers after bumping gen (both seq_cst), so
-             * either we see the new job or the master sees us and broadcasts
-             * under the mutex. */
+            /* long idle: sleep. sleepers is raised before the generation is
+             * re-checked and the master reads sleepers after publishing a job
+             * (both seq_cst), so either we see the job or the master sees us
+             * and broadcasts under the mutex. */
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
-            while (atomic_load(&p->gen) == seen && !atomic_load(&p->quit))
+            while (gen_of(atomic_load(&p->state)) == seen && !atomic_load(&p->quit))
                 pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
@@ -78,8 +98,7 @@ static void *worker(void *arg_) {
         }
         seen = g;
         if (atomic_load(&p->quit)) return NULL;
-        p->fn(p->op, ith, p->n);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel);
+        run_shares(p, g);
     }
 }
 
@@ -138,20 +157,23 @@ void r1_pool_run(struct r1_pool *p, r1_kernel_fn fn, const struct r1_op *op) {
     }
     p->fn = fn;
     p->op = op;
-    atomic_store_explicit(&p->pending, p->n - 1, memory_order_relaxed);
-    atomic_fetch_add(&p->gen, 1); /* seq_cst: publishes fn, op, pending */
+    atomic_store_explicit(&p->done, 0, memory_order_relaxed);
+    unsigned gen = gen_of(atomic_load_explicit(&p->state, memory_order_relaxed)) + 1;
+    /* seq_cst: publishes fn, op, done; share 0 is the master's */
+    atomic_store(&p->state, (unsigned long long)gen << 32 | 1u);
     if (atomic_load(&p->sleepers) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->cv);
         pthread_mutex_unlock(&p->mu);
     }
     fn(op, 0, p->n);
+    run_shares(p, gen); /* whatever no worker has picked up yet */
     int spins = 0;
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {
+    while (atomic_load_explicit(&p->done, memory_order_acquire) < p->n - 1) {
         if (++spins < MASTER_SPIN) {
             cpu_relax();
         } else {
-            sched_yield(); /* more threads than free cores: let the workers run */
+            sched_yield(); /* a worker holds a share but has lost its core */
             spins = 0;
         }
     }

@@ -7,6 +7,10 @@
  * token of a token block while it is still in cache, so weights are read from
  * memory once per TOKEN_BLOCK tokens rather than once per token.
  *
+ * A dtype may have a separate batch form (T > 1): bf16 activations and an
+ * optional whole-block function (AMX) that computes a ROW_BLOCK x TOKEN_BLOCK
+ * block over all of K at once, with the tiles for what it declines.
+ *
  * Kernels never allocate in steady state: quantized activations go to a
  * thread-local buffer grown on first use and then reused. Dtypes without a
  * tile (K-quants) fall back to the reference kernel.
@@ -14,6 +18,7 @@
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +28,7 @@
 #define TOKEN_BLOCK 64 /* tokens that share one pass over the weights in prefill */
 #define ROW_BLOCK 64   /* weight rows per block (a multiple of every isa->mr) */
 #define KC 512         /* columns per slice in a batch (a multiple of 64) */
+#define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) */
 
 const struct r1_cpu_isa *const r1_cpu_isas[] = {
 #if defined(__x86_64__)
@@ -67,30 +73,82 @@ static int cpu_init(void) {
     return 0;
 }
 
-/* ---- thread-local scratch: grown on first use, then reused ---- */
-static _Thread_local uint8_t *tls_buf;
-static _Thread_local size_t tls_cap;
+/* ---- thread-local scratch: grown on first use, then reused; freed when
+ * the thread exits (a pthread key destructor) ---- */
+#define N_SCRATCH 3
+static _Thread_local uint8_t *tls_buf[N_SCRATCH];
+static _Thread_local size_t tls_cap[N_SCRATCH];
+static _Thread_local const uint8_t *tls_vnni; /* the batch in VNNI form, if packed */
+static _Thread_local size_t tls_vnni_plane;   /* bytes of each of its three parts */
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static pthread_key_t tls_key;
 
-static uint8_t *scratch(size_t bytes) {
-    if (bytes > tls_cap) {
-        size_t cap = (bytes + bytes / 2 + 4095) & ~(size_t)4095;
-        free(tls_buf);
-        tls_buf = aligned_alloc(64, cap);
-        R1_ASSERT(tls_buf != NULL);
-        tls_cap = cap;
+static void tls_free(void *unused) {
+    (void)unused;
+    for (int i = 0; i < N_SCRATCH; i++) {
+        free(tls_buf[i]);
+        tls_buf[i] = NULL;
+        tls_cap[i] = 0;
     }
-    return tls_buf;
+}
+static void tls_key_init(void) { R1_ASSERT(pthread_key_create(&tls_key, tls_free) == 0); }
+
+uint8_t *r1_cpu_scratch(int slot, size_t bytes) {
+    if (bytes > tls_cap[slot]) {
+        size_t cap = (bytes + bytes / 2 + 4095) & ~(size_t)4095;
+        pthread_once(&tls_once, tls_key_init);
+        pthread_setspecific(tls_key, (void *)1); /* non-NULL: the destructor runs */
+        free(tls_buf[slot]);
+        tls_buf[slot] = aligned_alloc(64, cap);
+        R1_ASSERT(tls_buf[slot] != NULL);
+        tls_cap[slot] = cap;
+    }
+    return tls_buf[slot];
+}
+static uint8_t *scratch(size_t bytes) { return r1_cpu_scratch(0, bytes); }
+static uint8_t *scratch2(size_t bytes) { return r1_cpu_scratch(1, bytes); }
+
+void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst) {
+    const int nc = K / 32, ng = (T + 15) / 16;
+    for (int g = 0; g < ng; g++)
+        for (int c = 0; c < nc; c++) {
+            uint32_t *d = (uint32_t *)(dst + ((size_t)g * nc + c) * 1024);
+            for (int j = 0; j < 16; j++) {
+                int t = g * 16 + j;
+                if (t < T) {
+                    const uint32_t *src = (const uint32_t *)(x + (size_t)t * xs) + c * 16;
+                    for (int kk = 0; kk < 16; kk++) d[kk * 16 + j] = src[kk];
+                } else {
+                    for (int kk = 0; kk < 16; kk++) d[kk * 16 + j] = 0;
+                }
+            }
+        }
 }
 
 /* ---- matmul plumbing ---- */
 enum store { STORE_SET, STORE_BIAS, STORE_ADD };
 
-/* The tile for w, or NULL when this kernel must fall back to ref. */
-static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct r1_mat *w) {
+/* The tile for w and a batch of T tokens (in *buf), or NULL when this kernel
+ * must fall back to ref. */
+static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct r1_mat *w, int T,
+                                      struct r1_cpu_mm *buf) {
     const struct r1_cpu_mm *mm = &isa->mm[w->dtype];
     if (!mm->tile) return NULL;
     if (mm->act == R1_CPU_ACT_Q8 && w->cols % 32) return NULL;
-    return mm;
+    *buf = *mm;
+    buf->batch_block = NULL;
+    if (T > 1 && mm->batch_tile && !(mm->batch_act == R1_CPU_ACT_Q8 && w->cols % 32) &&
+        !(mm->batch_block && w->cols % 32) && /* the block or nothing */
+        (!mm->batch_avail || mm->batch_avail())) {
+        buf->act = mm->batch_act;
+        buf->tile = mm->batch_tile;
+        if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
+    }
+    return buf;
+}
+
+static void quant_bf16_c(const float *x, uint16_t *dst, int K) {
+    for (int i = 0; i < K; i++) dst[i] = r1_f32_to_bf16(x[i]);
 }
 
 /* Activations of tokens [0, T) in the form the tile reads; *xs = token stride. */
@@ -99,6 +157,37 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
     if (mm->act == R1_CPU_ACT_F32) {
         *xs = (size_t)K * sizeof(float);
         return (const uint8_t *)x;
+    }
+    if (mm->act == R1_CPU_ACT_BF16) {
+        size_t s = r1_cpu_bf16_stride(K);
+        uint8_t *buf = scratch((size_t)T * s);
+        void (*q)(const float *, uint16_t *, int) = isa->quant_bf16 ? isa->quant_bf16 : quant_bf16_c;
+        for (int t = 0; t < T; t++) q(x + (size_t)t * K, (uint16_t *)(buf + (size_t)t * s), K);
+        *xs = s;
+        tls_vnni = NULL;
+        if (mm->batch_block && K % 32 == 0) {
+            /* x0 = the bf16 rows above, x1 = bf16(x - x0), x2 = bf16(x - x0 -
+             * x1): 24 significant bits, x to f32 precision */
+            size_t plane = r1_cpu_vnni_bytes(K, T);
+            uint8_t *v = scratch2(3 * plane + 2 * (size_t)T * s);
+            uint8_t *p1 = v + 3 * plane, *p2 = p1 + (size_t)T * s;
+            for (int t = 0; t < T; t++) {
+                const float *xr = x + (size_t)t * K;
+                const uint16_t *h0 = (const uint16_t *)(buf + (size_t)t * s);
+                uint16_t *h1 = (uint16_t *)(p1 + (size_t)t * s), *h2 = (uint16_t *)(p2 + (size_t)t * s);
+                for (int k = 0; k < K; k++) {
+                    float r = xr[k] - r1_bf16_to_f32(h0[k]);
+                    h1[k] = r1_f32_to_bf16(r);
+                    h2[k] = r1_f32_to_bf16(r - r1_bf16_to_f32(h1[k]));
+                }
+            }
+            r1_cpu_pack_vnni(buf, s, K, T, v);
+            r1_cpu_pack_vnni(p1, s, K, T, v + plane);
+            r1_cpu_pack_vnni(p2, s, K, T, v + 2 * plane);
+            tls_vnni = v;
+            tls_vnni_plane = plane;
+        }
+        return buf;
     }
     size_t s = r1_cpu_q8_stride(K);
     uint8_t *buf = scratch((size_t)T * s);
@@ -122,8 +211,12 @@ static void split_rows(int rows, int mr, int ith, int nth, int *lo, int *hi) {
 static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
                      const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
                      int t0, int tn, float *C) {
+    if (mm->batch_block && tls_vnni &&
+        mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, tls_vnni, tls_vnni_plane, t0, tn, C,
+                        ROW_BLOCK) == 0)
+        return;
     float tile[R1_CPU_MR * R1_CPU_NT];
-    const int kc = tn == 1 ? K : KC;
+    const int kc = tn == 1 ? K : mm->act == R1_CPU_ACT_BF16 ? KC_BF16 : KC;
     for (int k0 = 0; k0 < K; k0 += kc) {
         int k1 = K - k0 < kc ? K : k0 + kc;
         for (int r = 0; r < mc; r += isa->mr) {
@@ -177,7 +270,8 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
 static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float *bias,
                           enum store st) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
-    const struct r1_cpu_mm *mm = mm_for(isa, op->w);
+    struct r1_cpu_mm mmb;
+    const struct r1_cpu_mm *mm = mm_for(isa, op->w, op->T, &mmb);
     if (!mm) {
         r1_ref_kernels[op->kernel](op, ith, nth);
         return;
@@ -203,7 +297,8 @@ static void k_lm_head(const struct r1_op *op, int ith, int nth) {
 static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
     const struct r1_mat *w = op->w;
-    const struct r1_cpu_mm *mm = mm_for(isa, w);
+    struct r1_cpu_mm mmb;
+    const struct r1_cpu_mm *mm = mm_for(isa, w, op->T, &mmb);
     if (!mm) {
         r1_ref_kernels[op->kernel](op, ith, nth);
         return;

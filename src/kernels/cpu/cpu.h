@@ -18,8 +18,11 @@
 #define R1_CPU_MR 4 /* most weight rows one tile call computes (also the out stride) */
 #define R1_CPU_NT 4 /* most tokens one tile call computes */
 
-/* How a weight dtype wants its activations: plain f32 rows, or q8 blocks. */
-enum r1_cpu_act { R1_CPU_ACT_F32, R1_CPU_ACT_Q8 };
+/* How a weight dtype wants its activations: plain f32 rows, q8 blocks, or
+ * bf16 rows (R1_CPU_ACT_BF16: K bf16 values rounded to nearest even, the
+ * next token r1_cpu_bf16_stride(K) bytes further; batches only). */
+enum r1_cpu_act { R1_CPU_ACT_F32, R1_CPU_ACT_Q8, R1_CPU_ACT_BF16 };
+static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
 
 /* A token's activations in q8 form (R1_CPU_ACT_Q8), K % 32 == 0:
  *   float d[K/32]         per-block scale (x = d * q)
@@ -35,9 +38,36 @@ static inline size_t r1_cpu_q8_stride(int K) { return r1_cpu_q8_qoff(K) + (((siz
 typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
 
+/* A whole block of a batch at once (AMX): C[(t - t0) * ldc + r] = row r of w ·
+ * token t, r < mc <= ldc, t in [t0, t0 + tn), over all K columns; rows of C
+ * from mc up to ldc may be overwritten. xv holds the batch's activations
+ * split in three bf16 parts, x0 = bf16(x), x1 = bf16(x - x0), x2 =
+ * bf16(x - x0 - x1), each in the VNNI layout of r1_cpu_pack_vnni, xplane
+ * bytes apart; t0 % 16 == 0.
+ * Returns -1, touching nothing, when it cannot: the caller then uses the
+ * tiles. */
+typedef int (*r1_cpu_block_fn)(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                               size_t xplane, int t0, int tn, float *C, int ldc);
+
+/* bf16 activation rows (R1_CPU_ACT_BF16 form, K % 32 == 0) of T tokens into
+ * the VNNI layout: per group of 16 tokens and chunk c of 32 columns, 1 KiB
+ * whose row kk holds the 32-bit column pair (2kk, 2kk+1) of chunk c of each
+ * of the 16 tokens (zero for tokens past T). Bytes: r1_cpu_vnni_bytes. */
+static inline size_t r1_cpu_vnni_bytes(int K, int T) {
+    return (size_t)((T + 15) / 16) * (size_t)(K / 32) * 1024;
+}
+void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst);
+
 struct r1_cpu_mm {
     enum r1_cpu_act act;
     r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */
+    /* Optional form for batches (T > 1, prefill): its own activation form;
+     * NULL: tile serves batches too. May trade exactness for speed (bf16
+     * activations), within the conformance test's named limits. */
+    enum r1_cpu_act batch_act;
+    r1_cpu_tile_fn batch_tile;
+    r1_cpu_block_fn batch_block; /* optional, with batch_act R1_CPU_ACT_BF16 */
+    int (*batch_avail)(void);    /* NULL, or 0 when the batch form is off on this CPU */
 };
 
 struct r1_cpu_isa {
@@ -46,6 +76,7 @@ struct r1_cpu_isa {
     int mr, nt;             /* tile shape, <= R1_CPU_MR, R1_CPU_NT */
     struct r1_cpu_mm mm[R1_DTYPE_COUNT];
     void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
+    void (*quant_bf16)(const float *x, uint16_t *dst, int K); /* one token; NULL: plain C */
     float (*dot_f32)(const float *a, const float *b, int n);
     float (*dot_f16)(const float *a, const uint16_t *b, int n);
     void (*axpy_f32)(float a, const float *x, float *y, int n); /* y += a x */
@@ -69,6 +100,10 @@ extern const struct r1_cpu_isa *const r1_cpu_isas[];
 int r1_cpu_select(const char *name);
 /* The ISA the cpu kernels use now (selects the best one first if needed). */
 const struct r1_cpu_isa *r1_cpu_current(void);
+
+/* Thread-local scratch slot 2 (slots 0 and 1 are cpu.c's): at least bytes,
+ * 64-byte aligned, kept for the thread's next call, freed at thread exit. */
+uint8_t *r1_cpu_scratch(int slot, size_t bytes);
 
 /* Generic q8 activation quantization (plain C), shared by the ISA files. */
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K);

@@ -7,6 +7,7 @@
  * check (target attribute, never a global -march).
  */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/kquants.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
@@ -166,6 +167,12 @@ static void f32_to_f16(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},                                     \
                 [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, Q8},                                             \
                 [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, Q4},                                             \
+                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_1_c},                              \
+                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_0_c},                              \
+                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_1_c},                              \
+                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_K_c},                              \
+                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_K_c},                              \
+                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_c},                              \
             },                                                                                     \
         .quant_q8 = r1_cpu_quant_q8_c, .dot_f32 = dot_f32, .dot_f16 = dot_f16,                     \
         .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16,                      \

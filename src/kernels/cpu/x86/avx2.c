@@ -7,6 +7,7 @@
  * after the CPU check. Never compiled with -mavx2: target attributes only.
  */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/kquants.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -269,6 +270,12 @@ const struct r1_cpu_isa r1_cpu_avx2 = {
             [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},
             [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0},
             [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0},
+            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_1_c},
+            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_0_c},
+            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_1_c},
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_K_c},
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_K_c},
+            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_c},
         },
     .quant_q8 = r1_x86_quant_q8_avx2,
     .dot_f32 = r1_x86_dot_f32_avx2,

@@ -3,27 +3,55 @@
  * Ice Lake, Sapphire Rapids, Zen 4 and later). Tiles of 4 weight rows x up
  * to 4 tokens in zmm registers: f32/f16/bf16 weights against f32
  * activations with masked tails, q8_0/q4_0 weights against q8 activations
- * two blocks per zmm with vpdpbusd (sign trick). CPUs with AVX-512 but no
- * VNNI use the AVX2 table. Target attributes only, never -mavx512f.
+ * two blocks per zmm with vpdpbusd (sign trick; with AVX512-VBMI, one masked
+ * load and byte/word permutes per block pair, q4_0 on unsigned nibbles).
+ * Batches (prefill) of bf16, f16, q8_0 and q4_0 weights run on AMX where the
+ * CPU and OS allow it (activations rounded to bf16 once per batch, weights
+ * other than bf16 converted to a bf16 panel once per block of rows); bf16
+ * batches without AMX use vdpbf16ps (AVX512_BF16). Each extension is checked
+ * at run time; R1_CPU_NO_VBMI / _NO_BF16 / _NO_AMX turn one off (tests,
+ * comparisons). CPUs with AVX-512 but no VNNI use the AVX2 table. Target
+ * attributes only, never -mavx512f.
  */
 #include "kernels/cpu/cpu.h"
+#include "kernels/cpu/kquants.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
 
 #include "kernels/cpu/x86/x86.h"
+#include <cpuid.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "util/util.h"
 
 #define TGT_S "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 #define TGT __attribute__((target(TGT_S)))
 #define INL static inline __attribute__((always_inline, target(TGT_S)))
 
+static int has_vbmi; /* set by avx512_available: the VBMI quant tiles */
+static int has_vbmi_cpu(void);
+static int has_bf16; /* set by avx512_available: vdpbf16ps for bf16 batches */
+static int has_bf16_cpu(void);
+static int has_amx; /* set by avx512_available: AMX tiles for bf16 batches */
+static int has_amx_cpu(void);
+
 static int avx512_available(void) {
     __builtin_cpu_init();
+    has_vbmi = has_vbmi_cpu();
+    has_bf16 = has_bf16_cpu();
+    has_amx = has_bf16 && has_amx_cpu();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
            __builtin_cpu_supports("fma") && r1_x86_has_f16c();
+}
+static int has_vbmi_cpu(void) {
+    const char *off = getenv("R1_CPU_NO_VBMI"); /* tests: the pre-VBMI tiles */
+    return __builtin_cpu_supports("avx512vbmi") && !(off && *off && *off != '0');
 }
 
 /* ---- float weights: 16 weights of row p from column k (lanes outside m are 0) ---- */
@@ -108,6 +136,365 @@ DISPATCH(tile_f16)
 FTILE(tile_bf16_1, 1, ld_bf16)
 FTILE(tile_bf16_4, 4, ld_bf16)
 DISPATCH(tile_bf16)
+
+/* ---- bf16 weights in a batch: activations rounded to bf16 once per batch
+ * (R1_CPU_ACT_BF16), then vdpbf16ps multiplies 32 weight/activation pairs a
+ * row per instruction with f32 accumulation: no per-weight conversion and
+ * half the activation bytes. CPUs without AVX512_BF16 widen both to f32. ---- */
+#define TGT_B TGT_S ",avx512bf16"
+#define TGTB __attribute__((target(TGT_B)))
+
+static int has_bf16_cpu(void) {
+    const char *off = getenv("R1_CPU_NO_BF16"); /* tests: the widening fallback */
+    return __builtin_cpu_supports("avx512bf16") && !(off && *off && *off != '0');
+}
+
+static TGTB void tile_bf16_dp(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                              const uint8_t *x, size_t xs, int nt, float *out) {
+    (void)K;
+    SETUP_PTRS(4, const uint16_t *)
+    __m512 acc[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
+    const uint16_t *p0 = (const uint16_t *)w0, *p1 = (const uint16_t *)w1,
+                   *p2 = (const uint16_t *)w2, *p3 = (const uint16_t *)w3;
+    int k = k0;
+    for (; k < k1; k += 32) {
+        __mmask32 m = k1 - k >= 32 ? (__mmask32)~0u : (__mmask32)((1u << (k1 - k)) - 1);
+        __m512bh a0 = (__m512bh)_mm512_maskz_loadu_epi16(m, p0 + k);
+        __m512bh a1 = (__m512bh)_mm512_maskz_loadu_epi16(m, p1 + k);
+        __m512bh a2 = (__m512bh)_mm512_maskz_loadu_epi16(m, p2 + k);
+        __m512bh a3 = (__m512bh)_mm512_maskz_loadu_epi16(m, p3 + k);
+        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
+            __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(m, xt[t] + k);
+            acc[0][t] = _mm512_dpbf16_ps(acc[0][t], a0, xv);
+            acc[1][t] = _mm512_dpbf16_ps(acc[1][t], a1, xv);
+            acc[2][t] = _mm512_dpbf16_ps(acc[2][t], a2, xv);
+            acc[3][t] = _mm512_dpbf16_ps(acc[3][t], a3, xv);
+        }
+    }
+    float res[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
+}
+
+/* the same without AVX512_BF16 (and f16 weights against bf16 activations):
+ * both operands widened to f32 */
+#define WIDE_TILE(NAME, LDW)                                                                       \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
+                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
+        (void)K;                                                                                   \
+        SETUP_PTRS(4, const uint8_t *)                                                             \
+        __m512 acc[4][4];                                                                          \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();   \
+        for (int k = k0; k < k1; k += 16) {                                                        \
+            __mmask16 m = k1 - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k1 - k)) - 1);    \
+            __m512 a0 = LDW(w0, k, m), a1 = LDW(w1, k, m), a2 = LDW(w2, k, m), a3 = LDW(w3, k, m); \
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {                                  \
+                __m512 xv = ld_bf16(xt[t], k, m);                                                  \
+                acc[0][t] = _mm512_fmadd_ps(a0, xv, acc[0][t]);                                    \
+                acc[1][t] = _mm512_fmadd_ps(a1, xv, acc[1][t]);                                    \
+                acc[2][t] = _mm512_fmadd_ps(a2, xv, acc[2][t]);                                    \
+                acc[3][t] = _mm512_fmadd_ps(a3, xv, acc[3][t]);                                    \
+            }                                                                                      \
+        }                                                                                          \
+        float res[4][4];                                                                           \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)                                    \
+                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
+        for (int t = 0; t < nt; t++)                                                               \
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+    }
+WIDE_TILE(tile_bf16_wide, ld_bf16)
+WIDE_TILE(tile_f16_batch, ld_f16)
+
+static void tile_bf16_batch(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                            const uint8_t *x, size_t xs, int nt, float *out) {
+    if (has_bf16) tile_bf16_dp(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else tile_bf16_wide(K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+
+/* the f16 batch form exists for AMX; the tiles left over (rows not a multiple
+ * of 16) widen the bf16 activations */
+#define tile_f16_amx_tiles tile_f16_batch
+
+static TGTB void quant_bf16_dp(const float *x, uint16_t *dst, int K) {
+    for (int k = 0; k < K; k += 16) {
+        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+        __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k));
+        _mm256_mask_storeu_epi16(dst + k, m, (__m256i)v);
+    }
+}
+static void quant_bf16(const float *x, uint16_t *dst, int K) {
+    if (has_bf16) {
+        quant_bf16_dp(x, dst, K);
+        return;
+    }
+    for (int i = 0; i < K; i++) dst[i] = r1_f32_to_bf16(x[i]);
+}
+
+/* rows [0, nr) of w into bf16 panels dst (and dlo, the remainders, if the
+ * dtype needs them) of K columns a row */
+typedef void (*panel_fn)(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst, uint16_t *dlo);
+
+/* ---- AMX (Sapphire Rapids on): bf16 weights x bf16 activations in 16x16
+ * f32 tiles, a 32-row x 32-token block per pass over K. Linux grants the
+ * tile state per process on request (arch_prctl ARCH_REQ_XCOMP_PERM); each
+ * thread loads the tile configuration once. ---- */
+#define TGT_A TGT_S ",amx-tile,amx-bf16"
+#define TGTA __attribute__((target(TGT_A)))
+
+static int has_amx_cpu(void) {
+    const char *off = getenv("R1_CPU_NO_AMX"); /* tests, or to compare */
+    if (off && *off && *off != '0') return 0;
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!((d >> 22) & 1) || !((d >> 24) & 1)) return 0; /* AMX-BF16, AMX-TILE */
+#if defined(__linux__)
+    /* ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA */
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return 0;
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+struct amx_cfg {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+};
+static _Thread_local int amx_ready;
+
+/* C = sum over the np pairs p of A[pa[p][0]] · B[pa[p][1]]: A are bf16 weight
+ * rows (stride ws), B bf16 activation parts in VNNI layout; pairs that share
+ * an A are consecutive */
+static TGTA int amx_core(int K, const uint8_t *const *A, size_t ws, int mc,
+                         const uint8_t *const *B, const int (*pa)[2], int np, int t0, int tn,
+                         float *C, int ldc) {
+    if (!amx_ready) {
+        struct amx_cfg cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        for (int i = 0; i < 8; i++) cfg.rows[i] = 16, cfg.colsb[i] = 64;
+        _tile_loadconfig(&cfg);
+        amx_ready = 1;
+    }
+    const int nc = K / 32;
+    const size_t gb = (size_t)nc * 1024;
+    const int g0 = t0 / 16, g1 = (t0 + tn + 15) / 16;
+    float tmp[16 * 16];
+    for (int r = 0; r < mc; r += 32) {
+        const int two_r = r + 32 <= mc;
+        const size_t ro = (size_t)r * ws, ro1 = two_r ? ro + 16 * ws : ro;
+        for (int g = g0; g < g1; g += 2) {
+            const int two_g = g + 1 < g1;
+            const size_t go = (size_t)g * gb, go1 = two_g ? go + gb : go;
+            _tile_zero(0);
+            _tile_zero(1);
+            _tile_zero(2);
+            _tile_zero(3);
+            for (int c = 0; c < nc; c++) {
+                int cur = -1;
+                for (int p = 0; p < np; p++) {
+                    if (pa[p][0] != cur) {
+                        cur = pa[p][0];
+                        _tile_loadd(4, A[cur] + ro + (size_t)c * 64, (long)ws);
+                        _tile_loadd(5, A[cur] + ro1 + (size_t)c * 64, (long)ws);
+                    }
+                    const uint8_t *b = B[pa[p][1]] + (size_t)c * 1024;
+                    _tile_loadd(6, b + go, 64);
+                    _tile_dpbf16ps(0, 4, 6);
+                    _tile_dpbf16ps(2, 5, 6);
+                    _tile_loadd(7, b + go1, 64);
+                    _tile_dpbf16ps(1, 4, 7);
+                    _tile_dpbf16ps(3, 5, 7);
+                }
+            }
+            /* tile (i, j): weight row i, token j -> C[token * ldc + row] */
+#define AMX_OUT(TILE, RO, GG)                                                                      \
+    do {                                                                                           \
+        _tile_stored(TILE, tmp, 64);                                                               \
+        for (int j = 0; j < 16; j++) {                                                             \
+            int t = (GG) * 16 + j - t0;                                                            \
+            if (t >= tn) break;                                                                    \
+            float *o = C + (size_t)t * ldc + (RO);                                                 \
+            for (int i = 0; i < 16; i++) o[i] = tmp[i * 16 + j];                                   \
+        }                                                                                          \
+    } while (0)
+            AMX_OUT(0, r, g);
+            if (two_g) AMX_OUT(1, r, g + 1);
+            if (two_r) {
+                AMX_OUT(2, r + 16, g);
+                if (two_g) AMX_OUT(3, r + 16, g + 1);
+            }
+#undef AMX_OUT
+        }
+    }
+    return 0;
+}
+
+/* the products a block sums: (weight part, activation part). Activations
+ * come in three bf16 parts x = x0 + x1 + x2 (exact to ~2^-24); bf16 weights
+ * are exact, f16 ones are w0 + w1 exactly; terms below 2^-24 relative are
+ * left out. Quantized weights: one pass, their bf16 rounding dominates. */
+static const int pairs_bf16[][2] = {{0, 0}, {0, 1}, {0, 2}};
+static const int pairs_f16[][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}};
+static const int pairs_q[][2] = {{0, 0}};
+
+static int block_panel_amx(panel_fn fill, const int (*pa)[2], int np, int K, const uint8_t *w,
+                           size_t ws, int mc, const uint8_t *xv, size_t xplane, int t0, int tn,
+                           float *C, int ldc);
+static void bf16_rows_copy(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+                           uint16_t *dlo) {
+    (void)dlo;
+    for (int r = 0; r < nr; r++) memcpy(dst + (size_t)r * K, w + (size_t)r * ws, (size_t)K * 2);
+}
+
+/* bf16 weights are exact in bf16: w · (x0 + x1 + x2), three passes */
+static int block_bf16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                          size_t xplane, int t0, int tn, float *C, int ldc) {
+    if (!has_amx || K % 32 || t0 % 16) return -1;
+    if (mc % 16) /* through a zero-padded panel */
+        return block_panel_amx(bf16_rows_copy, pairs_bf16, 3, K, w, ws, mc, xv, xplane, t0, tn, C,
+                               ldc);
+    const uint8_t *A[1] = {w}, *B[3] = {xv, xv + xplane, xv + 2 * xplane};
+    return amx_core(K, A, ws, mc, B, pairs_bf16, 3, t0, tn, C, ldc);
+}
+
+static int amx_on(void) { return has_amx; }
+
+/* f16 weights on AMX: each group of 32 rows is rounded to bf16 once into a
+ * thread-local panel (a per-weight relative error <= 2^-9, like the
+ * activations') and then used for every token of the block. */
+
+static TGTB void f16_rows_to_bf16(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+                                  uint16_t *dlo) {
+    /* K % 32 == 0; an f16 (11 significant bits) is exactly hi + lo in bf16 */
+    for (int r = 0; r < nr; r++) {
+        const uint16_t *src = (const uint16_t *)(w + (size_t)r * ws);
+        for (int k = 0; k < K; k += 32) { /* K % 32 == 0 */
+            __m512 lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k)));
+            __m512 hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k + 16)));
+            __m512bh h = _mm512_cvtne2ps_pbh(hi, lo);
+            _mm512_storeu_si512(dst + (size_t)r * K + k, (__m512i)h);
+            __m512i hv = (__m512i)h; /* back to f32: bf16 << 16 */
+            __m512 hl = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(hv)), 16));
+            __m512 hh = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(hv, 1)), 16));
+            __m512bh l = _mm512_cvtne2ps_pbh(_mm512_sub_ps(hi, hh), _mm512_sub_ps(lo, hl));
+            _mm512_storeu_si512(dlo + (size_t)r * K + k, (__m512i)l);
+        }
+    }
+}
+
+
+static int block_panel_amx(panel_fn fill, const int (*pa)[2], int np, int K, const uint8_t *w,
+                           size_t ws, int mc, const uint8_t *xv, size_t xplane, int t0, int tn,
+                           float *C, int ldc) {
+    const int lo = pa[np - 1][0] == 1;
+    if (!has_amx || K % 32 || t0 % 16 || mc > 64) return -1;
+    /* 32 rows, hi and lo */
+    uint16_t *f16_panel = (uint16_t *)r1_cpu_scratch(2, (size_t)64 * K * 2);
+    uint16_t *plo = f16_panel + (size_t)32 * K;
+    for (int r = 0; r < mc; r += 32) {
+        int nr = mc - r < 32 ? mc - r : 32, nr16 = (nr + 15) & ~15;
+        fill(w + (size_t)r * ws, ws, nr, K, f16_panel, plo);
+        if (nr16 > nr) {
+            memset(f16_panel + (size_t)nr * K, 0, (size_t)(nr16 - nr) * K * 2);
+            if (lo) memset(plo + (size_t)nr * K, 0, (size_t)(nr16 - nr) * K * 2);
+        }
+        /* rows past mc land in C's unused rows (mc <= ldc's ROW_BLOCK) */
+        const uint8_t *A[2] = {(const uint8_t *)f16_panel, (const uint8_t *)plo};
+        const uint8_t *B[3] = {xv, xv + xplane, xv + 2 * xplane};
+        amx_core(K, A, (size_t)K * 2, nr16, B, pa, np, t0, tn, C + r, ldc);
+    }
+    return 0;
+}
+
+/* f16 = w0 + w1 exactly: five passes (pairs_f16) */
+static int block_f16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                         size_t xplane, int t0, int tn, float *C, int ldc) {
+    return block_panel_amx(f16_rows_to_bf16, pairs_f16, 5, K, w, ws, mc, xv, xplane, t0, tn, C,
+                           ldc);
+}
+
+/* q8_0 / q4_0 weights on AMX: dequantized to bf16 (|error| <= 2^-9 relative
+ * per weight) once per block of rows, against bf16 activations: no q8
+ * rounding of the activations, so closer to ref than the VNNI tiles. */
+static TGTB void q8_0_rows_to_bf16(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+                                   uint16_t *dlo) {
+    (void)dlo;
+    for (int r = 0; r < nr; r++) {
+        const struct r1_block_q8_0 *b = (const struct r1_block_q8_0 *)(w + (size_t)r * ws);
+        uint16_t *o = dst + (size_t)r * K;
+        for (int i = 0; i < K / 32; i++) {
+            __m512 d = _mm512_set1_ps(_cvtsh_ss(b[i].d));
+            __m256i q = _mm256_loadu_si256((const __m256i *)b[i].qs);
+            __m512 lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))));
+            __m512 hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))));
+            _mm512_storeu_si512(o + i * 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+}
+static TGTB void q4_0_rows_to_bf16(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+                                   uint16_t *dlo) {
+    (void)dlo;
+    const __m128i m4 = _mm_set1_epi8(0x0f), e8 = _mm_set1_epi8(8);
+    for (int r = 0; r < nr; r++) {
+        const struct r1_block_q4_0 *b = (const struct r1_block_q4_0 *)(w + (size_t)r * ws);
+        uint16_t *o = dst + (size_t)r * K;
+        for (int i = 0; i < K / 32; i++) {
+            __m512 d = _mm512_set1_ps(_cvtsh_ss(b[i].d));
+            __m128i q = _mm_loadu_si128((const __m128i *)b[i].qs);
+            __m128i ql = _mm_sub_epi8(_mm_and_si128(q, m4), e8);
+            __m128i qh = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), e8);
+            __m512 lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ql)));
+            __m512 hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qh)));
+            _mm512_storeu_si512(o + i * 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+        }
+    }
+}
+/* one pass (pairs_q): the bf16 rounding of the dequantized weights
+ * dominates, and is already below the q8 activations' error */
+static int block_q8_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                          size_t xplane, int t0, int tn, float *C, int ldc) {
+    return block_panel_amx(q8_0_rows_to_bf16, pairs_q, 1, K, w, ws, mc, xv, xplane, t0, tn, C, ldc);
+}
+static int block_q4_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                          size_t xplane, int t0, int tn, float *C, int ldc) {
+    return block_panel_amx(q4_0_rows_to_bf16, pairs_q, 1, K, w, ws, mc, xv, xplane, t0, tn, C, ldc);
+}
+
+/* Quantized weights against bf16 activations without a block (never reached
+ * while AMX is on, which the batch form requires; kept plain and correct). */
+static void tile_q_bf16(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws,
+                        int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+    float wf[64];
+    const size_t bb = r1_dtype_traits[dt].block_size;
+    for (int r = 0; r < nr; r++) {
+        float acc[R1_CPU_NT] = {0};
+        for (int k = k0; k < k1; k += 32) {
+            r1_dtype_traits[dt].to_f32(w + (size_t)r * ws + (size_t)(k / 32) * bb, wf, 32);
+            for (int t = 0; t < nt; t++) {
+                const uint16_t *xr = (const uint16_t *)(x + (size_t)t * xs) + k;
+                for (int j = 0; j < 32; j++) acc[t] += wf[j] * r1_bf16_to_f32(xr[j]);
+            }
+        }
+        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = acc[t];
+    }
+    (void)K;
+}
+static void tile_q8_0_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                           const uint8_t *x, size_t xs, int nt, float *out) {
+    tile_q_bf16(R1_DTYPE_Q8_0, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+static void tile_q4_0_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                           const uint8_t *x, size_t xs, int nt, float *out) {
+    tile_q_bf16(R1_DTYPE_Q4_0, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
 
 /* ---- quantized weights: blocks b and b+1 (b+1 only if two) of a row as 64
  * signed bytes, and their scales as 8 lanes each ---- */
@@ -204,12 +591,154 @@ INL __m512i lx(const uint8_t *p, size_t qoff, int b, int two, __m512 *dv) {
             for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
     }
 
-QTILE(tile_q8_0_1, 1, lq_q8_0)
-QTILE(tile_q8_0_4, 4, lq_q8_0)
-DISPATCH(tile_q8_0)
-QTILE(tile_q4_0_1, 1, lq_q4_0)
-QTILE(tile_q4_0_4, 4, lq_q4_0)
-DISPATCH(tile_q4_0)
+QTILE(tile_q8_0_1_pre, 1, lq_q8_0)
+QTILE(tile_q8_0_4_pre, 4, lq_q8_0)
+QTILE(tile_q4_0_1_pre, 1, lq_q4_0)
+QTILE(tile_q4_0_4_pre, 4, lq_q4_0)
+
+/* ---- AVX512-VBMI tiles (Ice Lake, Sapphire Rapids, Zen 4): one masked load
+ * of a block pair per row, then byte/word permutes put the quants in place
+ * and spread the two f16 scales over 8 lanes each, instead of scalar scale
+ * conversions and broadcasts. q4_0 multiplies the unsigned nibbles (0..15)
+ * by the signed activations with vpdpbusd, the accumulator starting at
+ * -8 * (sum of the activations of each lane), so no per-row sign work. ---- */
+#define TGT_V TGT_S ",avx512vbmi"
+#define TGTV __attribute__((target(TGT_V)))
+#define INLV static inline __attribute__((always_inline, target(TGT_V)))
+
+
+/* bytes b of a pair of q4_0 blocks (18 bytes each) -> [qa qa qb qb] */
+INLV __m512i idx_q4(void) {
+    return _mm512_set_epi8(35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20,  /**/
+                           35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20,  /**/
+                           17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2,          /**/
+                           17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2);
+}
+/* bytes of a pair of q8_0 blocks (34 bytes each, 68 in two registers) -> [qa qb] */
+INLV __m512i idx_q8(void) {
+    return _mm512_set_epi8(67, 66, 65, 64, 63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52,  /**/
+                           51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36,  /**/
+                           33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18,  /**/
+                           17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2);
+}
+/* word w of the scales of a block pair: da x8, db x8 (word 9 for q4_0, 17 for q8_0) */
+INLV __m512i idx_d(int wb) {
+    return _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, (short)wb, (short)wb,
+                            (short)wb, (short)wb, (short)wb, (short)wb, (short)wb, (short)wb, 0, 0,
+                            0, 0, 0, 0, 0, 0);
+}
+
+INLV __m512 dx_pair(const uint8_t *p, int b, int two) {
+    const __m512i sel = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m128 d = _mm_maskz_loadu_ps(two ? 3 : 1, (const float *)p + b);
+    return _mm512_permutexvar_ps(sel, _mm512_castps128_ps512(d));
+}
+
+#define VQ4ROW(NT, R, WP)                                                                              \
+    do {                                                                                           \
+        __m512i raw = _mm512_maskz_loadu_epi8(m, (WP) + (size_t)b * 18);                           \
+        __m512i q = _mm512_permutexvar_epi8(iq, raw);                                              \
+        q = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xFF00FF00u, q, 4), lo4);                    \
+        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(id, raw)));    \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[R][t] = _mm512_fmadd_ps(          \
+            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nx[t], q, xq[t])), _mm512_mul_ps(dw, dx[t]),   \
+            acc[R][t]);                                                                            \
+    } while (0)
+
+#define VQ4STEP(NT, TWO)                                                                           \
+    do {                                                                                           \
+        const __mmask64 m = TWO ? 0xFFFFFFFFFull : 0x3FFFFull;                                     \
+        PF_NEXT(NT, (size_t)b * 18 + 64); /* 36 bytes a step: each line about twice */                                                          \
+        __m512i xq[NT], nx[NT];                                                                    \
+        __m512 dx[NT];                                                                             \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
+            __m512 unused;                                                                         \
+            xq[t] = lx(xt[t], qoff, b, TWO, &unused);                                              \
+            dx[t] = dx_pair(xt[t], b, TWO);                                                        \
+            nx[t] = _mm512_sub_epi32(_mm512_setzero_si512(),                                       \
+                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xq[t]));   \
+        }                                                                                          \
+        VQ4ROW(NT, 0, w0);                                                                             \
+        VQ4ROW(NT, 1, w1);                                                                             \
+        VQ4ROW(NT, 2, w2);                                                                             \
+        VQ4ROW(NT, 3, w3);                                                                             \
+    } while (0)
+
+#define VQ8ROW(NT, R, WP)                                                                              \
+    do {                                                                                           \
+        const uint8_t *bp = (WP) + (size_t)b * 34;                                                 \
+        __m512i raw = _mm512_maskz_loadu_epi8(m0, bp);                                             \
+        __m512i q = _mm512_permutex2var_epi8(raw, iq, _mm512_maskz_loadu_epi8(m1, bp + 64));       \
+        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(id, raw)));    \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[R][t] = _mm512_fmadd_ps(          \
+            _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(                                                \
+                _mm512_setzero_si512(), ax[t], _mm512_mask_sub_epi8(q, neg[t], _mm512_setzero_si512(), q))), \
+            _mm512_mul_ps(dw, dx[t]), acc[R][t]);                                                  \
+    } while (0)
+
+#define VQ8STEP(NT, TWO)                                                                           \
+    do {                                                                                           \
+        const __mmask64 m0 = TWO ? ~0ull : 0x3FFFFFFFFull, m1 = TWO ? 0xFull : 0;                  \
+        PF_NEXT(NT, (size_t)b * 34);                                                               \
+        PF_NEXT(NT, (size_t)b * 34 + 64);                                                          \
+        __m512i ax[NT];                                                                            \
+        __mmask64 neg[NT];                                                                         \
+        __m512 dx[NT];                                                                             \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
+            __m512 unused;                                                                         \
+            __m512i xq = lx(xt[t], qoff, b, TWO, &unused);                                         \
+            dx[t] = dx_pair(xt[t], b, TWO);                                                        \
+            neg[t] = _mm512_movepi8_mask(xq);                                                      \
+            ax[t] = _mm512_abs_epi8(xq);                                                           \
+        }                                                                                          \
+        VQ8ROW(NT, 0, w0);                                                                             \
+        VQ8ROW(NT, 1, w1);                                                                             \
+        VQ8ROW(NT, 2, w2);                                                                             \
+        VQ8ROW(NT, 3, w3);                                                                             \
+    } while (0)
+
+#define VQTILE(NAME, NT, STEP, IDXQ, WB)                                                           \
+    static TGTV void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,             \
+                          const uint8_t *x, size_t xs, int nt, float *out) {                       \
+        SETUP_PTRS(NT, const uint8_t *)                                                            \
+        const size_t qoff = r1_cpu_q8_qoff(K);                                                     \
+        const int nb = k1 / 32;                                                                    \
+        const __m512i iq = IDXQ(), id = idx_d(WB);                                                 \
+        const __m512i lo4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);                   \
+        (void)lo4, (void)eight;                                                                    \
+        __m512 acc[4][NT];                                                                         \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
+                                                                                     t < NT; t++)  \
+            acc[r][t] = _mm512_setzero_ps();                                                       \
+        int b = k0 / 32;                                                                           \
+        for (; b + 2 <= nb; b += 2) STEP(NT, 1);                                                   \
+        if (b < nb) STEP(NT, 0);                                                                   \
+        float res[4][NT];                                                                          \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)                                   \
+                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
+        for (int t = 0; t < nt; t++)                                                               \
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+    }
+
+VQTILE(tile_q4_0_1_vbmi, 1, VQ4STEP, idx_q4, 9)
+VQTILE(tile_q4_0_4_vbmi, 4, VQ4STEP, idx_q4, 9)
+VQTILE(tile_q8_0_1_vbmi, 1, VQ8STEP, idx_q8, 17)
+VQTILE(tile_q8_0_4_vbmi, 4, VQ8STEP, idx_q8, 17)
+
+#define QDISPATCH(NAME)                                                                            \
+    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
+                     size_t xs, int nt, float *out) {                                              \
+        if (has_vbmi) {                                                                            \
+            if (nt == 1) NAME##_1_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                      \
+            else NAME##_4_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
+        } else {                                                                                   \
+            if (nt == 1) NAME##_1_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                       \
+            else NAME##_4_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        }                                                                                          \
+    }
+QDISPATCH(tile_q8_0)
+QDISPATCH(tile_q4_0)
 
 const struct r1_cpu_isa r1_cpu_avx512 = {
     .name = "avx512",
@@ -219,12 +748,23 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
     .mm =
         {
             [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},
-            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},
-            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},
-            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0},
-            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0},
+            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, R1_CPU_ACT_BF16, tile_f16_amx_tiles,
+                              block_f16_amx, amx_on},
+            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16, R1_CPU_ACT_BF16, tile_bf16_batch,
+                               block_bf16_amx, amx_on},
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0, R1_CPU_ACT_BF16, tile_q8_0_bf16,
+                               block_q8_0_amx, amx_on},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0, R1_CPU_ACT_BF16, tile_q4_0_bf16,
+                               block_q4_0_amx, amx_on},
+            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_1_avx512},
+            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_0_avx512},
+            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_1_avx512},
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_K_avx512},
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_K_avx512},
+            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_avx512},
         },
     .quant_q8 = r1_x86_quant_q8_avx2,
+    .quant_bf16 = quant_bf16,
     .dot_f32 = r1_x86_dot_f32_avx2,
     .dot_f16 = r1_x86_dot_f16_avx2,
     .axpy_f32 = r1_x86_axpy_f32_avx2,

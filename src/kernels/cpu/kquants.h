@@ -1,0 +1,43 @@
+/*
+ * kquants.h - cpu matmul tiles (r1_cpu_tile_fn) for the GGUF formats beyond
+ * q8_0/q4_0: the K-quants q4_K, q5_K, q6_K (256-weight super-blocks) and the
+ * 32-weight q4_1, q5_0, q5_1. All take q8 activations (R1_CPU_ACT_Q8) and are
+ * checked against the reference kernels by tests/test_kernels.c.
+ *
+ * Column ranges: every tile works in chunks of 64 columns (two 32-weight
+ * groups: a pair of K-quant sub-blocks, or two 32-blocks), so any [k0, k1)
+ * with k0 % 64 == 0 and k1 % 64 == 0 or k1 == K is fine, including ranges
+ * that start or end inside a 256-weight super-block. The 32-block formats
+ * also take a last half chunk (k1 == K, K % 64 == 32).
+ *
+ *   kquants_generic.c       plain C (every arch; generic, avx2 and NEON tables)
+ *   x86/kquants_avx512.c    AVX-512 VNNI (vpdpbusd), x86-64 only
+ */
+#ifndef R1_CPU_KQUANTS_H
+#define R1_CPU_KQUANTS_H
+
+#include "kernels/cpu/cpu.h"
+
+#define R1_KQ_TILE_ARGS                                                                            \
+    int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,       \
+        int nt, float *out
+
+/* plain C, any nr <= R1_CPU_MR, nt <= R1_CPU_NT */
+void r1_kq_tile_q4_K_c(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_K_c(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_K_c(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q4_1_c(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_0_c(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_1_c(R1_KQ_TILE_ARGS);
+
+#if defined(__x86_64__)
+/* AVX-512 F/BW/VL/DQ + VNNI (the avx512 table's CPUs), nr <= 4, nt <= 4 */
+void r1_kq_tile_q4_K_avx512(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_K_avx512(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_K_avx512(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q4_1_avx512(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_0_avx512(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_1_avx512(R1_KQ_TILE_ARGS);
+#endif
+
+#endif

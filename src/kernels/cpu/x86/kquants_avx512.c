@@ -1,0 +1,240 @@
+/*
+ * kquants_avx512.c - AVX-512 VNNI tiles for q4_K, q5_K, q6_K, q4_1, q5_0,
+ * q5_1 weights against q8 activations (kquants.h), for the avx512 table.
+ * Target attributes only, never -mavx512f.
+ *
+ * A row is walked in chunks of 64 columns: the chunk's quants are unpacked
+ * into one zmm of unsigned bytes (4, 5 or 6 bits) and vpdpbusd multiplies
+ * them by the 64 signed int8 activations, 16 int32 lanes of 4 columns each.
+ * Lane i thus belongs to 32-column group i/8 (one activation scale dx) and
+ * to 16-column group i/4 (one q6_K scale), so every per-group factor is a
+ * per-lane float vector:
+ *   acc += cvt(dot) * (a * dx)           a = d*sc per lane
+ *   acc -= b * (dx * cvt(sum of xq))     the mins (q4_K, q5_K, q4_1, q5_1)
+ * or, where the weight is a*(q - o) (q6_K o = 32, q5_0 o = 16), the dot
+ * starts at -o * (sum of xq) of its lane (one vpdpbusd per token, shared by
+ * the rows). Scales of a K-quant super-block are unpacked once per row into
+ * one zmm (lanes 0-7 d*sc, 8-15 dmin*m; q6_K: 16 lanes d*sc) and each chunk
+ * picks its lanes with a permute. Lanes are summed once, at the end.
+ */
+#include "kernels/cpu/kquants.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/dtype.h"
+
+#define TGT_S "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TGT __attribute__((target(TGT_S)))
+#define INL static inline __attribute__((always_inline, target(TGT_S)))
+
+enum { F_Q4K, F_Q5K, F_Q6K, F_Q41, F_Q50, F_Q51 };
+
+INL float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+INL uint32_t u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+/* lanes 0-7 a, lanes 8-15 b */
+INL __m512 pair_ps(float a, float b) {
+    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+
+/* q4_K/q5_K super-block scales: lanes 0-7 d*sc[s], lanes 8-15 dmin*m[s] */
+INL __m512 kq_scales(const uint8_t *blk) {
+    uint32_t a = u32(blk + 4), b = u32(blk + 8), c = u32(blk + 12);
+    uint64_t sc = (a & 0x3f3f3f3fu) |
+                  (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
+    uint64_t mn = (b & 0x3f3f3f3fu) |
+                  (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)) << 32;
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)mn, (long long)sc)));
+    return _mm512_mul_ps(f, pair_ps(h2f(blk), h2f(blk + 2)));
+}
+/* q6_K super-block scales: 16 lanes d*sc[g] */
+INL __m512 q6_scales(const uint8_t *blk) {
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 192))));
+    return _mm512_mul_ps(f, _mm512_set1_ps(h2f(blk + 208)));
+}
+
+/* 32 bytes v -> [v & 15 | v >> 4] */
+INL __m512i nibbles(__m256i v) {
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
+}
+/* [v >> s0 | v >> s1] per 16-bit lane */
+INL __m512i shr2(__m256i v, int s0, int s1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srl_epi16(v, _mm_cvtsi32_si128(s0))),
+                              _mm256_srl_epi16(v, _mm_cvtsi32_si128(s1)), 1);
+}
+
+/* The 64 quants of chunk j of a K-quant super-block, as unsigned bytes. */
+INL __m512i kq_quants(const int DT, const uint8_t *blk, int j) {
+    if (DT == F_Q4K) return nibbles(_mm256_loadu_si256((const __m256i *)(blk + 16 + 32 * j)));
+    if (DT == F_Q5K) {
+        __m512i q = nibbles(_mm256_loadu_si256((const __m256i *)(blk + 48 + 32 * j)));
+        __m512i h = shr2(_mm256_loadu_si256((const __m256i *)(blk + 16)), 2 * j, 2 * j + 1);
+        h = _mm512_slli_epi16(_mm512_and_si512(h, _mm512_set1_epi8(1)), 4);
+        return _mm512_or_si512(q, h);
+    }
+    /* q6_K: ql bytes 64h.., nibble j%2; qh bytes 32h.., bit pairs 4(j%2) and 4(j%2)+2 */
+    const int hh = j / 2, sh = 4 * (j % 2);
+    __m512i l = _mm512_loadu_si512(blk + 64 * hh);
+    l = _mm512_and_si512(_mm512_srl_epi16(l, _mm_cvtsi32_si128(sh)), _mm512_set1_epi8(0x0f));
+    __m512i h = shr2(_mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * hh)), sh, sh + 2);
+    h = _mm512_slli_epi16(_mm512_and_si512(h, _mm512_set1_epi8(3)), 4);
+    return _mm512_or_si512(l, h);
+}
+
+/* Two 32-weight blocks (b0 at p, b1 right after): quants as unsigned bytes,
+ * the scale pair in *fa and the offset pair (w = a*q - b) in *fb. */
+INL __m512i q32_quants(const int DT, const uint8_t *p, __m512 *fa, __m512 *fb) {
+    const int bs = DT == F_Q41 ? 20 : DT == F_Q50 ? 22 : 24;
+    const int qso = DT == F_Q41 ? 4 : DT == F_Q50 ? 6 : 8;
+    const uint8_t *p1 = p + bs;
+    __m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(p1 + qso)),
+                                 _mm_loadu_si128((const __m128i *)(p + qso)));
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)); /* qa, qa>>4, qb, qb>>4 */
+    z = _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
+    float d0 = h2f(p), d1 = h2f(p1);
+    *fa = pair_ps(d0, d1);
+    if (DT == F_Q41) *fb = pair_ps(-h2f(p + 2), -h2f(p1 + 2));
+    if (DT == F_Q51) *fb = pair_ps(-h2f(p + 2), -h2f(p1 + 2));
+    if (DT != F_Q41) {
+        const int qho = DT == F_Q50 ? 2 : 4;
+        __mmask64 hm = (__mmask64)u32(p + qho) | (__mmask64)u32(p1 + qho) << 32;
+        z = _mm512_or_si512(z, _mm512_and_si512(_mm512_movm_epi8(hm), _mm512_set1_epi8(0x10)));
+    }
+    return z;
+}
+
+#define MINS(DT) ((DT) != F_Q6K && (DT) != F_Q50) /* w = a*q - b, else w = a*(q - o) */
+#define OFFS(DT) ((DT) == F_Q6K ? 32 : 16)
+
+/* Per token of a chunk at column c: quants, dx pair, and the mins' sums or
+ * the offset's start value. */
+#define TOKEN_PREP(DT, NT)                                                                         \
+    __m512i xq[NT], xo[NT];                                                                        \
+    __m512 dx[NT], gs[NT];                                                                         \
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
+        xq[t] = _mm512_loadu_si512(xt[t] + qoff + c);                                              \
+        const float *d = (const float *)xt[t] + c / 32;                                            \
+        dx[t] = pair_ps(d[0], d[1]);                                                               \
+        if (MINS(DT)) {                                                                            \
+            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), xq[t]);   \
+            gs[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(s), dx[t]);                                   \
+            xo[t] = _mm512_setzero_si512();                                                        \
+        } else {                                                                                   \
+            xo[t] = _mm512_sub_epi32(                                                              \
+                _mm512_setzero_si512(),                                                            \
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(OFFS(DT)), xq[t]));   \
+            gs[t] = _mm512_setzero_ps();                                                           \
+        }                                                                                          \
+    }
+
+#define ROW_ACC(DT, NT, R, Q, FA, FB)                                                              \
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
+        __m512i p = _mm512_dpbusd_epi32(xo[t], Q, xq[t]);                                          \
+        acc[R][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(FA, dx[t]), acc[R][t]);  \
+        if (MINS(DT)) acc[R][t] = _mm512_fnmadd_ps(FB, gs[t], acc[R][t]);                         \
+    }
+
+INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
+                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *xt[NT];
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    __m512 acc[4][NT];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    const int base2[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
+    const int base4[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
+    const __m512i i2 = _mm512_loadu_si512(base2), i4 = _mm512_loadu_si512(base4);
+
+    if (DT == F_Q4K || DT == F_Q5K || DT == F_Q6K) {
+        const size_t bs = DT == F_Q4K ? 144 : DT == F_Q5K ? 176 : 210;
+        int c = k0;
+        while (c < k1) {
+            const int sb = c / R1_QK_K, cend = k1 < (sb + 1) * R1_QK_K ? k1 : (sb + 1) * R1_QK_K;
+            const uint8_t *blk[4];
+            __m512 sf[4];
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                blk[r] = wr[r] + (size_t)sb * bs;
+                if (NT == 1) { /* decode: fetch the next 4 rows' super-block ahead */
+                    const char *pf = (const char *)(blk[r] + 4 * ws);
+                    _mm_prefetch(pf, _MM_HINT_T0);
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);
+                    _mm_prefetch(pf + 128, _MM_HINT_T0);
+                    if (bs > 192) _mm_prefetch(pf + bs - 1, _MM_HINT_T0);
+                }
+                sf[r] = DT == F_Q6K ? q6_scales(blk[r]) : kq_scales(blk[r]);
+            }
+            for (; c < cend; c += 64) {
+                const int j = (c % R1_QK_K) / 64;
+                TOKEN_PREP(DT, NT)
+                const __m512i ia = DT == F_Q6K ? _mm512_add_epi32(i4, _mm512_set1_epi32(4 * j))
+                                               : _mm512_add_epi32(i2, _mm512_set1_epi32(2 * j));
+                const __m512i ib = _mm512_add_epi32(ia, _mm512_set1_epi32(8));
+                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                    __m512i q = kq_quants(DT, blk[r], j);
+                    __m512 fa = _mm512_permutexvar_ps(ia, sf[r]);
+                    __m512 fb = MINS(DT) ? _mm512_permutexvar_ps(ib, sf[r]) : fa;
+                    ROW_ACC(DT, NT, r, q, fa, fb)
+                }
+            }
+        }
+    } else {
+        const size_t bs = DT == F_Q41 ? 20 : DT == F_Q50 ? 22 : 24;
+        for (int c = k0; c + 64 <= k1; c += 64) {
+            TOKEN_PREP(DT, NT)
+            if (NT == 1) {
+                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+                    _mm_prefetch((const char *)(wr[r] + 4 * ws + (size_t)(c / 32) * bs), _MM_HINT_T0);
+            }
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                __m512 fa, fb = _mm512_setzero_ps();
+                __m512i q = q32_quants(DT, wr[r] + (size_t)(c / 32) * bs, &fa, &fb);
+                ROW_ACC(DT, NT, r, q, fa, fb)
+            }
+        }
+    }
+    float res[4][NT];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = _mm512_reduce_add_ps(acc[r][t]);
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
+}
+
+/* The 32-block formats: a last half chunk (K % 64 == 32) goes to plain C. */
+static void q32_tail(void (*c_tile)(R1_KQ_TILE_ARGS), R1_KQ_TILE_ARGS) {
+    if (!c_tile || (k1 - k0) % 64 == 0) return;
+    float o2[R1_CPU_MR * R1_CPU_NT];
+    c_tile(K, k1 - 32, k1, w, ws, nr, x, xs, nt, o2);
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] += o2[t * R1_CPU_MR + r];
+}
+
+#define KQ_AVX512(NAME, DT, CT)                                                                    \
+    static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kq_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kq_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void NAME(R1_KQ_TILE_ARGS) {                                                                   \
+        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        q32_tail(CT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
+    }
+
+KQ_AVX512(r1_kq_tile_q4_K_avx512, F_Q4K, NULL)
+KQ_AVX512(r1_kq_tile_q5_K_avx512, F_Q5K, NULL)
+KQ_AVX512(r1_kq_tile_q6_K_avx512, F_Q6K, NULL)
+KQ_AVX512(r1_kq_tile_q4_1_avx512, F_Q41, r1_kq_tile_q4_1_c)
+KQ_AVX512(r1_kq_tile_q5_0_avx512, F_Q50, r1_kq_tile_q5_0_c)
+KQ_AVX512(r1_kq_tile_q5_1_avx512, F_Q51, r1_kq_tile_q5_1_c)
+
+#endif /* __x86_64__ */
