@@ -387,17 +387,21 @@ static void test_kv_append(const struct r1_cpu_isa *isa) {
 
 static void test_attention(const struct r1_cpu_isa *isa) {
     static const int cfg[][4] = {/* n_head, n_kv_head, head_dim, n_ctx */
-                                 {12, 2, 128, 96}, {4, 4, 64, 40}, {6, 2, 80, 70}};
-    static const int pt[][2] = {/* pos0, T */ {0, 1}, {37, 1}, {0, 17}, {5, 3}, {20, 17}, {0, 64}};
+                                 {12, 2, 128, 96}, {4, 4, 64, 40}, {6, 2, 80, 70},
+                                 {28, 4, 128, 300}};
+    /* the last two (full run, n_ctx 300 only) span several blocks of cache
+     * positions and of query rows */
+    static const int pt[][2] = {/* pos0, T */ {0, 1},   {37, 1}, {0, 17},  {5, 3},
+                                {20, 17}, {0, 64}, {250, 1}, {70, 130}};
     for (int f16 = 0; f16 < 2; f16++) {
         enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
         char what[48];
         snprintf(what, sizeof what, "attention_gqa/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, NMSE_ATTN, 0, "", 0};
-        for (int c = 0; c < (quick ? 2 : 3); c++) {
+        for (int c = 0; c < (quick ? 2 : 4); c++) {
             int nh = cfg[c][0], nkv = cfg[c][1], hd = cfg[c][2], nctx = cfg[c][3];
             struct r1_kv_cache kv = kv_new(dt, 2, nkv, nctx, hd);
-            for (int i = 0; i < (quick ? 4 : 6); i++) {
+            for (int i = 0; i < (quick ? 4 : 8); i++) {
                 int pos0 = pt[i][0], T = pt[i][1], nth = 1 + (c + i) % 3;
                 if (pos0 + T > nctx) continue;
                 int stride = (nh + 2 * nkv) * hd;

@@ -82,6 +82,19 @@ struct r1_cpu_isa {
     void (*axpy_f32)(float a, const float *x, float *y, int n); /* y += a x */
     void (*axpy_f16)(float a, const uint16_t *x, float *y, int n);
     void (*f32_to_f16)(const float *x, uint16_t *y, int n);
+    /* Blocked attention (optional; all NULL: cpu.c's per-head loop). Used
+     * when head_dim hd % 16 == 0. Rows are contiguous, hd floats apart.
+     * f16_to_f32:   y[i] = x[i], i < n.
+     * attn_qk:      s[m * ss + p] = (row m of q) · (row p of k), m < M, p < P;
+     *               M % 4 == 0, P % 4 == 0.
+     * attn_pv:      (row m of o) += sum over p < P of s[m * ss + p] (row p of v),
+     *               m < M, M % 4 == 0.
+     * attn_softmax: mx = max(*m, s[i] * scale over i < n); s[i] = exp(s[i] *
+     *               scale - mx); *m = mx; returns the sum of the new s[i]. */
+    void (*f16_to_f32)(const uint16_t *x, float *y, int n);
+    void (*attn_qk)(const float *q, int M, const float *k, int P, int hd, float *s, int ss);
+    void (*attn_pv)(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
+    float (*attn_softmax)(float *s, int n, float scale, float *m);
 };
 
 extern const struct r1_cpu_isa r1_cpu_generic;
@@ -101,7 +114,7 @@ int r1_cpu_select(const char *name);
 /* The ISA the cpu kernels use now (selects the best one first if needed). */
 const struct r1_cpu_isa *r1_cpu_current(void);
 
-/* Thread-local scratch slot 2 (slots 0 and 1 are cpu.c's): at least bytes,
+/* Thread-local scratch slot 2 (slots 0, 1 and 3 are cpu.c's): at least bytes,
  * 64-byte aligned, kept for the thread's next call, freed at thread exit. */
 uint8_t *r1_cpu_scratch(int slot, size_t bytes);
 
