@@ -69,7 +69,12 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench
+tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table
+
+# The CPU figures of issue 4 in one run (build/tools/cpu_table MODEL_DIR).
+$(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # The GPU benchmark (scripts/gpu-check.sh); without CUDA it only says so.
 $(BUILD)/tools/gpu_bench: tools/gpu_bench.c $(LIB)

@@ -1,0 +1,83 @@
+/*
+ * cpu_table.c - the issue-4 table in one run: for each weight dtype and
+ * thread count, prefill tok/s (64 and 512 tokens) and greedy decode tok/s on
+ * a checkpoint, next to the read bandwidth measured by the same threads right
+ * before, and decode as a fraction of the ceiling (bandwidth / bytes per
+ * token). Usage: build/tools/cpu_table MODEL_DIR [threads...] (default 1 2).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "runtime/pool.h"
+#include "util/util.h"
+
+#define MiB ((size_t)1 << 20)
+
+static double time_prefill(r1_session_t *s, const int32_t *ids, int n) {
+    r1_session_truncate(s, 0);
+    double t0 = r1_now();
+    if (!r1_session_forward(s, ids, n, NULL)) return -1;
+    return n / (r1_now() - t0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s MODEL_DIR [threads...]\n", argv[0]);
+        return 2;
+    }
+    int threads[8] = {1, 2}, nt = 2;
+    if (argc > 2) {
+        nt = 0;
+        for (int i = 2; i < argc && nt < 8; i++) threads[nt++] = atoi(argv[i]);
+    }
+    static const enum r1_dtype dts[] = {R1_DTYPE_F16, R1_DTYPE_BF16, R1_DTYPE_Q8_0, R1_DTYPE_Q4_0};
+    int32_t ids[512];
+    for (int i = 0; i < 512; i++) ids[i] = 1000 + (i * 7919) % 100000;
+    const int n_dec = 32;
+    printf("%-5s %3s %9s %10s %10s %10s %9s %9s %9s\n", "dtype", "thr", "GB/token", "pf64 t/s", "pf512 t/s",
+           "dec t/s", "dec GB/s", "bw GB/s", "fraction");
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        r1_model_t *m = r1_model_load(argv[1], &(struct r1_load_opts){.dtype = dts[d]});
+        if (!m) {
+            fprintf(stderr, "%s\n", r1_last_error());
+            return 1;
+        }
+        double bpt = (double)r1_model_decode_bytes(m);
+        for (int k = 0; k < nt; k++) {
+            /* the ceiling: read bandwidth with this many threads, right now */
+            struct r1_pool *pool = r1_pool_new(threads[k]);
+            struct bench_bw bw;
+            memset(&bw, 0, sizeof bw);
+            if (bench_bw_measure(&bw, pool, 1200 * MiB, 32 * MiB, 3)) return 1;
+            bench_bw_free(&bw);
+            r1_pool_free(pool);
+            r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = 1024, .backend = "cpu",
+                                                                         .n_threads = threads[k],
+                                                                         .kv_dtype = R1_DTYPE_AUTO});
+            if (!s) {
+                fprintf(stderr, "%s\n", r1_last_error());
+                return 1;
+            }
+            double pf512 = time_prefill(s, ids, 512);
+            double pf64 = time_prefill(s, ids, 64); /* its cache is what decode extends */
+            int32_t id = 1;
+            double t0 = r1_now();
+            for (int i = 0; i < n_dec; i++) {
+                const float *l = r1_session_forward(s, &id, 1, NULL);
+                int best = 0;
+                for (int j = 1; j < r1_model_config(m)->vocab; j++)
+                    if (l[j] > l[best]) best = j;
+                id = best;
+            }
+            double dec = n_dec / (r1_now() - t0);
+            printf("%-5s %3d %9.3f %10.1f %10.1f %10.2f %9.1f %9.1f %9.2f\n", r1_dtype_name(dts[d]), threads[k],
+                   bpt / 1e9, pf64, pf512, dec, dec * bpt / 1e9, bw.best_gbps, dec * bpt / 1e9 / bw.best_gbps);
+            fflush(stdout);
+            r1_session_free(s);
+        }
+        r1_model_free(m);
+    }
+    return 0;
+}
