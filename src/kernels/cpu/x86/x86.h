@@ -16,4 +16,10 @@ void r1_x86_axpy_f32_avx2(float a, const float *x, float *y, int n);
 void r1_x86_axpy_f16_avx2(float a, const uint16_t *x, float *y, int n);
 void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n);
 
+/* AVX-512 helpers of the blocked attention (attn_avx512.c); see cpu.h. */
+void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n);
+void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_avx512(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
+float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m);
+
 #endif

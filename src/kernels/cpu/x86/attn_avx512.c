@@ -1,0 +1,145 @@
+/*
+ * attn_avx512.c - the AVX-512 helpers of the cpu backend's blocked attention
+ * (cpu.h: f16_to_f32, attn_qk, attn_pv, attn_softmax), apart from the matmul
+ * tiles in avx512.c. x86-64 only; the avx512 table checks the CPU first.
+ */
+#include "kernels/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/cpu/x86/x86.h"
+
+#define TGT_S "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TGT __attribute__((target(TGT_S)))
+#define INL static inline __attribute__((always_inline, target(TGT_S)))
+
+/* ---- blocked attention helpers (cpu.h) ---- */
+TGT void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, x + i)));
+    }
+}
+
+/* Lane j of the result = the sum of the lanes of v[j]. */
+INL __m512 hsum16(const __m512 *v) {
+    __m512 t[8], u[4], w0, w1, a, b;
+    _Pragma("GCC unroll 16") for (int i = 0; i < 8; i++)
+        t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {
+        __m512d c = _mm512_castps_pd(t[2 * i]), d = _mm512_castps_pd(t[2 * i + 1]);
+        u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)),
+                             _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
+    }
+    w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
+    w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
+    a = _mm512_shuffle_f32x4(w0, w1, 0x88);
+    b = _mm512_shuffle_f32x4(w0, w1, 0xdd);
+    return _mm512_add_ps(a, b);
+}
+
+TGT void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd, float *s,
+                               int ss) {
+    for (int m = 0; m < M; m += 4) {
+        const float *q0 = q + (size_t)m * hd;
+        for (int p = 0; p < P; p += 4) {
+            const float *k0 = k + (size_t)p * hd;
+            __m512 acc[16];
+            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
+            for (int d = 0; d < hd; d += 16) {
+                __m512 kv[4];
+                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) kv[j] = _mm512_loadu_ps(k0 + (size_t)j * hd + d);
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {
+                    __m512 qv = _mm512_loadu_ps(q0 + (size_t)i * hd + d);
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] = _mm512_fmadd_ps(qv, kv[j], acc[i * 4 + j]);
+                }
+            }
+            __m512 r = hsum16(acc);
+            _mm_storeu_ps(s + (size_t)(m + 0) * ss + p, _mm512_extractf32x4_ps(r, 0));
+            _mm_storeu_ps(s + (size_t)(m + 1) * ss + p, _mm512_extractf32x4_ps(r, 1));
+            _mm_storeu_ps(s + (size_t)(m + 2) * ss + p, _mm512_extractf32x4_ps(r, 2));
+            _mm_storeu_ps(s + (size_t)(m + 3) * ss + p, _mm512_extractf32x4_ps(r, 3));
+        }
+    }
+}
+
+TGT void r1_x86_attn_pv_avx512(const float *s, int ss, int M, const float *v, int P, int hd,
+                               float *o) {
+    for (int m = 0; m < M; m += 4) {
+        const float *s0 = s + (size_t)m * ss;
+        float *o0 = o + (size_t)m * hd;
+        int d = 0;
+        for (; d + 64 <= hd; d += 64) {
+            __m512 acc[16];
+            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)
+                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] = _mm512_loadu_ps(o0 + (size_t)i * hd + d + 16 * j);
+            for (int p = 0; p < P; p++) {
+                const float *vr = v + (size_t)p * hd + d;
+                __m512 vv[4];
+                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) vv[j] = _mm512_loadu_ps(vr + 16 * j);
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {
+                    __m512 a = _mm512_set1_ps(s0[(size_t)i * ss + p]);
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] = _mm512_fmadd_ps(a, vv[j], acc[i * 4 + j]);
+                }
+            }
+            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)
+                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) _mm512_storeu_ps(o0 + (size_t)i * hd + d + 16 * j, acc[i * 4 + j]);
+        }
+        for (; d < hd; d += 16) {
+            __m512 acc[4];
+            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] = _mm512_loadu_ps(o0 + (size_t)i * hd + d);
+            for (int p = 0; p < P; p++) {
+                __m512 vv = _mm512_loadu_ps(v + (size_t)p * hd + d);
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)
+                    acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(s0[(size_t)i * ss + p]), vv, acc[i]);
+            }
+            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) _mm512_storeu_ps(o0 + (size_t)i * hd + d, acc[i]);
+        }
+    }
+}
+
+/* exp(x), a few ulp (Cephes expf polynomial, 2^n by vscalefps); x <= 88. */
+INL __m512 exp512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+TGT float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m) {
+    const __m512 vs = _mm512_set1_ps(scale);
+    __m512 mx = _mm512_set1_ps(*m);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        mx = _mm512_mask_max_ps(mx, k, mx, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), vs));
+    }
+    float mv = _mm512_reduce_max_ps(mx);
+    *m = mv;
+    const __m512 vm = _mm512_set1_ps(mv);
+    __m512 sum = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = exp512(_mm512_sub_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), vs), vm));
+        _mm512_mask_storeu_ps(s + i, k, e);
+        sum = _mm512_mask_add_ps(sum, k, sum, e);
+    }
+    return _mm512_reduce_add_ps(sum);
+}
+
+#endif /* __x86_64__ */
