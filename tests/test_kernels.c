@@ -225,8 +225,9 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
  * a last half chunk of a 32-block format), against dequantized rows and
  * dequantized q8 activations in double. */
 static void test_tile_ranges(const struct r1_cpu_isa *isa) {
-    static const enum r1_dtype dts[] = {R1_DTYPE_Q4_1, R1_DTYPE_Q5_0, R1_DTYPE_Q5_1,
-                                        R1_DTYPE_Q4_K, R1_DTYPE_Q5_K, R1_DTYPE_Q6_K};
+    static const enum r1_dtype dts[] = {R1_DTYPE_Q4_0, R1_DTYPE_Q8_0, R1_DTYPE_Q4_1,
+                                        R1_DTYPE_Q5_0, R1_DTYPE_Q5_1, R1_DTYPE_Q4_K,
+                                        R1_DTYPE_Q5_K, R1_DTYPE_Q6_K};
     static const int rng_k[][3] = {/* K, k0, k1 */ {512, 0, 512}, {512, 64, 192}, {512, 192, 448},
                                    {768, 256, 768}, {480, 384, 480}, {96, 0, 96}};
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
@@ -640,6 +641,12 @@ int main(void) {
             test_matmul(isa);
             unsetenv("R1_CPU_NO_VBMI");
             unsetenv("R1_CPU_NO_BF16");
+            CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+            setenv("R1_CPU_NO_GFNI", "1", 1); /* the VBMI q4_0 tile without GFNI */
+            CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+            printf("avx512 without GFNI:\n");
+            test_tile_ranges(isa);
+            unsetenv("R1_CPU_NO_GFNI");
             CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
             rng = after;
         }

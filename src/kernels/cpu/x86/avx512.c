@@ -33,6 +33,7 @@
 #define INL static inline __attribute__((always_inline, target(TGT_S)))
 
 static int has_vbmi; /* set by avx512_available: the VBMI quant tiles */
+static int has_gfni; /* with VBMI: q4_0 high nibbles by one vgf2p8affineqb */
 static int has_vbmi_cpu(void);
 static int has_bf16; /* set by avx512_available: vdpbf16ps for bf16 batches */
 static int has_bf16_cpu(void);
@@ -42,6 +43,10 @@ static int has_amx_cpu(void);
 static int avx512_available(void) {
     __builtin_cpu_init();
     has_vbmi = has_vbmi_cpu();
+    {
+        const char *off = getenv("R1_CPU_NO_GFNI"); /* tests: the VBMI tiles without it */
+        has_gfni = __builtin_cpu_supports("gfni") && !(off && *off && *off != '0');
+    }
     has_bf16 = has_bf16_cpu();
     has_amx = has_bf16 && has_amx_cpu();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
@@ -721,10 +726,120 @@ INLV __m512 dx_pair(const uint8_t *p, int b, int two) {
             for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
     }
 
-VQTILE(tile_q4_0_1_vbmi, 1, VQ4STEP, idx_q4, 9)
-VQTILE(tile_q4_0_4_vbmi, 4, VQ4STEP, idx_q4, 9)
 VQTILE(tile_q8_0_1_vbmi, 1, VQ8STEP, idx_q8, 17)
 VQTILE(tile_q8_0_4_vbmi, 4, VQ8STEP, idx_q8, 17)
+
+/* q4_0, four blocks (72 bytes) of a row per step: one vpermt2b puts the 64
+ * nibble bytes in place [qa qb qc qd], low nibbles meet the activations'
+ * first halves [xa0..15 xb0..15 ...], high nibbles the second halves (the
+ * activations are permuted once a step for all 4 rows); lane group k (4
+ * lanes) holds block k. The 16 f16 scales of the 4 rows x 4 blocks take two
+ * vpermt2w and one vcvtph2ps a step, then one vpermps per row spreads them.
+ * Exact integers per block; the float sums differ in order from VQ4STEP. */
+INLV __m512i idx_q4x4(void) {
+    return _mm512_set_epi8(71, 70, 69, 68, 67, 66, 65, 64, 63, 62, 61, 60, 59, 58, 57, 56,  /**/
+                           53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38,  /**/
+                           35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20,  /**/
+                           17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2);
+}
+/* activations of 4 blocks (128 bytes in two registers): first (H=0) or second
+ * (H=16) 16 of each block */
+#define IDX_X4(H)                                                                                  \
+    _mm512_set_epi8(111 + H, 110 + H, 109 + H, 108 + H, 107 + H, 106 + H, 105 + H, 104 + H,        \
+                    103 + H, 102 + H, 101 + H, 100 + H, 99 + H, 98 + H, 97 + H, 96 + H, 79 + H,    \
+                    78 + H, 77 + H, 76 + H, 75 + H, 74 + H, 73 + H, 72 + H, 71 + H, 70 + H,        \
+                    69 + H, 68 + H, 67 + H, 66 + H, 65 + H, 64 + H, 47 + H, 46 + H, 45 + H,        \
+                    44 + H, 43 + H, 42 + H, 41 + H, 40 + H, 39 + H, 38 + H, 37 + H, 36 + H,        \
+                    35 + H, 34 + H, 33 + H, 32 + H, 15 + H, 14 + H, 13 + H, 12 + H, 11 + H,        \
+                    10 + H, 9 + H, 8 + H, 7 + H, 6 + H, 5 + H, 4 + H, 3 + H, 2 + H, 1 + H, 0 + H)
+#define VQ4ROW4(NT, HI, R, WP)                                                                       \
+    const uint8_t *bp##R = (WP) + (size_t)b * 18;                                                  \
+    __m512i raw##R = _mm512_loadu_si512(bp##R), di##R[NT];                                         \
+    do {                                                                                           \
+        __m512i q = _mm512_permutex2var_epi8(raw##R, iq4, _mm512_maskz_loadu_epi8(0xFF, bp##R + 64)); \
+        __m512i lo = _mm512_and_si512(q, lo4), hi = HI(q);                                         \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) di##R[t] =                           \
+            _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(nx[t], lo, xl[t]), hi, xh[t]);                \
+    } while (0)
+
+/* the 16 scales of 4 rows x 4 blocks with one vcvtph2ps, times the
+ * activation scales, then spread to each row's 4-lane groups */
+#define VQ4FMA(NT, R)                                                                              \
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[R][t] = _mm512_fmadd_ps(              \
+        _mm512_cvtepi32_ps(di##R[t]), _mm512_permutexvar_ps(isp##R, sc[t]), acc[R][t])
+
+#define VQ4STEP4(NT, HI)                                                                           \
+    do {                                                                                           \
+        PF_NEXT(NT, (size_t)b * 18);                                                               \
+        PF_NEXT(NT, (size_t)b * 18 + 64);                                                          \
+        __m512i xl[NT], xh[NT], nx[NT];                                                            \
+        __m512 sc[NT];                                                                             \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
+            const uint8_t *xq = xt[t] + qoff + (size_t)b * 32;                                     \
+            __m512i x0 = _mm512_loadu_si512(xq), x1 = _mm512_loadu_si512(xq + 64);                 \
+            xl[t] = _mm512_permutex2var_epi8(x0, ixl, x1);                                         \
+            xh[t] = _mm512_permutex2var_epi8(x0, ixh, x1);                                         \
+            nx[t] = _mm512_sub_epi32(                                                              \
+                _mm512_setzero_si512(),                                                            \
+                _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), eight, xl[t]),     \
+                                    eight, xh[t]));                                                \
+        }                                                                                          \
+        VQ4ROW4(NT, HI, 0, w0);                                                                      \
+        VQ4ROW4(NT, HI, 1, w1);                                                                      \
+        VQ4ROW4(NT, HI, 2, w2);                                                                      \
+        VQ4ROW4(NT, HI, 3, w3);                                                                      \
+        __m512i s4 = _mm512_mask_mov_epi16(_mm512_permutex2var_epi16(raw0, is01, raw1), 0xFF00,   \
+                                           _mm512_permutex2var_epi16(raw2, is23, raw3));          \
+        __m512 dw = _mm512_cvtph_ps(_mm512_castsi512_si256(s4));                                   \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) sc[t] = _mm512_mul_ps(                \
+            dw, _mm512_broadcast_f32x4(_mm_loadu_ps((const float *)xt[t] + b)));                   \
+        VQ4FMA(NT, 0);                                                                             \
+        VQ4FMA(NT, 1);                                                                             \
+        VQ4FMA(NT, 2);                                                                             \
+        VQ4FMA(NT, 3);                                                                             \
+    } while (0)
+
+#define VQ4TILE(NAME, NT, HI, T)                                                                   \
+    static T void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,                \
+                       const uint8_t *x, size_t xs, int nt, float *out) {                          \
+        SETUP_PTRS(NT, const uint8_t *)                                                            \
+        const size_t qoff = r1_cpu_q8_qoff(K);                                                     \
+        const int nb = k1 / 32;                                                                    \
+        const __m512i iq = idx_q4(), id = idx_d(9), iq4 = idx_q4x4();              \
+        const __m512i ixl = IDX_X4(0), ixh = IDX_X4(16);                                           \
+        const __m512i is01 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, \
+                                              0, 0, 0, 0, 0, 0, 59, 50, 41, 32, 27, 18, 9, 0);     \
+        const __m512i is23 = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 59, \
+                                              50, 41, 32, 27, 18, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0);   \
+        const __m512i isp0 = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);     \
+        const __m512i isp1 = _mm512_add_epi32(isp0, _mm512_set1_epi32(4));                          \
+        const __m512i isp2 = _mm512_add_epi32(isp0, _mm512_set1_epi32(8));                          \
+        const __m512i isp3 = _mm512_add_epi32(isp0, _mm512_set1_epi32(12));                         \
+        const __m512i lo4 = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8);                   \
+        __m512 acc[4][NT];                                                                         \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
+                                                                                     t < NT; t++)  \
+            acc[r][t] = _mm512_setzero_ps();                                                       \
+        int b = k0 / 32;                                                                           \
+        for (; b + 4 <= nb; b += 4) VQ4STEP4(NT, HI);                                                \
+        for (; b + 2 <= nb; b += 2) VQ4STEP(NT, 1);                                                \
+        if (b < nb) VQ4STEP(NT, 0);                                                                \
+        float res[4][NT];                                                                          \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)                                   \
+                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
+        for (int t = 0; t < nt; t++)                                                               \
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+    }
+
+/* high nibbles: shift and mask, or one GF(2) affine map (bit i <- bit i+4) */
+#define HI_SHIFT(q) _mm512_and_si512(_mm512_srli_epi16(q, 4), lo4)
+#define HI_GFNI(q) _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x1020408000000000ll), 0)
+#define TGTG __attribute__((target(TGT_V ",gfni")))
+VQ4TILE(tile_q4_0_1_vbmi, 1, HI_SHIFT, TGTV)
+VQ4TILE(tile_q4_0_4_vbmi, 4, HI_SHIFT, TGTV)
+VQ4TILE(tile_q4_0_1_gfni, 1, HI_GFNI, TGTG)
+VQ4TILE(tile_q4_0_4_gfni, 4, HI_GFNI, TGTG)
 
 #define QDISPATCH(NAME)                                                                            \
     static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
@@ -738,7 +853,20 @@ VQTILE(tile_q8_0_4_vbmi, 4, VQ8STEP, idx_q8, 17)
         }                                                                                          \
     }
 QDISPATCH(tile_q8_0)
-QDISPATCH(tile_q4_0)
+
+static void tile_q4_0(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                      const uint8_t *x, size_t xs, int nt, float *out) {
+    if (has_vbmi && has_gfni) {
+        if (nt == 1) tile_q4_0_1_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        else tile_q4_0_4_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    } else if (has_vbmi) {
+        if (nt == 1) tile_q4_0_1_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        else tile_q4_0_4_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    } else {
+        if (nt == 1) tile_q4_0_1_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        else tile_q4_0_4_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    }
+}
 
 const struct r1_cpu_isa r1_cpu_avx512 = {
     .name = "avx512",
