@@ -6,6 +6,7 @@
 #ifndef R1_CPU_X86_H
 #define R1_CPU_X86_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 int r1_x86_has_f16c(void);
@@ -21,5 +22,18 @@ void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n);
 void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd, float *s, int ss);
 void r1_x86_attn_pv_avx512(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
 float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m);
+
+/* AMX prefill blocks (amx_avx512.c), r1_cpu_block_fn in cpu.h (plus the
+ * plane stride of the split activations). r1_x86_amx_probe asks Linux for the
+ * tile state and returns 1 if the blocks may run (R1_CPU_NO_AMX=1: 0). */
+int r1_x86_amx_probe(void);
+int r1_x86_block_bf16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
+                          int t0, int tn, float *C, int ldc);
+int r1_x86_block_f16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
+                         int t0, int tn, float *C, int ldc);
+int r1_x86_block_q8_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
+                          int t0, int tn, float *C, int ldc);
+int r1_x86_block_q4_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
+                          int t0, int tn, float *C, int ldc);
 
 #endif
