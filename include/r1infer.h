@@ -42,6 +42,12 @@ enum r1_dtype {
     R1_DTYPE_Q4_K, /* 256-weight super-blocks */
     R1_DTYPE_Q5_K,
     R1_DTYPE_Q6_K,
+    /* q4_0 regrouped in memory for the AVX-512 kernels: 256 weights (8 q4_0
+     * blocks) as 8 f16 scales + 128 bytes of nibbles, interleaved so one
+     * 64-byte load holds 4 bytes of each of the 8 blocks. The same numbers as
+     * q4_0; the loader picks it for q4_0 weights on CPUs that read it fast.
+     * Never in files. */
+    R1_DTYPE_Q4_0X8,
     R1_DTYPE_COUNT,
     R1_DTYPE_AUTO = -1 /* "the checkpoint's own dtype" */
 };

@@ -3,7 +3,11 @@
  * thread count, prefill tok/s (64 and 512 tokens) and greedy decode tok/s on
  * a checkpoint, next to the read bandwidth measured by the same threads right
  * before, and decode as a fraction of the ceiling (bandwidth / bytes per
- * token). Usage: build/tools/cpu_table MODEL_DIR [threads...] (default 1 2).
+ * token). Usage: build/tools/cpu_table MODEL_DIR [threads...] (default 1 2);
+ * R1_TABLE_DTYPES=q4_0,f16 runs only those rows.
+ * R1_TABLE_AB=1 instead compares q4_0 weights regrouped (q4_0x8, the
+ * default where the cpu kernels have it) with plain q4_0 on the same decode,
+ * alternating token by token so that the machine's noise hits both alike.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +26,54 @@ static double time_prefill(r1_session_t *s, const int32_t *ids, int n) {
     return n / (r1_now() - t0);
 }
 
+static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *ids, int n_dec) {
+    r1_model_t *m[2];
+    for (int i = 0; i < 2; i++) {
+        setenv("R1_Q4_0_PLAIN", i ? "1" : "0", 1);
+        m[i] = r1_model_load(dir, &(struct r1_load_opts){.dtype = R1_DTYPE_Q4_0});
+        if (!m[i]) {
+            fprintf(stderr, "%s\n", r1_last_error());
+            return 1;
+        }
+    }
+    unsetenv("R1_Q4_0_PLAIN");
+    double bpt = (double)r1_model_decode_bytes(m[1]);
+    for (int k = 0; k < nt; k++) {
+        struct r1_pool *pool = r1_pool_new(threads[k]);
+        struct bench_bw bw;
+        memset(&bw, 0, sizeof bw);
+        if (bench_bw_measure(&bw, pool, 1200 * MiB, 32 * MiB, 3)) return 1;
+        bench_bw_free(&bw);
+        r1_pool_free(pool);
+        r1_session_t *s[2];
+        double t[2] = {0, 0}, pf[2] = {0, 0};
+        int32_t id[2] = {1, 1};
+        for (int i = 0; i < 2; i++) {
+            s[i] = r1_session_new(m[i], &(struct r1_session_opts){.n_ctx = 1024, .backend = "cpu",
+                                                                   .n_threads = threads[k],
+                                                                   .kv_dtype = R1_DTYPE_AUTO});
+            if (!s[i]) return 1;
+        }
+        for (int rep = 0; rep < 3; rep++)
+            for (int i = 0; i < 2; i++) pf[i] += time_prefill(s[i], ids, 64) / 3;
+        for (int j = 0; j < 2 * n_dec; j++) {
+            int i = j & 1;
+            double t0 = r1_now();
+            if (!r1_session_forward(s[i], &id[i], 1, NULL)) return 1;
+            t[i] += r1_now() - t0;
+        }
+        printf("q4_0 %d thr, bw %.1f GB/s: %s %.2f tok/s (%.2f of ceiling), prefill64 %.1f | plain "
+               "q4_0 %.2f tok/s (%.2f), prefill64 %.1f\n",
+               threads[k], bw.best_gbps, r1_dtype_name(r1_model_dtype(m[0])), n_dec / t[0],
+               n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], n_dec / t[1],
+               n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1]);
+        fflush(stdout);
+        for (int i = 0; i < 2; i++) r1_session_free(s[i]);
+    }
+    for (int i = 0; i < 2; i++) r1_model_free(m[i]);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s MODEL_DIR [threads...]\n", argv[0]);
@@ -36,9 +88,18 @@ int main(int argc, char **argv) {
     int32_t ids[512];
     for (int i = 0; i < 512; i++) ids[i] = 1000 + (i * 7919) % 100000;
     const int n_dec = 32;
+
     printf("%-5s %3s %9s %10s %10s %10s %9s %9s %9s\n", "dtype", "thr", "GB/token", "pf64 t/s", "pf512 t/s",
            "dec t/s", "dec GB/s", "bw GB/s", "fraction");
+    const char *ab = getenv("R1_TABLE_AB");
+    if (ab && *ab && *ab != '0') return ab_q4_0(argv[1], threads, nt, ids, n_dec * 2);
+    const char *only = getenv("R1_TABLE_DTYPES");
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        if (only && *only) {
+            const char *nm = r1_dtype_name(dts[d]), *p = strstr(only, nm);
+            size_t l = strlen(nm);
+            if (!p || (p != only && p[-1] != ',') || (p[l] && p[l] != ',')) continue;
+        }
         r1_model_t *m = r1_model_load(argv[1], &(struct r1_load_opts){.dtype = dts[d]});
         if (!m) {
             fprintf(stderr, "%s\n", r1_last_error());

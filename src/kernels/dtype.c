@@ -87,6 +87,34 @@ static void q4_0_from_f32(const float *src, void *dst, int64_t n) {
     }
 }
 
+_Static_assert(sizeof(struct r1_block_q4_0x8) == 144, "q4_0x8 block is 144 bytes");
+
+void r1_q4_0_to_x8(const struct r1_block_q4_0 *src, struct r1_block_q4_0x8 *dst, int64_t n) {
+    for (int64_t s = 0; s < n / R1_QK_X8; s++, src += 8, dst++)
+        for (int b = 0; b < 8; b++) {
+            dst->d[b] = src[b].d;
+            for (int c = 0; c < R1_QK / 2; c++) dst->qs[r1_q4_0x8_at(b, c)] = src[b].qs[c];
+        }
+}
+static void q4_0x8_to_f32(const void *src, float *dst, int64_t n) {
+    const struct r1_block_q4_0x8 *x = src;
+    struct r1_block_q4_0 b[8];
+    for (int64_t s = 0; s < n / R1_QK_X8; s++) {
+        for (int i = 0; i < 8; i++) {
+            b[i].d = x[s].d[i];
+            for (int c = 0; c < R1_QK / 2; c++) b[i].qs[c] = x[s].qs[r1_q4_0x8_at(i, c)];
+        }
+        q4_0_to_f32(b, dst + s * R1_QK_X8, R1_QK_X8);
+    }
+}
+static void q4_0x8_from_f32(const float *src, void *dst, int64_t n) {
+    struct r1_block_q4_0 b[8];
+    for (int64_t s = 0; s < n / R1_QK_X8; s++) {
+        q4_0_from_f32(src + s * R1_QK_X8, b, R1_QK_X8);
+        r1_q4_0_to_x8(b, (struct r1_block_q4_0x8 *)dst + s, R1_QK_X8);
+    }
+}
+
 /* The _1/_5 formats and the K-quants live in quants.c. A NULL from_f32 means
  * r1infer cannot produce the type (it can still read it). */
 const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT] = {
@@ -101,6 +129,8 @@ const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT] = {
     [R1_DTYPE_Q4_K] = {"q4_K", R1_QK_K, 144, r1_q4_K_to_f32, r1_q4_K_from_f32},
     [R1_DTYPE_Q5_K] = {"q5_K", R1_QK_K, 176, r1_q5_K_to_f32, NULL},
     [R1_DTYPE_Q6_K] = {"q6_K", R1_QK_K, 210, r1_q6_K_to_f32, r1_q6_K_from_f32},
+    [R1_DTYPE_Q4_0X8] = {"q4_0x8", R1_QK_X8, sizeof(struct r1_block_q4_0x8), q4_0x8_to_f32,
+                         q4_0x8_from_f32},
 };
 
 const char *r1_dtype_name(enum r1_dtype t) {

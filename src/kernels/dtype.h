@@ -27,6 +27,22 @@ struct r1_block_q4_0 {
     uint8_t qs[R1_QK / 2]; /* low nibble: weights 0..15, high: 16..31; value = q - 8 */
 };
 
+/* R1_DTYPE_Q4_0X8: 8 q4_0 blocks b = 0..7 of 32 weights. Byte c (0..3) of
+ * dword j (0..3) of block b's 16 nibble bytes sits at
+ * qs[64 * (j / 2) + 32 * (j % 2) + 4 * b + c], so a 64-byte load at qs + 64h
+ * gives in 32-bit lane i (0..15) dword 2h + i / 8 of block i % 8. */
+#define R1_QK_X8 256
+struct r1_block_q4_0x8 {
+    uint16_t d[8];
+    uint8_t qs[128];
+};
+static inline int r1_q4_0x8_at(int b, int byte) { /* offset in qs of block b's byte */
+    int j = byte / 4;
+    return 64 * (j / 2) + 32 * (j % 2) + 4 * b + byte % 4;
+}
+/* n weights (n % 256 == 0) of q4_0 blocks regrouped as q4_0x8 (lossless). */
+void r1_q4_0_to_x8(const struct r1_block_q4_0 *src, struct r1_block_q4_0x8 *dst, int64_t n);
+
 typedef void (*r1_to_f32_fn)(const void *src, float *dst, int64_t n);
 typedef void (*r1_from_f32_fn)(const float *src, void *dst, int64_t n);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "kernels/cpu/cpu.h"
 #include "model/model.h"
 
 struct planner {
@@ -25,6 +26,8 @@ static void *take(struct planner *p, size_t bytes) {
 
 static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols,
                     const char *what) {
+    /* q4_0 in the grouping the cpu kernels read fastest, where they have one */
+    if (dt == R1_DTYPE_Q4_0 && cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0()) dt = R1_DTYPE_Q4_0X8;
     size_t rb = r1_dtype_row_bytes(dt, cols);
     if (rb == 0)
         return r1_err("%s: %d columns cannot be stored as %s (needs a multiple of %d)", what, cols,
@@ -73,6 +76,12 @@ static void convert_rows(const struct r1_src_tensor *t, struct r1_mat *m, int r0
     uint8_t *dst = (uint8_t *)m->data + (size_t)r0 * m->row_bytes;
     if (t->dtype == m->dtype) {
         memcpy(dst, t->data, src_rb * (size_t)rows);
+        return;
+    }
+    if (t->dtype == R1_DTYPE_Q4_0 && m->dtype == R1_DTYPE_Q4_0X8) { /* lossless */
+        for (int r = 0; r < rows; r++)
+            r1_q4_0_to_x8((const struct r1_block_q4_0 *)(t->data + (size_t)r * src_rb),
+                          (struct r1_block_q4_0x8 *)(dst + (size_t)r * m->row_bytes), cols);
         return;
     }
     for (int r = 0; r < rows; r++) {

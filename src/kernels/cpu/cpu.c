@@ -68,6 +68,12 @@ const struct r1_cpu_isa *r1_cpu_current(void) {
     return isa;
 }
 
+int r1_cpu_regroup_q4_0(void) {
+    const char *e = getenv("R1_Q4_0_PLAIN");
+    if (e && *e && *e != '0') return 0;
+    return r1_cpu_current()->mm[R1_DTYPE_Q4_0X8].tile != NULL;
+}
+
 static int cpu_init(void) {
     r1_cpu_current();
     return 0;
@@ -135,6 +141,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     const struct r1_cpu_mm *mm = &isa->mm[w->dtype];
     if (!mm->tile) return NULL;
     if (mm->act == R1_CPU_ACT_Q8 && w->cols % 32) return NULL;
+    if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 256) return NULL;
     *buf = *mm;
     buf->batch_block = NULL;
     if (T > 1 && mm->batch_tile && !(mm->batch_act == R1_CPU_ACT_Q8 && w->cols % 32) &&
@@ -187,6 +194,14 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
             tls_vnni = v;
             tls_vnni_plane = plane;
         }
+        return buf;
+    }
+    if (mm->act == R1_CPU_ACT_Q8X8) {
+        size_t s = r1_cpu_q8x8_stride(K);
+        uint8_t *buf = scratch((size_t)T * s);
+        void (*q)(const float *, uint8_t *, int) = isa->quant_q8x8 ? isa->quant_q8x8 : r1_cpu_quant_q8x8_c;
+        for (int t = 0; t < T; t++) q(x + (size_t)t * K, buf + (size_t)t * s, K);
+        *xs = s;
         return buf;
     }
     size_t s = r1_cpu_q8_stride(K);

@@ -21,7 +21,7 @@
 /* How a weight dtype wants its activations: plain f32 rows, q8 blocks, or
  * bf16 rows (R1_CPU_ACT_BF16: K bf16 values rounded to nearest even, the
  * next token r1_cpu_bf16_stride(K) bytes further; batches only). */
-enum r1_cpu_act { R1_CPU_ACT_F32, R1_CPU_ACT_Q8, R1_CPU_ACT_BF16 };
+enum r1_cpu_act { R1_CPU_ACT_F32, R1_CPU_ACT_Q8, R1_CPU_ACT_BF16, R1_CPU_ACT_Q8X8 };
 static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
 
 /* A token's activations in q8 form (R1_CPU_ACT_Q8), K % 32 == 0:
@@ -31,10 +31,27 @@ static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~
 static inline size_t r1_cpu_q8_qoff(int K) { return ((size_t)K / 32 * 4 + 63) & ~(size_t)63; }
 static inline size_t r1_cpu_q8_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K + 63) & ~(size_t)63); }
 
+/* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for q4_0x8 weights),
+ * K % 256 == 0: per 256 columns (8 q8 blocks b, scales d[b]) 384 bytes:
+ *   int8  xl[2][64]  xl[h] lane i (4 bytes) = q[b][4j .. 4j+3],
+ *   int8  xh[2][64]  xh[h] lane i = q[b][16+4j .. 16+4j+3],
+ *                    with b = i % 8, j = 2h + i / 8 (the q4_0x8 lanes)
+ *   int32 nx[16]     -8 x the sum of lane i's 16 bytes over xl and xh
+ *   float dx[16]     d[i % 8]
+ * and the next token starts r1_cpu_q8x8_stride(K) bytes further. */
+#define R1_CPU_Q8X8_BYTES 384
+static inline size_t r1_cpu_q8x8_stride(int K) { return (size_t)K / 256 * R1_CPU_Q8X8_BYTES; }
+/* Plain-C q8x8 quantization (the ISA files may have faster ones). */
+void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K);
+/* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their best
+ * ISA has a tile for it; R1_Q4_0_PLAIN=1 says no, for comparisons). */
+int r1_cpu_regroup_q4_0(void);
+
 /* out[t * R1_CPU_MR + r] = (row r of w) · (token t of x) over columns
  * [k0, k1), r < nr <= isa->mr, t < nt <= isa->nt. Row r starts at w + r * ws;
  * token t at x + t * xs (f32 floats or a q8 token, as the dtype's act says).
- * K = cols; k0 is a multiple of 64, k1 of 64 or K. */
+ * K = cols; k0 is a multiple of 64, k1 of 64 or K (256 for q8x8 activations:
+ * cpu.c's batch slices are KC = 512 columns). */
 typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
 
@@ -76,6 +93,7 @@ struct r1_cpu_isa {
     int mr, nt;             /* tile shape, <= R1_CPU_MR, R1_CPU_NT */
     struct r1_cpu_mm mm[R1_DTYPE_COUNT];
     void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
+    void (*quant_q8x8)(const float *x, uint8_t *dst, int K); /* one token, K % 256 == 0; NULL: C */
     void (*quant_bf16)(const float *x, uint16_t *dst, int K); /* one token; NULL: plain C */
     float (*dot_f32)(const float *a, const float *b, int n);
     float (*dot_f16)(const float *a, const uint16_t *b, int n);

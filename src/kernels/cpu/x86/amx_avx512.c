@@ -245,6 +245,27 @@ static TGTB void q4_0_rows_to_bf16(const uint8_t *w, size_t ws, int nr, int K, u
         }
     }
 }
+static TGTB void q4_0x8_rows_to_bf16(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+                                     uint16_t *dlo) {
+    (void)dlo;
+    const __m128i m4 = _mm_set1_epi8(0x0f), e8 = _mm_set1_epi8(8);
+    /* dwords j = 0..3 of block b sit at 32-bit offsets 16 (j / 2) + 8 (j % 2) + b */
+    const __m128i idx = _mm_set_epi32(24, 16, 8, 0);
+    for (int r = 0; r < nr; r++) {
+        const struct r1_block_q4_0x8 *x = (const struct r1_block_q4_0x8 *)(w + (size_t)r * ws);
+        uint16_t *o = dst + (size_t)r * K;
+        for (int s = 0; s < K / 256; s++)
+            for (int b = 0; b < 8; b++) {
+                __m512 d = _mm512_set1_ps(_cvtsh_ss(x[s].d[b]));
+                __m128i q = _mm_i32gather_epi32((const int *)x[s].qs + b, idx, 4);
+                __m128i ql = _mm_sub_epi8(_mm_and_si128(q, m4), e8);
+                __m128i qh = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), e8);
+                __m512 lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ql)));
+                __m512 hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qh)));
+                _mm512_storeu_si512(o + s * 256 + b * 32, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+            }
+    }
+}
 /* one pass (pairs_q): the bf16 rounding of the dequantized weights
  * dominates, and is already below the q8 activations' error */
 int r1_x86_block_q8_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
@@ -254,6 +275,11 @@ int r1_x86_block_q8_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint
 int r1_x86_block_q4_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
                           size_t xplane, int t0, int tn, float *C, int ldc) {
     return block_panel_amx(q4_0_rows_to_bf16, pairs_q, 1, K, w, ws, mc, xv, xplane, t0, tn, C, ldc);
+}
+int r1_x86_block_q4_0x8_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                            size_t xplane, int t0, int tn, float *C, int ldc) {
+    return block_panel_amx(q4_0x8_rows_to_bf16, pairs_q, 1, K, w, ws, mc, xv, xplane, t0, tn, C,
+                           ldc);
 }
 
 #endif /* __x86_64__ */

@@ -27,6 +27,15 @@ float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m);
  * plane stride of the split activations). r1_x86_amx_probe asks Linux for the
  * tile state and returns 1 if the blocks may run (R1_CPU_NO_AMX=1: 0). */
 int r1_x86_amx_probe(void);
+int r1_x86_block_q4_0x8_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                            size_t xplane, int t0, int tn, float *C, int ldc);
+/* q4_0x8 weights (q4x8_avx512.c): the VNNI tile on q8x8 activations, its
+ * quantizer, and the plain tile on bf16 activations */
+void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                               const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q4_0x8_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                             const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
 int r1_x86_block_bf16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
                           int t0, int tn, float *C, int ldc);
 int r1_x86_block_f16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
