@@ -7,13 +7,16 @@
  * R1_TABLE_DTYPES=q4_0,f16 runs only those rows.
  * R1_TABLE_AB=1 instead compares q4_0 weights regrouped (q4_0x8, the
  * default where the cpu kernels have it) with plain q4_0 on the same decode,
- * alternating token by token so that the machine's noise hits both alike.
+ * alternating token by token so that the machine's noise hits both alike;
+ * R1_TABLE_AB=split compares the guided row split of decode matmuls with the
+ * static one the same way, for each dtype of the table.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/bench.h"
+#include "kernels/cpu/cpu.h"
 #include "runtime/pool.h"
 #include "util/util.h"
 
@@ -92,7 +95,8 @@ int main(int argc, char **argv) {
     printf("%-5s %3s %9s %10s %10s %10s %9s %9s %9s\n", "dtype", "thr", "GB/token", "pf64 t/s", "pf512 t/s",
            "dec t/s", "dec GB/s", "bw GB/s", "fraction");
     const char *ab = getenv("R1_TABLE_AB");
-    if (ab && *ab && *ab != '0') return ab_q4_0(argv[1], threads, nt, ids, n_dec * 2);
+    int ab_split = ab && !strcmp(ab, "split");
+    if (ab && *ab && *ab != '0' && !ab_split) return ab_q4_0(argv[1], threads, nt, ids, n_dec * 2);
     const char *only = getenv("R1_TABLE_DTYPES");
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
         if (only && *only) {
@@ -120,6 +124,25 @@ int main(int argc, char **argv) {
             if (!s) {
                 fprintf(stderr, "%s\n", r1_last_error());
                 return 1;
+            }
+            if (ab_split) {
+                double t[2] = {0, 0};
+                int32_t id = 1;
+                time_prefill(s, ids, 64);
+                for (int i = 0; i < 4 * n_dec; i++) {
+                    r1_cpu_set_static(i & 1);
+                    double t0 = r1_now();
+                    if (!r1_session_forward(s, &id, 1, NULL)) return 1;
+                    t[i & 1] += r1_now() - t0;
+                }
+                r1_cpu_set_static(0);
+                printf("%-5s %3d  guided %.2f tok/s (%.2f)  static %.2f tok/s (%.2f)  bw %.1f GB/s\n",
+                       r1_dtype_name(dts[d]), threads[k], 2 * n_dec / t[0],
+                       2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, 2 * n_dec / t[1],
+                       2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, bw.best_gbps);
+                fflush(stdout);
+                r1_session_free(s);
+                continue;
             }
             double pf512 = time_prefill(s, ids, 512);
             double pf64 = time_prefill(s, ids, 64); /* its cache is what decode extends */

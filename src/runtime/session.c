@@ -52,6 +52,8 @@ struct r1_session {
     int profile;
     double us[R1_K_COUNT];
     long calls[R1_K_COUNT];
+    _Alignas(64) int claim; /* op->claim: rows handed out to the threads */
+    char claim_pad[60];
 };
 
 static void run(struct r1_session *s, struct r1_op *op) {
@@ -67,11 +69,15 @@ static void run(struct r1_session *s, struct r1_op *op) {
             s->k[op->kernel](op, 0, 1);
         }
     } else if (s->profile) {
+        s->claim = 0;
+        op->claim = &s->claim;
         double t0 = r1_now();
         r1_pool_run(s->pool, s->k[op->kernel], op);
         s->us[op->kernel] += (r1_now() - t0) * 1e6;
         s->calls[op->kernel]++;
     } else {
+        s->claim = 0; /* published to the workers by r1_pool_run */
+        op->claim = &s->claim;
         r1_pool_run(s->pool, s->k[op->kernel], op);
     }
 }

@@ -282,6 +282,37 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
     }
 }
 
+/* Decode matmuls take their rows through op->claim (kernels.h) unless
+ * R1_CPU_STATIC=1 asks for the fixed split (comparisons). */
+static int static_split = -1;
+void r1_cpu_set_static(int on) { static_split = on; }
+static int guided(const struct r1_op *op) {
+    if (!op->claim || op->T != 1) return 0;
+    if (static_split < 0) {
+        const char *e = getenv("R1_CPU_STATIC");
+        static_split = e && *e && *e != '0';
+    }
+    return !static_split;
+}
+/* The next run of rows [*lo, *hi) of `rows`, left / (2 nth) rounded up to
+ * whole ROW_BLOCKs; 0 when none is left. About 2 nth ln(rows / ROW_BLOCK)
+ * claims per kernel, so the atomics cost nothing next to the rows. */
+static int claim_rows(const struct r1_op *op, int rows, int nth, int *lo, int *hi) {
+    int cur = __atomic_load_n(op->claim, __ATOMIC_RELAXED);
+    for (;;) {
+        if (cur >= rows) return 0;
+        int left = rows - cur, n = (left / (2 * nth) + ROW_BLOCK - 1) / ROW_BLOCK * ROW_BLOCK;
+        if (n < ROW_BLOCK) n = ROW_BLOCK;
+        if (n > left) n = left;
+        if (__atomic_compare_exchange_n(op->claim, &cur, cur + n, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            *lo = cur;
+            *hi = cur + n;
+            return 1;
+        }
+    }
+}
+
 static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float *bias,
                           enum store st) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
@@ -291,12 +322,19 @@ static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float 
         r1_ref_kernels[op->kernel](op, ith, nth);
         return;
     }
-    int lo, hi;
-    split_rows(op->w->rows, isa->mr, ith, nth, &lo, &hi);
-    if (lo >= hi) return;
+    const int rows = op->w->rows;
     size_t xs;
+    int lo, hi;
+    if (guided(op)) {
+        const uint8_t *xa = prep_act(isa, mm, op->x, 1, op->w->cols, &xs);
+        while (claim_rows(op, rows, nth, &lo, &hi))
+            mm_rows(isa, mm, op->w, xa, xs, 1, lo, hi, op->out, rows, bias, st);
+        return;
+    }
+    split_rows(rows, isa->mr, ith, nth, &lo, &hi);
+    if (lo >= hi) return;
     const uint8_t *xa = prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
-    mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, op->w->rows, bias, st);
+    mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, rows, bias, st);
 }
 
 static void k_qkv_bias(const struct r1_op *op, int ith, int nth) {
@@ -318,14 +356,16 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
         r1_ref_kernels[op->kernel](op, ith, nth);
         return;
     }
-    const int F = w->rows / 2, T = op->T;
-    int lo, hi;
-    split_rows(F, isa->mr, ith, nth, &lo, &hi);
+    const int F = w->rows / 2, T = op->T, gd = guided(op);
+    int lo = 0, hi = 0;
+    if (!gd) split_rows(F, isa->mr, ith, nth, &lo, &hi);
+    else if (!claim_rows(op, F, nth, &lo, &hi)) return;
     if (lo >= hi) return;
     size_t xs;
     const uint8_t *xa = prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
     float g[TOKEN_BLOCK * ROW_BLOCK], u[TOKEN_BLOCK * ROW_BLOCK];
+again:
     for (int tb = 0; tb < T; tb += TOKEN_BLOCK) {
         int tn = T - tb < TOKEN_BLOCK ? T - tb : TOKEN_BLOCK;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
@@ -339,6 +379,7 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
             }
         }
     }
+    if (gd && claim_rows(op, F, nth, &lo, &hi)) goto again; /* T == 1 */
 }
 
 /* ---- the small kernels ---- */

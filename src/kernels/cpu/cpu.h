@@ -136,6 +136,11 @@ const struct r1_cpu_isa *r1_cpu_current(void);
  * 64-byte aligned, kept for the thread's next call, freed at thread exit. */
 uint8_t *r1_cpu_scratch(int slot, size_t bytes);
 
+/* 1: decode matmuls split rows statically by (ith, nth) instead of claiming
+ * them through op->claim (also R1_CPU_STATIC=1); for comparisons. Call
+ * between steps, not during one. */
+void r1_cpu_set_static(int on);
+
 /* Generic q8 activation quantization (plain C), shared by the ISA files. */
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K);
 
