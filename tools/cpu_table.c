@@ -126,9 +126,12 @@ int main(int argc, char **argv) {
                 return 1;
             }
             if (ab_split) {
-                double t[2] = {0, 0};
+                double t[2] = {0, 0}, pf[2] = {0, 0};
                 int32_t id = 1;
-                time_prefill(s, ids, 64);
+                for (int i = 0; i < 8; i++) {
+                    r1_cpu_set_static(i & 1);
+                    pf[i & 1] += time_prefill(s, ids, 64) / 4;
+                }
                 for (int i = 0; i < 4 * n_dec; i++) {
                     r1_cpu_set_static(i & 1);
                     double t0 = r1_now();
@@ -136,10 +139,11 @@ int main(int argc, char **argv) {
                     t[i & 1] += r1_now() - t0;
                 }
                 r1_cpu_set_static(0);
-                printf("%-5s %3d  guided %.2f tok/s (%.2f)  static %.2f tok/s (%.2f)  bw %.1f GB/s\n",
+                printf("%-5s %3d  guided %.2f tok/s (%.2f) pf64 %.1f  static %.2f tok/s (%.2f) pf64 %.1f  "
+                       "bw %.1f GB/s\n",
                        r1_dtype_name(dts[d]), threads[k], 2 * n_dec / t[0],
-                       2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, 2 * n_dec / t[1],
-                       2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, bw.best_gbps);
+                       2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], 2 * n_dec / t[1],
+                       2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1], bw.best_gbps);
                 fflush(stdout);
                 r1_session_free(s);
                 continue;

@@ -72,12 +72,12 @@ struct r1_op {
     /* Device backends only: pos0 in device memory, so a captured decode step
      * (CUDA graph) can be replayed at any position. NULL: use pos0. */
     const int32_t *pos_dev;
-    /* CPU decode (T == 1): NULL, or a counter at 0 shared by the threads of
-     * this op, from which matmul kernels claim ever smaller runs of rows
-     * (guided scheduling, __atomic builtins) instead of taking the fixed
-     * share (ith, nth): on a shared machine one core often runs 10-20%
-     * slower than the other for seconds, and every kernel would wait for it.
-     * Set and zeroed by the session for each op. */
+    /* CPU matmuls: NULL, or a counter at 0 shared by the threads of this op,
+     * from which they claim ever smaller runs of rows (guided scheduling,
+     * __atomic builtins) instead of taking the fixed share (ith, nth): on a
+     * shared machine one core often runs 10-20% slower than the other for
+     * seconds, and every kernel would wait for it. Set and zeroed by the
+     * session for each op. */
     int *claim;
 };
 

@@ -282,12 +282,12 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
     }
 }
 
-/* Decode matmuls take their rows through op->claim (kernels.h) unless
+/* Matmuls take their rows through op->claim (kernels.h) unless
  * R1_CPU_STATIC=1 asks for the fixed split (comparisons). */
 static int static_split = -1;
 void r1_cpu_set_static(int on) { static_split = on; }
 static int guided(const struct r1_op *op) {
-    if (!op->claim || op->T != 1) return 0;
+    if (!op->claim) return 0;
     if (static_split < 0) {
         const char *e = getenv("R1_CPU_STATIC");
         static_split = e && *e && *e != '0';
@@ -326,9 +326,11 @@ static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float 
     size_t xs;
     int lo, hi;
     if (guided(op)) {
-        const uint8_t *xa = prep_act(isa, mm, op->x, 1, op->w->cols, &xs);
-        while (claim_rows(op, rows, nth, &lo, &hi))
-            mm_rows(isa, mm, op->w, xa, xs, 1, lo, hi, op->out, rows, bias, st);
+        if (!claim_rows(op, rows, nth, &lo, &hi)) return;
+        const uint8_t *xa = prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
+        do
+            mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, rows, bias, st);
+        while (claim_rows(op, rows, nth, &lo, &hi));
         return;
     }
     split_rows(rows, isa->mr, ith, nth, &lo, &hi);
@@ -379,7 +381,7 @@ again:
             }
         }
     }
-    if (gd && claim_rows(op, F, nth, &lo, &hi)) goto again; /* T == 1 */
+    if (gd && claim_rows(op, F, nth, &lo, &hi)) goto again;
 }
 
 /* ---- the small kernels ---- */

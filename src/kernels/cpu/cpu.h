@@ -136,7 +136,7 @@ const struct r1_cpu_isa *r1_cpu_current(void);
  * 64-byte aligned, kept for the thread's next call, freed at thread exit. */
 uint8_t *r1_cpu_scratch(int slot, size_t bytes);
 
-/* 1: decode matmuls split rows statically by (ith, nth) instead of claiming
+/* 1: matmuls split rows statically by (ith, nth) instead of claiming
  * them through op->claim (also R1_CPU_STATIC=1); for comparisons. Call
  * between steps, not during one. */
 void r1_cpu_set_static(int on);
