@@ -55,13 +55,18 @@ TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
  * -8 offset, times the weight and activation scales, into acc[R][t]. The
  * rows of a decode tile are 4 short streams (864 bytes at K = 1536), too
  * short for the hardware prefetcher: the same bytes of the next 4 rows are
- * fetched ahead (measured: without it decode runs at 0.65x). */
+ * fetched ahead into L1 (measured: without it decode runs at 0.65x) and of
+ * the 4 after those into L2 (+5% decode, alternating with L1-only token by
+ * token: 26.2 vs 25.0, 27.5 vs 26.0 tok/s). */
 #define X8_ROW(NT, R, WP)                                                                          \
     do {                                                                                           \
         const uint8_t *bp = (WP) + (size_t)s * 144;                                                \
         _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);                                    \
         _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);                               \
         _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T0);                              \
+        _mm_prefetch((const char *)(bp + 8 * ws), _MM_HINT_T1);                                    \
+        _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);                               \
+        _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);                              \
         __m512i q0 = _mm512_loadu_si512(bp + 16), q1 = _mm512_loadu_si512(bp + 80);                \
         __m512 dw = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bp))); \
         __m512i l0 = _mm512_and_si512(q0, lo4), h0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4); \
