@@ -568,16 +568,21 @@ static void attention_blocked(const struct r1_cpu_isa *isa, const struct r1_op *
         for (int c0 = 0; c0 < nmax; c0 += ATT_P) {
             const int P = nmax - c0 < ATT_P ? nmax - c0 : ATT_P, Pp = (P + 3) & ~3;
             const size_t at = base + (size_t)c0 * hd;
-            if (f16) {
+            const int direct = f16 && isa->attn_qk_f16 && isa->attn_pv_f16;
+            if (direct) {
+                isa->attn_qk_f16(Q, Mp, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
+            } else if (f16) {
                 isa->f16_to_f32((const uint16_t *)kv->k + at, Kc, P * hd);
                 isa->f16_to_f32((const uint16_t *)kv->v + at, Vc, P * hd);
             } else {
                 memcpy(Kc, (const float *)kv->k + at, (size_t)P * hd * sizeof(float));
                 memcpy(Vc, (const float *)kv->v + at, (size_t)P * hd * sizeof(float));
             }
-            memset(Kc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
-            memset(Vc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
-            isa->attn_qk(Q, Mp, Kc, Pp, hd, S, ATT_P);
+            if (!direct) {
+                memset(Kc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
+                memset(Vc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
+                isa->attn_qk(Q, Mp, Kc, Pp, hd, S, ATT_P);
+            }
             for (int m = 0; m < Mp; m++) {
                 float *sr = S + (size_t)m * ATT_P;
                 int n = m < M ? pos0 + t0 + m / hc + 1 - c0 : 0;
@@ -597,7 +602,8 @@ static void attention_blocked(const struct r1_cpu_isa *isa, const struct r1_op *
                 }
                 lr[m] += sum;
             }
-            isa->attn_pv(S, ATT_P, Mp, Vc, Pp, hd, O);
+            if (direct) isa->attn_pv_f16(S, ATT_P, Mp, (const uint16_t *)kv->v + at, P, hd, O);
+            else isa->attn_pv(S, ATT_P, Mp, Vc, Pp, hd, O);
         }
         for (int ti = 0; ti < tc; ti++)
             for (int hj = 0; hj < hc; hj++) {

@@ -113,6 +113,11 @@ struct r1_cpu_isa {
     void (*attn_qk)(const float *q, int M, const float *k, int P, int hd, float *s, int ss);
     void (*attn_pv)(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
     float (*attn_softmax)(float *s, int n, float scale, float *m);
+    /* Optional: attn_qk / attn_pv reading an f16 cache directly, with the
+     * true P (any P >= 1, rows past P never read; qk's scores for columns
+     * P..P+3 rounded up are unspecified). */
+    void (*attn_qk_f16)(const float *q, int M, const uint16_t *k, int P, int hd, float *s, int ss);
+    void (*attn_pv_f16)(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
 };
 
 extern const struct r1_cpu_isa r1_cpu_generic;

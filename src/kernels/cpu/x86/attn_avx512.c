@@ -44,67 +44,85 @@ INL __m512 hsum16(const __m512 *v) {
     return _mm512_add_ps(a, b);
 }
 
-TGT void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd, float *s,
-                               int ss) {
-    for (int m = 0; m < M; m += 4) {
-        const float *q0 = q + (size_t)m * hd;
-        for (int p = 0; p < P; p += 4) {
-            const float *k0 = k + (size_t)p * hd;
-            __m512 acc[16];
-            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();
-            for (int d = 0; d < hd; d += 16) {
-                __m512 kv[4];
-                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) kv[j] = _mm512_loadu_ps(k0 + (size_t)j * hd + d);
-                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {
-                    __m512 qv = _mm512_loadu_ps(q0 + (size_t)i * hd + d);
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] = _mm512_fmadd_ps(qv, kv[j], acc[i * 4 + j]);
-                }
-            }
-            __m512 r = hsum16(acc);
-            _mm_storeu_ps(s + (size_t)(m + 0) * ss + p, _mm512_extractf32x4_ps(r, 0));
-            _mm_storeu_ps(s + (size_t)(m + 1) * ss + p, _mm512_extractf32x4_ps(r, 1));
-            _mm_storeu_ps(s + (size_t)(m + 2) * ss + p, _mm512_extractf32x4_ps(r, 2));
-            _mm_storeu_ps(s + (size_t)(m + 3) * ss + p, _mm512_extractf32x4_ps(r, 3));
-        }
+/* Scores and weighted sums of a block of queries against a chunk of cache
+ * rows, for f32 rows (the cache converted) or straight from an f16 cache
+ * (converted in registers: no f32 copy written and read back). The f16 forms
+ * take the true P and never read a row past it: the last block of 4 repeats
+ * row P-1, whose extra scores the caller ignores. */
+#define LD_F32(p) _mm512_loadu_ps(p)
+#define LD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define ATTN_QK(NAME, KT, LD, CLAMP)                                                               \
+    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
+        for (int m = 0; m < M; m += 4) {                                                           \
+            const float *q0 = q + (size_t)m * hd;                                                  \
+            for (int p = 0; p < P; p += 4) {                                                       \
+                const KT *kr[4];                                                                   \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                        \
+                    k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * hd;                        \
+                __m512 acc[16];                                                                    \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps(); \
+                for (int d = 0; d < hd; d += 16) {                                                 \
+                    __m512 kv[4];                                                                  \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) kv[j] = LD(kr[j] + d);    \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                         \
+                        __m512 qv = _mm512_loadu_ps(q0 + (size_t)i * hd + d);                      \
+                        _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =      \
+                            _mm512_fmadd_ps(qv, kv[j], acc[i * 4 + j]);                            \
+                    }                                                                              \
+                }                                                                                  \
+                __m512 r = hsum16(acc);                                                            \
+                _mm_storeu_ps(s + (size_t)(m + 0) * ss + p, _mm512_extractf32x4_ps(r, 0));         \
+                _mm_storeu_ps(s + (size_t)(m + 1) * ss + p, _mm512_extractf32x4_ps(r, 1));         \
+                _mm_storeu_ps(s + (size_t)(m + 2) * ss + p, _mm512_extractf32x4_ps(r, 2));         \
+                _mm_storeu_ps(s + (size_t)(m + 3) * ss + p, _mm512_extractf32x4_ps(r, 3));         \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
+ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, 0)
+ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1)
 
-TGT void r1_x86_attn_pv_avx512(const float *s, int ss, int M, const float *v, int P, int hd,
-                               float *o) {
-    for (int m = 0; m < M; m += 4) {
-        const float *s0 = s + (size_t)m * ss;
-        float *o0 = o + (size_t)m * hd;
-        int d = 0;
-        for (; d + 64 <= hd; d += 64) {
-            __m512 acc[16];
-            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)
-                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] = _mm512_loadu_ps(o0 + (size_t)i * hd + d + 16 * j);
-            for (int p = 0; p < P; p++) {
-                const float *vr = v + (size_t)p * hd + d;
-                __m512 vv[4];
-                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) vv[j] = _mm512_loadu_ps(vr + 16 * j);
-                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {
-                    __m512 a = _mm512_set1_ps(s0[(size_t)i * ss + p]);
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] = _mm512_fmadd_ps(a, vv[j], acc[i * 4 + j]);
-                }
-            }
-            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)
-                _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) _mm512_storeu_ps(o0 + (size_t)i * hd + d + 16 * j, acc[i * 4 + j]);
-        }
-        for (; d < hd; d += 16) {
-            __m512 acc[4];
-            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] = _mm512_loadu_ps(o0 + (size_t)i * hd + d);
-            for (int p = 0; p < P; p++) {
-                __m512 vv = _mm512_loadu_ps(v + (size_t)p * hd + d);
-                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)
-                    acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(s0[(size_t)i * ss + p]), vv, acc[i]);
-            }
-            _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) _mm512_storeu_ps(o0 + (size_t)i * hd + d, acc[i]);
-        }
+#define ATTN_PV(NAME, VT, LD)                                                                      \
+    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
+        for (int m = 0; m < M; m += 4) {                                                           \
+            const float *s0 = s + (size_t)m * ss;                                                  \
+            float *o0 = o + (size_t)m * hd;                                                        \
+            int d = 0;                                                                             \
+            for (; d + 64 <= hd; d += 64) {                                                        \
+                __m512 acc[16];                                                                    \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                               \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =          \
+                        _mm512_loadu_ps(o0 + (size_t)i * hd + d + 16 * j);                         \
+                for (int p = 0; p < P; p++) {                                                      \
+                    const VT *vr = v + (size_t)p * hd + d;                                         \
+                    __m512 vv[4];                                                                  \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) vv[j] = LD(vr + 16 * j);  \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                         \
+                        __m512 a = _mm512_set1_ps(s0[(size_t)i * ss + p]);                         \
+                        _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =      \
+                            _mm512_fmadd_ps(a, vv[j], acc[i * 4 + j]);                             \
+                    }                                                                              \
+                }                                                                                  \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                               \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++)                           \
+                        _mm512_storeu_ps(o0 + (size_t)i * hd + d + 16 * j, acc[i * 4 + j]);        \
+            }                                                                                      \
+            for (; d < hd; d += 16) {                                                              \
+                __m512 acc[4];                                                                     \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                      \
+                    _mm512_loadu_ps(o0 + (size_t)i * hd + d);                                      \
+                for (int p = 0; p < P; p++) {                                                      \
+                    __m512 vv = LD(v + (size_t)p * hd + d);                                        \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                  \
+                        _mm512_fmadd_ps(_mm512_set1_ps(s0[(size_t)i * ss + p]), vv, acc[i]);       \
+                }                                                                                  \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                               \
+                    _mm512_storeu_ps(o0 + (size_t)i * hd + d, acc[i]);                             \
+            }                                                                                      \
+        }                                                                                          \
     }
-}
+ATTN_PV(r1_x86_attn_pv_avx512, float, LD_F32)
+ATTN_PV(r1_x86_attn_pv_f16_avx512, uint16_t, LD_F16)
 
-/* exp(x), a few ulp (Cephes expf polynomial, 2^n by vscalefps); x <= 88. */
 INL __m512 exp512(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),

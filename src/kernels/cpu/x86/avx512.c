@@ -675,6 +675,8 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
     .attn_qk = r1_x86_attn_qk_avx512,
     .attn_pv = r1_x86_attn_pv_avx512,
     .attn_softmax = r1_x86_attn_softmax_avx512,
+    .attn_qk_f16 = r1_x86_attn_qk_f16_avx512,
+    .attn_pv_f16 = r1_x86_attn_pv_f16_avx512,
 };
 
 #endif /* __x86_64__ */
