@@ -437,6 +437,28 @@ static void test_regroup(void) {
     r1_model_free(m[0]), r1_model_free(m[1]);
 }
 
+/* silu(g) * u against the expf formula, extremes included */
+static void test_silu(const struct r1_cpu_isa *isa) {
+    if (!isa->silu_mul) return;
+    enum { N = 1000 };
+    float g[N], u[N], o[N];
+    for (int i = 0; i < N; i++) g[i] = frand() * 40.0f, u[i] = frand() * 4.0f;
+    const float ext[] = {0.0f, -0.0f, 88.0f, -88.0f, 89.0f, -89.0f, 104.0f, -104.0f, 1e4f, -1e4f, 1e-30f};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) g[i] = ext[i], u[i] = 1.5f;
+    isa->silu_mul(g, u, o, N - 3); /* an odd tail */
+    double worst = 0;
+    int bad = 0;
+    for (int i = 0; i < N - 3; i++) {
+        float want = g[i] / (1.0f + expf(-g[i])) * u[i];
+        double e = fabs((double)o[i] - want) / (fabs(want) + 1e-30);
+        if (!(e <= 2e-6) && !(fabs(want) < 1e-30 && fabs(o[i]) < 1e-30)) bad++;
+        else if (e > worst && fabs(want) >= 1e-30) worst = e;
+    }
+    CHECK(bad == 0, "%s silu_mul: %d of %d values off by more than 2e-6 relative", isa->name, bad, N - 3);
+    printf("%-8s silu_mul                   %d values, worst relative error %.3g (limit 2e-6)\n",
+           isa->name, N - 3, worst);
+}
+
 /* ---- the small kernels ---- */
 static void test_embedding(const struct r1_cpu_isa *isa) {
     for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
@@ -794,6 +816,7 @@ int main(void) {
         test_matmul(isa);
         test_tile_ranges(isa);
         test_q4_0x8(isa);
+        test_silu(isa);
         if (!strcmp(isa->name, "avx512")) { /* also the tiles for CPUs without VBMI / BF16 */
             uint64_t after = rng;
             rng = seed; /* the same cases */

@@ -377,7 +377,9 @@ again:
             for (int t = 0; t < tn; t++) {
                 float *o = op->out + (size_t)(tb + t) * F + r0;
                 const float *gv = g + (size_t)t * ROW_BLOCK, *uv = u + (size_t)t * ROW_BLOCK;
-                for (int i = 0; i < mc; i++) o[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
+                if (isa->silu_mul) isa->silu_mul(gv, uv, o, mc);
+                else
+                    for (int i = 0; i < mc; i++) o[i] = gv[i] / (1.0f + expf(-gv[i])) * uv[i];
             }
         }
     }

@@ -118,6 +118,8 @@ struct r1_cpu_isa {
      * P..P+3 rounded up are unspecified). */
     void (*attn_qk_f16)(const float *q, int M, const uint16_t *k, int P, int hd, float *s, int ss);
     void (*attn_pv_f16)(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
+    /* Optional: o[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n (NULL: expf). */
+    void (*silu_mul)(const float *g, const float *u, float *o, int n);
 };
 
 extern const struct r1_cpu_isa r1_cpu_generic;

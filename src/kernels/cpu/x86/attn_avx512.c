@@ -160,4 +160,18 @@ TGT float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m) {
     return _mm512_reduce_add_ps(sum);
 }
 
+/* o[i] = silu(g[i]) * u[i] = g / (1 + e^-g) * u; e^-g saturates to +inf for
+ * g < -88 (exp512 clamps its argument at -104 only from below), giving -0 * u
+ * like expf does. */
+TGT void r1_x86_silu_mul_avx512(const float *g, const float *u, float *o, int n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (int i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? 0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512 gv = _mm512_maskz_loadu_ps(k, g + i);
+        __m512 e = exp512(_mm512_min_ps(_mm512_sub_ps(_mm512_setzero_ps(), gv), _mm512_set1_ps(88.0f)));
+        __m512 r = _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(one, e)), _mm512_maskz_loadu_ps(k, u + i));
+        _mm512_mask_storeu_ps(o + i, k, r);
+    }
+}
+
 #endif /* __x86_64__ */
