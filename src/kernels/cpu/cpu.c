@@ -20,6 +20,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,10 +60,14 @@ int r1_cpu_select(const char *name) {
     return r1_err("cpu backend: no kernel set named '%s'", name ? name : "(best)");
 }
 
+/* R1_CPU_ISA=avx2 (or any table's name) runs that table instead of the best
+ * one, e.g. to measure what a CPU without AVX-512 gets; honoured on first
+ * use, so the loader's choices (r1_cpu_regroup_q4_0) follow it too. */
 const struct r1_cpu_isa *r1_cpu_current(void) {
     const struct r1_cpu_isa *isa = atomic_load_explicit(&current_isa, memory_order_acquire);
     if (!isa) {
-        r1_cpu_select(NULL); /* generic is always available */
+        const char *e = getenv("R1_CPU_ISA");
+        if (!e || !*e || r1_cpu_select(e) != 0) r1_cpu_select(NULL); /* generic always runs */
         isa = atomic_load(&current_isa);
     }
     return isa;
@@ -75,7 +80,18 @@ int r1_cpu_regroup_q4_0(void) {
 }
 
 static int cpu_init(void) {
-    r1_cpu_current();
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    const char *e = getenv("R1_CPU_ISA");
+    if (e && *e && strcmp(e, isa->name) != 0) {
+        char names[64] = "";
+        for (int i = 0; r1_cpu_isas[i]; i++) {
+            if (!strcmp(e, r1_cpu_isas[i]->name))
+                return r1_err("R1_CPU_ISA=%s: this CPU cannot run the '%s' kernels", e, e);
+            size_t l = strlen(names);
+            snprintf(names + l, sizeof names - l, " %s", r1_cpu_isas[i]->name);
+        }
+        return r1_err("R1_CPU_ISA=%s: no such kernel set (this build has:%s)", e, names);
+    }
     return 0;
 }
 
