@@ -5,12 +5,14 @@
  * safetensors headers, offsets past the end, wrong shapes and dtypes, broken
  * shard indexes. Also: the session refuses a full context and bad ids.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/cpu/cpu.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -60,6 +62,77 @@ static void fresh_dir(void) {
     if (system(cmd)) {
     }
 }
+
+/* The loader regroups q4_0 (where the best ISA reads q4_0x8) without loss:
+ * every weight dequantizes to the same value as plain q4_0 (R1_Q4_0_PLAIN=1),
+ * ref gives bit-identical logits on both, and cpu logits agree within
+ * LOGIT_TOL_REGROUP (only the float summation order differs). */
+#define LOGIT_TOL_REGROUP 1e-4
+static void test_regroup(void) {
+    struct r1_config c = {.dim = 256, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .head_dim = 64,
+                          .ffn = 512, .vocab = 300, .max_pos = 64, .eps = 1e-6f,
+                          .rope_theta = 10000.0f, .file_dtype = R1_DTYPE_F32, .bos_id = -1,
+                          .eos_id = -1};
+    int want = r1_cpu_regroup_q4_0();
+    r1_model_t *m[2];
+    for (int i = 0; i < 2; i++) {
+        setenv("R1_Q4_0_PLAIN", i ? "1" : "0", 1);
+        m[i] = r1_model_synthetic(&c, R1_DTYPE_Q4_0, 11, 0);
+        CHECK(m[i] != NULL, "synthetic q4_0 model: %s", r1_last_error());
+        if (!m[i]) return;
+    }
+    unsetenv("R1_Q4_0_PLAIN");
+    CHECK(r1_model_dtype(m[0]) == (want ? R1_DTYPE_Q4_0X8 : R1_DTYPE_Q4_0) &&
+              r1_model_dtype(m[1]) == R1_DTYPE_Q4_0,
+          "q4_0 held as %s (regrouping %s here), as q4_0 with R1_Q4_0_PLAIN=1",
+          r1_dtype_name(r1_model_dtype(m[0])), want ? "on" : "off");
+    printf("regroup: q4_0 weights held as %s\n", r1_dtype_name(r1_model_dtype(m[0])));
+    const struct r1_mat *wa[] = {&m[0]->layers[1].wgu, &m[0]->layers[0].wqkv, &m[0]->lm_head};
+    const struct r1_mat *wb[] = {&m[1]->layers[1].wgu, &m[1]->layers[0].wqkv, &m[1]->lm_head};
+    float *ra = malloc(512 * 4), *rb = malloc(512 * 4);
+    int diff = 0;
+    for (int i = 0; i < 3; i++)
+        for (int r = 0; r < wa[i]->rows; r += 7) {
+            r1_mat_row_f32(wa[i], r, ra);
+            r1_mat_row_f32(wb[i], r, rb);
+            diff += memcmp(ra, rb, (size_t)wa[i]->cols * 4) != 0;
+        }
+    CHECK(diff == 0, "regrouped rows dequantize like q4_0: %d rows differ", diff);
+    free(ra), free(rb);
+    int32_t ids[5] = {3, 141, 59, 26, 5};
+    const char *backends[] = {"ref", "cpu"};
+    for (int bi = 0; bi < 2; bi++) {
+        float *lg[2];
+        for (int i = 0; i < 2; i++) {
+            r1_session_t *s = r1_session_new(m[i], &(struct r1_session_opts){
+                                                       .n_ctx = 16, .backend = backends[bi], .n_threads = 2,
+                                                       .kv_dtype = R1_DTYPE_F32});
+            CHECK(s != NULL, "session: %s", r1_last_error());
+            if (!s) return;
+            r1_session_forward(s, ids, 4, NULL); /* prefill, then one decode step */
+            const float *l = r1_session_forward(s, ids + 4, 1, NULL);
+            lg[i] = malloc((size_t)c.vocab * 4);
+            memcpy(lg[i], l, (size_t)c.vocab * 4);
+            r1_session_free(s);
+        }
+        double err = 0, mx = 0;
+        for (int v = 0; v < c.vocab; v++) {
+            double d = fabs((double)lg[0][v] - lg[1][v]);
+            if (d > err) err = d;
+            if (fabs(lg[1][v]) > mx) mx = fabs(lg[1][v]);
+        }
+        if (bi == 0)
+            CHECK(err == 0, "ref: regrouped and plain q4_0 logits bit-identical (max diff %.3g)", err);
+        else
+            CHECK(err / mx <= LOGIT_TOL_REGROUP, "cpu: regrouped vs plain q4_0 logits %.3g > %g", err / mx,
+                  LOGIT_TOL_REGROUP);
+        printf("regroup: %s logits, regrouped vs plain q4_0: max |diff| / max |logit| = %.3g\n",
+               backends[bi], err / mx);
+        free(lg[0]), free(lg[1]);
+    }
+    r1_model_free(m[0]), r1_model_free(m[1]);
+}
+
 
 int main(void) {
     snprintf(tmp, sizeof tmp, "/tmp/r1-loader-XXXXXX");
@@ -182,5 +255,6 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd)) {
     }
+    test_regroup();
     return TEST_DONE("test_loader");
 }
