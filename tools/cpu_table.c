@@ -4,7 +4,9 @@
  * a checkpoint, next to the read bandwidth measured by the same threads right
  * before, and decode as a fraction of the ceiling (bandwidth / bytes per
  * token). Usage: build/tools/cpu_table MODEL_DIR [threads...] (default 1 2);
- * R1_TABLE_DTYPES=q4_0,f16 runs only those rows.
+ * R1_TABLE_DTYPES=q4_0,f16 runs only those rows. "fraction" divides decode
+ * by the probe taken before the row; "frac/win" is the median over windows
+ * of 4 decode tokens of each window's GB/s over a 512 MiB read right after it.
  * R1_TABLE_AB=1 instead compares q4_0 weights regrouped (q4_0x8, the
  * default where the cpu kernels have it) with plain q4_0 on the same decode,
  * alternating token by token so that the machine's noise hits both alike;
@@ -21,6 +23,11 @@
 #include "util/util.h"
 
 #define MiB ((size_t)1 << 20)
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 static double time_prefill(r1_session_t *s, const int32_t *ids, int n) {
     r1_session_truncate(s, 0);
@@ -92,8 +99,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 512; i++) ids[i] = 1000 + (i * 7919) % 100000;
     const int n_dec = 32;
 
-    printf("%-5s %3s %9s %10s %10s %10s %9s %9s %9s\n", "dtype", "thr", "GB/token", "pf64 t/s", "pf512 t/s",
-           "dec t/s", "dec GB/s", "bw GB/s", "fraction");
+    printf("%-5s %3s %9s %10s %10s %10s %9s %9s %9s %9s\n", "dtype", "thr", "GB/token", "pf64 t/s", "pf512 t/s",
+           "dec t/s", "dec GB/s", "bw GB/s", "fraction", "frac/win");
     const char *ab = getenv("R1_TABLE_AB");
     int ab_split = ab && !strcmp(ab, "split");
     if (ab && *ab && *ab != '0' && !ab_split) return ab_q4_0(argv[1], threads, nt, ids, n_dec * 2);
@@ -115,9 +122,8 @@ int main(int argc, char **argv) {
             struct r1_pool *pool = r1_pool_new(threads[k]);
             struct bench_bw bw;
             memset(&bw, 0, sizeof bw);
-            if (bench_bw_measure(&bw, pool, 1200 * MiB, 32 * MiB, 3)) return 1;
-            bench_bw_free(&bw);
-            r1_pool_free(pool);
+            if (bench_bw_measure(&bw, pool, 1200 * MiB, 512 * MiB, 3)) return 1;
+            r1_pool_set_spin(pool, 0); /* kept for the probes between decode windows, asleep */
             r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = 1024, .backend = "cpu",
                                                                          .n_threads = threads[k],
                                                                          .kv_dtype = R1_DTYPE_AUTO});
@@ -146,24 +152,45 @@ int main(int argc, char **argv) {
                        2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1], bw.best_gbps);
                 fflush(stdout);
                 r1_session_free(s);
+                bench_bw_free(&bw);
+                r1_pool_free(pool);
                 continue;
             }
             double pf512 = time_prefill(s, ids, 512);
             double pf64 = time_prefill(s, ids, 64); /* its cache is what decode extends */
+            /* decode in windows of WIN tokens, each followed by a 512 MiB read
+             * through the probe's threads: every window gets the bandwidth of
+             * its own moment, so a machine whose bandwidth drifts from second
+             * to second does not decide the fraction */
+            enum { WIN = 4 };
+            double frac[64], tdec = 0;
+            int nw = 0;
             int32_t id = 1;
-            double t0 = r1_now();
-            for (int i = 0; i < n_dec; i++) {
-                const float *l = r1_session_forward(s, &id, 1, NULL);
-                int best = 0;
-                for (int j = 1; j < r1_model_config(m)->vocab; j++)
-                    if (l[j] > l[best]) best = j;
-                id = best;
+            for (int w = 0; w < n_dec / WIN; w++) {
+                double t0 = r1_now();
+                for (int i = 0; i < WIN; i++) {
+                    const float *l = r1_session_forward(s, &id, 1, NULL);
+                    int best = 0;
+                    for (int j = 1; j < r1_model_config(m)->vocab; j++)
+                        if (l[j] > l[best]) best = j;
+                    id = best;
+                }
+                double tw = r1_now() - t0;
+                tdec += tw;
+                t0 = r1_now();
+                bench_flush(&bw, pool);
+                double probe = (double)bw.flush_bytes / (r1_now() - t0) / 1e9;
+                frac[nw++] = WIN * bpt / tw / 1e9 / probe;
             }
-            double dec = n_dec / (r1_now() - t0);
-            printf("%-5s %3d %9.3f %10.1f %10.1f %10.2f %9.1f %9.1f %9.2f\n", r1_dtype_name(dts[d]), threads[k],
-                   bpt / 1e9, pf64, pf512, dec, dec * bpt / 1e9, bw.best_gbps, dec * bpt / 1e9 / bw.best_gbps);
+            qsort(frac, (size_t)nw, sizeof frac[0], cmp_double);
+            double dec = nw * WIN / tdec, fmed = nw % 2 ? frac[nw / 2] : 0.5 * (frac[nw / 2 - 1] + frac[nw / 2]);
+            printf("%-5s %3d %9.3f %10.1f %10.1f %10.2f %9.1f %9.1f %9.2f %9.2f\n", r1_dtype_name(dts[d]),
+                   threads[k], bpt / 1e9, pf64, pf512, dec, dec * bpt / 1e9, bw.best_gbps,
+                   dec * bpt / 1e9 / bw.best_gbps, fmed);
             fflush(stdout);
             r1_session_free(s);
+            bench_bw_free(&bw);
+            r1_pool_free(pool);
         }
         r1_model_free(m);
     }

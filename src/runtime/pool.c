@@ -44,6 +44,7 @@ struct r1_pool {
     const struct r1_op *op;
     _Alignas(64) atomic_int done; /* shares 1..n-1 finished in the current job */
     _Alignas(64) atomic_int sleepers; /* workers waiting (or about to) on cv */
+    atomic_int spin; /* pause iterations before an idle worker sleeps */
 };
 
 struct worker_arg {
@@ -80,7 +81,7 @@ static void *worker(void *arg_) {
         int spins = 0;
         while ((g = gen_of(atomic_load_explicit(&p->state, memory_order_acquire))) == seen) {
             if (atomic_load_explicit(&p->quit, memory_order_relaxed)) return NULL;
-            if (++spins < SPIN_ITERS) {
+            if (++spins < atomic_load_explicit(&p->spin, memory_order_relaxed)) {
                 cpu_relax();
                 continue;
             }
@@ -108,6 +109,7 @@ struct r1_pool *r1_pool_new(int n_threads) {
     if (!p) return NULL;
     *p = (struct r1_pool){0};
     p->n = n_threads;
+    atomic_init(&p->spin, SPIN_ITERS);
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
     p->threads = calloc((size_t)n_threads, sizeof(pthread_t));
@@ -134,6 +136,8 @@ struct r1_pool *r1_pool_new(int n_threads) {
     }
     return p;
 }
+
+void r1_pool_set_spin(struct r1_pool *p, int iters) { atomic_store(&p->spin, iters); }
 
 void r1_pool_free(struct r1_pool *p) {
     if (!p) return;
