@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "bench/bench.h"
 #include "kernels/cpu/cpu.h"
@@ -177,6 +178,7 @@ int main(int argc, char **argv) {
                 }
                 double tw = r1_now() - t0;
                 tdec += tw;
+                usleep(20000); /* the session's workers stop spinning and sleep: the probe has the cores */
                 t0 = r1_now();
                 bench_flush(&bw, pool);
                 double probe = (double)bw.flush_bytes / (r1_now() - t0) / 1e9;
