@@ -198,6 +198,10 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
                 const float *xr = x + (size_t)t * K;
                 const uint16_t *h0 = (const uint16_t *)(buf + (size_t)t * s);
                 uint16_t *h1 = (uint16_t *)(p1 + (size_t)t * s), *h2 = (uint16_t *)(p2 + (size_t)t * s);
+                if (isa->split_bf16) {
+                    isa->split_bf16(xr, h0, h1, h2, K);
+                    continue;
+                }
                 for (int k = 0; k < K; k++) {
                     float r = xr[k] - r1_bf16_to_f32(h0[k]);
                     h1[k] = r1_f32_to_bf16(r);

@@ -95,6 +95,9 @@ struct r1_cpu_isa {
     void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
     void (*quant_q8x8)(const float *x, uint8_t *dst, int K); /* one token, K % 256 == 0; NULL: C */
     void (*quant_bf16)(const float *x, uint16_t *dst, int K); /* one token; NULL: plain C */
+    /* Optional: h1 = bf16(x - h0), h2 = bf16(x - h0 - h1) for i < K, h0 =
+     * bf16(x) given (round to nearest even; the same bits as plain C). */
+    void (*split_bf16)(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K);
     float (*dot_f32)(const float *a, const float *b, int n);
     float (*dot_f16)(const float *a, const uint16_t *b, int n);
     void (*axpy_f32)(float a, const float *x, float *y, int n); /* y += a x */

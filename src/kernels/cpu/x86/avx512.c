@@ -232,6 +232,29 @@ static TGTB void quant_bf16_dp(const float *x, uint16_t *dst, int K) {
         _mm256_mask_storeu_epi16(dst + k, m, (__m256i)v);
     }
 }
+static TGTB void split_bf16_dp(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K) {
+    for (int k = 0; k < K; k += 16) {
+        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+        __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h0 + k)), 16));
+        __m512 r = _mm512_sub_ps(v, a);
+        __m256bh b1 = _mm512_cvtneps_pbh(r);
+        __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)b1), 16));
+        _mm256_mask_storeu_epi16(h1 + k, m, (__m256i)b1);
+        _mm256_mask_storeu_epi16(h2 + k, m, (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, f1)));
+    }
+}
+static void split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K) {
+    if (has_bf16) {
+        split_bf16_dp(x, h0, h1, h2, K);
+        return;
+    }
+    for (int k = 0; k < K; k++) {
+        float r = x[k] - r1_bf16_to_f32(h0[k]);
+        h1[k] = r1_f32_to_bf16(r);
+        h2[k] = r1_f32_to_bf16(r - r1_bf16_to_f32(h1[k]));
+    }
+}
 static void quant_bf16(const float *x, uint16_t *dst, int K) {
     if (has_bf16) {
         quant_bf16_dp(x, dst, K);
@@ -666,6 +689,7 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
     .quant_q8 = r1_x86_quant_q8_avx2,
     .quant_q8x8 = r1_x86_quant_q8x8_avx512,
     .quant_bf16 = quant_bf16,
+    .split_bf16 = split_bf16,
     .dot_f32 = r1_x86_dot_f32_avx2,
     .dot_f16 = r1_x86_dot_f16_avx2,
     .axpy_f32 = r1_x86_axpy_f32_avx2,
