@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/dtype.h"
+#include "util/util.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -133,6 +135,68 @@ static void test_regroup(void) {
     r1_model_free(m[0]), r1_model_free(m[1]);
 }
 
+
+
+/* The load-time f16 conversions (F16C where the CPU has it) give the same bits
+ * as the plain C ones: every non-NaN half, and f32 patterns around the f16
+ * range edges, subnormals and rounding ties. */
+static void test_f16_conversions(void) {
+    enum { N = 65536 };
+    uint16_t *h = malloc(N * 2), *back = malloc(N * 2);
+    float *f = malloc(N * 4);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    r1_dtype_traits[R1_DTYPE_F16].to_f32(h, f, N);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        if ((i & 0x7c00) == 0x7c00 && (i & 0x3ff)) continue; /* NaN */
+        float want = r1_f16_to_f32((uint16_t)i);
+        bad += memcmp(&f[i], &want, 4) != 0;
+    }
+    CHECK(bad == 0, "f16 -> f32 of all 65536 halves: %d differ from the C conversion", bad);
+    uint32_t x = 12345;
+    for (int i = 0; i < N; i++) {
+        uint32_t u;
+        if (i < 4096) u = 0x33000000u + (uint32_t)i * 0x1000u; /* subnormal range and its ties */
+        else if (i < 8192) u = 0x477fe000u + (uint32_t)(i - 4096) * 0x10u; /* around 65504..65520 */
+        else {
+            x = x * 1664525u + 1013904223u;
+            u = x;
+        }
+        if ((u & 0x7fffffffu) > 0x7f800000u) u &= 0xff7fffffu; /* no NaNs */
+        memcpy(&f[i], &u, 4);
+    }
+    r1_dtype_traits[R1_DTYPE_F16].from_f32(f, back, N);
+    bad = 0;
+    for (int i = 0; i < N; i++) bad += back[i] != r1_f32_to_f16(f[i]);
+    CHECK(bad == 0, "f32 -> f16 of 65536 patterns: %d differ from the C conversion", bad);
+    free(h), free(back), free(f);
+}
+
+
+/* q8_0 quantization against the formula with libm's roundf/fmaxf: random
+ * blocks and a block whose scale is exactly 1, full of halves (ties). */
+static void test_q8_0_quant(void) {
+    enum { NB = 512 };
+    float *x = malloc(NB * 32 * 4);
+    uint32_t r = 7;
+    for (int i = 0; i < NB * 32; i++) {
+        r = r * 1664525u + 1013904223u;
+        x[i] = ((float)(r >> 8) / 16777216.0f - 0.5f) * (float)(1 + i % 7);
+    }
+    for (int j = 0; j < 32; j++) x[j] = j == 0 ? 127.0f : (float)(j % 2 ? 1 : -1) * ((float)(j * 3 % 120) + 0.5f);
+    struct r1_block_q8_0 *b = malloc(NB * sizeof *b);
+    r1_dtype_traits[R1_DTYPE_Q8_0].from_f32(x, b, NB * 32);
+    int bad = 0;
+    for (int i = 0; i < NB; i++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[i * 32 + j]));
+        float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+        bad += b[i].d != r1_f32_to_f16(d);
+        for (int j = 0; j < 32; j++) bad += b[i].qs[j] != (int8_t)roundf(x[i * 32 + j] * id);
+    }
+    CHECK(bad == 0, "q8_0 quantization: %d values differ from roundf/fmaxf", bad);
+    free(x), free(b);
+}
 
 int main(void) {
     snprintf(tmp, sizeof tmp, "/tmp/r1-loader-XXXXXX");
@@ -256,5 +320,7 @@ int main(void) {
     if (system(cmd)) {
     }
     test_regroup();
+    test_f16_conversions();
+    test_q8_0_quant();
     return TEST_DONE("test_loader");
 }

@@ -6,6 +6,7 @@
  * its source's (see pick_dtype for fused parts of different types).
  * Sizes are computed first, then one allocation, then conversion.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -69,24 +70,62 @@ static const struct r1_src_tensor *get(const struct r1_tensor_source *src, const
     return t;
 }
 
-/* Copy rows of t into m starting at row r0, converting dtype as needed. */
-static void convert_rows(const struct r1_src_tensor *t, struct r1_mat *m, int r0, float *tmp) {
-    int rows = (int)t->shape[0], cols = (int)t->shape[1];
+/* Rows [lo, hi) of t into m at row r0 + lo, converting dtype as needed
+ * (tmp: t's cols floats). */
+static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r0, int lo, int hi,
+                          float *tmp) {
+    int cols = (int)t->shape[1];
     size_t src_rb = r1_dtype_row_bytes(t->dtype, cols);
     uint8_t *dst = (uint8_t *)m->data + (size_t)r0 * m->row_bytes;
     if (t->dtype == m->dtype) {
-        memcpy(dst, t->data, src_rb * (size_t)rows);
+        memcpy(dst + (size_t)lo * src_rb, t->data + (size_t)lo * src_rb, src_rb * (size_t)(hi - lo));
         return;
     }
-    if (t->dtype == R1_DTYPE_Q4_0 && m->dtype == R1_DTYPE_Q4_0X8) { /* lossless */
-        for (int r = 0; r < rows; r++)
+    for (int r = lo; r < hi; r++) {
+        if (t->dtype == R1_DTYPE_Q4_0 && m->dtype == R1_DTYPE_Q4_0X8) { /* lossless */
             r1_q4_0_to_x8((const struct r1_block_q4_0 *)(t->data + (size_t)r * src_rb),
                           (struct r1_block_q4_0x8 *)(dst + (size_t)r * m->row_bytes), cols);
-        return;
-    }
-    for (int r = 0; r < rows; r++) {
+            continue;
+        }
         r1_dtype_traits[t->dtype].to_f32(t->data + (size_t)r * src_rb, tmp, cols);
         r1_dtype_traits[m->dtype].from_f32(tmp, dst + (size_t)r * m->row_bytes, cols);
+    }
+}
+
+struct conv_job {
+    const struct r1_src_tensor *t;
+    struct r1_mat *m;
+    int r0, lo, hi, ok;
+};
+static void *conv_thread(void *arg) {
+    struct conv_job *j = arg;
+    float *tmp = malloc((size_t)j->t->shape[1] * sizeof(float));
+    if (tmp) convert_range(j->t, j->m, j->r0, j->lo, j->hi, tmp);
+    j->ok = tmp != NULL;
+    free(tmp);
+    return NULL;
+}
+
+/* Copy rows of t into m starting at row r0, converting dtype as needed; a
+ * conversion of a big tensor runs on every core (quantizing a 1.5B model on
+ * one core takes seconds). */
+static void convert_rows(const struct r1_src_tensor *t, struct r1_mat *m, int r0, float *tmp) {
+    int rows = (int)t->shape[0];
+    int nth = t->dtype == m->dtype || (int64_t)rows * t->shape[1] < ((int64_t)1 << 20) ? 1 : r1_physical_cores();
+    if (nth > 16) nth = 16;
+    if (nth > rows) nth = rows;
+    struct conv_job job[16];
+    pthread_t th[16];
+    int started[16] = {0};
+    for (int i = 1; i < nth; i++) {
+        job[i] = (struct conv_job){t, m, r0, (int)((int64_t)rows * i / nth), (int)((int64_t)rows * (i + 1) / nth), 0};
+        started[i] = pthread_create(&th[i], NULL, conv_thread, &job[i]) == 0;
+    }
+    convert_range(t, m, r0, 0, nth > 1 ? (int)((int64_t)rows / nth) : rows, tmp);
+    for (int i = 1; i < nth; i++) {
+        if (started[i]) pthread_join(th[i], NULL);
+        if (!started[i] || !job[i].ok) /* no thread or no memory for it: do its rows here */
+            convert_range(t, m, r0, job[i].lo, job[i].hi, tmp);
     }
 }
 
