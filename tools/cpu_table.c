@@ -157,6 +157,7 @@ int main(int argc, char **argv) {
                 r1_pool_free(pool);
                 continue;
             }
+            time_prefill(s, ids, 512); /* warm-up: first touch of the session's buffers and scratch */
             double pf512 = time_prefill(s, ids, 512);
             double pf64 = time_prefill(s, ids, 64); /* its cache is what decode extends */
             /* decode in windows of WIN tokens, each followed by a 512 MiB read
