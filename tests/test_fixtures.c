@@ -46,6 +46,13 @@
 #define TOP1_MIN_BF16 0.99
 #define TOP1_MIN_Q8_0 0.88
 #define TOP1_MIN_Q4_0 0.20 /* chance is 1/vocab */
+/* The trained fixture (trained_f32: a small Qwen2 trained on text, see
+ * tools/make_fixtures.py) has a real model's peaked distributions, so there
+ * the issue's own bar applies: >= 99% teacher-forced top-1 for bf16 and q8_0.
+ * q4_0 is held to 90%. */
+#define TOP1_MIN_TRAINED_BF16 0.99
+#define TOP1_MIN_TRAINED_Q8_0 0.99
+#define TOP1_MIN_TRAINED_Q4_0 0.90
 
 struct config {
     const char *backend;
@@ -68,6 +75,7 @@ struct fixture {
     char dtype[32];
     double rope_theta;
     int tied; /* -1 unknown */
+    int trained; /* weights trained on text: peaked logits */
 };
 
 static int argmax(const float *x, int n) {
@@ -122,6 +130,7 @@ static int load_fixture(const char *name, struct fixture *fx) {
     snprintf(fx->dtype, sizeof fx->dtype, "%s", dt ? dt : "?");
     json_t *th = json_object_get(root, "rope_theta");
     fx->rope_theta = th ? json_number_value(th) : 0;
+    fx->trained = json_is_true(json_object_get(root, "trained"));
     json_t *tied = json_object_get(root, "tied");
     fx->tied = tied ? json_is_true(tied) : -1;
     const char *lf = json_string_value(json_object_get(root, "logits_file"));
@@ -314,20 +323,24 @@ out:
  * batch on the cpu backend and count positions whose argmax equals the
  * f32-weight model's. */
 static void run_quantized(const struct fixture *fx) {
-    static const struct {
+    static const struct top1_limit {
         enum r1_dtype dt;
         const char *limit_name;
         double limit;
-    } Q[] = {{R1_DTYPE_BF16, "TOP1_MIN_BF16", TOP1_MIN_BF16},
-             {R1_DTYPE_Q8_0, "TOP1_MIN_Q8_0", TOP1_MIN_Q8_0},
-             {R1_DTYPE_Q4_0, "TOP1_MIN_Q4_0", TOP1_MIN_Q4_0}};
+    } QR[] = {{R1_DTYPE_BF16, "TOP1_MIN_BF16", TOP1_MIN_BF16},
+              {R1_DTYPE_Q8_0, "TOP1_MIN_Q8_0", TOP1_MIN_Q8_0},
+              {R1_DTYPE_Q4_0, "TOP1_MIN_Q4_0", TOP1_MIN_Q4_0}},
+      QT[] = {{R1_DTYPE_BF16, "TOP1_MIN_TRAINED_BF16", TOP1_MIN_TRAINED_BF16},
+              {R1_DTYPE_Q8_0, "TOP1_MIN_TRAINED_Q8_0", TOP1_MIN_TRAINED_Q8_0},
+              {R1_DTYPE_Q4_0, "TOP1_MIN_TRAINED_Q4_0", TOP1_MIN_TRAINED_Q4_0}};
+    const struct top1_limit *Q = fx->trained ? QT : QR;
     int n = fx->n_prompt + fx->n_greedy - 1, V = fx->vocab;
     int32_t *ids = malloc((size_t)n * sizeof *ids);
     memcpy(ids, fx->prompt, (size_t)fx->n_prompt * sizeof *ids);
     memcpy(ids + fx->n_prompt, fx->greedy, (size_t)(fx->n_greedy - 1) * sizeof *ids);
     float *base = malloc((size_t)n * V * sizeof(float)), *q = malloc((size_t)n * V * sizeof(float));
     int have_base = 0;
-    for (int k = -1; k < (int)(sizeof Q / sizeof Q[0]); k++) {
+    for (int k = -1; k < (int)(sizeof QR / sizeof QR[0]); k++) {
         enum r1_dtype dt = k < 0 ? R1_DTYPE_F32 : Q[k].dt;
         r1_model_t *m = r1_model_load(fx->dir, &(struct r1_load_opts){.dtype = dt});
         if (!m) {

@@ -68,7 +68,40 @@ FIXTURES = [
     dict(name="f16", dtype=torch.float16, hidden=96, n_head=6, n_kv=2, layers=2,
          ffn=224, vocab=384, tied=False, theta=1e4, eps=1e-6, init=0.2,
          n_prompt=12, legacy_config=False, shard=None, seed=4000),
+    # Trained (not random): byte-level ids (byte + 3) of TRAIN_TEXT, a few
+    # hundred AdamW steps, so its next-token distributions are peaked like a
+    # real model's and quantization can be judged by top-1 agreement.
+    dict(name="trained_f32", dtype=torch.float32, hidden=128, n_head=4, n_kv=2, layers=2,
+         ffn=384, vocab=384, tied=False, theta=1e4, eps=1e-6, init=0.02,
+         n_prompt=24, legacy_config=False, shard=None, seed=5000, train=True),
 ]
+TRAIN_TEXT = os.path.join(ROOT, "tools", "fixture_corpus.txt")
+TRAIN_STEPS, TRAIN_SEQ, TRAIN_BATCH = 800, 96, 32
+
+
+def corpus_ids():
+    with open(TRAIN_TEXT, "rb") as f:
+        return [b + 3 for b in f.read()]
+
+
+def train(model, fx, seed):
+    """Next-token training on the corpus (f32, AdamW); returns the final loss."""
+    ids = torch.tensor(corpus_ids(), dtype=torch.long)
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, TRAIN_STEPS)
+    model.train()
+    for step in range(TRAIN_STEPS):
+        at = torch.randint(0, len(ids) - TRAIN_SEQ - 1, (TRAIN_BATCH,), generator=g)
+        x = torch.stack([ids[a:a + TRAIN_SEQ] for a in at.tolist()])
+        loss = model(x, labels=x).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        sched.step()
+        if step % 200 == 0 or step == TRAIN_STEPS - 1:
+            print(f"  train step {step}: loss {loss.item():.3f}")
+    return model.eval()
 
 DTYPE_NAME = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
@@ -152,6 +185,8 @@ def build(fx):
     for attempt in range(40):
         seed = fx["seed"] + attempt
         model = make_model(fx, seed)
+        if fx.get("train"):
+            model = train(model, fx, seed)
         if os.path.exists(path):
             shutil.rmtree(path)
         model = model.to(fx["dtype"])
@@ -169,7 +204,12 @@ def build(fx):
             assert m32.lm_head.weight.data_ptr() == m32.model.embed_tokens.weight.data_ptr()
         best = None
         for _ in range(30):
-            prompt = [int(x) for x in rng.integers(3, fx["vocab"], size=fx["n_prompt"])]
+            if fx.get("train"):  # an excerpt of the text it learned
+                text = corpus_ids()
+                at = int(rng.integers(0, len(text) - fx["n_prompt"]))
+                prompt = text[at:at + fx["n_prompt"]]
+            else:
+                prompt = [int(x) for x in rng.integers(3, fx["vocab"], size=fx["n_prompt"])]
             logits, greedy, margin = run_oracle(m32, prompt)
             distinct = len(set(greedy))
             if distinct < 10:  # avoid degenerate 1-token loops
@@ -189,7 +229,7 @@ def build(fx):
         "n_prompt": len(prompt), "weights_dtype": DTYPE_NAME[fx["dtype"]],
         "logits_file": "logits.bin", "min_margin": margin,
         "min_margin_definition": "min over the 32 greedy steps of (top1-top2)/max|logit|",
-        "seed": seed, "rope_theta": fx["theta"], "tied": fx["tied"],
+        "seed": seed, "rope_theta": fx["theta"], "tied": fx["tied"], "trained": bool(fx.get("train")),
         "transformers": transformers.__version__, "torch": torch.__version__,
     }
     logits.astype("<f4").tofile(os.path.join(path, "logits.bin"))

@@ -23,6 +23,8 @@ static void f32_from_f32(const float *src, void *dst, int64_t n) {
  * payload instead of becoming the canonical one. */
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "kernels/cpu/x86/x86.h"
 __attribute__((target("avx,f16c"))) static int64_t f16_to_f32_f16c(const uint16_t *s, float *d, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
@@ -38,7 +40,7 @@ static int have_f16c(void) { /* load conversions may run on several threads */
     static _Atomic int f = -1;
     if (f < 0) {
         __builtin_cpu_init();
-        f = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+        f = __builtin_cpu_supports("avx") && r1_x86_has_f16c(); /* clang 14 lacks "f16c" here */
     }
     return f;
 }
