@@ -116,12 +116,7 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
             __mmask16 m = (__mmask16)((1u << (k1 - k)) - 1);                                        \
             FSTEP(NT, LD, m);                                                                      \
         }                                                                                          \
-        float res[4][NT]; /* constant indices only: acc stays in registers */                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)                                   \
-                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+        R1_X86_TILE_OUT(NT);                                                               \
     }
 
 #define DISPATCH(NAME)                                                                             \
@@ -177,11 +172,7 @@ static TGTB void tile_bf16_dp(int K, int k0, int k1, const uint8_t *w, size_t ws
             acc[3][t] = _mm512_dpbf16_ps(acc[3][t], a3, xv);
         }
     }
-    float res[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = _mm512_reduce_add_ps(acc[r][t]);
-    for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
+    R1_X86_TILE_OUT(4);
 }
 
 /* the same without AVX512_BF16 (and f16 weights against bf16 activations):
@@ -205,12 +196,7 @@ static TGTB void tile_bf16_dp(int K, int k0, int k1, const uint8_t *w, size_t ws
                 acc[3][t] = _mm512_fmadd_ps(a3, xv, acc[3][t]);                                    \
             }                                                                                      \
         }                                                                                          \
-        float res[4][4];                                                                           \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)                                    \
-                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+        R1_X86_TILE_OUT(4);                                                                \
     }
 WIDE_TILE(tile_bf16_wide, ld_bf16)
 WIDE_TILE(tile_f16_batch, ld_f16)
@@ -381,12 +367,7 @@ INL __m512i lx(const uint8_t *p, size_t qoff, int b, int two, __m512 *dv) {
         int b = k0 / 32;                                                                           \
         for (; b + 2 <= nb; b += 2) QSTEP(NT, LQ, 1);                                              \
         if (b < nb) QSTEP(NT, LQ, 0);                                                              \
-        float res[4][NT]; /* constant indices only: acc stays in registers */                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)                                   \
-                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+        R1_X86_TILE_OUT(NT);                                                               \
     }
 
 QTILE(tile_q8_0_1_pre, 1, lq_q8_0)
@@ -511,12 +492,7 @@ INLV __m512 dx_pair(const uint8_t *p, int b, int two) {
         int b = k0 / 32;                                                                           \
         for (; b + 2 <= nb; b += 2) STEP(NT, 1);                                                   \
         if (b < nb) STEP(NT, 0);                                                                   \
-        float res[4][NT];                                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)                                   \
-                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+        R1_X86_TILE_OUT(NT);                                                               \
     }
 
 VQTILE(tile_q8_0_1_vbmi, 1, VQ8STEP, idx_q8, 17)
@@ -617,12 +593,7 @@ INLV __m512i idx_q4x4(void) {
         for (; b + 4 <= nb; b += 4) VQ4STEP4(NT, HI);                                                \
         for (; b + 2 <= nb; b += 2) VQ4STEP(NT, 1);                                                \
         if (b < nb) VQ4STEP(NT, 0);                                                                \
-        float res[4][NT];                                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)                                   \
-                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+        R1_X86_TILE_OUT(NT);                                                               \
     }
 
 /* high nibbles: shift and mask, or one GF(2) affine map (bit i <- bit i+4) */

@@ -21,6 +21,8 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+
+#include "kernels/cpu/x86/x86.h"
 #include <string.h>
 
 #include "kernels/dtype.h"
@@ -205,11 +207,7 @@ INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
             }
         }
     }
-    float res[4][NT];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = _mm512_reduce_add_ps(acc[r][t]);
-    for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
+    R1_X86_TILE_OUT(NT);
 }
 
 /* The 32-block formats: a last half chunk (K % 64 == 32) goes to plain C. */

@@ -102,12 +102,7 @@ TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
             X8_ROW(NT, 2, w2);                                                                     \
             X8_ROW(NT, 3, w3);                                                                     \
         }                                                                                          \
-        float res[4][NT];                                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)                                   \
-                res[r][t] = _mm512_reduce_add_ps(acc[r][t]);                                       \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
+        R1_X86_TILE_OUT(NT);                                                               \
     }
 
 X8_TILE(tile_x8_1, 1)

@@ -50,4 +50,18 @@ int r1_x86_block_q8_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint
 int r1_x86_block_q4_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
                           int t0, int tn, float *C, int ldc);
 
+
+/* The end of an AVX-512 tile: the 4 x NT zmm accumulators acc[r][t] summed
+ * across lanes into out[t * R1_CPU_MR + r] for the nr rows and nt tokens
+ * asked for (constant indices only, so acc stays in registers). */
+#define R1_X86_TILE_OUT(NT)                                                                        \
+    do {                                                                                           \
+        float res_[4][NT];                                                                         \
+        _Pragma("GCC unroll 4") for (int r_ = 0; r_ < 4; r_++)                                     \
+            _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++)                                \
+                res_[r_][t_] = _mm512_reduce_add_ps(acc[r_][t_]);                                  \
+        for (int t_ = 0; t_ < nt; t_++)                                                            \
+            for (int r_ = 0; r_ < nr; r_++) out[t_ * R1_CPU_MR + r_] = res_[r_][t_];               \
+    } while (0)
+
 #endif
