@@ -304,7 +304,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
 
 /* Matmuls take their rows through op->claim (kernels.h) unless
  * R1_CPU_STATIC=1 asks for the fixed split (comparisons). */
-static int static_split = -1;
+static _Atomic int static_split = -1; /* read by every thread of every matmul */
 void r1_cpu_set_static(int on) { static_split = on; }
 static int guided(const struct r1_op *op) {
     if (!op->claim) return 0;
@@ -526,6 +526,7 @@ static void attention_blocked(const struct r1_cpu_isa *isa, const struct r1_op *
     const int hd = op->head_dim, nh = op->n_head, nkv = op->n_kv_head, group = nh / nkv;
     const int stride = (nh + 2 * nkv) * hd, T = op->T, pos0 = op->pos0;
     const int f16 = kv->dtype == R1_DTYPE_F16;
+    const int direct = f16 && isa->attn_qk_f16 && isa->attn_pv_f16; /* no f32 copy of K/V */
     const float scale = 1.0f / sqrtf((float)hd);
     int tq = ATT_M / group;
     if (tq < 1) tq = 1;
@@ -590,7 +591,6 @@ static void attention_blocked(const struct r1_cpu_isa *isa, const struct r1_op *
         for (int c0 = 0; c0 < nmax; c0 += ATT_P) {
             const int P = nmax - c0 < ATT_P ? nmax - c0 : ATT_P, Pp = (P + 3) & ~3;
             const size_t at = base + (size_t)c0 * hd;
-            const int direct = f16 && isa->attn_qk_f16 && isa->attn_pv_f16;
             if (direct) {
                 isa->attn_qk_f16(Q, Mp, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
             } else if (f16) {
