@@ -569,7 +569,7 @@ static void test_names(void) {
               "%s -> %s", pairs[i][1], buf);
     }
     static const char *const bad[] = {"blk.x.attn_q.weight", "blk.01.attn_q.weight", "blk..attn_q.weight",
-                                      "blk.1.attn_q", "rope_freqs.weight", "blk.1.attn_q.weight.x"};
+                                      "blk.1.attn_q", "rope_freqs", "blk.1.attn_q.weight.x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(r1_gguf_name_to_hf(bad[i], buf, sizeof buf) == -1, "'%s' mapped to '%s'", bad[i], buf);
 }

@@ -204,7 +204,7 @@ int main(void) {
 
     /* a valid small checkpoint to corrupt */
     struct r1_config c = {.dim = 32, .n_layer = 1, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .ffn = 64,
-                          .vocab = 64, .max_pos = 128, .eps = 1e-6f, .rope_theta = 10000.0f,
+                          .vocab = 64, .max_pos = 128, .eps = 1e-6f, .rope_theta = 10000.0f, .qkv_bias = 1,
                           .file_dtype = R1_DTYPE_F32, .bos_id = -1, .eos_id = -1};
     CHECK(r1_synth_write(tmp, &c, R1_DTYPE_F32, 3, NULL, 0) == 0, "synth_write: %s", r1_last_error());
     struct r1_load_opts lo = {.dtype = R1_DTYPE_AUTO};
@@ -263,8 +263,8 @@ int main(void) {
     write_str("config.json", "{\"model_type\":\"qwen2\",\"hidden_size\":32,\"num_hidden_layers\":1,"
                              "\"num_attention_heads\":3,\"intermediate_size\":64,\"vocab_size\":64}");
     expect_fail("heads not dividing hidden", "config.json", "multiple");
-    write_str("config.json", "{\"model_type\":\"llama\",\"hidden_size\":32}");
-    expect_fail("wrong model_type", "config.json", "llama");
+    write_str("config.json", "{\"model_type\":\"gpt_neox\",\"hidden_size\":32}");
+    expect_fail("wrong model_type", "config.json", "gpt_neox");
     char cfg[1024];
     snprintf(cfg, sizeof cfg, "%.*s,\"use_sliding_window\":true}", (int)strlen(good_config) - 1, good_config);
     write_str("config.json", cfg);
