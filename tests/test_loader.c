@@ -272,6 +272,23 @@ int main(void) {
     snprintf(cfg, sizeof cfg, "%.*s,\"rope_scaling\":{\"type\":\"yarn\"}}", (int)strlen(good_config) - 1, good_config);
     write_str("config.json", cfg);
     expect_fail("rope_scaling", "config.json", "rope_scaling");
+    /* llama: the settings r1infer refuses, by name */
+#define LLAMA_CFG "{\"model_type\":\"llama\",\"hidden_size\":32,\"num_hidden_layers\":1," \
+                  "\"num_attention_heads\":2,\"intermediate_size\":64,\"vocab_size\":64"
+    write_str("config.json", LLAMA_CFG ",\"attention_bias\":true}");
+    expect_fail("llama attention_bias=true", "config.json", "attention_bias");
+    write_str("config.json", LLAMA_CFG ",\"mlp_bias\":true}");
+    expect_fail("llama mlp_bias=true", "config.json", "mlp_bias");
+    write_str("config.json", LLAMA_CFG ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}");
+    expect_fail("llama rope_scaling yarn", "config.json", "'yarn'");
+    write_str("config.json", LLAMA_CFG ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8}}");
+    expect_fail("llama3 scaling without its fields", "config.json", "low_freq_factor");
+    write_str("config.json", "{\"model_type\":\"llama\",\"hidden_size\":30,\"num_hidden_layers\":1,"
+                             "\"num_attention_heads\":4,\"intermediate_size\":64,\"vocab_size\":64}");
+    expect_fail("llama head_dim does not divide", "config.json", "num_attention_heads 4");
+    write_str("config.json", LLAMA_CFG ",\"head_dim\":7}");
+    expect_fail("llama odd head_dim", "config.json", "head_dim 7");
+#undef LLAMA_CFG
 
     write_str("config.json", good_config);
     expect_fail("missing model.safetensors", "model.safetensors", NULL);

@@ -110,11 +110,12 @@ static int read_rope(struct r1_config *c, json_t *v, const char *key, const char
     if (get_num(v, "factor", &c->rope_factor, path) ||
         get_num(v, "low_freq_factor", &c->rope_low_freq_factor, path) ||
         get_num(v, "high_freq_factor", &c->rope_high_freq_factor, path) ||
-        get_int(v, "original_max_position_embeddings", &c->rope_orig_ctx, 1, path))
+        get_int(v, "original_max_position_embeddings", &c->rope_orig_ctx, 0, path))
         return -1;
-    if (!(c->rope_factor > 0) || !(c->rope_low_freq_factor > 0) || !(c->rope_high_freq_factor > 0))
-        return r1_err("%s: %s of type llama3 needs factor, low_freq_factor and high_freq_factor",
-                      path, key);
+    if (!(c->rope_factor > 0) || !(c->rope_low_freq_factor > 0) || !(c->rope_high_freq_factor > 0) ||
+        c->rope_orig_ctx <= 0)
+        return r1_err("%s: %s of type llama3 needs factor, low_freq_factor, high_freq_factor and "
+                      "original_max_position_embeddings", path, key);
     return 0;
 }
 
