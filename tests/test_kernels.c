@@ -181,10 +181,12 @@ static const enum r1_dtype dtypes[] = {R1_DTYPE_F32,  R1_DTYPE_F16,  R1_DTYPE_BF
 static void test_matmul(const struct r1_cpu_isa *isa) {
     static const int shapes_full[][2] = {{5, 32}, {17, 7}, {33, 100}, {64, 96}, {130, 1536},
                                          {12, 257}, {40, 8960 / 4}, {9, 256}, {21, 512}};
-    static const int shapes_quick[][2] = {{5, 32}, {17, 7}, {33, 160}, {6, 256}};
+    /* quick (qemu): also 25 blocks of 32 (steps of 128 columns and a tail, in
+     * two KC slices) and 3 super-blocks */
+    static const int shapes_quick[][2] = {{5, 32}, {17, 7}, {33, 160}, {6, 256}, {7, 800}, {5, 768}};
     static const int Ts_full[] = {1, 3, 17, 64}, Ts_quick[] = {1, 3, 9};
     const int(*shapes)[2] = quick ? shapes_quick : shapes_full;
-    int nshapes = quick ? 4 : 9;
+    int nshapes = quick ? 6 : 9;
     const int *Ts = quick ? Ts_quick : Ts_full;
     int nT = quick ? 3 : 4, ncase = 0;
     for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++) {
@@ -288,6 +290,72 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
         }
         group_print(&g);
     }
+}
+
+/* The q8-activation tiles at the extremes of their integer sums: every quant
+ * byte 0x00, 0xff, 0x80 or 0x81 (the largest weights of either sign, all
+ * fifth and sixth bits set or clear) against tokens whose activations all
+ * quantize to +127 or -127, so that a partial sum kept in a narrow integer
+ * (arm/idot.h sums products in int16 lanes) would overflow if it could. The
+ * scale fields are set to 2^-8 (K-quant 6-bit scales and mins to 63, q6_K's
+ * to 2) so that no output is zero; against dequantized rows in double. */
+static void test_tile_extremes(const struct r1_cpu_isa *isa) {
+    static const int f16_at[][3] = {/* dtype, offsets of f16 fields (-1: none) */
+                                    {R1_DTYPE_Q8_0, 0, -1}, {R1_DTYPE_Q4_0, 0, -1},
+                                    {R1_DTYPE_Q4_1, 0, 2},  {R1_DTYPE_Q5_0, 0, -1},
+                                    {R1_DTYPE_Q5_1, 0, 2},  {R1_DTYPE_Q4_K, 0, 2},
+                                    {R1_DTYPE_Q5_K, 0, 2},  {R1_DTYPE_Q6_K, 208, -1}};
+    static const uint8_t fills[] = {0x00, 0xff, 0x80, 0x81};
+    const int K = 512;
+    const size_t xs = r1_cpu_q8_stride(K);
+    uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
+    float *xr = malloc((size_t)K * 4), *wf = malloc((size_t)K * 4);
+    for (int t = 0; t < R1_CPU_NT; t++) { /* all +1, all -1, +-1 by halves of 16, random */
+        for (int k = 0; k < K; k++)
+            xr[k] = t == 0 ? 1.0f : t == 1 ? -1.0f : t == 2 ? (k / 16 % 2 ? -1.0f : 1.0f) : frand();
+        isa->quant_q8(xr, xq + t * xs, K);
+    }
+    for (size_t di = 0; di < sizeof f16_at / sizeof f16_at[0]; di++) {
+        const enum r1_dtype dt = (enum r1_dtype)f16_at[di][0];
+        const struct r1_cpu_mm *mm = &isa->mm[dt];
+        if (!mm->tile || mm->act != R1_CPU_ACT_Q8) continue;
+        const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
+        const size_t rb = r1_dtype_row_bytes(dt, K);
+        uint8_t *wb = malloc(rb * R1_CPU_MR);
+        struct r1_mat m = {.data = wb, .dtype = dt, .rows = R1_CPU_MR, .cols = K, .row_bytes = rb};
+        char what[48];
+        snprintf(what, sizeof what, "tile extremes/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
+        for (size_t fi = 0; fi < sizeof fills; fi++) {
+            memset(wb, fills[fi], rb * R1_CPU_MR);
+            const uint16_t h = r1_f32_to_f16(1.0f / 256);
+            for (size_t b = 0; b < rb * R1_CPU_MR; b += tr->block_size) {
+                for (int j = 1; j < 3; j++)
+                    if (f16_at[di][j] >= 0) memcpy(wb + b + f16_at[di][j], &h, 2);
+                if (dt == R1_DTYPE_Q4_K || dt == R1_DTYPE_Q5_K) memset(wb + b + 4, 0xff, 12);
+                if (dt == R1_DTYPE_Q6_K) memset(wb + b + 192, 2, 16);
+            }
+            for (int nt = 1; nt <= isa->nt; nt++) {
+                float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT], e[R1_CPU_MR * R1_CPU_NT];
+                mm->tile(K, 0, K, wb, rb, isa->mr, xq, xs, nt, out);
+                int n = 0;
+                for (int r = 0; r < isa->mr; r++) {
+                    r1_mat_row_f32(&m, r, wf);
+                    for (int t = 0; t < nt; t++) {
+                        const float *d = (const float *)(xq + t * xs);
+                        const int8_t *q = (const int8_t *)(xq + t * xs + r1_cpu_q8_qoff(K));
+                        double acc = 0;
+                        for (int k = 0; k < K; k++) acc += (double)wf[k] * d[k / 32] * q[k];
+                        a[n] = out[t * R1_CPU_MR + r], e[n++] = (float)acc;
+                    }
+                }
+                group_add(&g, nmse(a, e, (size_t)n), "fill 0x%02x nt=%d", fills[fi], nt);
+            }
+        }
+        group_print(&g);
+        free(wb);
+    }
+    free(xq), free(xr), free(wf);
 }
 
 
@@ -757,6 +825,7 @@ int main(void) {
         test_matmul(isa);
         r1_cpu_set_act_parts(2);
         test_tile_ranges(isa);
+        test_tile_extremes(isa);
         test_q4_0x8(isa);
         test_silu(isa);
         if (!strcmp(isa->name, "avx512")) { /* also the tiles for CPUs without VBMI / BF16 */
