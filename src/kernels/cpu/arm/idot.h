@@ -25,6 +25,8 @@
 
 #define ARM_INL static inline __attribute__((always_inline)) ARM_TGT
 
+#define ARM_BARRIER() __asm__ volatile("" ::: "memory")
+
 enum { WCLS_NARROW, WCLS_WIDE, WCLS_Q8 };
 
 #if ARM_DOT
@@ -67,7 +69,7 @@ ARM_INL int16x8_t mul32(int8x16_t w0, int8x16_t x0, int8x16_t w1, int8x16_t x1) 
 ARM_INL int32x4_t dot_g32(const int cls, const int8x16_t *W, const int8x16_t *X) {
     if (cls == WCLS_Q8) {
         int32x4_t b[4];
-        for (int i = 0; i < 4; i++)
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
             b[i] = vpadalq_s16(vpaddlq_s16(mul16(W[2 * i], X[2 * i])), mul16(W[2 * i + 1], X[2 * i + 1]));
         return vpaddq_s32(vpaddq_s32(b[0], b[1]), vpaddq_s32(b[2], b[3]));
     }
@@ -86,7 +88,7 @@ ARM_INL int32x4_t dot_g16(const int8x16_t *W, const int8x16_t *X) {
 
 ARM_INL int32x4_t xsum_g32(const int8x16_t *X) {
     int16x8_t s[4];
-    for (int i = 0; i < 4; i++) s[i] = vpadalq_s8(vpaddlq_s8(X[2 * i]), X[2 * i + 1]);
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) s[i] = vpadalq_s8(vpaddlq_s8(X[2 * i]), X[2 * i + 1]);
     return vpaddlq_s16(vpaddq_s16(vpaddq_s16(s[0], s[1]), vpaddq_s16(s[2], s[3])));
 }
 #endif

@@ -55,7 +55,7 @@ ARM_INL void kq_scales(const uint8_t *blk, float *A, float *B) {
 
 /* The 64 quants of chunk j (sub-blocks 2j, 2j+1) of a q4_K/q5_K super-block:
  * W[0], W[1] = sub-block 2j's columns 0..15, 16..31; W[2], W[3] = 2j+1's. */
-ARM_INL void kq_decode(const int F, const uint8_t *blk, int j, int8x16_t *W) {
+ARM_INL void kq_decode(const int F, const uint8_t *blk, unsigned j, int8x16_t *W) {
     const uint8_t *qs = blk + (F == F_Q4_K ? 16 : 48) + 32 * j;
     const uint8x16_t l0 = vld1q_u8(qs), l1 = vld1q_u8(qs + 16);
     if (F == F_Q4_K) {
@@ -79,7 +79,7 @@ ARM_INL void kq_decode(const int F, const uint8_t *blk, int j, int8x16_t *W) {
 
 /* Columns [c, c + 128) (half: [c, c + 64)) at chunk j of the super-blocks
  * blk[r]; A[r], B[r] that super-block's scales, padded with zeros. */
-ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *const *blk, int j,
+ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *const *blk, unsigned j,
                      float (*A)[16], float (*B)[16], const int8_t *const *xp,
                      const float *const *dp, float32x4_t (*acc)[4]) {
     const int8x16_t z = vdupq_n_s8(0);
@@ -91,6 +91,7 @@ ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *c
         gs[t] = vmulq_f32(vcvtq_f32_s32(xsum_g32(X)), dx[t]);
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        if (NT > 1 || F == F_Q5_K) ARM_BARRIER(); /* a row at a time: no spills */
         int8x16_t W[8];
         kq_decode(F, blk[r], j, W);
         if (half) W[4] = W[5] = W[6] = W[7] = z;
@@ -117,48 +118,60 @@ ARM_INL void q6_scales(const uint8_t *blk, float *A) {
     vst1q_f32(A + 12, vmulq_n_f32(vcvtq_f32_s32(vmovl_high_s16(s1)), d));
 }
 
-/* The 64 quants of chunk j of a q6_K super-block, minus 32: W[g] = group g.
- * ql nibble j % 2 of bytes 64(j/2)..; qh bits 4(j % 2) (groups 0, 1) and
- * 4(j % 2) + 2 (groups 2, 3) of bytes 128 + 32(j/2)... */
-ARM_INL void q6_decode(const uint8_t *blk, int j, int8x16_t *W) {
+/* The quants of a q6_K super-block minus 32, 16 columns a register: chunk j
+ * alone (two = 0: W[0..3]) or chunks j, j + 1 (two = 1, j even: W[0..7]).
+ * Chunks 2h and 2h + 1 share their bytes: ql 64h.. (nibble j % 2) and qh
+ * 128 + 32h.. (bits 4(j % 2) for groups 0, 1 and 4(j % 2) + 2 for groups
+ * 2, 3 of the chunk). */
+ARM_INL void q6_decode(const int two, const uint8_t *blk, unsigned j, int8x16_t *W) {
     const uint8_t *ql = blk + 64 * (j / 2), *qh = blk + 128 + 32 * (j / 2);
     const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32),
                      l3 = vld1q_u8(ql + 48);
     const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
-    uint8x16_t q[4];
-    if (j % 2 == 0) { /* low nibbles; (qh & 3) and (qh >> 2 & 3) inserted above them */
-        const uint8x16_t m3 = vdupq_n_u8(3);
-        q[0] = vsliq_n_u8(l0, vandq_u8(h0, m3), 4);
-        q[1] = vsliq_n_u8(l1, vandq_u8(h1, m3), 4);
-        q[2] = vsliq_n_u8(l2, vandq_u8(vshrq_n_u8(h0, 2), m3), 4);
-        q[3] = vsliq_n_u8(l3, vandq_u8(vshrq_n_u8(h1, 2), m3), 4);
-    } else { /* high nibbles under (qh & 0x30) and (qh >> 2 & 0x30) */
-        const uint8x16_t m30 = vdupq_n_u8(0x30);
-        q[0] = vsriq_n_u8(vandq_u8(h0, m30), l0, 4);
-        q[1] = vsriq_n_u8(vandq_u8(h1, m30), l1, 4);
-        q[2] = vsriq_n_u8(vandq_u8(vshrq_n_u8(h0, 2), m30), l2, 4);
-        q[3] = vsriq_n_u8(vandq_u8(vshrq_n_u8(h1, 2), m30), l3, 4);
-    }
+    const uint8x16_t h2 = vshrq_n_u8(h0, 2), h3 = vshrq_n_u8(h1, 2);
     const int8x16_t o = vdupq_n_s8(32);
-    _Pragma("GCC unroll 4") for (int g = 0; g < 4; g++) W[g] = vsubq_s8(vreinterpretq_s8_u8(q[g]), o);
+    uint8x16_t q[8];
+    int n = 0;
+    if (two || j % 2 == 0) { /* low nibbles; (qh & 3) and (qh >> 2 & 3) inserted above them */
+        const uint8x16_t m3 = vdupq_n_u8(3);
+        q[n++] = vsliq_n_u8(l0, vandq_u8(h0, m3), 4);
+        q[n++] = vsliq_n_u8(l1, vandq_u8(h1, m3), 4);
+        q[n++] = vsliq_n_u8(l2, vandq_u8(h2, m3), 4);
+        q[n++] = vsliq_n_u8(l3, vandq_u8(h3, m3), 4);
+    }
+    if (two || j % 2 == 1) { /* high nibbles under (qh & 0x30) and (qh >> 2 & 0x30) */
+        const uint8x16_t m30 = vdupq_n_u8(0x30);
+        q[n++] = vsriq_n_u8(vandq_u8(h0, m30), l0, 4);
+        q[n++] = vsriq_n_u8(vandq_u8(h1, m30), l1, 4);
+        q[n++] = vsriq_n_u8(vandq_u8(h2, m30), l2, 4);
+        q[n++] = vsriq_n_u8(vandq_u8(h3, m30), l3, 4);
+    }
+    _Pragma("GCC unroll 8") for (int g = 0; g < 4 + 4 * two; g++)
+        W[g] = vsubq_s8(vreinterpretq_s8_u8(q[g]), o);
 }
 
-ARM_INL void q6_step(const int NT, const uint8_t *const *blk, int j, float (*A)[16],
-                     const int8_t *const *xp, const float *const *dp, float32x4_t (*acc)[4]) {
-    float32x4_t dx[4];
+/* Columns [c, c + 64) (two: [c, c + 128)) at chunk j of the super-blocks
+ * blk[r]; A[r] their scales. */
+ARM_INL void q6_step(const int NT, const int two, const uint8_t *const *blk, unsigned j,
+                     float (*A)[16], const int8_t *const *xp, const float *const *dp,
+                     float32x4_t (*acc)[4]) {
+    float32x4_t dx[4][2]; /* one scale per group of 16: dx0 dx0 dx1 dx1 (dx2 dx2 dx3 dx3) */
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-        const float32x4_t d2 = vcombine_f32(vld1_f32(dp[t]), vld1_f32(dp[t]));
-        dx[t] = vzip1q_f32(d2, d2); /* dx0 dx0 dx1 dx1: one per group of 16 */
+        const float32x4_t d = two ? vld1q_f32(dp[t]) : vcombine_f32(vld1_f32(dp[t]), vld1_f32(dp[t]));
+        dx[t][0] = vzip1q_f32(d, d);
+        dx[t][1] = vzip2q_f32(d, d);
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-        int8x16_t W[4];
-        q6_decode(blk[r], j, W);
-        const float32x4_t a = vld1q_f32(A[r] + 4 * j);
+        ARM_BARRIER(); /* a row at a time: no spills */
+        int8x16_t W[8];
+        q6_decode(two, blk[r], j, W);
+        const float32x4_t a0 = vld1q_f32(A[r] + 4 * j), a1 = two ? vld1q_f32(A[r] + 4 * j + 4) : a0;
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-            int8x16_t X[4];
-            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) X[i] = vld1q_s8(xp[t] + 16 * i);
-            const int32x4_t s = dot_g16(W, X);
-            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(s), vmulq_f32(a, dx[t]));
+            int8x16_t X[8];
+            _Pragma("GCC unroll 8") for (int i = 0; i < 4 + 4 * two; i++) X[i] = vld1q_s8(xp[t] + 16 * i);
+            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W, X)), vmulq_f32(a0, dx[t][0]));
+            if (two)
+                acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W + 4, X + 4)), vmulq_f32(a1, dx[t][1]));
         }
     }
 }
@@ -178,7 +191,7 @@ ARM_INL void kq_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
     memset(B, 0, sizeof B);
     int c = k0;
     while (c < k1) {
-        const int sb = c / R1_QK_K, send = k1 < (sb + 1) * R1_QK_K ? k1 : (sb + 1) * R1_QK_K;
+        const int sb = (int)((unsigned)c / R1_QK_K), send = k1 < (sb + 1) * R1_QK_K ? k1 : (sb + 1) * R1_QK_K;
         const uint8_t *blk[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             blk[r] = wr[r] + (size_t)sb * bs;
@@ -186,19 +199,21 @@ ARM_INL void kq_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
             else kq_scales(blk[r], A[r], B[r]);
         }
         while (c < send) {
-            const int j = (c % R1_QK_K) / 64, n = F >= 0 && c + 128 <= send ? 128 : 64;
+            const unsigned j = (unsigned)c % R1_QK_K / 64;
+            const int n = c + 128 <= send && (F >= 0 || (j % 2 == 0 && NT <= 2)) ? 128 : 64;
             const int8_t *xp[4];
             const float *dp[4];
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 xp[t] = (const int8_t *)(xt[t] + qoff) + c;
-                dp[t] = (const float *)xt[t] + c / 32;
+                dp[t] = (const float *)xt[t] + (unsigned)c / 32;
             }
             if (NT <= 2) { /* decode: fetch the next 4 rows' bytes of this step ahead (not
                             * measured on ARM hardware; the x86 tiles gained from it) */
                 const size_t off = F < 0 ? (size_t)64 * (j / 2) : (size_t)(F == F_Q4_K ? 16 : 48) + 32 * j;
                 _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) __builtin_prefetch(blk[r] + 4 * ws + off);
             }
-            if (F < 0) q6_step(NT, blk, j, A, xp, dp, acc);
+            if (F < 0 && n == 128) q6_step(NT, 1, blk, j, A, xp, dp, acc);
+            else if (F < 0) q6_step(NT, 0, blk, j, A, xp, dp, acc);
             else if (n == 128) kq_step(F, NT, 0, blk, j, A, B, xp, dp, acc);
             else kq_step(F, NT, 1, blk, j, A, B, xp, dp, acc);
             c += n;

@@ -99,6 +99,7 @@ ARM_INL void q32_step(const int F, const int NT, const uint8_t *const *wp, const
         }
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        if (NT > 1 || F == F_Q5_0 || F == F_Q5_1) ARM_BARRIER(); /* a row at a time: no spills */
         int8x16_t W[8];
         float32x4_t a, b = vdupq_n_f32(0.0f);
         q32_decode(F, wp[r], W, &a, &b);
@@ -128,14 +129,14 @@ ARM_INL void q32_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
         const int8_t *xp[4];
         const float *dp[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-            wp[r] = wr[r] + (size_t)(c / 32) * bs;
+            wp[r] = wr[r] + ((size_t)c / 32) * bs;
             /* decode: fetch the next 4 rows' blocks ahead (not measured on ARM
              * hardware; the x86 tiles gained from it) */
             if (NT <= 2) __builtin_prefetch(wp[r] + 4 * ws);
         }
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             xp[t] = (const int8_t *)(xt[t] + qoff) + c;
-            dp[t] = (const float *)xt[t] + c / 32;
+            dp[t] = (const float *)xt[t] + (size_t)c / 32;
         }
         q32_step(F, NT, wp, xp, dp, acc);
     }
@@ -151,12 +152,12 @@ ARM_INL void q32_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
         memset(xb, 0, sizeof xb);
         memset(db, 0, sizeof db);
         for (int r = 0; r < 4; r++) {
-            memcpy(wb[r], wr[r] + (size_t)(c / 32) * bs, (size_t)nb * bs);
+            memcpy(wb[r], wr[r] + ((size_t)c / 32) * bs, (size_t)nb * bs);
             wp[r] = wb[r];
         }
         for (int t = 0; t < NT; t++) {
             memcpy(xb[t], xt[t] + qoff + c, (size_t)nb * 32);
-            memcpy(db[t], (const float *)xt[t] + c / 32, (size_t)nb * sizeof(float));
+            memcpy(db[t], (const float *)xt[t] + (size_t)c / 32, (size_t)nb * sizeof(float));
             xp[t] = xb[t];
             dp[t] = db[t];
         }
