@@ -298,27 +298,32 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
  * quantize to +127 or -127, so that a partial sum kept in a narrow integer
  * (arm/idot.h sums products in int16 lanes) would overflow if it could. The
  * scale fields are set to 2^-8 (K-quant 6-bit scales and mins to 63, q6_K's
- * to 2) so that no output is zero; against dequantized rows in double. */
+ * to 2) so that no output is zero; against dequantized rows in double
+ * (q4_0x8: the same activations in q8x8 form). */
 static void test_tile_extremes(const struct r1_cpu_isa *isa) {
     static const int f16_at[][3] = {/* dtype, offsets of f16 fields (-1: none) */
                                     {R1_DTYPE_Q8_0, 0, -1}, {R1_DTYPE_Q4_0, 0, -1},
                                     {R1_DTYPE_Q4_1, 0, 2},  {R1_DTYPE_Q5_0, 0, -1},
                                     {R1_DTYPE_Q5_1, 0, 2},  {R1_DTYPE_Q4_K, 0, 2},
-                                    {R1_DTYPE_Q5_K, 0, 2},  {R1_DTYPE_Q6_K, 208, -1}};
+                                    {R1_DTYPE_Q5_K, 0, 2},  {R1_DTYPE_Q6_K, 208, -1},
+                                    {R1_DTYPE_Q4_0X8, 0, -1}};
     static const uint8_t fills[] = {0x00, 0xff, 0x80, 0x81};
     const int K = 512;
     const size_t xs = r1_cpu_q8_stride(K);
-    uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
+    const size_t x8s = r1_cpu_q8x8_stride(K);
+    uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *x8 = aligned_alloc(64, x8s * R1_CPU_NT);
     float *xr = malloc((size_t)K * 4), *wf = malloc((size_t)K * 4);
     for (int t = 0; t < R1_CPU_NT; t++) { /* all +1, all -1, +-1 by halves of 16, random */
         for (int k = 0; k < K; k++)
             xr[k] = t == 0 ? 1.0f : t == 1 ? -1.0f : t == 2 ? (k / 16 % 2 ? -1.0f : 1.0f) : frand();
         isa->quant_q8(xr, xq + t * xs, K);
+        r1_cpu_q8_to_q8x8(xq + t * xs, x8 + t * x8s, K); /* the same values for q4_0x8 */
     }
     for (size_t di = 0; di < sizeof f16_at / sizeof f16_at[0]; di++) {
         const enum r1_dtype dt = (enum r1_dtype)f16_at[di][0];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
-        if (!mm->tile || mm->act != R1_CPU_ACT_Q8) continue;
+        const int is_x8 = mm->act == R1_CPU_ACT_Q8X8;
+        if (!mm->tile || (mm->act != R1_CPU_ACT_Q8 && !is_x8)) continue;
         const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
         const size_t rb = r1_dtype_row_bytes(dt, K);
         uint8_t *wb = malloc(rb * R1_CPU_MR);
@@ -332,12 +337,14 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
             for (size_t b = 0; b < rb * R1_CPU_MR; b += tr->block_size) {
                 for (int j = 1; j < 3; j++)
                     if (f16_at[di][j] >= 0) memcpy(wb + b + f16_at[di][j], &h, 2);
+                for (int j = 1; j < 8 && is_x8; j++) memcpy(wb + b + 2 * j, &h, 2); /* d[8] */
                 if (dt == R1_DTYPE_Q4_K || dt == R1_DTYPE_Q5_K) memset(wb + b + 4, 0xff, 12);
                 if (dt == R1_DTYPE_Q6_K) memset(wb + b + 192, 2, 16);
             }
             for (int nt = 1; nt <= isa->nt; nt++) {
                 float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT], e[R1_CPU_MR * R1_CPU_NT];
-                mm->tile(K, 0, K, wb, rb, isa->mr, xq, xs, nt, out);
+                if (is_x8) mm->tile(K, 0, K, wb, rb, isa->mr, x8, x8s, nt, out);
+                else mm->tile(K, 0, K, wb, rb, isa->mr, xq, xs, nt, out);
                 int n = 0;
                 for (int r = 0; r < isa->mr; r++) {
                     r1_mat_row_f32(&m, r, wf);
@@ -355,7 +362,7 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
         group_print(&g);
         free(wb);
     }
-    free(xq), free(xr), free(wf);
+    free(xq), free(x8), free(xr), free(wf);
 }
 
 

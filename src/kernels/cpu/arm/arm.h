@@ -7,8 +7,9 @@
  *   arm/tiles_neon.c  the tiles for ARMv8.0 (smull/smlal, int16 sums)
  *   arm/tiles_dot.c   the tiles for ARMv8.2 dotprod (sdot)
  * Both compile the same two templates, arm/q32_body.h (the 32-weight block
- * formats q8_0, q4_0, q4_1, q5_0, q5_1) and arm/kq_body.h (q4_K, q5_K,
- * q6_K), on top of arm/idot.h (the integer dot products of one step).
+ * formats q8_0, q4_0, q4_1, q5_0, q5_1, and q4_0x8) and arm/kq_body.h
+ * (q4_K, q5_K, q6_K), on top of arm/idot.h (the integer dot products of
+ * one step).
  *
  * Every tile takes any nr <= 4, nt <= 4 and the column ranges of kquants.h:
  * k0 % 64 == 0, k1 % 64 == 0 or k1 == K (K % 32 == 0 for the 32-weight
@@ -32,7 +33,8 @@
     void r1_arm_tile_q5_1_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
     void r1_arm_tile_q4_K_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
     void r1_arm_tile_q5_K_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q6_K_##SUFFIX(R1_KQ_TILE_ARGS);
+    void r1_arm_tile_q6_K_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
+    void r1_arm_tile_q4_0x8_##SUFFIX(R1_KQ_TILE_ARGS); /* q8x8 activations, k0, k1 % 256 == 0 */
 R1_ARM_TILES(neon)
 R1_ARM_TILES(dot)
 #undef R1_ARM_TILES

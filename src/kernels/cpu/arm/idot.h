@@ -12,6 +12,9 @@
  *   dot_g32   4 groups of 32 columns (W[2i], W[2i+1] x X[2i], X[2i+1])
  *   dot_g16   4 groups of 16 columns (W[i] x X[i]), |w| <= 32
  *   xsum_g32  the sums of X over 4 groups of 32 columns
+ *   dot_x8    nx + the lane sums of Wl[i] x Xl[i] and Wh[i] x Xh[i], i < 4,
+ *             where 32-bit lane k of every register belongs to group k
+ *             (q4_0x8 against q8x8, |w| <= 15)
  * Without dotprod the products are summed in int16 lanes as long as they
  * cannot overflow (|x| <= 127 from the q8 quantizer): the weight's class says
  * how far (WCLS_NARROW |w| <= 16: 16 products; WCLS_WIDE |w| <= 32: 8;
@@ -19,7 +22,8 @@
  *
  * Instructions per call (dot / ARMv8.0): dot_g32 4 movi + 8 sdot + 3 addp /
  * narrow 16 smull/smlal + 3 addp + 1 saddlp, wide 16 + 4 + 1, q8 16 + 8 + 3;
- * dot_g16 4 + 4 + 3 / 8 + 3 + 1; xsum_g32 4 + 8 + 3 / 8 + 3 + 1.
+ * dot_g16 4 + 4 + 3 / 8 + 3 + 1; xsum_g32 4 + 8 + 3 / 8 + 3 + 1; dot_x8
+ * 8 sdot (+ 1 mov) / 16 smull/smlal + 3 + 1 add.
  */
 #include <arm_neon.h>
 
@@ -46,6 +50,15 @@ ARM_INL int32x4_t dot_g16(const int8x16_t *W, const int8x16_t *X) {
     int32x4_t g0 = vdotq_s32(z, W[0], X[0]), g1 = vdotq_s32(z, W[1], X[1]);
     int32x4_t g2 = vdotq_s32(z, W[2], X[2]), g3 = vdotq_s32(z, W[3], X[3]);
     return vpaddq_s32(vpaddq_s32(g0, g1), vpaddq_s32(g2, g3));
+}
+
+ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh,
+                         const int8x16_t *Xl, const int8x16_t *Xh) {
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        nx = vdotq_s32(nx, Wl[i], Xl[i]);
+        nx = vdotq_s32(nx, Wh[i], Xh[i]);
+    }
+    return nx;
 }
 
 ARM_INL int32x4_t xsum_g32(const int8x16_t *X) {
@@ -84,6 +97,22 @@ ARM_INL int32x4_t dot_g16(const int8x16_t *W, const int8x16_t *X) {
     int16x8_t p01 = vpaddq_s16(mul16(W[0], X[0]), mul16(W[1], X[1]));
     int16x8_t p23 = vpaddq_s16(mul16(W[2], X[2]), mul16(W[3], X[3]));
     return vpaddlq_s16(vpaddq_s16(p01, p23)); /* 8 products a lane before widening */
+}
+
+/* bytes 0..7 are groups 0, 1 and bytes 8..15 groups 2, 3: 8 products per
+ * int16 lane of each half */
+ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh,
+                         const int8x16_t *Xl, const int8x16_t *Xh) {
+    int16x8_t lo = vmull_s8(vget_low_s8(Wl[0]), vget_low_s8(Xl[0])), hi = vmull_high_s8(Wl[0], Xl[0]);
+    lo = vmlal_s8(lo, vget_low_s8(Wh[0]), vget_low_s8(Xh[0]));
+    hi = vmlal_high_s8(hi, Wh[0], Xh[0]);
+    _Pragma("GCC unroll 4") for (int i = 1; i < 4; i++) {
+        lo = vmlal_s8(lo, vget_low_s8(Wl[i]), vget_low_s8(Xl[i]));
+        hi = vmlal_high_s8(hi, Wl[i], Xl[i]);
+        lo = vmlal_s8(lo, vget_low_s8(Wh[i]), vget_low_s8(Xh[i]));
+        hi = vmlal_high_s8(hi, Wh[i], Xh[i]);
+    }
+    return vaddq_s32(nx, vpaddq_s32(vpaddlq_s16(lo), vpaddlq_s16(hi)));
 }
 
 ARM_INL int32x4_t xsum_g32(const int8x16_t *X) {

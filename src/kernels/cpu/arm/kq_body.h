@@ -83,12 +83,13 @@ ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *c
                      float (*A)[16], float (*B)[16], const int8_t *const *xp,
                      const float *const *dp, float32x4_t (*acc)[4]) {
     const int8x16_t z = vdupq_n_s8(0);
-    float32x4_t dx[4], gs[4];
+    float dx[4][4], gs[4][4]; /* per token, of each sub-block; read back row by row */
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
         int8x16_t X[8];
         _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) X[i] = half && i >= 4 ? z : vld1q_s8(xp[t] + 16 * i);
-        dx[t] = half ? vcombine_f32(vld1_f32(dp[t]), vdup_n_f32(0.0f)) : vld1q_f32(dp[t]);
-        gs[t] = vmulq_f32(vcvtq_f32_s32(xsum_g32(X)), dx[t]);
+        const float32x4_t d = half ? vcombine_f32(vld1_f32(dp[t]), vdup_n_f32(0.0f)) : vld1q_f32(dp[t]);
+        vst1q_f32(dx[t], d);
+        vst1q_f32(gs[t], vmulq_f32(vcvtq_f32_s32(xsum_g32(X)), d));
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
         if (NT > 1 || F == F_Q5_K) ARM_BARRIER(); /* a row at a time: no spills */
@@ -101,8 +102,8 @@ ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *c
             int8x16_t X[8];
             _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) X[i] = half && i >= 4 ? z : vld1q_s8(xp[t] + 16 * i);
             const int32x4_t s = dot_g32(F == F_Q4_K ? WCLS_NARROW : WCLS_WIDE, W, X);
-            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(s), vmulq_f32(a, dx[t]));
-            acc[r][t] = vfmaq_f32(acc[r][t], b, gs[t]);
+            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(s), vmulq_f32(a, vld1q_f32(dx[t])));
+            acc[r][t] = vfmaq_f32(acc[r][t], b, vld1q_f32(gs[t]));
         }
     }
 }
@@ -155,11 +156,11 @@ ARM_INL void q6_decode(const int two, const uint8_t *blk, unsigned j, int8x16_t 
 ARM_INL void q6_step(const int NT, const int two, const uint8_t *const *blk, unsigned j,
                      float (*A)[16], const int8_t *const *xp, const float *const *dp,
                      float32x4_t (*acc)[4]) {
-    float32x4_t dx[4][2]; /* one scale per group of 16: dx0 dx0 dx1 dx1 (dx2 dx2 dx3 dx3) */
+    float dx[4][2][4]; /* one scale per group of 16: dx0 dx0 dx1 dx1 (dx2 dx2 dx3 dx3) */
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
         const float32x4_t d = two ? vld1q_f32(dp[t]) : vcombine_f32(vld1_f32(dp[t]), vld1_f32(dp[t]));
-        dx[t][0] = vzip1q_f32(d, d);
-        dx[t][1] = vzip2q_f32(d, d);
+        vst1q_f32(dx[t][0], vzip1q_f32(d, d));
+        vst1q_f32(dx[t][1], vzip2q_f32(d, d));
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
         ARM_BARRIER(); /* a row at a time: no spills */
@@ -169,9 +170,9 @@ ARM_INL void q6_step(const int NT, const int two, const uint8_t *const *blk, uns
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             int8x16_t X[8];
             _Pragma("GCC unroll 8") for (int i = 0; i < 4 + 4 * two; i++) X[i] = vld1q_s8(xp[t] + 16 * i);
-            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W, X)), vmulq_f32(a0, dx[t][0]));
+            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W, X)), vmulq_f32(a0, vld1q_f32(dx[t][0])));
             if (two)
-                acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W + 4, X + 4)), vmulq_f32(a1, dx[t][1]));
+                acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W + 4, X + 4)), vmulq_f32(a1, vld1q_f32(dx[t][1])));
         }
     }
 }

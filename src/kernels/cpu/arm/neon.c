@@ -138,6 +138,15 @@ static void quant_q8(const float *x, uint8_t *dst, int K) {
 /* 4 f16 values at b + i as f32 */
 INL float32x4_t ld4_f16(const uint16_t *b, int i) { return vcvt_f32_f16(vld1_f16((const float16_t *)b + i)); }
 
+/* q8x8 activations (cpu.h): the q8 form of each 256 columns, rearranged */
+static void quant_q8x8(const float *x, uint8_t *dst, int K) {
+    _Alignas(64) uint8_t q8[64 + 256]; /* d[8], then the quants at r1_cpu_q8_qoff(256) = 64 */
+    for (int s = 0; s < K / 256; s++) {
+        quant_q8(x + (size_t)s * 256, q8, 256);
+        r1_cpu_q8_to_q8x8(q8, dst + (size_t)s * R1_CPU_Q8X8_BYTES, 256);
+    }
+}
+
 static float dot_f32(const float *a, const float *b, int n) {
     float32x4_t s = vdupq_n_f32(0.0f);
     int i = 0;
@@ -187,8 +196,9 @@ static void f32_to_f16(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_arm_tile_q4_K_##SFX},                         \
                 [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_arm_tile_q5_K_##SFX},                         \
                 [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_arm_tile_q6_K_##SFX},                         \
+                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_arm_tile_q4_0x8_##SFX},                   \
             },                                                                                     \
-        .quant_q8 = quant_q8, .dot_f32 = dot_f32, .dot_f16 = dot_f16, .axpy_f32 = axpy_f32,        \
+        .quant_q8 = quant_q8, .quant_q8x8 = quant_q8x8, .dot_f32 = dot_f32, .dot_f16 = dot_f16, .axpy_f32 = axpy_f32,        \
         .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16,                                            \
     }
 

@@ -1,7 +1,7 @@
 /*
  * q32_body.h - template (no include guard): the AArch64 tiles for the
  * 32-weight block formats q8_0, q4_0, q4_1, q5_0, q5_1 against q8
- * activations, included by arm/tiles_neon.c and arm/tiles_dot.c after
+ * activations, and q4_0x8 against q8x8 activations, included by arm/tiles_neon.c and arm/tiles_dot.c after
  * arm/idot.h, with ARM_FN(name) naming the exported tiles. Nothing here may
  * be used outside those two files.
  *
@@ -20,6 +20,15 @@
  * q5_1 4 + 44 + 5 (+5); per row and token: dot_g32 (idot.h) + 4 ldr/ldp of
  * X + scvtf + fmul + fmla (+ fmla for the _1 formats); per token: ldr dx
  * (+ xsum_g32, scvtf, fmul for the _1 formats).
+ *
+ * q4_0x8 (dtype.h: 8 q4_0 blocks regrouped, 256 columns) needs neither: 16
+ * bytes of its quants hold 4 bytes of each of 4 blocks, the matching 16 of
+ * the q8x8 activations (cpu.h) likewise, so dot_x8 sums each block in its
+ * own 32-bit lane, starting from the activations' -8 x lane sums (nx: the
+ * nibbles need no offset), and the 8 f16 scales are one load. Per 256
+ * columns and row: 4 ldp + 8 and/ushr + 1 ldr + 2 fcvtl; per row and token:
+ * 2 dot_x8 (16 sdot) + 8 ldp of X + 2 (scvtf + fmul + fmla); per token: 4
+ * ldr + 2 add.
  */
 #include <string.h>
 
@@ -89,13 +98,12 @@ ARM_INL void q32_decode(const int F, const uint8_t *p, int8x16_t *W, float32x4_t
  * and scales at the step's first column. */
 ARM_INL void q32_step(const int F, const int NT, const uint8_t *const *wp, const int8_t *const *xp,
                       const float *const *dp, float32x4_t (*acc)[4]) {
-    float32x4_t dx[4], gs[4];
+    float gs[4][4]; /* per token dx * (sum of X) of each block; read back row by row */
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-        dx[t] = vld1q_f32(dp[t]);
         if (Q32_MIN(F)) {
             int8x16_t X[8];
             _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) X[i] = vld1q_s8(xp[t] + 16 * i);
-            gs[t] = vmulq_f32(vcvtq_f32_s32(xsum_g32(X)), dx[t]);
+            vst1q_f32(gs[t], vmulq_f32(vcvtq_f32_s32(xsum_g32(X)), vld1q_f32(dp[t])));
         }
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
@@ -107,8 +115,8 @@ ARM_INL void q32_step(const int F, const int NT, const uint8_t *const *wp, const
             int8x16_t X[8];
             _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) X[i] = vld1q_s8(xp[t] + 16 * i);
             const int32x4_t s = dot_g32(Q32_CLS(F), W, X);
-            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(s), vmulq_f32(a, dx[t]));
-            if (Q32_MIN(F)) acc[r][t] = vfmaq_f32(acc[r][t], b, gs[t]);
+            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(s), vmulq_f32(a, vld1q_f32(dp[t])));
+            if (Q32_MIN(F)) acc[r][t] = vfmaq_f32(acc[r][t], b, vld1q_f32(gs[t]));
         }
     }
 }
@@ -170,6 +178,68 @@ ARM_INL void q32_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
         for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
 }
 
+/* Super-block s of q4_0x8 rows (wr[r]) against q8x8 tokens (xt[t]). */
+ARM_INL void x8_step(const int NT, const uint8_t *const *wr, const uint8_t *const *xt, size_t s,
+                     float32x4_t (*acc)[4]) {
+    int32_t nx[4][2][4]; /* per token -8 x the sums of blocks 0-3, 4-7; read back row by row */
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+        const int32_t *n = (const int32_t *)(xt[t] + s * R1_CPU_Q8X8_BYTES + 256);
+        vst1q_s32(nx[t][0], vaddq_s32(vld1q_s32(n), vld1q_s32(n + 8)));
+        vst1q_s32(nx[t][1], vaddq_s32(vld1q_s32(n + 4), vld1q_s32(n + 12)));
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        const uint8_t *bp = wr[r] + s * 144;
+        const float16x8_t h = vld1q_f16((const float16_t *)bp);
+        const float32x4_t dw[2] = {vcvt_f32_f16(vget_low_f16(h)), vcvt_high_f32_f16(h)};
+        /* quant registers 0, 2, 4, 6 hold blocks 0-3, registers 1, 3, 5, 7 blocks 4-7 */
+        _Pragma("GCC unroll 2") for (int p = 0; p < 2; p++) {
+            ARM_BARRIER(); /* half a row at a time: no spills */
+            int8x16_t Wl[4], Wh[4];
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                const uint8x16_t q = vld1q_u8(bp + 16 + 32 * i + 16 * p);
+                Wl[i] = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f)));
+                Wh[i] = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const int8_t *xp = (const int8_t *)xt[t] + s * R1_CPU_Q8X8_BYTES + 16 * p;
+                int8x16_t Xl[4], Xh[4];
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+                    Xl[i] = vld1q_s8(xp + 32 * i);
+                    Xh[i] = vld1q_s8(xp + 128 + 32 * i);
+                }
+                const int32x4_t si = dot_x8(vld1q_s32(nx[t][p]), Wl, Wh, Xl, Xh);
+                const float32x4_t dx = vld1q_f32((const float *)(xt[t] + s * R1_CPU_Q8X8_BYTES + 320) + 4 * p);
+                acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(si), vmulq_f32(dw[p], dx));
+            }
+        }
+    }
+}
+
+/* k0, k1: multiples of 256 (or k1 == K) */
+ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
+    (void)K;
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
+                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *xt[4];
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    float32x4_t acc[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    for (size_t s = (size_t)k0 / 256; s < (size_t)k1 / 256; s++) {
+        if (NT <= 2)
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                __builtin_prefetch(wr[r] + s * 144 + 4 * ws);
+                __builtin_prefetch(wr[r] + s * 144 + 4 * ws + 143);
+            }
+        x8_step(NT, wr, xt, s, acc);
+    }
+    float res[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = vaddvq_f32(acc[r][t]);
+    for (int t = 0; t < nt; t++)
+        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
+}
+
 /* One function per token count (1, 2, 4: nt = 3 runs the 4-token one). */
 #define Q32_TILE(FMT, F)                                                                           \
     static ARM_TGT void FMT##_nt1(R1_KQ_TILE_ARGS) { q32_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
@@ -187,3 +257,12 @@ Q32_TILE(q4_1, F_Q4_1)
 Q32_TILE(q5_0, F_Q5_0)
 Q32_TILE(q5_1, F_Q5_1)
 #undef Q32_TILE
+
+static ARM_TGT void q4_0x8_nt1(R1_KQ_TILE_ARGS) { x8_tile(1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+static ARM_TGT void q4_0x8_nt2(R1_KQ_TILE_ARGS) { x8_tile(2, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+static ARM_TGT void q4_0x8_nt4(R1_KQ_TILE_ARGS) { x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+ARM_TGT void ARM_FN(r1_arm_tile_q4_0x8)(R1_KQ_TILE_ARGS) {
+    if (nt == 1) q4_0x8_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else if (nt == 2) q4_0x8_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else q4_0x8_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
