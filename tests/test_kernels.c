@@ -332,6 +332,9 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
         snprintf(what, sizeof what, "tile extremes/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
         for (size_t fi = 0; fi < sizeof fills; fi++) {
+            /* q8_0 quantizers (r1infer's, llama.cpp's) emit -127..127; a byte
+             * of -128 reads as +128 in the x86 sign-trick tiles (maddubs) */
+            if (dt == R1_DTYPE_Q8_0 && fills[fi] == 0x80) continue;
             memset(wb, fills[fi], rb * R1_CPU_MR);
             const uint16_t h = r1_f32_to_f16(1.0f / 256);
             for (size_t b = 0; b < rb * R1_CPU_MR; b += tr->block_size) {
