@@ -1,29 +1,46 @@
 #!/usr/bin/env bash
-# Cross-builds the kernel conformance test (src/kernels, src/util,
-# tests/test_kernels.c) for aarch64 with a static gcc and runs it under
-# qemu-user on a small set of shapes, twice: with -cpu max (NEON + dotprod:
-# both the "neon-dot" and "neon" tables are tested) and with -cpu cortex-a53
-# (ARMv8.0, no dotprod: the dispatch must pick "neon"). Needs
-# gcc-aarch64-linux-gnu and qemu-user (apt-get install -y gcc-aarch64-linux-gnu qemu-user).
-set -eu
+# Cross-builds r1infer for aarch64 with a static gcc (the project's Makefile
+# with CC=aarch64-linux-gnu-gcc, in $BUILD/aarch64) and runs under qemu-user:
+#   - test_kernels (R1_TEST_QUICK: a small set of shapes) with -cpu max (NEON
+#     + dotprod: the "neon-dot" and "neon" tables are both tested) and with
+#     -cpu cortex-a53 (ARMv8.0, no dotprod: the dispatch must pick "neon");
+#   - test_gguf and test_fixtures (the whole model against its oracles) with
+#     R1_CPU_ISA=neon-dot and R1_CPU_ISA=neon.
+# Needs gcc-aarch64-linux-gnu, qemu-user and arm64 builds of the static
+# libraries the model links, unpacked in R1_ARM_ROOT (scripts/install-deps.sh
+# provides all of them).
+# Speed under qemu means nothing; this checks correctness only.
+set -euo pipefail
 CC=${ARM_CC:-aarch64-linux-gnu-gcc}
 QEMU=${QEMU:-qemu-aarch64}
 BUILD=${BUILD:-build}
+LIBDIR=${R1_ARM_ROOT:-/usr/local/lib/r1infer-arm64}/usr/lib/aarch64-linux-gnu
 for tool in "$CC" "$QEMU"; do
     if ! command -v "$tool" >/dev/null; then
         echo "test-arm: '$tool' not found: apt-get install -y gcc-aarch64-linux-gnu qemu-user" >&2
         exit 1
     fi
 done
-mkdir -p "$BUILD/arm"
-out="$BUILD/arm/test_kernels"
-# shellcheck disable=SC2046
-"$CC" -static -std=c11 -Wall -Wextra -Werror -O2 -pthread -Iinclude -Isrc -Itests -D_GNU_SOURCE \
-    -o "$out" $(find src/kernels -name '*.c' | sort) src/util/util.c tests/test_kernels.c -lm
-echo "built $out"
+for lib in libjansson.a libpcre2-8.a libutf8proc.a; do
+    if [ ! -f "$LIBDIR/$lib" ]; then
+        echo "test-arm: $LIBDIR/$lib not found: run scripts/install-deps.sh (it unpacks" \
+             "libjansson-dev:arm64 libpcre2-dev:arm64 libutf8proc-dev:arm64 there)" >&2
+        exit 1
+    fi
+done
+out="$BUILD/aarch64"
+make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 LDFLAGS="-static -pthread" \
+    LDLIBS="-L$LIBDIR -lpcre2-8 -lutf8proc -ljansson -lm" \
+    "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
 status=0
-echo "== qemu-aarch64 -cpu max (dotprod) =="
-R1_TEST_QUICK=1 "$QEMU" -cpu max "$out" || status=1
-echo "== qemu-aarch64 -cpu cortex-a53 (no dotprod) =="
-R1_TEST_QUICK=1 "$QEMU" -cpu cortex-a53 "$out" | grep -E "best ISA|not available|passed" || status=1
+echo "== test_kernels, qemu-aarch64 -cpu max (dotprod) =="
+R1_TEST_QUICK=1 "$QEMU" -cpu max "$out/tests/test_kernels" || status=1
+echo "== test_kernels, qemu-aarch64 -cpu cortex-a53 (no dotprod) =="
+R1_TEST_QUICK=1 "$QEMU" -cpu cortex-a53 "$out/tests/test_kernels" 2>&1 | grep -E "FAIL|best ISA|not available|passed" || status=1
+for isa in neon-dot neon; do
+    for t in test_gguf test_fixtures; do
+        echo "== $t, R1_CPU_ISA=$isa, qemu-aarch64 -cpu max =="
+        R1_CPU_ISA=$isa "$QEMU" -cpu max "$out/tests/$t" 2>&1 | grep -E "FAIL|passed, [0-9]+ failed$" || status=1
+    done
+done
 exit $status
