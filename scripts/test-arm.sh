@@ -29,8 +29,10 @@ for lib in libjansson.a libpcre2-8.a libutf8proc.a; do
     fi
 done
 out="$BUILD/aarch64"
-make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 LDFLAGS="-static -pthread" \
-    LDLIBS="-L$LIBDIR -lpcre2-8 -lutf8proc -ljansson -lm" \
+# static: qemu-user then needs no arm64 loader or libraries (the Makefile's
+# test rule links with CFLAGS and LDLIBS, so -static goes into LDLIBS)
+make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 \
+    LDLIBS="-static -L$LIBDIR -lpcre2-8 -lutf8proc -ljansson -lm" \
     "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
 status=0
 echo "== test_kernels, qemu-aarch64 -cpu max (dotprod) =="

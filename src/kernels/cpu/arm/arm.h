@@ -22,8 +22,13 @@
 
 #if defined(__aarch64__)
 
-/* The attribute of every function that may execute sdot. */
+/* The attribute of every function that may execute sdot (clang spells the
+ * feature alone; clang before 16 also lacks vdotq_s32 there: arm/idot.h). */
+#if defined(__clang__)
+#define R1_ARM_DOT_TGT __attribute__((target("dotprod")))
+#else
 #define R1_ARM_DOT_TGT __attribute__((target("arch=armv8.2-a+dotprod")))
+#endif
 
 #define R1_ARM_TILES(SUFFIX)                                                                       \
     void r1_arm_tile_q8_0_##SUFFIX(R1_KQ_TILE_ARGS);                                               \

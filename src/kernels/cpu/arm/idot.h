@@ -34,6 +34,16 @@
 enum { WCLS_NARROW, WCLS_WIDE, WCLS_Q8 };
 
 #if ARM_DOT
+#if defined(__clang__) && !defined(__ARM_FEATURE_DOTPROD)
+/* clang's arm_neon.h (before 16) declares vdotq_s32 only for a global
+ * +dotprod; the target attribute still lets the assembler take sdot */
+ARM_INL int32x4_t sdot(int32x4_t acc, int8x16_t w, int8x16_t x) {
+    __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(w), "w"(x));
+    return acc;
+}
+#define vdotq_s32 sdot
+#endif
+
 ARM_INL int32x4_t dot_pair(int8x16_t w0, int8x16_t x0, int8x16_t w1, int8x16_t x1) {
     return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, x0), w1, x1);
 }
@@ -82,8 +92,10 @@ ARM_INL int16x8_t mul32(int8x16_t w0, int8x16_t x0, int8x16_t w1, int8x16_t x1) 
 ARM_INL int32x4_t dot_g32(const int cls, const int8x16_t *W, const int8x16_t *X) {
     if (cls == WCLS_Q8) {
         int32x4_t b[4];
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)
-            b[i] = vpadalq_s16(vpaddlq_s16(mul16(W[2 * i], X[2 * i])), mul16(W[2 * i + 1], X[2 * i + 1]));
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            const int16x8_t p0 = mul16(W[2 * i], X[2 * i]), p1 = mul16(W[2 * i + 1], X[2 * i + 1]);
+            b[i] = vpadalq_s16(vpaddlq_s16(p0), p1);
+        }
         return vpaddq_s32(vpaddq_s32(b[0], b[1]), vpaddq_s32(b[2], b[3]));
     }
     int16x8_t p0 = mul32(W[0], X[0], W[1], X[1]), p1 = mul32(W[2], X[2], W[3], X[3]);
@@ -103,7 +115,8 @@ ARM_INL int32x4_t dot_g16(const int8x16_t *W, const int8x16_t *X) {
  * int16 lane of each half */
 ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh,
                          const int8x16_t *Xl, const int8x16_t *Xh) {
-    int16x8_t lo = vmull_s8(vget_low_s8(Wl[0]), vget_low_s8(Xl[0])), hi = vmull_high_s8(Wl[0], Xl[0]);
+    int16x8_t lo = vmull_s8(vget_low_s8(Wl[0]), vget_low_s8(Xl[0])),
+              hi = vmull_high_s8(Wl[0], Xl[0]);
     lo = vmlal_s8(lo, vget_low_s8(Wh[0]), vget_low_s8(Xh[0]));
     hi = vmlal_high_s8(hi, Wh[0], Xh[0]);
     _Pragma("GCC unroll 4") for (int i = 1; i < 4; i++) {
@@ -117,7 +130,9 @@ ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh,
 
 ARM_INL int32x4_t xsum_g32(const int8x16_t *X) {
     int16x8_t s[4];
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) s[i] = vpadalq_s8(vpaddlq_s8(X[2 * i]), X[2 * i + 1]);
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        s[i] = vpadalq_s8(vpaddlq_s8(X[2 * i]), X[2 * i + 1]);
+    }
     return vpaddlq_s16(vpaddq_s16(vpaddq_s16(s[0], s[1]), vpaddq_s16(s[2], s[3])));
 }
 #endif

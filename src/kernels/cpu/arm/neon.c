@@ -10,8 +10,8 @@
  * dotprod is reached only after the HWCAP check (target attribute, never a
  * global -march).
  */
-#include "kernels/cpu/cpu.h"
 #include "kernels/cpu/arm/arm.h"
+#include "kernels/cpu/cpu.h"
 
 #if defined(__aarch64__)
 #include <arm_neon.h>
@@ -58,7 +58,8 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
     const float *xt[4];
-    for (int t = 0; t < NT; t++) xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);
+    for (int t = 0; t < NT; t++)
+        xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);
     float32x4_t acc[4][4], acc2[4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
         acc2[r] = vdupq_n_f32(0.0f);
@@ -73,40 +74,56 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             float32x4_t lo, hi;
-            if (DT == FT_F32) ld8_f32(wr[r], k, &lo, &hi);
-            else if (DT == FT_F16) ld8_f16(wr[r], k, &lo, &hi);
-            else ld8_bf16(wr[r], k, &lo, &hi);
+            if (DT == FT_F32)
+                ld8_f32(wr[r], k, &lo, &hi);
+            else if (DT == FT_F16)
+                ld8_f16(wr[r], k, &lo, &hi);
+            else
+                ld8_bf16(wr[r], k, &lo, &hi);
             if (NT == 1) {
                 acc[r][0] = vfmaq_f32(acc[r][0], lo, xl[0]);
                 acc2[r] = vfmaq_f32(acc2[r], hi, xh[0]);
             } else {
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     acc[r][t] = vfmaq_f32(vfmaq_f32(acc[r][t], lo, xl[t]), hi, xh[t]);
+                }
             }
         }
     }
     float res[4][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             res[r][t] = vaddvq_f32(NT == 1 ? vaddq_f32(acc[r][0], acc2[r]) : acc[r][t]);
+        }
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < nr; r++) {
             float s = res[r][t];
             for (int kk = k; kk < k1; kk++)
-                s += (DT == FT_F32 ? sc_f32(wr[r], kk) : DT == FT_F16 ? sc_f16(wr[r], kk) : sc_bf16(wr[r], kk)) *
+                s += (DT == FT_F32   ? sc_f32(wr[r], kk)
+                      : DT == FT_F16 ? sc_f16(wr[r], kk)
+                                     : sc_bf16(wr[r], kk)) *
                      xt[t][kk];
             out[t * R1_CPU_MR + r] = s;
         }
 }
 
 #define FTILE(NAME, DT)                                                                            \
-    static void NAME##_nt1(R1_KQ_TILE_ARGS) { ftile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static void NAME##_nt2(R1_KQ_TILE_ARGS) { ftile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static void NAME##_nt4(R1_KQ_TILE_ARGS) { ftile(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static void NAME##_nt1(R1_KQ_TILE_ARGS) {                                                      \
+        ftile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
+    }                                                                                              \
+    static void NAME##_nt2(R1_KQ_TILE_ARGS) {                                                      \
+        ftile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
+    }                                                                                              \
+    static void NAME##_nt4(R1_KQ_TILE_ARGS) {                                                      \
+        ftile(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
+    }                                                                                              \
     static void NAME(R1_KQ_TILE_ARGS) {                                                            \
-        if (nt == 1) NAME##_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);                             \
-        else if (nt == 2) NAME##_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);                        \
-        else NAME##_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                     \
+        if (nt == 1)                                                                               \
+            NAME##_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+        else if (nt == 2)                                                                          \
+            NAME##_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+        else                                                                                       \
+            NAME##_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }
 FTILE(tile_f32, FT_F32)
 FTILE(tile_f16, FT_F16)
@@ -136,7 +153,9 @@ static void quant_q8(const float *x, uint8_t *dst, int K) {
 }
 
 /* 4 f16 values at b + i as f32 */
-INL float32x4_t ld4_f16(const uint16_t *b, int i) { return vcvt_f32_f16(vld1_f16((const float16_t *)b + i)); }
+INL float32x4_t ld4_f16(const uint16_t *b, int i) {
+    return vcvt_f32_f16(vld1_f16((const float16_t *)b + i));
+}
 
 /* q8x8 activations (cpu.h): the q8 form of each 256 columns, rearranged */
 static void quant_q8x8(const float *x, uint8_t *dst, int K) {
@@ -150,34 +169,43 @@ static void quant_q8x8(const float *x, uint8_t *dst, int K) {
 static float dot_f32(const float *a, const float *b, int n) {
     float32x4_t s = vdupq_n_f32(0.0f);
     int i = 0;
-    for (; i + 4 <= n; i += 4) s = vfmaq_f32(s, vld1q_f32(a + i), vld1q_f32(b + i));
+    for (; i + 4 <= n; i += 4)
+        s = vfmaq_f32(s, vld1q_f32(a + i), vld1q_f32(b + i));
     float r = vaddvq_f32(s);
-    for (; i < n; i++) r += a[i] * b[i];
+    for (; i < n; i++)
+        r += a[i] * b[i];
     return r;
 }
 static float dot_f16(const float *a, const uint16_t *b, int n) {
     float32x4_t s = vdupq_n_f32(0.0f);
     int i = 0;
-    for (; i + 4 <= n; i += 4) s = vfmaq_f32(s, vld1q_f32(a + i), ld4_f16(b, i));
+    for (; i + 4 <= n; i += 4)
+        s = vfmaq_f32(s, vld1q_f32(a + i), ld4_f16(b, i));
     float r = vaddvq_f32(s);
-    for (; i < n; i++) r += a[i] * r1_f16_to_f32(b[i]);
+    for (; i < n; i++)
+        r += a[i] * r1_f16_to_f32(b[i]);
     return r;
 }
 static void axpy_f32(float a, const float *x, float *y, int n) {
     int i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
-    for (; i < n; i++) y[i] += a * x[i];
+    for (; i + 4 <= n; i += 4)
+        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i < n; i++)
+        y[i] += a * x[i];
 }
 static void axpy_f16(float a, const uint16_t *x, float *y, int n) {
     int i = 0;
     for (; i + 4 <= n; i += 4)
         vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), ld4_f16(x, i), a));
-    for (; i < n; i++) y[i] += a * r1_f16_to_f32(x[i]);
+    for (; i < n; i++)
+        y[i] += a * r1_f16_to_f32(x[i]);
 }
 static void f32_to_f16(const float *x, uint16_t *y, int n) {
     int i = 0;
-    for (; i + 4 <= n; i += 4) vst1_f16((float16_t *)y + i, vcvt_f16_f32(vld1q_f32(x + i)));
-    for (; i < n; i++) y[i] = r1_f32_to_f16(x[i]);
+    for (; i + 4 <= n; i += 4)
+        vst1_f16((float16_t *)y + i, vcvt_f16_f32(vld1q_f32(x + i)));
+    for (; i < n; i++)
+        y[i] = r1_f32_to_f16(x[i]);
 }
 
 #define NEON_TABLE(NAME, AVAIL, SFX)                                                               \
@@ -185,21 +213,21 @@ static void f32_to_f16(const float *x, uint16_t *y, int n) {
         .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
         .mm =                                                                                      \
             {                                                                                      \
-                [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},                                       \
-                [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},                                       \
-                [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},                                     \
-                [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, r1_arm_tile_q8_0_##SFX},                         \
-                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, r1_arm_tile_q4_0_##SFX},                         \
-                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_arm_tile_q4_1_##SFX},                         \
-                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8, r1_arm_tile_q5_0_##SFX},                         \
-                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8, r1_arm_tile_q5_1_##SFX},                         \
-                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_arm_tile_q4_K_##SFX},                         \
-                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_arm_tile_q5_K_##SFX},                         \
-                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_arm_tile_q6_K_##SFX},                         \
-                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_arm_tile_q4_0x8_##SFX},                   \
+                [R1_DTYPE_F32] = {.act = R1_CPU_ACT_F32, .tile = tile_f32},                        \
+                [R1_DTYPE_F16] = {.act = R1_CPU_ACT_F32, .tile = tile_f16},                        \
+                [R1_DTYPE_BF16] = {.act = R1_CPU_ACT_F32, .tile = tile_bf16},                      \
+                [R1_DTYPE_Q8_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q8_0_##SFX},          \
+                [R1_DTYPE_Q4_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_0_##SFX},          \
+                [R1_DTYPE_Q4_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_1_##SFX},          \
+                [R1_DTYPE_Q5_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_0_##SFX},          \
+                [R1_DTYPE_Q5_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_1_##SFX},          \
+                [R1_DTYPE_Q4_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_K_##SFX},          \
+                [R1_DTYPE_Q5_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_K_##SFX},          \
+                [R1_DTYPE_Q6_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q6_K_##SFX},          \
+                [R1_DTYPE_Q4_0X8] = {.act = R1_CPU_ACT_Q8X8, .tile = r1_arm_tile_q4_0x8_##SFX},    \
             },                                                                                     \
-        .quant_q8 = quant_q8, .quant_q8x8 = quant_q8x8, .dot_f32 = dot_f32, .dot_f16 = dot_f16, .axpy_f32 = axpy_f32,        \
-        .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16,                                            \
+        .quant_q8 = quant_q8, .quant_q8x8 = quant_q8x8, .dot_f32 = dot_f32, .dot_f16 = dot_f16,    \
+        .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16,                      \
     }
 
 const struct r1_cpu_isa r1_cpu_neon = NEON_TABLE("neon", neon_available, neon);

@@ -1,8 +1,8 @@
 /*
  * q32_body.h - template (no include guard): the AArch64 tiles for the
  * 32-weight block formats q8_0, q4_0, q4_1, q5_0, q5_1 against q8
- * activations, and q4_0x8 against q8x8 activations, included by arm/tiles_neon.c and arm/tiles_dot.c after
- * arm/idot.h, with ARM_FN(name) naming the exported tiles. Nothing here may
+ * activations, and q4_0x8 against q8x8 activations, included by arm/tiles_neon.c and
+ * arm/tiles_dot.c after arm/idot.h, with ARM_FN(name) naming the exported tiles. Nothing here may
  * be used outside those two files.
  *
  * A step is 128 columns: 4 blocks of each of 4 rows, decoded once into 8
@@ -30,11 +30,12 @@
  * 2 dot_x8 (16 sdot) + 8 ldp of X + 2 (scvtf + fmul + fmla); per token: 4
  * ldr + 2 add.
  */
-#include <string.h>
+
 
 enum { F_Q8_0, F_Q4_0, F_Q4_1, F_Q5_0, F_Q5_1 };
 
-#define Q32_BS(F) ((F) == F_Q8_0 ? 34 : (F) == F_Q4_0 ? 18 : (F) == F_Q4_1 ? 20 : (F) == F_Q5_0 ? 22 : 24)
+#define Q32_BS(F)                                                                                  \
+    ((F) == F_Q8_0 ? 34 : (F) == F_Q4_0 ? 18 : (F) == F_Q4_1 ? 20 : (F) == F_Q5_0 ? 22 : 24)
 #define Q32_MIN(F) ((F) == F_Q4_1 || (F) == F_Q5_1) /* w = d*q + m */
 #define Q32_CLS(F) ((F) == F_Q8_0 ? WCLS_Q8 : (F) == F_Q5_1 ? WCLS_WIDE : WCLS_NARROW)
 
@@ -65,7 +66,10 @@ ARM_INL void q32_decode(const int F, const uint8_t *p, int8x16_t *W, float32x4_t
             W[2 * i + 1] = vld1q_s8((const int8_t *)blk + 18);
             continue;
         }
-        const uint8x16_t q = vld1q_u8(blk + (F == F_Q4_0 ? 2 : F == F_Q4_1 ? 4 : F == F_Q5_0 ? 6 : 8));
+        const uint8x16_t q = vld1q_u8(blk + (F == F_Q4_0   ? 2
+                                             : F == F_Q4_1 ? 4
+                                             : F == F_Q5_0 ? 6
+                                                           : 8));
         uint8x16_t lo, hi;
         if (F == F_Q4_0 || F == F_Q4_1) {
             lo = vandq_u8(q, m4);
@@ -127,7 +131,8 @@ ARM_INL void q32_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[4];
-    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    for (int t = 0; t < NT; t++)
+        xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     float32x4_t acc[4][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
@@ -175,7 +180,8 @@ ARM_INL void q32_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = vaddvq_f32(acc[r][t]);
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
+        for (int r = 0; r < nr; r++)
+            out[t * R1_CPU_MR + r] = res[r][t];
 }
 
 /* Super-block s of q4_0x8 rows (wr[r]) against q8x8 tokens (xt[t]). */
@@ -208,7 +214,8 @@ ARM_INL void x8_step(const int NT, const uint8_t *const *wr, const uint8_t *cons
                     Xh[i] = vld1q_s8(xp + 128 + 32 * i);
                 }
                 const int32x4_t si = dot_x8(vld1q_s32(nx[t][p]), Wl, Wh, Xl, Xh);
-                const float32x4_t dx = vld1q_f32((const float *)(xt[t] + s * R1_CPU_Q8X8_BYTES + 320) + 4 * p);
+                const float32x4_t dx =
+                    vld1q_f32((const float *)(xt[t] + s * R1_CPU_Q8X8_BYTES + 320) + 4 * p);
                 acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(si), vmulq_f32(dw[p], dx));
             }
         }
@@ -221,13 +228,13 @@ ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[4];
-    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    for (int t = 0; t < NT; t++)
+        xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     float32x4_t acc[4][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
     for (size_t s = (size_t)k0 / 256; s < (size_t)k1 / 256; s++) {
-        if (NT <= 2)
-            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        if (NT <= 2) _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
                 __builtin_prefetch(wr[r] + s * 144 + 4 * ws);
                 __builtin_prefetch(wr[r] + s * 144 + 4 * ws + 143);
             }
@@ -237,18 +244,28 @@ ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = vaddvq_f32(acc[r][t]);
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
+        for (int r = 0; r < nr; r++)
+            out[t * R1_CPU_MR + r] = res[r][t];
 }
 
 /* One function per token count (1, 2, 4: nt = 3 runs the 4-token one). */
 #define Q32_TILE(FMT, F)                                                                           \
-    static ARM_TGT void FMT##_nt1(R1_KQ_TILE_ARGS) { q32_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static ARM_TGT void FMT##_nt2(R1_KQ_TILE_ARGS) { q32_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static ARM_TGT void FMT##_nt4(R1_KQ_TILE_ARGS) { q32_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static ARM_TGT void FMT##_nt1(R1_KQ_TILE_ARGS) {                                               \
+        q32_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
+    static ARM_TGT void FMT##_nt2(R1_KQ_TILE_ARGS) {                                               \
+        q32_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
+    static ARM_TGT void FMT##_nt4(R1_KQ_TILE_ARGS) {                                               \
+        q32_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
     ARM_TGT void ARM_FN(r1_arm_tile_##FMT)(R1_KQ_TILE_ARGS) {                                      \
-        if (nt == 1) FMT##_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
-        else if (nt == 2) FMT##_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
-        else FMT##_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+        if (nt == 1)                                                                               \
+            FMT##_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        else if (nt == 2)                                                                          \
+            FMT##_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        else                                                                                       \
+            FMT##_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }
 
 Q32_TILE(q8_0, F_Q8_0)
@@ -258,11 +275,20 @@ Q32_TILE(q5_0, F_Q5_0)
 Q32_TILE(q5_1, F_Q5_1)
 #undef Q32_TILE
 
-static ARM_TGT void q4_0x8_nt1(R1_KQ_TILE_ARGS) { x8_tile(1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
-static ARM_TGT void q4_0x8_nt2(R1_KQ_TILE_ARGS) { x8_tile(2, K, k0, k1, w, ws, nr, x, xs, nt, out); }
-static ARM_TGT void q4_0x8_nt4(R1_KQ_TILE_ARGS) { x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+static ARM_TGT void q4_0x8_nt1(R1_KQ_TILE_ARGS) {
+    x8_tile(1, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+static ARM_TGT void q4_0x8_nt2(R1_KQ_TILE_ARGS) {
+    x8_tile(2, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+static ARM_TGT void q4_0x8_nt4(R1_KQ_TILE_ARGS) {
+    x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
 ARM_TGT void ARM_FN(r1_arm_tile_q4_0x8)(R1_KQ_TILE_ARGS) {
-    if (nt == 1) q4_0x8_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);
-    else if (nt == 2) q4_0x8_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);
-    else q4_0x8_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    if (nt == 1)
+        q4_0x8_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else if (nt == 2)
+        q4_0x8_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else
+        q4_0x8_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);
 }

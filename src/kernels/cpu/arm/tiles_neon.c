@@ -6,14 +6,17 @@
 #include "kernels/cpu/arm/arm.h"
 
 #if defined(__aarch64__)
+#include <string.h>
+
 #include "kernels/dtype.h"
 
 #define ARM_DOT 0
 #define ARM_TGT
 #define ARM_FN(name) name##_neon
 
-#include "kernels/cpu/arm/idot.h"
-#include "kernels/cpu/arm/q32_body.h"
+#include "kernels/cpu/arm/idot.h" /* first: the templates below use it */
+
 #include "kernels/cpu/arm/kq_body.h"
+#include "kernels/cpu/arm/q32_body.h"
 
 #endif
