@@ -2,8 +2,9 @@
 # Cross-builds r1infer for aarch64 with a static gcc (the project's Makefile
 # with CC=aarch64-linux-gnu-gcc, in $BUILD/aarch64) and runs under qemu-user:
 #   - test_kernels (R1_TEST_QUICK: a small set of shapes) with -cpu max (NEON
-#     + dotprod: the "neon-dot" and "neon" tables are both tested) and with
-#     -cpu cortex-a53 (ARMv8.0, no dotprod: the dispatch must pick "neon");
+#     + dotprod: the "neon-dot" and "neon" tables are both tested), the same
+#     built with ASan + UBSan, and with -cpu cortex-a53 (ARMv8.0, no dotprod:
+#     the dispatch must pick "neon");
 #   - test_gguf and test_fixtures (the whole model against its oracles) with
 #     R1_CPU_ISA=neon-dot and R1_CPU_ISA=neon.
 # Needs gcc-aarch64-linux-gnu, qemu-user and arm64 builds of the static
@@ -34,7 +35,21 @@ out="$BUILD/aarch64"
 make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 \
     LDLIBS="-static -L$LIBDIR -lpcre2-8 -lutf8proc -ljansson -lm" \
     "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
+# test_kernels under ASan + UBSan as well (dynamic: qemu finds the arm64
+# loader and libasan in the cross toolchain's root, /usr/aarch64-linux-gnu)
+san="$out/tests/test_kernels_san"
+if [ ! -x "$san" ] || [ -n "$(find src/kernels src/util tests/test_kernels.c -newer "$san" -print -quit)" ]; then
+    # shellcheck disable=SC2046
+    "$CC" -std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined \
+        -fno-sanitize-recover=undefined -fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests \
+        -D_GNU_SOURCE -o "$san" $(find src/kernels -name '*.c' | sort) src/util/util.c \
+        tests/test_kernels.c -lm
+fi
+SYSROOT=${ARM_SYSROOT:-/usr/aarch64-linux-gnu}
 status=0
+echo "== test_kernels under ASan + UBSan, qemu-aarch64 -cpu max =="
+R1_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=0 "$QEMU" -L "$SYSROOT" -cpu max "$san" 2>&1 |
+    grep -E "FAIL|ERROR|runtime error|passed, [0-9]+ failed$" || status=1
 echo "== test_kernels, qemu-aarch64 -cpu max (dotprod) =="
 R1_TEST_QUICK=1 "$QEMU" -cpu max "$out/tests/test_kernels" || status=1
 echo "== test_kernels, qemu-aarch64 -cpu cortex-a53 (no dotprod) =="
