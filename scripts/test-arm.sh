@@ -38,7 +38,8 @@ make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 \
 # test_kernels under ASan + UBSan as well (dynamic: qemu finds the arm64
 # loader and libasan in the cross toolchain's root, /usr/aarch64-linux-gnu)
 san="$out/tests/test_kernels_san"
-if [ ! -x "$san" ] || [ -n "$(find src/kernels src/util tests/test_kernels.c -newer "$san" -print -quit)" ]; then
+newer=$(find src/kernels src/util tests/test_kernels.c -newer "$san" -print -quit 2>/dev/null || true)
+if [ ! -x "$san" ] || [ -n "$newer" ]; then
     # shellcheck disable=SC2046
     "$CC" -std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined \
         -fno-sanitize-recover=undefined -fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests \
@@ -53,11 +54,13 @@ R1_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=0 "$QEMU" -L "$SYSROOT" -cpu max "$san
 echo "== test_kernels, qemu-aarch64 -cpu max (dotprod) =="
 R1_TEST_QUICK=1 "$QEMU" -cpu max "$out/tests/test_kernels" || status=1
 echo "== test_kernels, qemu-aarch64 -cpu cortex-a53 (no dotprod) =="
-R1_TEST_QUICK=1 "$QEMU" -cpu cortex-a53 "$out/tests/test_kernels" 2>&1 | grep -E "FAIL|best ISA|not available|passed" || status=1
+R1_TEST_QUICK=1 "$QEMU" -cpu cortex-a53 "$out/tests/test_kernels" 2>&1 |
+    grep -E "FAIL|best ISA|not available|passed" || status=1
 for isa in neon-dot neon; do
     for t in test_gguf test_fixtures; do
         echo "== $t, R1_CPU_ISA=$isa, qemu-aarch64 -cpu max =="
-        R1_CPU_ISA=$isa "$QEMU" -cpu max "$out/tests/$t" 2>&1 | grep -E "FAIL|passed, [0-9]+ failed$" || status=1
+        R1_CPU_ISA=$isa "$QEMU" -cpu max "$out/tests/$t" 2>&1 |
+            grep -E "FAIL|passed, [0-9]+ failed$" || status=1
     done
 done
 exit $status
