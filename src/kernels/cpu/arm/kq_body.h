@@ -15,6 +15,8 @@
  *                acc[r][t] += B_r * (dx_t * sum of X_t per sub-block)
  *   q6_K       steps of 64 columns (4 groups of 16), quants q - 32:
  *                acc[r][t] += cvt(dot_g16(W, X_t)) * (A_r * dx_t)
+ *              or, up to 2 tokens, 128 (two such halves: chunks 2h and
+ *              2h + 1 share their bytes, loaded once)
  * Each step's weights are decoded once per row and used for every token.
  *
  * Instructions per row (decode, shared by the tokens): scales per

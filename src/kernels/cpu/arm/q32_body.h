@@ -1,9 +1,9 @@
 /*
  * q32_body.h - template (no include guard): the AArch64 tiles for the
  * 32-weight block formats q8_0, q4_0, q4_1, q5_0, q5_1 against q8
- * activations, and q4_0x8 against q8x8 activations, included by arm/tiles_neon.c and
- * arm/tiles_dot.c after arm/idot.h, with ARM_FN(name) naming the exported tiles. Nothing here may
- * be used outside those two files.
+ * activations, and q4_0x8 against q8x8 activations, included by
+ * arm/tiles_neon.c and arm/tiles_dot.c after arm/idot.h, with ARM_FN(name)
+ * naming the exported tiles. Nothing here may be used outside those files.
  *
  * A step is 128 columns: 4 blocks of each of 4 rows, decoded once into 8
  * int8x16 registers and two float vectors (lane i: block i's d, and its m
@@ -30,7 +30,6 @@
  * 2 dot_x8 (16 sdot) + 8 ldp of X + 2 (scvtf + fmul + fmla); per token: 4
  * ldr + 2 add.
  */
-
 
 enum { F_Q8_0, F_Q4_0, F_Q4_1, F_Q5_0, F_Q5_1 };
 
@@ -222,7 +221,7 @@ ARM_INL void x8_step(const int NT, const uint8_t *const *wr, const uint8_t *cons
     }
 }
 
-/* k0, k1: multiples of 256 (or k1 == K) */
+/* k0, k1: multiples of 256 (q8x8 activations) */
 ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
     (void)K;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
@@ -234,10 +233,12 @@ ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
     for (size_t s = (size_t)k0 / 256; s < (size_t)k1 / 256; s++) {
-        if (NT <= 2) _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        if (NT <= 2) { /* decode: the next 4 rows' super-block ahead (as above) */
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
                 __builtin_prefetch(wr[r] + s * 144 + 4 * ws);
                 __builtin_prefetch(wr[r] + s * 144 + 4 * ws + 143);
             }
+        }
         x8_step(NT, wr, xt, s, acc);
     }
     float res[4][4];
