@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what r1infer needs to build and to run its tests on Debian/Ubuntu:
 # the C libraries it links (PCRE2, utf8proc, jansson, libmicrohttpd), clang
-# with libFuzzer for the fuzz targets, rsvg-convert for the bench chart, and
+# with libFuzzer for the fuzz targets, rsvg-convert for the bench chart, the
+# corpus of the perplexity tests (debian-faq: the Debian FAQ as plain text), and
 # the Python packages the tests drive it with (openai client, gguf-py).
 # Idempotent and quiet when everything is already there. Needs root (or sudo).
 set -euo pipefail
@@ -10,7 +11,7 @@ SUDO=""
 
 APT_PKGS="build-essential make pkg-config libpcre2-dev libutf8proc-dev libjansson-dev \
 libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip \
-gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user debian-faq"
 missing=""
 for p in $APT_PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
