@@ -180,7 +180,9 @@ static int parse_messages(const json_t *root, struct gen_request *r, struct api_
 static int parse_prompt(const json_t *root, struct gen_request *r, struct api_error *err) {
     const json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p)) return BAD("prompt", "'prompt' is required");
-    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
+    /* one prompt in a batch of one: ["text"] or [[ids]] (lm-evaluation-harness sends the latter) */
+    if (json_is_array(p) && json_array_size(p) == 1 &&
+        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
         p = json_array_get(p, 0);
     if (json_is_string(p)) {
         r->prompt = dup_n(json_string_value(p), json_string_length(p));
@@ -190,7 +192,7 @@ static int parse_prompt(const json_t *root, struct gen_request *r, struct api_er
                                       json_kind(p));
     size_t n = json_array_size(p);
     if (n == 0) return BAD("prompt", "'prompt' must not be empty");
-    if (json_is_string(json_array_get(p, 0)))
+    if (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)))
         return BAD("prompt", "only one prompt per request is supported (got %zu)", n);
     if (n > (1u << 24)) return BAD("prompt", "'prompt' has too many tokens");
     r->prompt_ids = malloc(n * sizeof(int32_t));
