@@ -79,6 +79,11 @@ static void test_completion_ok(void) {
     rc = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", REQ_CHAT, &r, &e);
     CHECK(rc == 0 && r.logprobs == 0, "chat logprobs without top_logprobs");
     if (!rc) req_free(&r);
+    rc = parse("{\"prompt\":[[5,6]]}", REQ_COMPLETION, &r, &e);
+    CHECK(rc == 0 && r.n_prompt_ids == 2 && r.prompt_ids[1] == 6, "a batch of one token prompt: [[5,6]]");
+    if (!rc) req_free(&r);
+    bad("{\"prompt\":[[5,6],[7]]}", REQ_COMPLETION, "prompt");
+    bad("{\"prompt\":[[]]}", REQ_COMPLETION, "prompt");
     bad("{\"prompt\":\"a\",\"logprobs\":6}", REQ_COMPLETION, "logprobs");
     bad("{\"prompt\":\"a\",\"logprobs\":true}", REQ_COMPLETION, "logprobs");
     bad("{\"prompt\":\"a\",\"echo\":1}", REQ_COMPLETION, "echo");

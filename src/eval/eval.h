@@ -54,10 +54,10 @@ struct eval_ppl {
 /* The running estimate: ppl and err from count, nll, nll2. */
 void eval_ppl_finish(struct eval_ppl *r);
 
-/* Score ids in the windows w on session s of a model with vocab logits (the session's context must hold
- * w->ctx tokens; it is truncated before each window). Each window runs as
- * two forward calls, the unscored first half without logits, then the rest
- * with every row's logits. progress: 0 = silent, 1 = a bar rewritten on
+/* Score ids in the windows w on session s of a model with vocab logits
+ * (the session's context must hold w->ctx tokens; it is truncated before
+ * each window). Each window runs as two forward calls, the unscored first
+ * half without logits, then the rest with every row's logits. progress: 0 = silent, 1 = a bar rewritten on
  * stderr, 2 = one line per window on stderr. row may be NULL. 0 or -1. */
 int eval_perplexity(r1_session_t *s, int vocab, const int32_t *ids, const struct eval_windows *w,
                     int progress, eval_row_fn row, void *row_ctx, struct eval_ppl *out);

@@ -236,12 +236,10 @@ int eval_kld_next(struct eval_kld_reader *r, struct eval_kld_stats *st, const fl
         }
     } else {
         base_top = (int32_t)get32(p + 12);
-        double q_top = 0;
         for (uint32_t i = 0; i < h->top_k; i++) {
             int32_t id = (int32_t)get32(p + 12 + 8 * (size_t)i);
             if (id < 0 || (uint32_t)id >= h->vocab) return r1_err("%s: token id %d out of range", r->path, id);
             double lp = getf(p + 16 + 8 * (size_t)i), q = (double)logits[id] - lse;
-            q_top += exp(q);
             r->mask[id] = 1;
             if (lp > -INFINITY) kl += exp(lp) * (lp - q);
         }
@@ -253,7 +251,6 @@ int eval_kld_next(struct eval_kld_reader *r, struct eval_kld_stats *st, const fl
             if (q_rest < 1e-300) q_rest = 1e-300;
             kl += exp(rest_lp) * (rest_lp - log(q_rest));
         }
-        (void)q_top;
         for (uint32_t i = 0; i < h->top_k; i++) r->mask[get32(p + 12 + 8 * (size_t)i)] = 0;
     }
     if (kl < 0) kl = 0; /* rounding of a zero divergence */
