@@ -290,11 +290,12 @@ static void test_kld(void) {
     CHECK(eval_kld_check(&a, &b, "x") < 0 && strstr(r1_last_error(), "--ctx"), "ctx: %s", r1_last_error());
     b = a, b.n_chunks = 2;
     CHECK(eval_kld_check(&a, &b, "x") < 0 && strstr(r1_last_error(), "--chunks"), "chunks: %s", r1_last_error());
-    int32_t other[64];
-    memcpy(other, ids, sizeof other);
+    int32_t *other = malloc((size_t)(np + ng) * sizeof *other);
+    memcpy(other, ids, (size_t)(np + ng) * sizeof *other);
     other[20] = (other[20] + 1) % 384; /* another text: refused by the hash */
     CHECK(kld_run(m8, other, &w, top, 0, 0, &s_top) < 0 && strstr(r1_last_error(), "other token ids"),
           "a base of other token ids: %s", r1_last_error());
+    free(other);
     size_t len = 0;
     char *bytes = r1_file_read(top, &len);
     FILE *f = fopen(top, "wb");
