@@ -133,15 +133,16 @@ def entries_chat(events):
 
 
 def test_chat(srv):
-    body = {"messages": [{"role": "user", "content": "Name three colors."}], "max_tokens": 12, "temperature": 0,
+    body = {"messages": [{"role": "user", "content": "Name three colors."}], "max_tokens": 40, "temperature": 0,
             "logprobs": True, "top_logprobs": 3}
     st, r = srv.post("/v1/chat/completions", body)
     if not check(st == 200, f"chat: status {st}: {r}"):
         return
     content = r["choices"][0]["logprobs"]["content"]
     n = r["usage"]["completion_tokens"]
-    check(len(content) >= n, f"chat: {len(content)} entries for {n} tokens")
-    text = bytes(b for e in content[:n] for b in e["bytes"]).decode("utf-8", "replace")
+    check(r["choices"][0]["finish_reason"] == "stop", "chat: the answer ends with the end token (max_tokens 40)")
+    check(len(content) == n, f"chat: {len(content)} entries for {n} tokens (none for the end token)")
+    text = bytes(b for e in content for b in e["bytes"]).decode("utf-8", "replace")
     check(text == r["choices"][0]["message"]["content"], f"chat: entries spell the message: {text!r}")
     for i, e in enumerate(content):
         check_top(e["logprob"], [(t["token"], t["logprob"]) for t in e["top_logprobs"]], f"chat entry {i}")

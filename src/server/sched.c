@@ -304,11 +304,11 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
         if (is_cancelled(g)) break;
         if (g->lp_raw) memcpy(g->lp_raw, sl->logits, (size_t)s->vocab * sizeof(float));
         int32_t id = r1_sampler_sample(smp, sl->logits);
-        if (g->lp_raw) lp_push(&g->lp, g->lp_raw, s->vocab, id);
         if (is_stop_id(s, id)) {
             finish = "stop";
             break;
         }
+        if (g->lp_raw) lp_push(&g->lp, g->lp_raw, s->vocab, id); /* the end token gets none, as in OpenAI's */
         u->completion_tokens++;
         const char *text = r1_detok_push(dt, id);
         if (text && *text && stop_feed(&g->stop, text, strlen(text), &g->piece)) hit = 1;
