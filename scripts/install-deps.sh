@@ -2,6 +2,7 @@
 # Installs what r1infer needs to build and to run its tests on Debian/Ubuntu:
 # the C libraries it links (PCRE2, utf8proc, jansson, libmicrohttpd), clang
 # with libFuzzer for the fuzz targets, rsvg-convert for the bench chart, the
+# corpus of the perplexity tests (debian-faq: the Debian FAQ as plain text), the
 # aarch64 cross compiler, qemu and arm64 builds of those libraries for
 # make test-arm, and the Python packages the tests drive it with (openai
 # client, gguf-py).
@@ -12,7 +13,7 @@ SUDO=""
 
 APT_PKGS="build-essential make pkg-config libpcre2-dev libutf8proc-dev libjansson-dev \
 libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip \
-gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user debian-faq"
 missing=""
 for p in $APT_PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -11,6 +11,15 @@ if [ -z "${R1_TEST_MODEL:-}" ]; then
     [ -n "$R1_TEST_MODEL" ] || echo "run-tests: could not fetch the default model (scripts/get-model.sh); test_smollm will fail"
 fi
 export R1_TEST_MODEL
+# the corpus of test_perplexity and tests/perplexity.sh: the Debian FAQ, as
+# the debian-faq package ships it (scripts/install-deps.sh installs it)
+if [ -z "${R1_TEST_CORPUS:-}" ]; then
+    R1_TEST_CORPUS="$BUILD/corpus/debian-faq.txt"
+    mkdir -p "$BUILD/corpus"
+    zcat /usr/share/doc/debian/FAQ/debian-faq.en.txt.gz > "$R1_TEST_CORPUS" 2>/dev/null ||
+        echo "run-tests: /usr/share/doc/debian/FAQ/debian-faq.en.txt.gz is missing (apt-get install debian-faq); test_perplexity will fail"
+fi
+export R1_TEST_CORPUS
 pass=0 fail=0
 run_one() { # name, command...
     local name=$1; shift

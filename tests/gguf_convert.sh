@@ -41,6 +41,32 @@ for spec in gqa2_f32:f32 f16:f16 mha_bf16:bf16 mha_bf16:q8_0 gqa2_f32:q4_0 gqa4_
         check "run $fx-$dt" test -n "$got" ;;
     esac
 done
+# GGUF in: every matrix requantized as --dtype does at load, metadata copied.
+# The converted file runs exactly as the original loaded with --dtype.
+for spec in llama_q4_1:q8_0 llama_q4_1:f32 tied_q4_k_m:q4_0 gqa2_q4_1_mix:bf16; do
+    fx=${spec%%:*} dt=${spec#*:}
+    src="tests/fixtures/gguf/$fx.gguf" out="$tmp/$fx-re-$dt.gguf"
+    check "convert $fx.gguf --dtype $dt" "$BIN" convert -m "$src" -o "$out" --dtype "$dt"
+    [ -f "$out" ] || continue
+    check "$fx-re-$dt: metadata copied, every matrix $dt" python3 - "$src" "$out" "$dt" <<'PYEOF'
+import sys, gguf
+a, b, dt = gguf.GGUFReader(sys.argv[1]), gguf.GGUFReader(sys.argv[2]), sys.argv[3].upper()
+skip = {"general.file_type", "general.alignment"}
+ka = {k: (f.types, [bytes(p) for p in f.parts[len(f.parts) - len(f.data):]]) for k, f in a.fields.items()
+      if not k.startswith("GGUF.") and k not in skip}
+kb = {k: (f.types, [bytes(p) for p in f.parts[len(f.parts) - len(f.data):]]) for k, f in b.fields.items()
+      if not k.startswith("GGUF.") and k not in skip}
+ok = ka == kb
+for t in b.tensors:
+    want = dt if len(t.shape) == 2 else [x for x in a.tensors if x.name == t.name][0].tensor_type.name
+    ok &= t.tensor_type.name == want
+sys.exit(0 if ok and len(a.tensors) == len(b.tensors) else 1)
+PYEOF
+    want=$("$BIN" run -m "$src" --dtype "$dt" --prompt-ids 5,17,42,99,3 -n 8 --temp 0 --print-ids --ignore-eos \
+        --backend ref 2>/dev/null | tail -n 1)
+    got=$(ids "$out")
+    check "greedy ids of $fx-re-$dt ($got) equal --dtype $dt at load ($want)" test -n "$want" -a "$want" = "$got"
+done
 # a directory that is not a checkpoint: an error, not a crash
 "$BIN" convert -m "$tmp" -o "$tmp/x.gguf" 2>"$tmp/err"
 rc=$?

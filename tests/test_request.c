@@ -71,8 +71,23 @@ static void test_completion_ok(void) {
     CHECK(rc == 0 && r.prompt && !strcmp(r.prompt, "only one"), "one-string array prompt");
     if (!rc) req_free(&r);
     rc = parse("{\"prompt\":[1,2,3],\"n\":null,\"stream\":null}", REQ_COMPLETION, &r, &e);
-    CHECK(rc == 0 && r.n_prompt_ids == 3 && r.prompt_ids[2] == 3, "token prompt");
+    CHECK(rc == 0 && r.n_prompt_ids == 3 && r.prompt_ids[2] == 3 && r.logprobs == -1 && !r.echo, "token prompt");
     if (!rc) req_free(&r);
+    rc = parse("{\"prompt\":\"a\",\"max_tokens\":0,\"echo\":true,\"logprobs\":5}", REQ_COMPLETION, &r, &e);
+    CHECK(rc == 0 && r.max_tokens == 0 && r.echo && r.logprobs == 5, "echo, max_tokens 0, logprobs 5");
+    if (!rc) req_free(&r);
+    rc = parse("{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"logprobs\":true}", REQ_CHAT, &r, &e);
+    CHECK(rc == 0 && r.logprobs == 0, "chat logprobs without top_logprobs");
+    if (!rc) req_free(&r);
+    rc = parse("{\"prompt\":[[5,6]]}", REQ_COMPLETION, &r, &e);
+    CHECK(rc == 0 && r.n_prompt_ids == 2 && r.prompt_ids[1] == 6, "a batch of one token prompt: [[5,6]]");
+    if (!rc) req_free(&r);
+    bad("{\"prompt\":[[5,6],[7]]}", REQ_COMPLETION, "prompt");
+    bad("{\"prompt\":[[]]}", REQ_COMPLETION, "prompt");
+    bad("{\"prompt\":\"a\",\"logprobs\":6}", REQ_COMPLETION, "logprobs");
+    bad("{\"prompt\":\"a\",\"logprobs\":true}", REQ_COMPLETION, "logprobs");
+    bad("{\"prompt\":\"a\",\"echo\":1}", REQ_COMPLETION, "echo");
+    bad("{\"prompt\":\"a\",\"max_tokens\":0}", REQ_COMPLETION, "max_tokens");
 }
 
 static void test_rejects(void) {
@@ -109,6 +124,9 @@ static void test_rejects(void) {
         {"\"stream_options\":[]", "stream_options"},  {"\"model\":5", "model"},
         {"\"repetition_penalty\":0", "repetition_penalty"}, {"\"frequency_penalty\":3", "frequency_penalty"},
         {"\"presence_penalty\":\"x\"", "presence_penalty"},
+        {"\"logprobs\":true,\"top_logprobs\":21", "top_logprobs"}, {"\"top_logprobs\":2", "top_logprobs"},
+        {"\"logprobs\":true,\"top_logprobs\":-1", "top_logprobs"}, {"\"logprobs\":1", "logprobs"},
+        {"\"max_tokens\":0", "max_tokens"},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         snprintf(buf, sizeof buf, "{%s,%s}", m, fields[i][0]);

@@ -12,5 +12,6 @@ int cmd_tokenize(int argc, char **argv); /* cmd_tokenize.c: encode / decode */
 int cmd_bench(int argc, char **argv);    /* cmd_bench.c: kernel suite + end to end */
 int cmd_serve(int argc, char **argv);    /* server/: OpenAI-compatible HTTP */
 int cmd_convert(int argc, char **argv);  /* cmd_convert.c: HF -> GGUF */
+int cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c: perplexity, KL divergence */
 
 #endif

@@ -21,11 +21,14 @@
 
 static void help(FILE *f) {
     fprintf(f,
-            "usage: r1infer convert -m HFDIR -o OUT.gguf [--dtype f32|f16|bf16|q8_0|q4_0|q4_K|q6_K]\n"
+            "usage: r1infer convert -m HFDIR|IN.gguf -o OUT.gguf [--dtype f32|f16|bf16|q8_0|q4_0|q4_K|q6_K]\n"
             "Writes a GGUF v3 file llama.cpp and gguf-py can read. --dtype defaults to the\n"
-            "checkpoint's own; norms and biases stay f32. q4_K is a Q4_K_M-like mix: attn_v,\n"
-            "ffn_down and output in q6_K. A matrix whose width does not fit the block of the\n"
-            "dtype falls back to q8_0 (or f16).\n");
+            "checkpoint's own; norms and biases stay f32. A matrix whose width does not fit the\n"
+            "block of the dtype falls back to q8_0 (or f16).\n"
+            "From a Hugging Face directory, q4_K is a Q4_K_M-like mix: attn_v, ffn_down and\n"
+            "output in q6_K. From a GGUF file every matrix gets --dtype, exactly what loading\n"
+            "it with --dtype does (so llama.cpp can run the same weights); its metadata and\n"
+            "tokenizer are copied.\n");
 }
 
 struct shard {
@@ -107,9 +110,9 @@ out:
 }
 
 /* The dtype a tensor is written in. */
-static enum r1_dtype choose(const struct r1_src_tensor *t, const char *gguf_name, enum r1_dtype want) {
+static enum r1_dtype choose(const struct r1_src_tensor *t, const char *gguf_name, enum r1_dtype want, int mix) {
     if (t->ndim == 1) return R1_DTYPE_F32;
-    if (want == R1_DTYPE_Q4_K && (strstr(gguf_name, "attn_v.") || strstr(gguf_name, "ffn_down.") ||
+    if (mix && want == R1_DTYPE_Q4_K && (strstr(gguf_name, "attn_v.") || strstr(gguf_name, "ffn_down.") ||
                                   !strcmp(gguf_name, "output.weight")))
         want = R1_DTYPE_Q6_K;
     int64_t cols = t->shape[t->ndim - 1];
@@ -145,7 +148,7 @@ static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src
         if (!ns || !nd || !nh) return r1_err("out of memory");
         c->cap = cap;
     }
-    enum r1_dtype dt = choose(t, name, want);
+    enum r1_dtype dt = choose(t, name, want, 1);
     if (r1_gguf_w_tensor(w, name, dt, t->ndim, t->shape)) return -1;
     size_t cols = (size_t)t->shape[t->ndim - 1];
     if (cols > c->row_cap) {
@@ -207,6 +210,99 @@ static uint32_t file_type(enum r1_dtype d) {
     case R1_DTYPE_BF16: return 32;
     default: return 0;
     }
+}
+
+/* ---- GGUF in: every matrix requantized to the one dtype, metadata copied ---- */
+
+struct gconv {
+    const struct r1_gguf *g;
+    struct r1_src_tensor *src; /* (g->n_tensors) */
+    enum r1_dtype *dt;
+    float *row;
+};
+
+static int gfill(void *ctx, int i, uint8_t *dst, size_t size) {
+    struct gconv *c = ctx;
+    const struct r1_src_tensor *t = &c->src[i];
+    if (t->dtype == c->dt[i]) {
+        memcpy(dst, t->data, size);
+        return 0;
+    }
+    int64_t cols = t->shape[t->ndim - 1], rows = t->ndim == 2 ? t->shape[0] : 1;
+    size_t srb = r1_dtype_row_bytes(t->dtype, cols), drb = r1_dtype_row_bytes(c->dt[i], cols);
+    for (int64_t r = 0; r < rows; r++) {
+        r1_dtype_traits[t->dtype].to_f32(t->data + (size_t)r * srb, c->row, cols);
+        r1_dtype_traits[c->dt[i]].from_f32(c->row, dst + (size_t)r * drb, cols);
+    }
+    return 0;
+}
+
+/* The same conversion `--dtype want` makes at load (a matrix too narrow for
+ * the dtype's block falls back to q8_0, then f16), written as a file, so
+ * llama.cpp can read the very weights r1infer computes with. Rows keep their
+ * stored order (llama Q/K stay in llama.cpp's). */
+static int convert_gguf(const char *in, const char *out, enum r1_dtype want) {
+    struct r1_file f = {.fd = -1};
+    struct r1_gguf g = {0};
+    struct gconv c = {0};
+    struct r1_gguf_writer *w = NULL;
+    int rc = -1;
+    if (r1_file_map(&f, in) || r1_gguf_parse(&g, f.data, f.size, in)) goto out;
+    c.g = &g;
+    c.src = calloc(g.n_tensors ? g.n_tensors : 1, sizeof *c.src);
+    c.dt = calloc(g.n_tensors ? g.n_tensors : 1, sizeof *c.dt);
+    w = r1_gguf_writer_new();
+    if (!c.src || !c.dt || !w) {
+        r1_err("out of memory");
+        goto out;
+    }
+    int64_t max_cols = 1;
+    for (size_t i = 0; i < g.n_tensors; i++) {
+        const struct r1_gguf_tensor *gt = &g.tensors[i];
+        const struct r1_ggml_type *ty = r1_ggml_type_info(gt->ggml_type);
+        if (!ty || ty->dtype < 0 || gt->n_dims < 1 || gt->n_dims > 2) {
+            r1_err("%s: tensor '%.*s' (%s, %d dims) cannot be converted", in, (int)gt->name.len, gt->name.s,
+                   ty ? ty->name : "unknown type", gt->n_dims);
+            goto out;
+        }
+        struct r1_src_tensor *t = &c.src[i];
+        t->dtype = (enum r1_dtype)ty->dtype;
+        t->ndim = gt->n_dims;
+        t->shape[0] = gt->n_dims == 2 ? (int64_t)gt->ne[1] : (int64_t)gt->ne[0];
+        t->shape[1] = (int64_t)gt->ne[0];
+        t->data = gt->data;
+        t->size = gt->size;
+        enum r1_dtype d = want == R1_DTYPE_AUTO ? t->dtype : choose(t, "", want, 0);
+        if (t->ndim == 1) d = t->dtype; /* norms stay as they are */
+        c.dt[i] = d;
+        if ((int64_t)gt->ne[0] > max_cols) max_cols = (int64_t)gt->ne[0];
+    }
+    if (!(c.row = malloc((size_t)max_cols * sizeof(float)))) {
+        r1_err("out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < g.n_kv; i++) {
+        const struct r1_gguf_kv *kv = &g.kv[i];
+        if ((kv->key.len == 17 && !memcmp(kv->key.s, "general.file_type", 17)) ||
+            (kv->key.len == 17 && !memcmp(kv->key.s, "general.alignment", 17)))
+            continue; /* rewritten / the writer's own */
+        if (r1_gguf_w_copy(w, kv)) goto out;
+    }
+    if (want != R1_DTYPE_AUTO && r1_gguf_w_u32(w, "general.file_type", file_type(want))) goto out;
+    for (size_t i = 0; i < g.n_tensors; i++) {
+        char name[256];
+        snprintf(name, sizeof name, "%.*s", (int)g.tensors[i].name.len, g.tensors[i].name.s);
+        if (r1_gguf_w_tensor(w, name, c.dt[i], c.src[i].ndim, c.src[i].shape)) goto out;
+    }
+    rc = r1_gguf_w_write(w, out, gfill, &c, 1);
+out:
+    r1_gguf_writer_free(w);
+    free(c.src);
+    free(c.dt);
+    free(c.row);
+    r1_gguf_free(&g);
+    r1_file_unmap(&f);
+    return rc;
 }
 
 static int convert(const char *dir, const char *out, enum r1_dtype want) {
@@ -344,7 +440,9 @@ int cmd_convert(int argc, char **argv) {
         help(stderr);
         return 2;
     }
-    if (convert(in, out, dt)) {
+    size_t il = strlen(in);
+    int gguf = il > 5 && !strcmp(in + il - 5, ".gguf");
+    if (gguf ? convert_gguf(in, out, dt) : convert(in, out, dt)) {
         fprintf(stderr, "r1infer convert: %s\n", r1_last_error());
         return 1;
     }

@@ -19,12 +19,13 @@ static const struct {
     {"bench", cmd_bench, "kernel suite and end-to-end benchmark"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
     {"convert", cmd_convert, "convert a Hugging Face checkpoint to GGUF"},
+    {"perplexity", cmd_perplexity, "perplexity of a text; KL divergence against a reference run"},
 };
 
 static void usage(FILE *f) {
     fprintf(f, "usage: r1infer <command> [options]   (r1infer <command> --help for options)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].help);
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
 
 int main(int argc, char **argv) {

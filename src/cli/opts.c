@@ -61,7 +61,7 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     else if (!strcmp(a, "--dtype")) {
         int d = r1_dtype_parse(v);
         if (d < 0) {
-            fprintf(stderr, "r1infer: --dtype must be f32, f16, bf16, q8_0 or q4_0, got '%s'\n", v);
+            fprintf(stderr, "r1infer: --dtype must be f32, f16, bf16, q8_0, q6_K, q4_K or q4_0, got '%s'\n", v);
             return -1;
         }
         o->dtype = (enum r1_dtype)d;
@@ -117,7 +117,8 @@ void cli_opts_help(FILE *f) {
             "                         else models/" CLI_DEFAULT_MODEL_FILE " if present)\n"
             "  --backend NAME         ref | cpu | cuda (default cpu; cuda needs 'make CUDA=1')\n"
             "  --gpu N                CUDA device index for --backend cuda (default 0, or $R1_GPU)\n"
-            "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q4_0 (default: the file's)\n"
+            "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q6_K q4_K q4_0 (default: the\n"
+            "                         file's; a width the block does not divide falls back to q8_0)\n"
             "  --kv T                 KV cache dtype: f32 | f16 (default: the backend's, f16 on cpu)\n"
             "  --ctx N                context length (default min(4096, max_position_embeddings))\n"
             "  -t, --threads N        threads (default: physical cores)\n"

@@ -29,6 +29,9 @@ static void *take(struct planner *p, size_t bytes) {
 
 static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols,
                     const char *what) {
+    /* a width the block does not divide (SmolLM2's 576 columns for the
+     * 256-wide K-quants) falls back to q8_0, then f16, as convert does */
+    if (!r1_dtype_row_bytes(dt, cols)) dt = r1_dtype_row_bytes(R1_DTYPE_Q8_0, cols) ? R1_DTYPE_Q8_0 : R1_DTYPE_F16;
     /* q4_0 in the grouping the cpu kernels read fastest, where they have one */
     if (dt == R1_DTYPE_Q4_0 && cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0()) dt = R1_DTYPE_Q4_0X8;
     size_t rb = r1_dtype_row_bytes(dt, cols);

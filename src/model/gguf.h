@@ -131,6 +131,8 @@ int r1_gguf_w_f32(struct r1_gguf_writer *w, const char *key, float val);
 int r1_gguf_w_bool(struct r1_gguf_writer *w, const char *key, int val);
 int r1_gguf_w_arr_str(struct r1_gguf_writer *w, const char *key, const char *const *vals, size_t n);
 int r1_gguf_w_arr_i32(struct r1_gguf_writer *w, const char *key, const int32_t *vals, size_t n);
+/* A key-value pair copied as it is from a parsed GGUF (any type, arrays too). */
+int r1_gguf_w_copy(struct r1_gguf_writer *w, const struct r1_gguf_kv *kv);
 /* A tensor: shape outermost first (rows, cols) as everywhere else in
  * r1infer; stored innermost first. Data is produced at write time by
  * fill(ctx, index, dst, size), index = order of registration. */

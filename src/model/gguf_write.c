@@ -108,6 +108,13 @@ int r1_gguf_w_bool(struct r1_gguf_writer *w, const char *k, int val) {
     return key(w, k, R1_GGUF_BOOL) || put(w, &b, 1) ? -1 : 0;
 }
 
+int r1_gguf_w_copy(struct r1_gguf_writer *w, const struct r1_gguf_kv *kv) {
+    w->n_kv++;
+    if (put_u64(w, kv->key.len) || put(w, kv->key.s, kv->key.len) || put_u32(w, kv->type)) return -1;
+    if (kv->type == R1_GGUF_ARRAY && (put_u32(w, kv->arr_type) || put_u64(w, kv->arr_n))) return -1;
+    return put(w, kv->val, kv->val_size);
+}
+
 int r1_gguf_w_arr_str(struct r1_gguf_writer *w, const char *k, const char *const *vals, size_t n) {
     if (key(w, k, R1_GGUF_ARRAY) || put_u32(w, R1_GGUF_STRING) || put_u64(w, n)) return -1;
     for (size_t i = 0; i < n; i++)

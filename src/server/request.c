@@ -180,7 +180,9 @@ static int parse_messages(const json_t *root, struct gen_request *r, struct api_
 static int parse_prompt(const json_t *root, struct gen_request *r, struct api_error *err) {
     const json_t *p = json_object_get(root, "prompt");
     if (!p || json_is_null(p)) return BAD("prompt", "'prompt' is required");
-    if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
+    /* one prompt in a batch of one: ["text"] or [[ids]] (lm-evaluation-harness sends the latter) */
+    if (json_is_array(p) && json_array_size(p) == 1 &&
+        (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0))))
         p = json_array_get(p, 0);
     if (json_is_string(p)) {
         r->prompt = dup_n(json_string_value(p), json_string_length(p));
@@ -190,7 +192,7 @@ static int parse_prompt(const json_t *root, struct gen_request *r, struct api_er
                                       json_kind(p));
     size_t n = json_array_size(p);
     if (n == 0) return BAD("prompt", "'prompt' must not be empty");
-    if (json_is_string(json_array_get(p, 0)))
+    if (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)))
         return BAD("prompt", "only one prompt per request is supported (got %zu)", n);
     if (n > (1u << 24)) return BAD("prompt", "'prompt' has too many tokens");
     r->prompt_ids = malloc(n * sizeof(int32_t));
@@ -220,6 +222,27 @@ static int add_stop(struct gen_request *r, const json_t *s, struct api_error *er
     return 0;
 }
 
+/* logprobs / top_logprobs (chat), logprobs / echo (completions). */
+static int parse_logprobs(const json_t *root, struct gen_request *r, struct api_error *err) {
+    double x;
+    int k, on = 0;
+    r->logprobs = -1;
+    if (r->kind == REQ_CHAT) {
+        if (get_bool(root, "logprobs", &on, err) < 0) return -1;
+        if ((k = get_int(root, "top_logprobs", 0, 20, &x, err)) < 0) return -1;
+        if (k && !on) return BAD("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+        if (on) r->logprobs = k ? (int)x : 0;
+        return 0;
+    }
+    if (get_bool(root, "echo", &r->echo, err) < 0) return -1;
+    const json_t *v = json_object_get(root, "logprobs");
+    if (v && json_is_boolean(v))
+        return BAD("logprobs", "'logprobs' of /v1/completions is the number of alternatives (0-5), not a boolean");
+    if ((k = get_int(root, "logprobs", 0, 5, &x, err)) < 0) return -1;
+    if (k) r->logprobs = (int)x;
+    return 0;
+}
+
 static int parse_fields(const json_t *root, struct gen_request *r, struct api_error *err) {
     const json_t *v = json_object_get(root, "model");
     if (v && !json_is_null(v)) {
@@ -233,10 +256,14 @@ static int parse_fields(const json_t *root, struct gen_request *r, struct api_er
     int k;
     if ((k = get_int(root, "n", 1, 128, &x, err)) < 0) return -1;
     if (k && x != 1) return BAD("n", "only n = 1 is supported, got %.0f", x);
-    if ((k = get_int(root, "max_tokens", 1, 1 << 30, &x, err)) < 0) return -1;
+    if (parse_logprobs(root, r, err)) return -1;
+    if ((k = get_int(root, "max_tokens", 0, 1 << 30, &x, err)) < 0) return -1;
     if (k) r->max_tokens = (int)x;
-    if ((k = get_int(root, "max_completion_tokens", 1, 1 << 30, &x, err)) < 0) return -1;
+    if ((k = get_int(root, "max_completion_tokens", 0, 1 << 30, &x, err)) < 0) return -1;
     if (k) r->max_tokens = (int)x;
+    if (r->max_tokens == 0 && !r->echo)
+        return BAD("max_tokens", "'max_tokens' 0 generates nothing; it is allowed only with 'echo': true "
+                                 "(completions), to score the prompt");
     if ((k = get_num(root, "temperature", 0, 2, &x, err)) < 0) return -1;
     if (k) r->sp.temperature = (float)x;
     if ((k = get_num(root, "top_p", 0, 1, &x, err)) < 0) return -1;
@@ -283,6 +310,7 @@ int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_
     memset(err, 0, sizeof *err);
     out->kind = kind;
     out->max_tokens = -1;
+    out->logprobs = -1;
     out->sp = *defaults;
     if (!utf8_valid(body, len)) return BAD(NULL, "the request body is not valid UTF-8");
     json_error_t jerr;

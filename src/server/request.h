@@ -48,13 +48,17 @@ struct gen_request {
     char *prompt;             /* completion: text prompt, or NULL when ids are given */
     int32_t *prompt_ids;      /* completion: (n_prompt_ids) token ids */
     int n_prompt_ids;
-    int max_tokens;           /* -1 = until the context is full */
+    int max_tokens;           /* -1 = until the context is full; 0 only with echo */
     struct r1_sampler_params sp; /* the defaults with the request's fields applied */
     int seed_set;             /* the request gave a seed */
     char *stops[REQ_MAX_STOPS]; /* (n_stops) non-empty, valid UTF-8 */
     int n_stops;
     int stream;
     int include_usage;        /* stream_options.include_usage */
+    int logprobs;             /* -1 = off; else the alternatives per token: chat top_logprobs
+                                 (0-20, with logprobs true), completions logprobs (0-5) */
+    int echo;                 /* completions: the prompt is returned before the completion
+                                 (with its log-probabilities when logprobs is on) */
 };
 
 /* Parse body (len bytes, need not be NUL-terminated) as a request of the

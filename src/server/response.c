@@ -34,6 +34,87 @@ static json_t *json_text(const char *s, size_t n) {
     return j;
 }
 
+/* ------------------------------------------------------------ logprobs */
+
+/* token text (invalid UTF-8 replaced) and its exact bytes */
+static void token_json(const struct lp_list *l, int32_t id, json_t **text, json_t **bytes, long *len) {
+    char *b = lp_token_bytes(l, id, len);
+    if (!b) *len = 0;
+    *text = json_text(b ? b : "", (size_t)*len);
+    if (bytes) {
+        *bytes = json_array();
+        for (long i = 0; i < *len; i++) json_array_append_new(*bytes, json_integer((unsigned char)b[i]));
+    }
+    free(b);
+}
+
+/* chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}], "refusal": null} */
+static json_t *chat_logprobs(const struct lp_list *l, int from, int to) {
+    json_t *content = json_array();
+    for (int i = from; i < to; i++) {
+        const struct lp_entry *e = &l->e[i];
+        json_t *t, *b, *top = json_array();
+        long len;
+        for (int k = 0; k < e->n_top; k++) {
+            token_json(l, e->top_id[k], &t, &b, &len);
+            json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", t, "logprob", (double)e->top_lp[k],
+                                                 "bytes", b));
+        }
+        token_json(l, e->id, &t, &b, &len);
+        json_array_append_new(content, json_pack("{s:o, s:f, s:o, s:o}", "token", t, "logprob",
+                                                 (double)e->logprob, "bytes", b, "top_logprobs", top));
+    }
+    return json_pack("{s:o, s:n}", "content", content, "refusal");
+}
+
+/* completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+ * offsets in bytes of the returned text, counted from *offset */
+static json_t *completion_logprobs(const struct lp_list *l, int from, int to, long *offset) {
+    json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
+    for (int i = from; i < to; i++) {
+        const struct lp_entry *e = &l->e[i];
+        json_t *t;
+        long len;
+        token_json(l, e->id, &t, NULL, &len);
+        json_array_append_new(tokens, t);
+        json_array_append_new(offs, json_integer(*offset));
+        *offset += len;
+        if (!e->has_logprob) {
+            json_array_append_new(lps, json_null());
+            json_array_append_new(tops, json_null());
+            continue;
+        }
+        json_array_append_new(lps, json_real(e->logprob));
+        json_t *top = json_object();
+        for (int k = 0; k < e->n_top; k++) { /* most likely first; it keeps a key two tokens share */
+            char *b = lp_token_bytes(l, e->top_id[k], &len);
+            json_t *key = json_text(b ? b : "", b ? (size_t)len : 0);
+            if (key && !json_object_get(top, json_string_value(key)))
+                json_object_set_new(top, json_string_value(key), json_real(e->top_lp[k]));
+            json_decref(key);
+            free(b);
+        }
+        json_array_append_new(tops, top);
+    }
+    return json_pack("{s:o, s:o, s:o, s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
+                     "text_offset", offs);
+}
+
+/* The logprobs of entries [l->sent, l->n) (all of them when all), or null. */
+static json_t *logprobs_json(const struct resp_meta *m, int all) {
+    struct lp_list *l = m->lp;
+    if (!l) return json_null();
+    int from = all ? 0 : l->sent;
+    if (!all && from == l->n) return json_null();
+    long off = all ? 0 : l->text_offset;
+    json_t *j = m->kind == REQ_CHAT ? chat_logprobs(l, from, l->n) : completion_logprobs(l, from, l->n, &off);
+    if (!all) {
+        l->sent = l->n;
+        l->text_offset = off;
+    }
+    return j ? j : json_null();
+}
+
 static char *dump(json_t *j) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -69,11 +150,11 @@ char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reason
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content", json_text(content, content_len));
         if (msg && reasoning_len)
             json_object_set_new(msg, "reasoning_content", json_text(reasoning, reasoning_len));
-        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "message", msg, "logprobs", "finish_reason",
-                           finish);
+        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs", logprobs_json(m, 1),
+                           "finish_reason", finish);
     } else {
-        choice = json_pack("{s:i, s:o, s:n, s:s}", "index", 0, "text", json_text(content, content_len),
-                           "logprobs", "finish_reason", finish);
+        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", json_text(content, content_len),
+                           "logprobs", logprobs_json(m, 1), "finish_reason", finish);
     }
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     json_object_set_new(root, "usage", usage_json(u));
@@ -104,9 +185,10 @@ void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, c
         if (role) json_object_set_new(delta, "role", json_string(role));
         if (reasoning) json_object_set_new(delta, "reasoning_content", json_text(reasoning, reasoning_len));
         if (content) json_object_set_new(delta, "content", json_text(content, content_len));
-        choice = json_pack("{s:i, s:o, s:n}", "index", 0, "delta", delta, "logprobs");
+        choice = json_pack("{s:i, s:o, s:o}", "index", 0, "delta", delta, "logprobs", logprobs_json(m, 0));
     } else {
-        choice = json_pack("{s:i, s:o, s:n}", "index", 0, "text", json_text(content, content_len), "logprobs");
+        choice = json_pack("{s:i, s:o, s:o}", "index", 0, "text", json_text(content, content_len), "logprobs",
+                           logprobs_json(m, 0));
     }
     if (choice) json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_object_set_new(root, "choices", json_pack("[o]", choice));

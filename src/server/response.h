@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 
+#include "server/logprobs.h"
 #include "server/request.h"
 #include "server/sbuf.h"
 
@@ -17,6 +18,9 @@ struct resp_meta {
     const char *id;    /* "chatcmpl-..." / "cmpl-..." */
     long created;      /* unix seconds */
     const char *model; /* echoed model name */
+    /* NULL, or the log-probabilities the request asked for: resp_final
+     * reports all of them, resp_chunk those not yet sent (and marks them sent) */
+    struct lp_list *lp;
 };
 
 struct resp_usage {

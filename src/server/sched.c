@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "server/logprobs.h"
 #include "server/reasoning.h"
 #include "server/response.h"
 #include "server/sbuf.h"
@@ -169,7 +170,50 @@ struct gen_ctx {
     struct sbuf piece, think, answer; /* scratch: released text, its two parts */
     struct sbuf all_think, all_answer; /* non-streaming: the whole result */
     struct sbuf ev;                   /* streaming: events to hand over */
+    struct lp_list lp;                /* the request's logprobs (meta.lp points here when asked) */
+    float *lp_raw;                    /* (vocab) the raw logits of the step, before sampling */
+    float *lp_rows;                   /* (PREFILL_CHUNK, vocab) prompt logits, for echo + logprobs */
 };
+
+/* ---------------------------------------------------- logprobs hooks */
+
+static void flush_events(struct gen_ctx *g);
+
+/* Buffers for the logprobs the job asked for; 0, or -1 out of memory. */
+static int lp_begin(struct gen_ctx *g) {
+    const struct gen_request *r = &g->j->req;
+    if (r->logprobs < 0) return 0;
+    lp_init(&g->lp, g->s->tok, r->logprobs);
+    g->meta.lp = &g->lp;
+    g->lp_raw = malloc((size_t)g->s->vocab * sizeof(float));
+    if (r->echo) g->lp_rows = malloc((size_t)PREFILL_CHUNK * g->s->vocab * sizeof(float));
+    return g->lp_raw && (!r->echo || g->lp_rows) ? 0 : -1;
+}
+
+static void lp_end(struct gen_ctx *g) {
+    lp_free(&g->lp);
+    free(g->lp_raw);
+    free(g->lp_rows);
+}
+
+/* Echo: the prompt's text goes out before the completion, with the
+ * prompt's log-probabilities (gathered during the prefill) when asked. */
+static void echo_prompt(struct gen_ctx *g) {
+    const struct gen_request *r = &g->j->req;
+    if (!r->echo) return;
+    char *dec = NULL;
+    const char *text = r->prompt;
+    long len = text ? (long)strlen(text) : r1_tokenizer_decode(g->s->tok, g->j->ids, (size_t)g->j->n_ids, 0, &dec);
+    if (!text) text = dec ? dec : "";
+    if (len < 0) len = 0;
+    if (r->stream) {
+        resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, text, (size_t)len, NULL);
+        flush_events(g);
+    } else {
+        sbuf_add(&g->all_answer, text, (size_t)len);
+    }
+    free(dec);
+}
 
 /* Hand the buffered events to the connection. */
 static void flush_events(struct gen_ctx *g) {
@@ -219,6 +263,7 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     /* prompt cache: keep the common prefix, compute the rest (at least one token) */
     int keep = common_prefix(sl->cache, sl->n_cache, j->ids, j->n_ids);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1;
+    if (g->lp_rows) keep = 0; /* echo with logprobs scores every prompt position */
     if (r1_session_truncate(sl->sess, keep)) keep = 0, r1_session_truncate(sl->sess, 0);
     sl->n_cache = keep;
     u->prompt_tokens = j->n_ids;
@@ -227,8 +272,12 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     for (int at = keep; at < j->n_ids; at += PREFILL_CHUNK) {
         if (is_cancelled(g)) return NULL;
         int n = j->n_ids - at < PREFILL_CHUNK ? j->n_ids - at : PREFILL_CHUNK;
-        logits = r1_session_forward(sl->sess, j->ids + at, n, NULL);
+        logits = r1_session_forward(sl->sess, j->ids + at, n, g->lp_rows);
         if (!logits) goto fail;
+        if (g->lp_rows) {
+            if (at == 0) lp_push_none(&g->lp, j->ids[0]);
+            lp_push_rows(&g->lp, g->lp_rows, n, s->vocab, j->ids, at, j->n_ids);
+        }
         memcpy(sl->cache + at, j->ids + at, (size_t)n * sizeof(int32_t));
         sl->n_cache = at + n;
     }
@@ -248,14 +297,18 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
         resp_chunk(&g->ev, &g->meta, "assistant", NULL, 0, "", 0, NULL);
         flush_events(g);
     }
+    echo_prompt(g);
     int hit = 0;
-    for (;;) {
+    if (j->req.max_tokens == 0) finish = "length"; /* echo only: the prompt scored, nothing generated */
+    while (!finish) {
         if (is_cancelled(g)) break;
+        if (g->lp_raw) memcpy(g->lp_raw, sl->logits, (size_t)s->vocab * sizeof(float));
         int32_t id = r1_sampler_sample(smp, sl->logits);
         if (is_stop_id(s, id)) {
             finish = "stop";
             break;
         }
+        if (g->lp_raw) lp_push(&g->lp, g->lp_raw, s->vocab, id); /* the end token gets none, as in OpenAI's */
         u->completion_tokens++;
         const char *text = r1_detok_push(dt, id);
         if (text && *text && stop_feed(&g->stop, text, strlen(text), &g->piece)) hit = 1;
@@ -307,7 +360,9 @@ static void run_job(struct sched *s, struct slot *sl, struct job *j) {
     reasoning_init(&g.rs, j->in_think);
     struct resp_usage u = {0};
     struct api_error err;
-    const char *finish = generate(&g, &u, &err);
+    const char *finish = "error";
+    if (lp_begin(&g)) api_error_set(&err, 500, "server_error", NULL, NULL, "out of memory for logprobs");
+    else finish = generate(&g, &u, &err);
     char *result = NULL;
     int status = 200;
     if (finish && !strcmp(finish, "error")) {
@@ -339,6 +394,7 @@ static void run_job(struct sched *s, struct slot *sl, struct job *j) {
     if (finish) s->served++;
     else s->cancelled++;
     pthread_mutex_unlock(&s->mu);
+    lp_end(&g);
     stop_free(&g.stop);
     reasoning_free(&g.rs);
     sbuf_free(&g.piece);
