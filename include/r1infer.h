@@ -48,6 +48,11 @@ enum r1_dtype {
      * q4_0; the loader picks it for q4_0 weights on CPUs that read it fast.
      * Never in files. */
     R1_DTYPE_Q4_0X8,
+    /* q4_1 regrouped the same way, 8 blocks at a time (8 f16 scales, 8 f16
+     * mins, 128 bytes of nibbles); the last (columns % 256) / 32 blocks of a
+     * row stay q4_1, so any multiple of 32 columns fits and a row has
+     * q4_1's bytes. Never in files. */
+    R1_DTYPE_Q4_1X8,
     R1_DTYPE_COUNT,
     R1_DTYPE_AUTO = -1 /* "the checkpoint's own dtype" */
 };

@@ -18,7 +18,7 @@
 
 static void help(FILE *f) {
     fprintf(f,
-            "usage: r1infer convert -m HFDIR -o OUT.gguf [--dtype f32|f16|bf16|q8_0|q4_0|q4_K|q6_K]\n"
+            "usage: r1infer convert -m HFDIR -o OUT.gguf [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_K|q6_K]\n"
             "Writes a GGUF v3 file llama.cpp and gguf-py can read. --dtype defaults to the\n"
             "checkpoint's own; norms and biases stay f32. q4_K is a Q4_K_M-like mix: attn_v,\n"
             "ffn_down and output in q6_K. A matrix whose width does not fit the block of the\n"

@@ -43,6 +43,25 @@ static inline int r1_q4_0x8_at(int b, int byte) { /* offset in qs of block b's b
 /* n weights (n % 256 == 0) of q4_0 blocks regrouped as q4_0x8 (lossless). */
 void r1_q4_0_to_x8(const struct r1_block_q4_0 *src, struct r1_block_q4_0x8 *dst, int64_t n);
 
+/* R1_DTYPE_Q4_1X8 (regroup.c): a row of K weights is K / 256 groups of 8
+ * q4_1 blocks, their scales d[b], mins m[b] and nibbles placed as
+ * q4_0x8's (qs[r1_q4_0x8_at(b, byte)]), then the (K % 256) / 32 last blocks
+ * as plain q4_1 (20 bytes each). Its traits say block 32 of 20 bytes, so a
+ * row has q4_1's size; to_f32 / from_f32 take a whole row, or a part that
+ * starts at a multiple of 256 weights and is 256 long or the rest of the
+ * row (what the reference kernels ask for). */
+struct r1_block_q4_1x8 {
+    uint16_t d[8], m[8];
+    uint8_t qs[128];
+};
+void r1_q4_1x8_to_f32(const void *src, float *dst, int64_t n);
+void r1_q4_1x8_from_f32(const float *src, void *dst, int64_t n);
+
+/* Lossless change of layout of a row part of n weights (as to_f32 takes it)
+ * from `from` to `to` (q4_0 -> q4_0x8, q4_1 -> q4_1x8). Returns 0, or -1
+ * touching nothing when the pair is not a regrouping. */
+int r1_dtype_regroup(enum r1_dtype from, enum r1_dtype to, const void *src, void *dst, int64_t n);
+
 typedef void (*r1_to_f32_fn)(const void *src, float *dst, int64_t n);
 typedef void (*r1_from_f32_fn)(const float *src, void *dst, int64_t n);
 

@@ -233,3 +233,63 @@ void r1_q6_K_from_f32(const float *src, void *dst, int64_t n) {
         }
     }
 }
+
+/* ---- quantizers of the 32-weight formats (ggml's rounding: nearest, from
+ * the block's min/max; the stored f16 scale and min are the ones used) ---- */
+
+/* low nibble: weight j, high nibble: weight j+16 (and bit 4 in qh) */
+static void pack32(const int *q, uint8_t *qs, uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < R1_QK / 2; j++) {
+        qs[j] = (uint8_t)((q[j] & 0x0f) | (q[j + 16] & 0x0f) << 4);
+        h |= (uint32_t)((q[j] >> 4) & 1) << j | (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    if (qh)
+        for (int i = 0; i < 4; i++) qh[i] = (uint8_t)(h >> (8 * i));
+}
+
+/* q = round((x - min) / d) in 0..qmax, d = (max - min) / qmax */
+static void quant_min(const float *x, int qmax, uint8_t *b, int *q) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < R1_QK; j++) {
+        lo = fminf(lo, x[j]);
+        hi = fmaxf(hi, x[j]);
+    }
+    put_f16(b, (hi - lo) / (float)qmax);
+    put_f16(b + 2, lo);
+    float d = f16_at(b), m = f16_at(b + 2), id = d > 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < R1_QK; j++) q[j] = clampi((int)lrintf((x[j] - m) * id), 0, qmax);
+}
+
+void r1_q4_1_from_f32(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[R1_QK];
+    for (int64_t i = 0; i < n / R1_QK; i++, b += 20, src += R1_QK) {
+        quant_min(src, 15, b, q);
+        pack32(q, b + 4, NULL);
+    }
+}
+
+void r1_q5_1_from_f32(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[R1_QK];
+    for (int64_t i = 0; i < n / R1_QK; i++, b += 24, src += R1_QK) {
+        quant_min(src, 31, b, q);
+        pack32(q, b + 8, b + 4);
+    }
+}
+
+/* q5_0: d = (the weight of largest magnitude) / -16, q = round(x / d) + 16 */
+void r1_q5_0_from_f32(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[R1_QK];
+    for (int64_t i = 0; i < n / R1_QK; i++, b += 22, src += R1_QK) {
+        float big = 0;
+        for (int j = 0; j < R1_QK; j++)
+            if (fabsf(src[j]) > fabsf(big)) big = src[j];
+        put_f16(b, big / -16.0f);
+        float d = f16_at(b), id = d != 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < R1_QK; j++) q[j] = clampi((int)lrintf(src[j] * id) + 16, 0, 31);
+        pack32(q, b + 6, b + 2);
+    }
+}

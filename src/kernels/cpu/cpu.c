@@ -79,6 +79,19 @@ int r1_cpu_regroup_q4_0(void) {
     return r1_cpu_current()->mm[R1_DTYPE_Q4_0X8].tile != NULL;
 }
 
+static int env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && *e != '0';
+}
+enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
+    if (dt == R1_DTYPE_Q4_0)
+        return cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0() ? R1_DTYPE_Q4_0X8 : dt;
+    static const enum r1_dtype grouped[R1_DTYPE_COUNT] = {[R1_DTYPE_Q4_1] = R1_DTYPE_Q4_1X8};
+    enum r1_dtype g = (int)dt >= 0 && dt < R1_DTYPE_COUNT ? grouped[dt] : 0;
+    if (!g || cols % r1_dtype_traits[g].block || env_on("R1_CPU_PLAIN")) return dt;
+    return r1_cpu_current()->mm[g].tile ? g : dt;
+}
+
 static int cpu_init(void) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
     const char *e = getenv("R1_CPU_ISA");
@@ -157,7 +170,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     const struct r1_cpu_mm *mm = &isa->mm[w->dtype];
     if (!mm->tile) return NULL;
     if (mm->act == R1_CPU_ACT_Q8 && w->cols % 32) return NULL;
-    if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 256) return NULL;
+    if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 32) return NULL;
     *buf = *mm;
     buf->batch_block = NULL;
     if (T > 1 && mm->batch_tile && !(mm->batch_act == R1_CPU_ACT_Q8 && w->cols % 32) &&

@@ -67,6 +67,9 @@ void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K) {
         memcpy(o + 256, nx, sizeof nx);
         memcpy(o + 320, dx, sizeof dx);
     }
+    if (K % 256) /* the tail in q8 form */
+        r1_cpu_quant_q8_c(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
+                          K % 256);
 }
 
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K) {

@@ -49,6 +49,9 @@ TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
         __m256 d = _mm256_loadu_ps((const float *)q8);
         _mm512_storeu_ps(o + 320, _mm512_insertf32x8(_mm512_castps256_ps512(d), d, 1));
     }
+    if (K % 256) /* the tail in q8 form */
+        r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
+                             K % 256);
 }
 
 /* One superblock s of row R against token t: the int32 lane sums with the
