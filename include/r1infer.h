@@ -53,6 +53,10 @@ enum r1_dtype {
      * row stay q4_1, so any multiple of 32 columns fits and a row has
      * q4_1's bytes. Never in files. */
     R1_DTYPE_Q4_1X8,
+    /* q8_0 regrouped the same way (8 f16 scales, 256 quants stored as
+     * q + 128 in q4_0x8's lane order), the row's last blocks as q8_0. Never
+     * in files. */
+    R1_DTYPE_Q8_0X8,
     R1_DTYPE_COUNT,
     R1_DTYPE_AUTO = -1 /* "the checkpoint's own dtype" */
 };

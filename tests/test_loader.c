@@ -65,12 +65,12 @@ static void fresh_dir(void) {
     }
 }
 
-/* The loader regroups q4_0 and q4_1 (where the best ISA reads q4_0x8,
- * q4_1x8) without loss: every weight dequantizes to the same value as the
+/* The loader regroups q4_0, q4_1 and q8_0 (where the best ISA reads
+ * q4_0x8, q4_1x8, q8_0x8) without loss: every weight dequantizes to the same value as the
  * plain format (R1_Q4_0_PLAIN=1, R1_CPU_PLAIN=1), ref gives bit-identical
  * logits on both, and cpu logits agree within LOGIT_TOL_REGROUP (only the
- * float summation order differs). q4_1 runs at SmolLM2-135M's widths (576
- * and 1536 columns: rows with a tail of plain blocks). */
+ * float summation order differs). q4_1 and q8_0 run at SmolLM2-135M's
+ * widths (576 and 1536 columns: rows with a tail of plain blocks). */
 #define LOGIT_TOL_REGROUP 1e-4
 static void test_regroup(enum r1_dtype dt, const char *plain_env, int dim, int ffn) {
     struct r1_config c = {.dim = dim, .n_layer = 2, .n_head = dim / 64, .n_kv_head = dim / 192,
@@ -247,7 +247,8 @@ int main(void) {
         r1_model_free(m);
         lo.dtype = R1_DTYPE_Q8_0;
         m = r1_model_load(tmp, &lo);
-        CHECK(m != NULL && r1_model_dtype(m) == R1_DTYPE_Q8_0, "--dtype q8_0 converts: %s", r1_last_error());
+        CHECK(m != NULL && (r1_model_dtype(m) == R1_DTYPE_Q8_0 || r1_model_dtype(m) == R1_DTYPE_Q8_0X8),
+              "--dtype q8_0 converts (held as q8_0 or regrouped): %s", r1_last_error());
         lo.dtype = R1_DTYPE_AUTO;
     }
     r1_model_free(m);
@@ -324,6 +325,7 @@ int main(void) {
     }
     test_regroup(R1_DTYPE_Q4_0, "R1_Q4_0_PLAIN", 256, 512);
     test_regroup(R1_DTYPE_Q4_1, "R1_CPU_PLAIN", 576, 1536);
+    test_regroup(R1_DTYPE_Q8_0, "R1_CPU_PLAIN", 576, 1536);
     test_f16_conversions();
     test_q8_0_quant();
     return TEST_DONE("test_loader");

@@ -40,7 +40,8 @@ static void fill(float *x, int n, float scale) {
 static const int widths[] = {32, 96, 256, 576, 1536, 2240, 1024 + 224};
 
 /* (regrouped dtype, the GGUF dtype it comes from) */
-static const enum r1_dtype grouped[][2] = {{R1_DTYPE_Q4_1X8, R1_DTYPE_Q4_1}};
+static const enum r1_dtype grouped[][2] = {{R1_DTYPE_Q4_1X8, R1_DTYPE_Q4_1},
+                                           {R1_DTYPE_Q8_0X8, R1_DTYPE_Q8_0}};
 #define N_GROUPED (sizeof grouped / sizeof grouped[0])
 
 /* Regrouping changes no number: to_f32 of the regrouped row (whole, and in
@@ -148,7 +149,7 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
             uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *q8 = aligned_alloc(64, qs * R1_CPU_NT);
             for (int t = 0; t < R1_CPU_NT; t++) {
                 fill(xr, K, t == 2 ? 30.0f : 1.0f);
-                if (t == 3) memset(xr, 0, 64 * 4); /* zero activation blocks */
+                if (t == 3) memset(xr, 0, (size_t)(K < 64 ? K : 64) * 4); /* zero activation blocks */
                 (isa->quant_q8x8 ? isa->quant_q8x8 : r1_cpu_quant_q8x8_c)(xr, xq + t * xs, K);
                 isa->quant_q8(xr, q8 + t * qs, K);
             }

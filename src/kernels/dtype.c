@@ -178,6 +178,8 @@ const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT] = {
     [R1_DTYPE_Q4_0X8] = {"q4_0x8", R1_QK_X8, sizeof(struct r1_block_q4_0x8), q4_0x8_to_f32,
                          q4_0x8_from_f32},
     [R1_DTYPE_Q4_1X8] = {"q4_1x8", R1_QK, 20, r1_q4_1x8_to_f32, r1_q4_1x8_from_f32},
+    [R1_DTYPE_Q8_0X8] = {"q8_0x8", R1_QK, sizeof(struct r1_block_q8_0), r1_q8_0x8_to_f32,
+                         r1_q8_0x8_from_f32},
 };
 
 const char *r1_dtype_name(enum r1_dtype t) {

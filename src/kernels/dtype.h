@@ -56,9 +56,25 @@ struct r1_block_q4_1x8 {
 };
 void r1_q4_1x8_to_f32(const void *src, float *dst, int64_t n);
 void r1_q4_1x8_from_f32(const float *src, void *dst, int64_t n);
+/* R1_DTYPE_Q8_0X8 (regroup.c): K / 256 groups of 8 q8_0 blocks, then the
+ * last (K % 256) / 32 blocks as plain q8_0 (34 bytes each; block 32 of 34
+ * bytes, as q8_0). In a group, quant k (0..31) of block b is stored as
+ * q + 128 (unsigned) at qs[r1_q8_0x8_at(b, k)]: a 64-byte load at qs + 64p
+ * gives lane i (4 bytes) the quants of block i % 8 that part p of the q8x8
+ * activations (cpu.h) holds in lane i. */
+struct r1_block_q8_0x8 {
+    uint16_t d[8];
+    uint8_t qs[256];
+};
+static inline int r1_q8_0x8_at(int b, int k) {
+    int h = k / 16, j = k % 16 / 4; /* low (h 0) or high half, dword j of it */
+    return 64 * (2 * h + j / 2) + 4 * (8 * (j % 2) + b) + k % 4;
+}
+void r1_q8_0x8_to_f32(const void *src, float *dst, int64_t n);
+void r1_q8_0x8_from_f32(const float *src, void *dst, int64_t n);
 
 /* Lossless change of layout of a row part of n weights (as to_f32 takes it)
- * from `from` to `to` (q4_0 -> q4_0x8, q4_1 -> q4_1x8). Returns 0, or -1
+ * from `from` to `to` (q4_0 -> q4_0x8, q4_1 -> q4_1x8, q8_0 -> q8_0x8). Returns 0, or -1
  * touching nothing when the pair is not a regrouping. */
 int r1_dtype_regroup(enum r1_dtype from, enum r1_dtype to, const void *src, void *dst, int64_t n);
 

@@ -657,6 +657,7 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
             [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx512, R1_CPU_ACT_BF16,
                                  r1_x86_tile_q4_0x8_bf16, r1_x86_block_q4_0x8_amx, amx_on},
             [R1_DTYPE_Q4_1X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_1x8_avx512},
+            [R1_DTYPE_Q8_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q8_0x8_avx512},
         },
     .quant_q8 = r1_x86_quant_q8_avx2,
     .quant_q8x8 = r1_x86_quant_q8x8_avx512,

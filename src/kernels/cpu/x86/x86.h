@@ -36,8 +36,10 @@ void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t w
 void r1_x86_tile_q4_0x8_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                              const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
-/* q4_1x8 weights (q41x8_avx512.c) on q8x8 activations */
+/* q4_1x8 and q8_0x8 weights (x8_avx512.c) on q8x8 activations */
 void r1_x86_tile_q4_1x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                               const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q8_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_silu_mul_avx512(const float *g, const float *u, float *o, int n);
 void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, int hd, float *s,
