@@ -57,6 +57,12 @@ enum r1_dtype {
      * q + 128 in q4_0x8's lane order), the row's last blocks as q8_0. Never
      * in files. */
     R1_DTYPE_Q8_0X8,
+    /* q4_K, q5_K, q6_K with each super-block's quants in the same lane
+     * order (scales, mins and d kept as stored); the same bytes. Never in
+     * files. */
+    R1_DTYPE_Q4_KX8,
+    R1_DTYPE_Q5_KX8,
+    R1_DTYPE_Q6_KX8,
     R1_DTYPE_COUNT,
     R1_DTYPE_AUTO = -1 /* "the checkpoint's own dtype" */
 };

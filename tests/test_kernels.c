@@ -172,7 +172,8 @@ static const enum r1_kernel mm_kernels[] = {R1_K_QKV_BIAS, R1_K_MATVEC_ADD, R1_K
 static const enum r1_dtype dtypes[] = {R1_DTYPE_F32,  R1_DTYPE_F16,  R1_DTYPE_BF16, R1_DTYPE_Q8_0,
                                        R1_DTYPE_Q4_0, R1_DTYPE_Q4_1, R1_DTYPE_Q5_0, R1_DTYPE_Q5_1,
                                        R1_DTYPE_Q4_K, R1_DTYPE_Q5_K, R1_DTYPE_Q6_K, R1_DTYPE_Q4_0X8,
-                                       R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8};
+                                       R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8,
+                                       R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
 
 static void test_matmul(const struct r1_cpu_isa *isa) {
     static const int shapes_full[][2] = {{5, 32}, {17, 7}, {33, 100}, {64, 96}, {130, 1536},

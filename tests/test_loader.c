@@ -65,8 +65,8 @@ static void fresh_dir(void) {
     }
 }
 
-/* The loader regroups q4_0, q4_1 and q8_0 (where the best ISA reads
- * q4_0x8, q4_1x8, q8_0x8) without loss: every weight dequantizes to the same value as the
+/* The loader regroups q4_0, q4_1, q8_0 and the K-quants (where the best
+ * ISA reads q4_0x8, q4_1x8, q8_0x8, q4_Kx8, ...) without loss: every weight dequantizes to the same value as the
  * plain format (R1_Q4_0_PLAIN=1, R1_CPU_PLAIN=1), ref gives bit-identical
  * logits on both, and cpu logits agree within LOGIT_TOL_REGROUP (only the
  * float summation order differs). q4_1 and q8_0 run at SmolLM2-135M's
@@ -326,6 +326,8 @@ int main(void) {
     test_regroup(R1_DTYPE_Q4_0, "R1_Q4_0_PLAIN", 256, 512);
     test_regroup(R1_DTYPE_Q4_1, "R1_CPU_PLAIN", 576, 1536);
     test_regroup(R1_DTYPE_Q8_0, "R1_CPU_PLAIN", 576, 1536);
+    test_regroup(R1_DTYPE_Q4_K, "R1_CPU_PLAIN", 768, 1536);
+    test_regroup(R1_DTYPE_Q6_K, "R1_CPU_PLAIN", 768, 1536);
     test_f16_conversions();
     test_q8_0_quant();
     return TEST_DONE("test_loader");

@@ -37,11 +37,14 @@ static void fill(float *x, int n, float scale) {
 }
 
 /* every width a row may have: groups only, a tail only, both */
-static const int widths[] = {32, 96, 256, 576, 1536, 2240, 1024 + 224};
+static const int widths[] = {32, 96, 256, 576, 1536, 2240, 1024 + 224, 768};
 
 /* (regrouped dtype, the GGUF dtype it comes from) */
 static const enum r1_dtype grouped[][2] = {{R1_DTYPE_Q4_1X8, R1_DTYPE_Q4_1},
-                                           {R1_DTYPE_Q8_0X8, R1_DTYPE_Q8_0}};
+                                           {R1_DTYPE_Q8_0X8, R1_DTYPE_Q8_0},
+                                           {R1_DTYPE_Q4_KX8, R1_DTYPE_Q4_K},
+                                           {R1_DTYPE_Q5_KX8, R1_DTYPE_Q5_K},
+                                           {R1_DTYPE_Q6_KX8, R1_DTYPE_Q6_K}};
 #define N_GROUPED (sizeof grouped / sizeof grouped[0])
 
 /* Regrouping changes no number: to_f32 of the regrouped row (whole, and in
@@ -53,13 +56,14 @@ static void test_lossless(void) {
         int bad = 0, cases = 0;
         for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
             int K = widths[wi];
+            if (K % r1_dtype_traits[gx].block) continue;
             size_t rb = r1_dtype_row_bytes(gp, K);
             CHECK(rb == r1_dtype_row_bytes(gx, K), "%s row of %d: %zu bytes, %s %zu",
                   r1_dtype_name(gx), K, r1_dtype_row_bytes(gx, K), r1_dtype_name(gp), rb);
             float *x = malloc((size_t)K * 4), *a = malloc((size_t)K * 4), *b = malloc((size_t)K * 4);
             uint8_t *p = malloc(rb), *g = malloc(rb), *g2 = malloc(rb);
             fill(x, K, 0.05f);
-            x[K / 3] = 0.0f, x[K - 1] = 1.5f;
+            x[K / 3] = 0.0f, x[K - 1] = 1.5f, x[K / 2] = -1.0f;
             r1_dtype_traits[gp].from_f32(x, p, K);
             CHECK(r1_dtype_regroup(gp, gx, p, g, K) == 0, "regroup %s -> %s", r1_dtype_name(gp),
                   r1_dtype_name(gx));
@@ -70,7 +74,7 @@ static void test_lossless(void) {
             bad += memcmp(a, b, (size_t)K * 4) != 0;
             for (int c = 0; c < K; c += 256) { /* the reference kernels' pieces */
                 int n = K - c < 256 ? K - c : 256;
-                r1_dtype_traits[gx].to_f32(g + (size_t)(c / 32) * r1_dtype_traits[gx].block_size, b + c, n);
+                r1_dtype_traits[gx].to_f32(g + (size_t)(c / r1_dtype_traits[gx].block) * r1_dtype_traits[gx].block_size, b + c, n);
             }
             bad += memcmp(a, b, (size_t)K * 4) != 0;
             cases++;
@@ -128,7 +132,8 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
                                    {576, 0, 576},    {576, 0, 512},    {576, 512, 576},
                                    {1536, 512, 1024}, {1536, 0, 1536}, {2240, 2048, 2240},
                                    {2240, 1024, 1536}, {96, 0, 96},    {256, 0, 256},
-                                   {1248, 1024, 1248}, {32, 0, 32}};
+                                   {1248, 1024, 1248}, {32, 0, 32},   {768, 256, 768},
+                                   {1024, 0, 512}};
     for (size_t gi = 0; gi < N_GROUPED; gi++) {
         enum r1_dtype gx = grouped[gi][0];
         const struct r1_cpu_mm *mm = &isa->mm[gx];
@@ -137,6 +142,7 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
         int cases = 0;
         for (size_t ci = 0; ci < sizeof rng_k / sizeof rng_k[0]; ci++) {
             int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
+            if (K % r1_dtype_traits[gx].block) continue;
             size_t rb = r1_dtype_row_bytes(gx, K), xs = r1_cpu_q8x8_stride(K), qs = r1_cpu_q8_stride(K);
             uint8_t *w = malloc(rb * R1_CPU_MR);
             float *wf = malloc((size_t)K * 4 * R1_CPU_MR), *xr = malloc((size_t)K * 4);

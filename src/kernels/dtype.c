@@ -173,13 +173,16 @@ const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT] = {
     [R1_DTYPE_Q5_0] = {"q5_0", R1_QK, 22, r1_q5_0_to_f32, r1_q5_0_from_f32},
     [R1_DTYPE_Q5_1] = {"q5_1", R1_QK, 24, r1_q5_1_to_f32, r1_q5_1_from_f32},
     [R1_DTYPE_Q4_K] = {"q4_K", R1_QK_K, 144, r1_q4_K_to_f32, r1_q4_K_from_f32},
-    [R1_DTYPE_Q5_K] = {"q5_K", R1_QK_K, 176, r1_q5_K_to_f32, NULL},
+    [R1_DTYPE_Q5_K] = {"q5_K", R1_QK_K, 176, r1_q5_K_to_f32, r1_q5_K_from_f32},
     [R1_DTYPE_Q6_K] = {"q6_K", R1_QK_K, 210, r1_q6_K_to_f32, r1_q6_K_from_f32},
     [R1_DTYPE_Q4_0X8] = {"q4_0x8", R1_QK_X8, sizeof(struct r1_block_q4_0x8), q4_0x8_to_f32,
                          q4_0x8_from_f32},
     [R1_DTYPE_Q4_1X8] = {"q4_1x8", R1_QK, 20, r1_q4_1x8_to_f32, r1_q4_1x8_from_f32},
     [R1_DTYPE_Q8_0X8] = {"q8_0x8", R1_QK, sizeof(struct r1_block_q8_0), r1_q8_0x8_to_f32,
                          r1_q8_0x8_from_f32},
+    [R1_DTYPE_Q4_KX8] = {"q4_Kx8", R1_QK_K, 144, r1_q4_Kx8_to_f32, r1_q4_Kx8_from_f32},
+    [R1_DTYPE_Q5_KX8] = {"q5_Kx8", R1_QK_K, 176, r1_q5_Kx8_to_f32, r1_q5_Kx8_from_f32},
+    [R1_DTYPE_Q6_KX8] = {"q6_Kx8", R1_QK_K, 210, r1_q6_Kx8_to_f32, r1_q6_Kx8_from_f32},
 };
 
 const char *r1_dtype_name(enum r1_dtype t) {

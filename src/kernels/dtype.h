@@ -73,8 +73,21 @@ static inline int r1_q8_0x8_at(int b, int k) {
 void r1_q8_0x8_to_f32(const void *src, float *dst, int64_t n);
 void r1_q8_0x8_from_f32(const float *src, void *dst, int64_t n);
 
+/* R1_DTYPE_Q4_KX8, _Q5_KX8, _Q6_KX8 (regroup_k.c): q4_K, q5_K, q6_K whose
+ * super-blocks keep d, dmin and the scales where GGUF has them, but hold
+ * the quants of each 32-weight group b (0..7) in q8x8's lanes for block b:
+ *   q4_Kx8: d, dmin, scales[12] | qs[128]
+ *   q5_Kx8: d, dmin, scales[12] | h5[32] | qs[128]
+ *   q6_Kx8: qs[128] | h6[64] | scales[16] (int8), d
+ * with quant k of group b at vector p, element e (r1_q8_0x8_at(b, k) = 64 p
+ * + e): its low 4 bits in qs[64 (p % 2) + e], the low nibble for p < 2,
+ * the high one otherwise (q4_0x8's nibbles); q5: bit 4 as bit e of the
+ * 64-bit little-endian mask h5[8 p ..]; q6: bits 4, 5 as bits 2p, 2p + 1
+ * of h6[e]. */
+
 /* Lossless change of layout of a row part of n weights (as to_f32 takes it)
- * from `from` to `to` (q4_0 -> q4_0x8, q4_1 -> q4_1x8, q8_0 -> q8_0x8). Returns 0, or -1
+ * from `from` to `to` (q4_0 -> q4_0x8, q4_1 -> q4_1x8, q8_0 -> q8_0x8, the
+ * K-quants -> their x8). Returns 0, or -1
  * touching nothing when the pair is not a regrouping. */
 int r1_dtype_regroup(enum r1_dtype from, enum r1_dtype to, const void *src, void *dst, int64_t n);
 

@@ -1,8 +1,8 @@
 /*
  * quants.c - reference conversions of the GGUF block formats beyond q8_0 and
  * q4_0: Q4_1, Q5_0, Q5_1 (32-weight blocks) and the K-quants Q4_K, Q5_K,
- * Q6_K (256-weight super-blocks), plus simple quantizers for Q4_K and Q6_K
- * (used by `r1infer convert`). Plain C, obviously correct, no SIMD: these
+ * Q6_K (256-weight super-blocks), plus simple quantizers for all of them
+ * (used by `r1infer convert` and the loader's --dtype). Plain C, obviously correct, no SIMD: these
  * are the oracle the fast dot products are tested against, and they are
  * themselves tested against gguf-py's numpy dequantization
  * (tests/fixtures/quants/). Byte layouts are in the comments of each type.
@@ -162,9 +162,11 @@ void r1_q6_K_to_f32(const void *src, float *dst, int64_t n) {
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) {
+/* q4_K (qmax 15, 144 bytes) and q5_K (qmax 31, 176 bytes: qh[32] before qs) */
+static void kq_from_f32(const float *src, void *dst, int64_t n, int qmax) {
+    const size_t bs = qmax == 15 ? 144 : 176;
     uint8_t *b = dst;
-    for (int64_t i = 0; i < n / R1_QK_K; i++, b += 144, src += R1_QK_K) {
+    for (int64_t i = 0; i < n / R1_QK_K; i++, b += bs, src += R1_QK_K) {
         float scale[8], mins[8], maxscale = 0, maxmin = 0;
         for (int s = 0; s < 8; s++) {
             float lo = 0, hi = 0; /* the min is kept <= 0: w = d*q - m, m >= 0 */
@@ -172,12 +174,12 @@ void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) {
                 lo = fminf(lo, src[32 * s + l]);
                 hi = fmaxf(hi, src[32 * s + l]);
             }
-            scale[s] = (hi - lo) / 15.0f;
+            scale[s] = (hi - lo) / (float)qmax;
             mins[s] = -lo;
             maxscale = fmaxf(maxscale, scale[s]);
             maxmin = fmaxf(maxmin, mins[s]);
         }
-        memset(b, 0, 144);
+        memset(b, 0, bs);
         put_f16(b, maxscale / 63.0f);
         put_f16(b + 2, maxmin / 63.0f);
         float d = f16_at(b), dmin = f16_at(b + 2);
@@ -192,16 +194,20 @@ void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) {
             s12[s + 4] = (uint8_t)(m[s] | (m[s + 4] >> 4) << 6);
             s12[s + 8] = (uint8_t)((sc[s + 4] & 0x0f) | (m[s + 4] & 0x0f) << 4);
         }
-        uint8_t *qs = b + 16;
+        uint8_t *qh = b + 16, *qs = b + (qmax == 15 ? 16 : 48);
         for (int s = 0; s < 8; s++) {
             float dl = d * (float)sc[s], ml = dmin * (float)m[s], idl = dl > 0 ? 1.0f / dl : 0.0f;
             for (int l = 0; l < 32; l++) {
-                int q = clampi((int)lrintf((src[32 * s + l] + ml) * idl), 0, 15);
-                qs[32 * (s / 2) + l] |= (uint8_t)(q << (4 * (s & 1)));
+                int q = clampi((int)lrintf((src[32 * s + l] + ml) * idl), 0, qmax);
+                qs[32 * (s / 2) + l] |= (uint8_t)((q & 15) << (4 * (s & 1)));
+                if (qmax == 31) qh[l] |= (uint8_t)((q >> 4) << s);
             }
         }
     }
 }
+
+void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) { kq_from_f32(src, dst, n, 15); }
+void r1_q5_K_from_f32(const float *src, void *dst, int64_t n) { kq_from_f32(src, dst, n, 31); }
 
 void r1_q6_K_from_f32(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;

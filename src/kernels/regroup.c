@@ -139,5 +139,5 @@ int r1_dtype_regroup(enum r1_dtype from, enum r1_dtype to, const void *src, void
         q8_0_to_x8(src, dst, n);
         return 0;
     }
-    return -1;
+    return r1_kx8_regroup(from, to, src, dst, n);
 }

@@ -86,8 +86,10 @@ static int env_on(const char *name) {
 enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
     if (dt == R1_DTYPE_Q4_0)
         return cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0() ? R1_DTYPE_Q4_0X8 : dt;
-    static const enum r1_dtype grouped[R1_DTYPE_COUNT] = {[R1_DTYPE_Q4_1] = R1_DTYPE_Q4_1X8,
-                                                           [R1_DTYPE_Q8_0] = R1_DTYPE_Q8_0X8};
+    static const enum r1_dtype grouped[R1_DTYPE_COUNT] = {
+        [R1_DTYPE_Q4_1] = R1_DTYPE_Q4_1X8, [R1_DTYPE_Q8_0] = R1_DTYPE_Q8_0X8,
+        [R1_DTYPE_Q4_K] = R1_DTYPE_Q4_KX8, [R1_DTYPE_Q5_K] = R1_DTYPE_Q5_KX8,
+        [R1_DTYPE_Q6_K] = R1_DTYPE_Q6_KX8};
     enum r1_dtype g = (int)dt >= 0 && dt < R1_DTYPE_COUNT ? grouped[dt] : 0;
     if (!g || cols % r1_dtype_traits[g].block || env_on("R1_CPU_PLAIN")) return dt;
     return r1_cpu_current()->mm[g].tile ? g : dt;

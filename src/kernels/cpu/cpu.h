@@ -31,8 +31,8 @@ static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~
 static inline size_t r1_cpu_q8_qoff(int K) { return ((size_t)K / 32 * 4 + 63) & ~(size_t)63; }
 static inline size_t r1_cpu_q8_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K + 63) & ~(size_t)63); }
 
-/* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for q4_0x8, q4_1x8
- * and q8_0x8 weights), K % 32 == 0: per 256 columns (8 q8 blocks b, scales d[b])
+/* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for the regrouped
+ * weights: q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q5_Kx8, q6_Kx8), K % 32 == 0: per 256 columns (8 q8 blocks b, scales d[b])
  * 384 bytes:
  *   int8  xl[2][64]  xl[h] lane i (4 bytes) = q[b][4j .. 4j+3],
  *   int8  xh[2][64]  xh[h] lane i = q[b][16+4j .. 16+4j+3],
@@ -51,7 +51,8 @@ void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K);
  * ISA has a tile for it; R1_Q4_0_PLAIN=1 says no, for comparisons). */
 int r1_cpu_regroup_q4_0(void);
 /* The layout the loader holds weights of dtype dt and `cols` columns in:
- * a regrouping of dt (dtype.h: q4_0x8, q4_1x8, q8_0x8) where the current ISA has a
+ * a regrouping of dt (dtype.h: q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q5_Kx8,
+ * q6_Kx8) where the current ISA has a
  * tile for it, else dt itself. R1_CPU_PLAIN=1 keeps every format but q4_0
  * as stored (R1_Q4_0_PLAIN=1 does q4_0), for comparisons. */
 enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols);
