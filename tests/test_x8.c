@@ -7,6 +7,10 @@
  * columns, and each tile over every column range cpu.c may ask for
  * (superblock slices, the row's tail) against dequantized rows and
  * dequantized activations in double, for every ISA table this CPU runs.
+ * For prefill on AMX (x86): the bf16 panels the blocks multiply (against
+ * to_f32, rounded to bf16), the bf16-activation tiles beside them, and the
+ * blocks themselves where this CPU has AMX (elsewhere they decline, and
+ * the test says so).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +20,9 @@
 #include "kernels/dtype.h"
 #include "test.h"
 #include "util/util.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/x86/x86.h"
+#endif
 
 /* error over the sum of |products| of each output: only float summation
  * order may differ (test_kernels.c's NMSE_TILE_RANGE, the same measure) */
@@ -189,6 +196,112 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
     }
 }
 
+#if defined(__x86_64__)
+/* bf16 ulps between a and b (same sign assumed close) */
+static int bf16_ulps(uint16_t a, uint16_t b) {
+    int ia = a & 0x8000 ? -(a & 0x7fff) : a, ib = b & 0x8000 ? -(b & 0x7fff) : b;
+    return ia > ib ? ia - ib : ib - ia;
+}
+
+typedef void (*panel_fn)(const uint8_t *, size_t, int, int, uint16_t *, uint16_t *);
+
+/* The AMX side of the regrouped layouts on the avx512 table. */
+static void test_amx_side(const struct r1_cpu_isa *isa) {
+    static const struct {
+        enum r1_dtype dt;
+        panel_fn panel;
+    } pan[] = {{R1_DTYPE_Q4_1X8, r1_x86_panel_q4_1x8}, {R1_DTYPE_Q8_0X8, r1_x86_panel_q8_0x8},
+               {R1_DTYPE_Q4_KX8, r1_x86_panel_q4_Kx8}, {R1_DTYPE_Q5_KX8, r1_x86_panel_q5_Kx8},
+               {R1_DTYPE_Q6_KX8, r1_x86_panel_q6_Kx8}};
+    static const int Ks[] = {256, 576, 1536, 2240};
+    if (strcmp(isa->name, "avx512")) return; /* the only table with AMX blocks */
+    if (!__builtin_cpu_supports("avx512bf16")) {
+        printf("%-8s bf16 panels: no AVX512_BF16 here, not run\n", isa->name);
+        return;
+    }
+    for (size_t i = 0; i < sizeof pan / sizeof pan[0]; i++) {
+        enum r1_dtype dt = pan[i].dt;
+        const struct r1_cpu_mm *mm = &isa->mm[dt];
+        int far = 0, one = 0, n = 0, declined = 0, ran = 0;
+        double worst_tile = 0;
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            const int K = Ks[ki], R = 37, T = 21;
+            if (K % r1_dtype_traits[dt].block) continue;
+            size_t rb = r1_dtype_row_bytes(dt, K), xs = r1_cpu_bf16_stride(K);
+            uint8_t *w = malloc(rb * R);
+            float *wf = malloc((size_t)R * K * 4), *xr = malloc((size_t)K * 4);
+            uint16_t *pn = malloc((size_t)R * K * 2);
+            uint8_t *xb = aligned_alloc(64, xs * T);
+            for (int r = 0; r < R; r++) {
+                fill(xr, K, 0.05f);
+                r1_dtype_traits[dt].from_f32(xr, w + r * rb, K);
+                r1_dtype_traits[dt].to_f32(w + r * rb, wf + (size_t)r * K, K);
+            }
+            for (int t = 0; t < T; t++) {
+                fill(xr, K, 1.0f);
+                for (int k = 0; k < K; k++) ((uint16_t *)(xb + t * xs))[k] = r1_f32_to_bf16(xr[k]);
+            }
+            /* the panel: to_f32 rounded to bf16, a q*_K weight one f32 rounding apart at most */
+            pan[i].panel(w, rb, R, K, pn, NULL);
+            for (size_t j = 0; j < (size_t)R * K; j++) {
+                int u = bf16_ulps(pn[j], r1_f32_to_bf16(wf[j]));
+                far += u > 1, one += u == 1, n++;
+            }
+            /* the batch tile on bf16 activations, over a whole row and a slice */
+            for (int rg = 0; rg < 2; rg++) {
+                int k0 = rg ? 256 * (K / 512) : 0, k1 = K;
+                float out[R1_CPU_MR * R1_CPU_NT];
+                mm->batch_tile(K, k0, k1, w, rb, 3, xb, xs, 4, out);
+                double err = 0, mag = 0;
+                for (int r = 0; r < 3; r++)
+                    for (int t = 0; t < 4; t++) {
+                        double sum = 0, sa = 0;
+                        for (int k = k0; k < k1; k++) {
+                            double p = (double)wf[(size_t)r * K + k] *
+                                       r1_bf16_to_f32(((uint16_t *)(xb + t * xs))[k]);
+                            sum += p, sa += fabs(p);
+                        }
+                        double e = out[t * R1_CPU_MR + r] - sum;
+                        err += e * e, mag += sa * sa;
+                    }
+                if (err / mag > worst_tile) worst_tile = err / mag;
+            }
+            /* the AMX block, where this CPU has AMX */
+            size_t plane = r1_cpu_vnni_bytes(K, T);
+            uint8_t *xv = aligned_alloc(64, plane);
+            r1_cpu_pack_vnni(xb, xs, K, T, xv);
+            float *C = malloc((size_t)T * 64 * 4);
+            if (mm->batch_block(K, w, rb, R, xv, plane, 0, T, C, 64) == 0) {
+                ran++;
+                double err = 0, mag = 0;
+                for (int r = 0; r < R; r++)
+                    for (int t = 0; t < T; t++) {
+                        double sum = 0, sa = 0;
+                        for (int k = 0; k < K; k++) {
+                            double p = (double)r1_bf16_to_f32(pn[(size_t)r * K + k]) *
+                                       r1_bf16_to_f32(((uint16_t *)(xb + t * xs))[k]);
+                            sum += p, sa += fabs(p);
+                        }
+                        double e = C[(size_t)t * 64 + r] - sum;
+                        err += e * e, mag += sa * sa;
+                    }
+                CHECK(err / mag <= ERR_TILE_RANGE, "%s AMX block K=%d: error %.3g", r1_dtype_name(dt), K,
+                      err / mag);
+            } else {
+                declined++;
+            }
+            free(w), free(wf), free(xr), free(pn), free(xb), free(xv), free(C);
+        }
+        CHECK(far == 0, "%s bf16 panel: %d of %d weights more than one bf16 ulp from to_f32's",
+              r1_dtype_name(dt), far, n);
+        CHECK(worst_tile <= ERR_TILE_RANGE, "%s bf16 batch tile: error %.3g", r1_dtype_name(dt), worst_tile);
+        printf("%-8s %-8s bf16 panel: %d weights, %d one ulp off; batch tile error %.3g; AMX block %s\n",
+               isa->name, r1_dtype_name(dt), n, one, worst_tile,
+               ran ? "checked" : declined ? "declined (no AMX here)" : "-");
+    }
+}
+#endif
+
 int main(void) {
     test_lossless();
     for (int i = 0; r1_cpu_isas[i]; i++) {
@@ -200,6 +313,9 @@ int main(void) {
         CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
         test_q8x8_tail(isa);
         test_tiles(isa);
+#if defined(__x86_64__)
+        test_amx_side(isa);
+#endif
     }
     r1_cpu_select(NULL);
     return TEST_DONE("test_x8");
