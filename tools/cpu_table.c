@@ -16,7 +16,8 @@
  * default where the cpu kernels have it) with plain q4_0 on the same decode,
  * alternating token by token so that the machine's noise hits both alike;
  * R1_TABLE_AB=split compares the guided row split of decode matmuls with the
- * static one the same way, for each dtype of the table.
+ * static one the same way, for each dtype of the table; R1_TABLE_AB=act
+ * compares two-part integer activations (the default) with one part (q8).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,12 @@ static double time_prefill(r1_session_t *s, const int32_t *ids, int n) {
     double t0 = r1_now();
     if (!r1_session_forward(s, ids, n, NULL)) return -1;
     return n / (r1_now() - t0);
+}
+
+/* The two variants R1_TABLE_AB=split|act alternates: b = 0 is the default. */
+static void ab_set(int act, int b) {
+    if (act) r1_cpu_set_act_parts(b ? 1 : 2);
+    else r1_cpu_set_static(b);
 }
 
 static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *ids, int n_dec) {
@@ -93,7 +100,7 @@ static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *i
 /* One row per thread count: model `path` held as dt (R1_DTYPE_AUTO: the
  * file's own), labelled `label`, on the ISA selected now. */
 static int table_rows(const char *path, enum r1_dtype dt, const char *label, const int *threads, int nt,
-                      int ab_split) {
+                      int ab_split, int ab_act) {
     int32_t ids[512];
     const int n_dec = 32;
     r1_model_t *m = r1_model_load(path, &(struct r1_load_opts){.dtype = dt});
@@ -118,24 +125,24 @@ static int table_rows(const char *path, enum r1_dtype dt, const char *label, con
             fprintf(stderr, "%s\n", r1_last_error());
             return 1;
         }
-        if (ab_split) {
+        if (ab_split || ab_act) {
             double t[2] = {0, 0}, pf[2] = {0, 0};
             int32_t id = 1;
             for (int i = 0; i < 8; i++) {
-                r1_cpu_set_static(i & 1);
+                ab_set(ab_act, i & 1);
                 pf[i & 1] += time_prefill(s, ids, 64) / 4;
             }
             for (int i = 0; i < 4 * n_dec; i++) {
-                r1_cpu_set_static(i & 1);
+                ab_set(ab_act, i & 1);
                 double t0 = r1_now();
                 if (!r1_session_forward(s, &id, 1, NULL)) return 1;
                 t[i & 1] += r1_now() - t0;
             }
-            r1_cpu_set_static(0);
-            printf("%-7s %-16s %3d  guided %.2f tok/s (%.2f) pf64 %.1f  static %.2f tok/s (%.2f) pf64 %.1f  "
+            ab_set(ab_act, 0);
+            printf("%-7s %-16s %3d  %s %.2f tok/s (%.2f) pf64 %.1f  %s %.2f tok/s (%.2f) pf64 %.1f  "
                    "bw %.1f GB/s\n",
-                   r1_cpu_current()->name, label, threads[k], 2 * n_dec / t[0],
-                   2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], 2 * n_dec / t[1],
+                   r1_cpu_current()->name, label, threads[k], ab_act ? "q8x2" : "guided", 2 * n_dec / t[0],
+                   2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], ab_act ? "q8" : "static", 2 * n_dec / t[1],
                    2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1], bw.best_gbps);
             fflush(stdout);
             r1_session_free(s);
@@ -219,8 +226,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *ab = getenv("R1_TABLE_AB");
-    int ab_split = ab && !strcmp(ab, "split");
-    if (ab && *ab && *ab != '0' && !ab_split) {
+    int ab_split = ab && !strcmp(ab, "split"), ab_act = ab && !strcmp(ab, "act");
+    if (ab && *ab && *ab != '0' && !ab_split && !ab_act) {
         int32_t ids[512];
         for (int i = 0; i < 512; i++) ids[i] = 1000 + (i * 7919) % 100000;
         return ab_q4_0(models[0], threads, nt, ids, 64);
@@ -249,13 +256,13 @@ int main(int argc, char **argv) {
             size_t l = strlen(models[mi]);
             if (l > 5 && !strcmp(models[mi] + l - 5, ".gguf")) {
                 const char *base = strrchr(models[mi], '/');
-                if (table_rows(models[mi], R1_DTYPE_AUTO, base ? base + 1 : models[mi], threads, nt, ab_split))
+                if (table_rows(models[mi], R1_DTYPE_AUTO, base ? base + 1 : models[mi], threads, nt, ab_split, ab_act))
                     return 1;
                 continue;
             }
             for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
                 if (only && *only && !in_list(only, r1_dtype_name(dts[d]))) continue;
-                if (table_rows(models[mi], dts[d], r1_dtype_name(dts[d]), threads, nt, ab_split)) return 1;
+                if (table_rows(models[mi], dts[d], r1_dtype_name(dts[d]), threads, nt, ab_split, ab_act)) return 1;
             }
         }
     }
