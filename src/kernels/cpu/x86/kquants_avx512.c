@@ -169,7 +169,7 @@ INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
             __m512 sf[4];
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
                 blk[r] = wr[r] + (size_t)sb * bs;
-                if (NT == 1) { /* decode: fetch the next 4 rows' super-block ahead */
+                if (NT <= 2) { /* decode (1 or 2 activation parts): the next 4 rows' super-block */
                     const char *pf = (const char *)(blk[r] + 4 * ws);
                     _mm_prefetch(pf, _MM_HINT_T0);
                     _mm_prefetch(pf + 64, _MM_HINT_T0);
@@ -196,7 +196,7 @@ INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
         const size_t bs = DT == F_Q41 ? 20 : DT == F_Q50 ? 22 : 24;
         for (int c = k0; c + 64 <= k1; c += 64) {
             TOKEN_PREP(DT, NT)
-            if (NT == 1) {
+            if (NT <= 2) {
                 _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
                     _mm_prefetch((const char *)(wr[r] + 4 * ws + (size_t)(c / 32) * bs), _MM_HINT_T0);
             }
@@ -221,9 +221,11 @@ static void q32_tail(void (*c_tile)(R1_KQ_TILE_ARGS), R1_KQ_TILE_ARGS) {
 
 #define KQ_AVX512(NAME, DT, CT)                                                                    \
     static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kq_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kq_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kq_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
         q32_tail(CT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
     }
@@ -285,7 +287,7 @@ INL void kx8_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             const uint8_t *blk = wr[r] + (size_t)s * bs;
-            if (NT == 1) { /* decode: the next 4 rows' super-block into L1, the 4 after into L2 */
+            if (NT <= 2) { /* decode: the next 4 rows' super-block into L1, the 4 after into L2 */
                 for (size_t o = 0; o < bs; o += 64) {
                     _mm_prefetch((const char *)(blk + 4 * ws + o), _MM_HINT_T0);
                     _mm_prefetch((const char *)(blk + 8 * ws + o), _MM_HINT_T1);
@@ -345,9 +347,11 @@ INL void kx8_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
 
 #define KX8_AVX512(NAME, DT)                                                                       \
     static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kx8_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kx8_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }
 KX8_AVX512(r1_kq_tile_q4_Kx8_avx512, X_Q4K)

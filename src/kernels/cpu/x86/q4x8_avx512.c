@@ -109,11 +109,13 @@ TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
     }
 
 X8_TILE(tile_x8_1, 1)
+X8_TILE(tile_x8_2, 2)
 X8_TILE(tile_x8_4, 4)
 
 void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out) {
     if (nt == 1) tile_x8_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else if (nt == 2) tile_x8_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else tile_x8_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 

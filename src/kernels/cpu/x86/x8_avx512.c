@@ -108,7 +108,7 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * gb;
-            if (NT == 1) prefetch_rows(bp, ws, gb);
+            if (NT <= 2) prefetch_rows(bp, ws, gb); /* decode: 1 token (or its 2 parts) */
             __m512i q[4];
             __m512 dd, mm = _mm512_setzero_ps();
             if (DT == F_Q41) {
@@ -154,7 +154,7 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
             }
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
                 const uint8_t *bp = wr[r] + (size_t)G * gb + (size_t)j * bs;
-                if (NT == 1) prefetch_rows(bp, ws, two ? 2 * bs : bs);
+                if (NT <= 2) prefetch_rows(bp, ws, two ? 2 * bs : bs);
                 __m512 fa, fb = _mm512_setzero_ps();
                 __m512i q = tail_pair(DT, bp, two, &fa, &fb);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
@@ -173,6 +173,10 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
                              const uint8_t *x, size_t xs, int nt, float *out) {                    \
         x8_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
+    static TGT void NAME##_2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
+                             const uint8_t *x, size_t xs, int nt, float *out) {                    \
+        x8_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
     static TGT void NAME##_4(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
                              const uint8_t *x, size_t xs, int nt, float *out) {                    \
         x8_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
@@ -180,6 +184,7 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
     void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
               size_t xs, int nt, float *out) {                                                     \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }
 
