@@ -196,6 +196,49 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
     }
 }
 
+/* The two-part quantizers of an ISA (cpu.h quant_q8_2, quant_q8x8_2) give
+ * the bytes cpu.c's plain path makes from the ISA's quant_q8: hi = q8(x),
+ * lo = q8(x - d q), the x8 form rearranged from those. */
+static void test_two_parts(const struct r1_cpu_isa *isa) {
+    if (!isa->quant_q8_2 && !isa->quant_q8x8_2) return;
+    int bad = 0, cases = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        const int K = widths[wi];
+        size_t s8 = r1_cpu_q8_stride(K), sx = r1_cpu_q8x8_stride(K), mx = s8 > sx ? s8 : sx;
+        float *x = malloc((size_t)K * 4), *r = malloc((size_t)K * 4);
+        uint8_t *h = aligned_alloc(64, mx), *l = aligned_alloc(64, mx), *a = aligned_alloc(64, mx),
+                *b = aligned_alloc(64, mx);
+        fill(x, K, 1.0f);
+        x[K / 2] = 40.0f; /* an outlier block */
+        memset(h, 0, mx), memset(l, 0, mx); /* padding compares equal */
+        isa->quant_q8(x, h, K);
+        const float *d = (const float *)h;
+        const int8_t *q = (const int8_t *)(h + r1_cpu_q8_qoff(K));
+        for (int k = 0; k < K; k++) r[k] = x[k] - d[k / 32] * (float)q[k];
+        isa->quant_q8(r, l, K);
+        if (isa->quant_q8_2) {
+            memset(a, 0, mx), memset(b, 0, mx);
+            isa->quant_q8_2(x, a, b, K);
+            bad += memcmp(a, h, s8) != 0 || memcmp(b, l, s8) != 0;
+            cases++;
+        }
+        if (isa->quant_q8x8_2) {
+            uint8_t *hx = aligned_alloc(64, sx), *lx = aligned_alloc(64, sx);
+            memset(hx, 0, sx), memset(lx, 0, sx), memset(a, 0, sx), memset(b, 0, sx);
+            r1_cpu_q8_to_q8x8(h, hx, K);
+            r1_cpu_q8_to_q8x8(l, lx, K);
+            isa->quant_q8x8_2(x, a, b, K);
+            bad += memcmp(a, hx, sx) != 0 || memcmp(b, lx, sx) != 0;
+            cases++;
+            free(hx), free(lx);
+        }
+        free(x), free(r), free(h), free(l), free(a), free(b);
+    }
+    CHECK(bad == 0, "%s two-part quantizers: %d of %d rows differ from the plain path", isa->name, bad, cases);
+    printf("%-8s two-part q8 / q8x8 activations: %d rows, %s\n", isa->name, cases,
+           bad ? "DIFFER" : "the plain path's bytes");
+}
+
 #if defined(__x86_64__)
 /* bf16 ulps between a and b (same sign assumed close) */
 static int bf16_ulps(uint16_t a, uint16_t b) {
@@ -312,6 +355,7 @@ int main(void) {
         }
         CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
         test_q8x8_tail(isa);
+        test_two_parts(isa);
         test_tiles(isa);
 #if defined(__x86_64__)
         test_amx_side(isa);

@@ -277,6 +277,14 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
     }
     /* two parts (r1_cpu_set_act_parts): row 2t = q8(x), row 2t+1 = q8 of
      * what that left, each rearranged into q8x8 form for x8 tiles */
+    void (*q2)(const float *, uint8_t *, uint8_t *, int) = x8 ? isa->quant_q8x8_2 : isa->quant_q8_2;
+    if (q2) {
+        uint8_t *buf = scratch((size_t)T * 2 * s);
+        for (int t = 0; t < T; t++)
+            q2(x + (size_t)t * K, buf + (size_t)(2 * t) * s, buf + (size_t)(2 * t + 1) * s, K);
+        *xs = s;
+        return buf;
+    }
     uint8_t *buf = scratch((size_t)T * 2 * s + 2 * s8 + (size_t)K * sizeof(float));
     uint8_t *hi = buf + (size_t)T * 2 * s, *lo = hi + s8;
     float *r = (float *)(lo + s8);

@@ -118,6 +118,12 @@ struct r1_cpu_isa {
     struct r1_cpu_mm mm[R1_DTYPE_COUNT];
     void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
     void (*quant_q8x8)(const float *x, uint8_t *dst, int K); /* one token, K % 256 == 0; NULL: C */
+    /* Optional: one token in two parts (r1_cpu_act_parts() == 2), hi = the
+     * q8 (or q8x8) form of x, lo = that of x - hi dequantized (each
+     * dequantized value a product and a difference, both rounded to f32);
+     * NULL: plain C. */
+    void (*quant_q8_2)(const float *x, uint8_t *hi, uint8_t *lo, int K);
+    void (*quant_q8x8_2)(const float *x, uint8_t *hi, uint8_t *lo, int K);
     void (*quant_bf16)(const float *x, uint16_t *dst, int K); /* one token; NULL: plain C */
     /* Optional: h1 = bf16(x - h0), h2 = bf16(x - h0 - h1) for i < K, h0 =
      * bf16(x) given (round to nearest even; the same bits as plain C). */

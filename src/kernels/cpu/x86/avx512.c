@@ -679,6 +679,8 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
         },
     .quant_q8 = r1_x86_quant_q8_avx2,
     .quant_q8x8 = r1_x86_quant_q8x8_avx512,
+    .quant_q8_2 = r1_x86_quant_q8_2_avx512,
+    .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx512,
     .quant_bf16 = quant_bf16,
     .split_bf16 = split_bf16,
     .dot_f32 = r1_x86_dot_f32_avx2,

@@ -37,6 +37,8 @@ void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t w
 void r1_x86_tile_q4_0x8_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                              const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
+void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
+void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
 /* The regrouped layouts on AMX (amx_x8_avx512.c, amx_avx512.c): rows into
  * bf16 panels (the panel_fn of amx_avx512.c: K bf16 per row, natural
  * column order; dlo unused), the blocks, and the batch tiles on bf16
