@@ -69,7 +69,12 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table
+tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table $(BUILD)/tools/mm_bench
+
+# Matmul kernels of one model's shapes, dtypes side by side (build/tools/mm_bench).
+$(BUILD)/tools/mm_bench: tools/mm_bench.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # The CPU figures of issue 4 in one run (build/tools/cpu_table MODEL_DIR).
 $(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)

@@ -25,7 +25,8 @@ ids() { # model -> greedy ids of the first 8 steps after a fixed prompt
         --backend ref 2>/dev/null | tail -n 1
 }
 for spec in gqa2_f32:f32 f16:f16 mha_bf16:bf16 mha_bf16:q8_0 gqa2_f32:q4_0 gqa4_tied_f32:q4_K \
-            gqa4_tied_f32:q6_K gqa4_tied_f32:f16 llama_gqa_f32:f32 llama_gqa_f32:q8_0; do
+            gqa4_tied_f32:q6_K gqa4_tied_f32:f16 llama_gqa_f32:f32 llama_gqa_f32:q8_0 \
+            gqa4_tied_f32:q4_1 gqa2_f32:q5_0 mha_bf16:q5_1; do
     fx=${spec%%:*} dt=${spec#*:}
     out="$tmp/$fx-$dt.gguf"
     check "convert $fx --dtype $dt" "$BIN" convert -m "tests/fixtures/$fx" -o "$out" --dtype "$dt"

@@ -65,33 +65,35 @@ static void fresh_dir(void) {
     }
 }
 
-/* The loader regroups q4_0 (where the best ISA reads q4_0x8) without loss:
- * every weight dequantizes to the same value as plain q4_0 (R1_Q4_0_PLAIN=1),
- * ref gives bit-identical logits on both, and cpu logits agree within
- * LOGIT_TOL_REGROUP (only the float summation order differs). */
+/* The loader regroups q4_0, q4_1, q8_0 and the K-quants (where the best
+ * ISA reads q4_0x8, q4_1x8, q8_0x8, q4_Kx8, ...) without loss: every weight dequantizes to the same value as the
+ * plain format (R1_Q4_0_PLAIN=1, R1_CPU_PLAIN=1), ref gives bit-identical
+ * logits on both, and cpu logits agree within LOGIT_TOL_REGROUP (only the
+ * float summation order differs). q4_1 and q8_0 run at SmolLM2-135M's
+ * widths (576 and 1536 columns: rows with a tail of plain blocks). */
 #define LOGIT_TOL_REGROUP 1e-4
-static void test_regroup(void) {
-    struct r1_config c = {.dim = 256, .n_layer = 2, .n_head = 4, .n_kv_head = 2, .head_dim = 64,
-                          .ffn = 512, .vocab = 300, .max_pos = 64, .eps = 1e-6f,
+static void test_regroup(enum r1_dtype dt, const char *plain_env, int dim, int ffn) {
+    struct r1_config c = {.dim = dim, .n_layer = 2, .n_head = dim / 64, .n_kv_head = dim / 192,
+                          .head_dim = 64, .ffn = ffn, .vocab = 300, .max_pos = 64, .eps = 1e-6f,
                           .rope_theta = 10000.0f, .file_dtype = R1_DTYPE_F32, .bos_id = -1,
                           .eos_id = -1};
-    int want = r1_cpu_regroup_q4_0();
+    const char *name = r1_dtype_name(dt);
+    enum r1_dtype want = r1_cpu_layout(dt, dim);
     r1_model_t *m[2];
     for (int i = 0; i < 2; i++) {
-        setenv("R1_Q4_0_PLAIN", i ? "1" : "0", 1);
-        m[i] = r1_model_synthetic(&c, R1_DTYPE_Q4_0, 11, 0);
-        CHECK(m[i] != NULL, "synthetic q4_0 model: %s", r1_last_error());
+        setenv(plain_env, i ? "1" : "0", 1);
+        m[i] = r1_model_synthetic(&c, dt, 11, 0);
+        CHECK(m[i] != NULL, "synthetic %s model: %s", name, r1_last_error());
         if (!m[i]) return;
     }
-    unsetenv("R1_Q4_0_PLAIN");
-    CHECK(r1_model_dtype(m[0]) == (want ? R1_DTYPE_Q4_0X8 : R1_DTYPE_Q4_0) &&
-              r1_model_dtype(m[1]) == R1_DTYPE_Q4_0,
-          "q4_0 held as %s (regrouping %s here), as q4_0 with R1_Q4_0_PLAIN=1",
-          r1_dtype_name(r1_model_dtype(m[0])), want ? "on" : "off");
-    printf("regroup: q4_0 weights held as %s\n", r1_dtype_name(r1_model_dtype(m[0])));
+    unsetenv(plain_env);
+    CHECK(r1_model_dtype(m[0]) == want && r1_model_dtype(m[1]) == dt,
+          "%s held as %s (want %s here), as %s with %s=1", name,
+          r1_dtype_name(r1_model_dtype(m[0])), r1_dtype_name(want), name, plain_env);
+    printf("regroup: %s weights held as %s\n", name, r1_dtype_name(r1_model_dtype(m[0])));
     const struct r1_mat *wa[] = {&m[0]->layers[1].wgu, &m[0]->layers[0].wqkv, &m[0]->lm_head};
     const struct r1_mat *wb[] = {&m[1]->layers[1].wgu, &m[1]->layers[0].wqkv, &m[1]->lm_head};
-    float *ra = malloc(512 * 4), *rb = malloc(512 * 4);
+    float *ra = malloc((size_t)ffn * 4), *rb = malloc((size_t)ffn * 4);
     int diff = 0;
     for (int i = 0; i < 3; i++)
         for (int r = 0; r < wa[i]->rows; r += 7) {
@@ -99,7 +101,7 @@ static void test_regroup(void) {
             r1_mat_row_f32(wb[i], r, rb);
             diff += memcmp(ra, rb, (size_t)wa[i]->cols * 4) != 0;
         }
-    CHECK(diff == 0, "regrouped rows dequantize like q4_0: %d rows differ", diff);
+    CHECK(diff == 0, "regrouped rows dequantize like %s: %d rows differ", name, diff);
     free(ra), free(rb);
     int32_t ids[5] = {3, 141, 59, 26, 5};
     const char *backends[] = {"ref", "cpu"};
@@ -124,12 +126,13 @@ static void test_regroup(void) {
             if (fabs(lg[1][v]) > mx) mx = fabs(lg[1][v]);
         }
         if (bi == 0)
-            CHECK(err == 0, "ref: regrouped and plain q4_0 logits bit-identical (max diff %.3g)", err);
+            CHECK(err == 0, "ref: regrouped and plain %s logits bit-identical (max diff %.3g)",
+                  name, err);
         else
-            CHECK(err / mx <= LOGIT_TOL_REGROUP, "cpu: regrouped vs plain q4_0 logits %.3g > %g", err / mx,
-                  LOGIT_TOL_REGROUP);
-        printf("regroup: %s logits, regrouped vs plain q4_0: max |diff| / max |logit| = %.3g\n",
-               backends[bi], err / mx);
+            CHECK(err / mx <= LOGIT_TOL_REGROUP, "cpu: regrouped vs plain %s logits %.3g > %g", name,
+                  err / mx, LOGIT_TOL_REGROUP);
+        printf("regroup: %s logits, regrouped vs plain %s: max |diff| / max |logit| = %.3g\n",
+               backends[bi], name, err / mx);
         free(lg[0]), free(lg[1]);
     }
     r1_model_free(m[0]), r1_model_free(m[1]);
@@ -244,7 +247,8 @@ int main(void) {
         r1_model_free(m);
         lo.dtype = R1_DTYPE_Q8_0;
         m = r1_model_load(tmp, &lo);
-        CHECK(m != NULL && r1_model_dtype(m) == R1_DTYPE_Q8_0, "--dtype q8_0 converts: %s", r1_last_error());
+        CHECK(m != NULL && (r1_model_dtype(m) == R1_DTYPE_Q8_0 || r1_model_dtype(m) == R1_DTYPE_Q8_0X8),
+              "--dtype q8_0 converts (held as q8_0 or regrouped): %s", r1_last_error());
         lo.dtype = R1_DTYPE_AUTO;
     }
     r1_model_free(m);
@@ -336,7 +340,11 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd)) {
     }
-    test_regroup();
+    test_regroup(R1_DTYPE_Q4_0, "R1_Q4_0_PLAIN", 256, 512);
+    test_regroup(R1_DTYPE_Q4_1, "R1_CPU_PLAIN", 576, 1536);
+    test_regroup(R1_DTYPE_Q8_0, "R1_CPU_PLAIN", 576, 1536);
+    test_regroup(R1_DTYPE_Q4_K, "R1_CPU_PLAIN", 768, 1536);
+    test_regroup(R1_DTYPE_Q6_K, "R1_CPU_PLAIN", 768, 1536);
     test_f16_conversions();
     test_q8_0_quant();
     return TEST_DONE("test_loader");

@@ -23,7 +23,8 @@ from gguf.quants import dequantize
 from safetensors.numpy import load_file
 
 # relative RMS error of a tensor written in each type (f16/bf16 rounding, quantizers)
-MAX_ERR = {"F32": 0.0, "F16": 1e-3, "BF16": 5e-3, "Q8_0": 0.01, "Q6_K": 0.03, "Q4_0": 0.12, "Q4_K": 0.10}
+MAX_ERR = {"F32": 0.0, "F16": 1e-3, "BF16": 5e-3, "Q8_0": 0.01, "Q6_K": 0.03, "Q4_0": 0.12, "Q4_K": 0.10,
+           "Q4_1": 0.10, "Q5_0": 0.06, "Q5_1": 0.05}
 
 LAYER = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
          "attn_q.bias": "self_attn.q_proj.bias", "attn_k.weight": "self_attn.k_proj.weight",

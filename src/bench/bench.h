@@ -61,6 +61,7 @@ struct bench_bw {
     int runs;
     double best_gbps, median_gbps;      /* the better page size: the ceiling */
     double best_4k_gbps, best_huge_gbps; /* each page size's best */
+    const char *reader;                  /* the reader that gave best_gbps (bandwidth.c) */
 };
 
 struct bench_kernel {

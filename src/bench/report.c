@@ -45,8 +45,8 @@ void bench_report_text(FILE *f, const struct bench_result *R) {
     fprintf(f, "  software  %s, %s, git %s\n", M->os, M->toolchain, M->git_sha);
     fprintf(f, "  bandwidth %.2f GB/s best, %.2f GB/s median: read %zu MiB x %d with %d threads (the pool)\n",
             R->bw.best_gbps, R->bw.median_gbps, R->bw.bytes >> 20, R->bw.runs, M->threads);
-    fprintf(f, "            best on 4 KiB pages %.2f GB/s, on 2 MiB pages (MADV_HUGEPAGE) %.2f GB/s\n\n",
-            R->bw.best_4k_gbps, R->bw.best_huge_gbps);
+    fprintf(f, "            best on 4 KiB pages %.2f GB/s, on 2 MiB pages (MADV_HUGEPAGE) %.2f GB/s; reader: %s\n\n",
+            R->bw.best_4k_gbps, R->bw.best_huge_gbps, R->bw.reader ? R->bw.reader : "-");
 
     const struct bench_suite *S = &R->suite;
     fprintf(f, "kernel suite: each kernel alone, T=1, attention at ctx %d; median of %d runs after 2 warm-up,\n"
@@ -200,10 +200,11 @@ int bench_write_json(const char *path, const struct bench_result *R) {
                                   "online_cpus", M->n_cpus, "l3_bytes", (json_int_t)M->l3_bytes, "os", M->os,
                                   "toolchain", M->toolchain, "git_sha", M->git_sha, "submitter", M->submitter));
     json_object_set_new(root, "bandwidth",
-                        json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:I}", "bytes", (json_int_t)R->bw.bytes, "runs",
-                                  R->bw.runs, "best_gbps", R->bw.best_gbps, "median_gbps", R->bw.median_gbps,
+                        json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:I, s:s}", "bytes", (json_int_t)R->bw.bytes,
+                                  "runs", R->bw.runs, "best_gbps", R->bw.best_gbps, "median_gbps", R->bw.median_gbps,
                                   "best_4k_pages_gbps", R->bw.best_4k_gbps, "best_2m_pages_gbps",
-                                  R->bw.best_huge_gbps, "flush_bytes", (json_int_t)R->bw.flush_bytes));
+                                  R->bw.best_huge_gbps, "flush_bytes", (json_int_t)R->bw.flush_bytes, "reader",
+                                  R->bw.reader ? R->bw.reader : "-"));
     json_object_set_new(root, "model",
                         json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:f, s:f}", "name",
                                   R->model_name, "dim", c->dim, "n_layer", c->n_layer, "n_head", c->n_head, "n_kv_head",

@@ -21,7 +21,8 @@
 
 static void help(FILE *f) {
     fprintf(f,
-            "usage: r1infer convert -m HFDIR|IN.gguf -o OUT.gguf [--dtype f32|f16|bf16|q8_0|q4_0|q4_K|q6_K]\n"
+            "usage: r1infer convert -m HFDIR|IN.gguf -o OUT.gguf\n"
+            "       [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_K|q5_K|q6_K]\n"
             "Writes a GGUF v3 file llama.cpp and gguf-py can read. --dtype defaults to the\n"
             "checkpoint's own; norms and biases stay f32. A matrix whose width does not fit the\n"
             "block of the dtype falls back to q8_0 (or f16).\n"
@@ -425,8 +426,8 @@ int cmd_convert(int argc, char **argv) {
         else if (!strcmp(a, "--dtype")) {
             int d = r1_dtype_parse(v);
             if (d < 0 || !r1_dtype_traits[d].from_f32) {
-                fprintf(stderr, "r1infer convert: --dtype must be f32, f16, bf16, q8_0, q4_0, "
-                                "q4_K or q6_K\n");
+                fprintf(stderr, "r1infer convert: --dtype must be f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                                "q4_K, q5_K or q6_K\n");
                 return 2;
             }
             dt = (enum r1_dtype)d;

@@ -1,8 +1,8 @@
 /*
  * quants.c - reference conversions of the GGUF block formats beyond q8_0 and
  * q4_0: Q4_1, Q5_0, Q5_1 (32-weight blocks) and the K-quants Q4_K, Q5_K,
- * Q6_K (256-weight super-blocks), plus simple quantizers for Q4_K and Q6_K
- * (used by `r1infer convert`). Plain C, obviously correct, no SIMD: these
+ * Q6_K (256-weight super-blocks), plus simple quantizers for all of them
+ * (used by `r1infer convert` and the loader's --dtype). Plain C, obviously correct, no SIMD: these
  * are the oracle the fast dot products are tested against, and they are
  * themselves tested against gguf-py's numpy dequantization
  * (tests/fixtures/quants/). Byte layouts are in the comments of each type.
@@ -162,9 +162,11 @@ void r1_q6_K_to_f32(const void *src, float *dst, int64_t n) {
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
-void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) {
+/* q4_K (qmax 15, 144 bytes) and q5_K (qmax 31, 176 bytes: qh[32] before qs) */
+static void kq_from_f32(const float *src, void *dst, int64_t n, int qmax) {
+    const size_t bs = qmax == 15 ? 144 : 176;
     uint8_t *b = dst;
-    for (int64_t i = 0; i < n / R1_QK_K; i++, b += 144, src += R1_QK_K) {
+    for (int64_t i = 0; i < n / R1_QK_K; i++, b += bs, src += R1_QK_K) {
         float scale[8], mins[8], maxscale = 0, maxmin = 0;
         for (int s = 0; s < 8; s++) {
             float lo = 0, hi = 0; /* the min is kept <= 0: w = d*q - m, m >= 0 */
@@ -172,12 +174,12 @@ void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) {
                 lo = fminf(lo, src[32 * s + l]);
                 hi = fmaxf(hi, src[32 * s + l]);
             }
-            scale[s] = (hi - lo) / 15.0f;
+            scale[s] = (hi - lo) / (float)qmax;
             mins[s] = -lo;
             maxscale = fmaxf(maxscale, scale[s]);
             maxmin = fmaxf(maxmin, mins[s]);
         }
-        memset(b, 0, 144);
+        memset(b, 0, bs);
         put_f16(b, maxscale / 63.0f);
         put_f16(b + 2, maxmin / 63.0f);
         float d = f16_at(b), dmin = f16_at(b + 2);
@@ -192,16 +194,20 @@ void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) {
             s12[s + 4] = (uint8_t)(m[s] | (m[s + 4] >> 4) << 6);
             s12[s + 8] = (uint8_t)((sc[s + 4] & 0x0f) | (m[s + 4] & 0x0f) << 4);
         }
-        uint8_t *qs = b + 16;
+        uint8_t *qh = b + 16, *qs = b + (qmax == 15 ? 16 : 48);
         for (int s = 0; s < 8; s++) {
             float dl = d * (float)sc[s], ml = dmin * (float)m[s], idl = dl > 0 ? 1.0f / dl : 0.0f;
             for (int l = 0; l < 32; l++) {
-                int q = clampi((int)lrintf((src[32 * s + l] + ml) * idl), 0, 15);
-                qs[32 * (s / 2) + l] |= (uint8_t)(q << (4 * (s & 1)));
+                int q = clampi((int)lrintf((src[32 * s + l] + ml) * idl), 0, qmax);
+                qs[32 * (s / 2) + l] |= (uint8_t)((q & 15) << (4 * (s & 1)));
+                if (qmax == 31) qh[l] |= (uint8_t)((q >> 4) << s);
             }
         }
     }
 }
+
+void r1_q4_K_from_f32(const float *src, void *dst, int64_t n) { kq_from_f32(src, dst, n, 15); }
+void r1_q5_K_from_f32(const float *src, void *dst, int64_t n) { kq_from_f32(src, dst, n, 31); }
 
 void r1_q6_K_from_f32(const float *src, void *dst, int64_t n) {
     uint8_t *b = dst;
@@ -231,5 +237,65 @@ void r1_q6_K_from_f32(const float *src, void *dst, int64_t n) {
             b[a] |= (uint8_t)((q & 0x0f) << as);
             b[128 + c] |= (uint8_t)((q >> 4) << cs);
         }
+    }
+}
+
+/* ---- quantizers of the 32-weight formats (ggml's rounding: nearest, from
+ * the block's min/max; the stored f16 scale and min are the ones used) ---- */
+
+/* low nibble: weight j, high nibble: weight j+16 (and bit 4 in qh) */
+static void pack32(const int *q, uint8_t *qs, uint8_t *qh) {
+    uint32_t h = 0;
+    for (int j = 0; j < R1_QK / 2; j++) {
+        qs[j] = (uint8_t)((q[j] & 0x0f) | (q[j + 16] & 0x0f) << 4);
+        h |= (uint32_t)((q[j] >> 4) & 1) << j | (uint32_t)((q[j + 16] >> 4) & 1) << (j + 16);
+    }
+    if (qh)
+        for (int i = 0; i < 4; i++) qh[i] = (uint8_t)(h >> (8 * i));
+}
+
+/* q = round((x - min) / d) in 0..qmax, d = (max - min) / qmax */
+static void quant_min(const float *x, int qmax, uint8_t *b, int *q) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < R1_QK; j++) {
+        lo = fminf(lo, x[j]);
+        hi = fmaxf(hi, x[j]);
+    }
+    put_f16(b, (hi - lo) / (float)qmax);
+    put_f16(b + 2, lo);
+    float d = f16_at(b), m = f16_at(b + 2), id = d > 0 ? 1.0f / d : 0.0f;
+    for (int j = 0; j < R1_QK; j++) q[j] = clampi((int)lrintf((x[j] - m) * id), 0, qmax);
+}
+
+void r1_q4_1_from_f32(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[R1_QK];
+    for (int64_t i = 0; i < n / R1_QK; i++, b += 20, src += R1_QK) {
+        quant_min(src, 15, b, q);
+        pack32(q, b + 4, NULL);
+    }
+}
+
+void r1_q5_1_from_f32(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[R1_QK];
+    for (int64_t i = 0; i < n / R1_QK; i++, b += 24, src += R1_QK) {
+        quant_min(src, 31, b, q);
+        pack32(q, b + 8, b + 4);
+    }
+}
+
+/* q5_0: d = (the weight of largest magnitude) / -16, q = round(x / d) + 16 */
+void r1_q5_0_from_f32(const float *src, void *dst, int64_t n) {
+    uint8_t *b = dst;
+    int q[R1_QK];
+    for (int64_t i = 0; i < n / R1_QK; i++, b += 22, src += R1_QK) {
+        float big = 0;
+        for (int j = 0; j < R1_QK; j++)
+            if (fabsf(src[j]) > fabsf(big)) big = src[j];
+        put_f16(b, big / -16.0f);
+        float d = f16_at(b), id = d != 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < R1_QK; j++) q[j] = clampi((int)lrintf(src[j] * id) + 16, 0, 31);
+        pack32(q, b + 6, b + 2);
     }
 }

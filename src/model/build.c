@@ -33,7 +33,7 @@ static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int r
      * 256-wide K-quants) falls back to q8_0, then f16, as convert does */
     if (!r1_dtype_row_bytes(dt, cols)) dt = r1_dtype_row_bytes(R1_DTYPE_Q8_0, cols) ? R1_DTYPE_Q8_0 : R1_DTYPE_F16;
     /* q4_0 in the grouping the cpu kernels read fastest, where they have one */
-    if (dt == R1_DTYPE_Q4_0 && cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0()) dt = R1_DTYPE_Q4_0X8;
+    dt = r1_cpu_layout(dt, cols);
     size_t rb = r1_dtype_row_bytes(dt, cols);
     if (rb == 0)
         return r1_err("%s: %d columns cannot be stored as %s (needs a multiple of %d)", what, cols,
@@ -107,10 +107,8 @@ static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r
         const uint8_t *row = t->data + (size_t)src_row(t, r) * src_rb;
         if (t->dtype == m->dtype) {
             memcpy(dst + (size_t)r * m->row_bytes, row, src_rb);
-        } else if (t->dtype == R1_DTYPE_Q4_0 && m->dtype == R1_DTYPE_Q4_0X8) { /* lossless */
-            r1_q4_0_to_x8((const struct r1_block_q4_0 *)row,
-                          (struct r1_block_q4_0x8 *)(dst + (size_t)r * m->row_bytes), cols);
-        } else {
+        } else if (r1_dtype_regroup(t->dtype, m->dtype, row, dst + (size_t)r * m->row_bytes, cols) != 0) {
+            /* not a lossless regrouping (q4_0 -> q4_0x8, ...): through f32 */
             r1_dtype_traits[t->dtype].to_f32(row, tmp, cols);
             r1_dtype_traits[m->dtype].from_f32(tmp, dst + (size_t)r * m->row_bytes, cols);
         }
@@ -238,7 +236,7 @@ static int check_target(const struct r1_mat *m, const struct r1_tensor_source *s
     const struct r1_src_tensor *t = src->find(src->ctx, name);
     if (t && t->dtype != m->dtype && !r1_dtype_traits[m->dtype].from_f32)
         return r1_err("%s: tensor '%s' (%s) cannot be converted to %s (r1infer cannot produce "
-                      "%s; choose --dtype f32, f16, bf16, q8_0, q4_0, q4_K or q6_K)", src->path,
+                      "%s; choose --dtype f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K or q6_K)", src->path,
                       name, r1_dtype_name(t->dtype), r1_dtype_name(m->dtype),
                       r1_dtype_name(m->dtype));
     return 0;

@@ -29,7 +29,8 @@
 #define TOKEN_BLOCK 64 /* tokens that share one pass over the weights in prefill */
 #define ROW_BLOCK 64   /* weight rows per block (a multiple of every isa->mr) */
 #define KC 512         /* columns per slice in a batch (a multiple of 64) */
-#define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) */
+#define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) and
+                          q8x8 ones (x8 tiles: slices of 512 made the batch 25% slower) */
 
 const struct r1_cpu_isa *const r1_cpu_isas[] = {
 #if defined(__x86_64__)
@@ -77,6 +78,22 @@ int r1_cpu_regroup_q4_0(void) {
     const char *e = getenv("R1_Q4_0_PLAIN");
     if (e && *e && *e != '0') return 0;
     return r1_cpu_current()->mm[R1_DTYPE_Q4_0X8].tile != NULL;
+}
+
+static int env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && *e != '0';
+}
+enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
+    if (dt == R1_DTYPE_Q4_0)
+        return cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0() ? R1_DTYPE_Q4_0X8 : dt;
+    static const enum r1_dtype grouped[R1_DTYPE_COUNT] = {
+        [R1_DTYPE_Q4_1] = R1_DTYPE_Q4_1X8, [R1_DTYPE_Q8_0] = R1_DTYPE_Q8_0X8,
+        [R1_DTYPE_Q4_K] = R1_DTYPE_Q4_KX8, [R1_DTYPE_Q5_K] = R1_DTYPE_Q5_KX8,
+        [R1_DTYPE_Q6_K] = R1_DTYPE_Q6_KX8};
+    enum r1_dtype g = (int)dt >= 0 && dt < R1_DTYPE_COUNT ? grouped[dt] : 0;
+    if (!g || cols % r1_dtype_traits[g].block || env_on("R1_CPU_PLAIN")) return dt;
+    return r1_cpu_current()->mm[g].tile ? g : dt;
 }
 
 static int cpu_init(void) {
@@ -184,7 +201,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     const struct r1_cpu_mm *mm = &isa->mm[w->dtype];
     if (!mm->tile) return NULL;
     if (mm->act == R1_CPU_ACT_Q8 && w->cols % 32) return NULL;
-    if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 256) return NULL;
+    if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 32) return NULL;
     *buf = *mm;
     buf->batch_block = NULL;
     if (T > 1 && mm->batch_tile && !(mm->batch_act == R1_CPU_ACT_Q8 && w->cols % 32) &&
@@ -261,6 +278,14 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
     }
     /* two parts (r1_cpu_set_act_parts): row 2t = q8(x), row 2t+1 = q8 of
      * what that left, each rearranged into q8x8 form for x8 tiles */
+    void (*q2)(const float *, uint8_t *, uint8_t *, int) = x8 ? isa->quant_q8x8_2 : isa->quant_q8_2;
+    if (q2) {
+        uint8_t *buf = scratch((size_t)T * 2 * s);
+        for (int t = 0; t < T; t++)
+            q2(x + (size_t)t * K, buf + (size_t)(2 * t) * s, buf + (size_t)(2 * t + 1) * s, K);
+        *xs = s;
+        return buf;
+    }
     uint8_t *buf = scratch((size_t)T * 2 * s + 2 * s8 + (size_t)K * sizeof(float));
     uint8_t *hi = buf + (size_t)T * 2 * s, *lo = hi + s8;
     float *r = (float *)(lo + s8);
@@ -302,7 +327,8 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
                         ROW_BLOCK) == 0)
         return;
     float tile[R1_CPU_MR * R1_CPU_NT];
-    const int kc = tn <= act_parts_of(mm) ? K : mm->act == R1_CPU_ACT_BF16 ? KC_BF16 : KC;
+    const int kc = tn <= act_parts_of(mm) ? K
+                   : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
     for (int k0 = 0; k0 < K; k0 += kc) {
         int k1 = K - k0 < kc ? K : k0 + kc;
         for (int r = 0; r < mc; r += isa->mr) {

@@ -31,16 +31,20 @@ static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~
 static inline size_t r1_cpu_q8_qoff(int K) { return ((size_t)K / 32 * 4 + 63) & ~(size_t)63; }
 static inline size_t r1_cpu_q8_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K + 63) & ~(size_t)63); }
 
-/* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for q4_0x8 weights),
- * K % 256 == 0: per 256 columns (8 q8 blocks b, scales d[b]) 384 bytes:
+/* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for the regrouped
+ * weights: q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q5_Kx8, q6_Kx8), K % 32 == 0: per 256 columns (8 q8 blocks b, scales d[b])
+ * 384 bytes:
  *   int8  xl[2][64]  xl[h] lane i (4 bytes) = q[b][4j .. 4j+3],
  *   int8  xh[2][64]  xh[h] lane i = q[b][16+4j .. 16+4j+3],
  *                    with b = i % 8, j = 2h + i / 8 (the q4_0x8 lanes)
  *   int32 nx[16]     -8 x the sum of lane i's 16 bytes over xl and xh
  *   float dx[16]     d[i % 8]
- * and the next token starts r1_cpu_q8x8_stride(K) bytes further. */
+ * then the last K % 256 columns (if any) in q8 form (R1_CPU_ACT_Q8, K % 256
+ * columns), and the next token starts r1_cpu_q8x8_stride(K) bytes further. */
 #define R1_CPU_Q8X8_BYTES 384
-static inline size_t r1_cpu_q8x8_stride(int K) { return (size_t)K / 256 * R1_CPU_Q8X8_BYTES; }
+static inline size_t r1_cpu_q8x8_stride(int K) {
+    return (size_t)K / 256 * R1_CPU_Q8X8_BYTES + (K % 256 ? r1_cpu_q8_stride(K % 256) : 0);
+}
 /* Plain-C q8x8 quantization (the ISA files may have faster ones). */
 void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K);
 /* A token already in q8 form (r1_cpu_q8_*) rearranged into q8x8 form. */
@@ -60,6 +64,12 @@ int r1_cpu_act_parts(void);
 /* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their best
  * ISA has a tile for it; R1_Q4_0_PLAIN=1 says no, for comparisons). */
 int r1_cpu_regroup_q4_0(void);
+/* The layout the loader holds weights of dtype dt and `cols` columns in:
+ * a regrouping of dt (dtype.h: q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q5_Kx8,
+ * q6_Kx8) where the current ISA has a
+ * tile for it, else dt itself. R1_CPU_PLAIN=1 keeps every format but q4_0
+ * as stored (R1_Q4_0_PLAIN=1 does q4_0), for comparisons. */
+enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols);
 
 /* out[t * R1_CPU_MR + r] = (row r of w) · (token t of x) over columns
  * [k0, k1), r < nr <= isa->mr, t < nt <= isa->nt. Row r starts at w + r * ws;
@@ -108,6 +118,12 @@ struct r1_cpu_isa {
     struct r1_cpu_mm mm[R1_DTYPE_COUNT];
     void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
     void (*quant_q8x8)(const float *x, uint8_t *dst, int K); /* one token, K % 256 == 0; NULL: C */
+    /* Optional: one token in two parts (r1_cpu_act_parts() == 2), hi = the
+     * q8 (or q8x8) form of x, lo = that of x - hi dequantized (each
+     * dequantized value a product and a difference, both rounded to f32);
+     * NULL: plain C. */
+    void (*quant_q8_2)(const float *x, uint8_t *hi, uint8_t *lo, int K);
+    void (*quant_q8x8_2)(const float *x, uint8_t *hi, uint8_t *lo, int K);
     void (*quant_bf16)(const float *x, uint16_t *dst, int K); /* one token; NULL: plain C */
     /* Optional: h1 = bf16(x - h0), h2 = bf16(x - h0 - h1) for i < K, h0 =
      * bf16(x) given (round to nearest even; the same bits as plain C). */

@@ -70,6 +70,12 @@ void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K) {
     const int8_t *qs = (const int8_t *)(q8 + r1_cpu_q8_qoff(K));
     for (int s = 0; s < K / 256; s++)
         q8x8_from_q8(d + 8 * s, qs + 256 * s, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
+    const int G = K / 256, Kt = K % 256;
+    if (Kt) { /* the tail in q8 form: its scales, then its quants */
+        uint8_t *t = dst + (size_t)G * R1_CPU_Q8X8_BYTES;
+        memcpy(t, d + 8 * G, (size_t)Kt / 32 * sizeof(float));
+        memcpy(t + r1_cpu_q8_qoff(Kt), qs + 256 * G, (size_t)Kt);
+    }
 }
 
 void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K) {
@@ -78,6 +84,9 @@ void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K) {
         r1_cpu_quant_q8_c(x + (size_t)s * 256, q8, 256);
         q8x8_from_q8((const float *)q8, (const int8_t *)(q8 + 64), dst + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
+    if (K % 256) /* the tail in q8 form */
+        r1_cpu_quant_q8_c(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
+                          K % 256);
 }
 
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K) {

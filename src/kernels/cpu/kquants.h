@@ -38,6 +38,10 @@ void r1_kq_tile_q6_K_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q4_1_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_0_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_1_avx512(R1_KQ_TILE_ARGS);
+/* the regrouped K-quants (dtype.h) on q8x8 activations, k0 and k1 multiples of 256 */
+void r1_kq_tile_q4_Kx8_avx512(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_Kx8_avx512(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_Kx8_avx512(R1_KQ_TILE_ARGS);
 #endif
 
 #endif

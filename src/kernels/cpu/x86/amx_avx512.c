@@ -1,7 +1,7 @@
 /*
  * amx_avx512.c - prefill blocks on AMX for the avx512 table: bf16 (and f16,
- * q8_0, q4_0 through bf16 panels) weights x bf16 activations in 16x16 f32
- * tiles. The matmul tiles and the ISA table stay in avx512.c. x86-64 only;
+ * q8_0, q4_0 and the regrouped layouts through bf16 panels) weights x bf16
+ * activations in 16x16 f32 tiles. The matmul tiles and the ISA table stay in avx512.c. x86-64 only;
  * r1_x86_amx_probe must have returned 1 before a block is used.
  */
 #include "kernels/cpu/cpu.h"
@@ -281,5 +281,18 @@ int r1_x86_block_q4_0x8_amx(int K, const uint8_t *w, size_t ws, int mc, const ui
     return block_panel_amx(q4_0x8_rows_to_bf16, pairs_q, 1, K, w, ws, mc, xv, xplane, t0, tn, C,
                            ldc);
 }
+
+/* the regrouped layouts (amx_x8_avx512.c's panels), one pass like q8_0 */
+#define X8_BLOCK(NAME)                                                                             \
+    int r1_x86_block_##NAME##_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,  \
+                                  size_t xplane, int t0, int tn, float *C, int ldc) {              \
+        return block_panel_amx(r1_x86_panel_##NAME, pairs_q, 1, K, w, ws, mc, xv, xplane, t0, tn,  \
+                               C, ldc);                                                            \
+    }
+X8_BLOCK(q4_1x8)
+X8_BLOCK(q8_0x8)
+X8_BLOCK(q4_Kx8)
+X8_BLOCK(q5_Kx8)
+X8_BLOCK(q6_Kx8)
 
 #endif /* __x86_64__ */

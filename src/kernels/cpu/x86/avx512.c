@@ -74,7 +74,7 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
  * prefetcher to ramp up: fetch the same bytes of the next 4 rows ahead. */
 #define PF_NEXT(NT, OFF)                                                                           \
     do {                                                                                           \
-        if (NT == 1) {                                                                             \
+        if (NT <= 2) { /* one token (or its two activation parts) */                              \
             _mm_prefetch((const char *)(w0 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w1 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w2 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
@@ -371,8 +371,10 @@ INL __m512i lx(const uint8_t *p, size_t qoff, int b, int two, __m512 *dv) {
     }
 
 QTILE(tile_q8_0_1_pre, 1, lq_q8_0)
+QTILE(tile_q8_0_2_pre, 2, lq_q8_0)
 QTILE(tile_q8_0_4_pre, 4, lq_q8_0)
 QTILE(tile_q4_0_1_pre, 1, lq_q4_0)
+QTILE(tile_q4_0_2_pre, 2, lq_q4_0)
 QTILE(tile_q4_0_4_pre, 4, lq_q4_0)
 
 /* ---- AVX512-VBMI tiles (Ice Lake, Sapphire Rapids, Zen 4): one masked load
@@ -496,6 +498,7 @@ INLV __m512 dx_pair(const uint8_t *p, int b, int two) {
     }
 
 VQTILE(tile_q8_0_1_vbmi, 1, VQ8STEP, idx_q8, 17)
+VQTILE(tile_q8_0_2_vbmi, 2, VQ8STEP, idx_q8, 17)
 VQTILE(tile_q8_0_4_vbmi, 4, VQ8STEP, idx_q8, 17)
 
 /* q4_0, four blocks (72 bytes) of a row per step: one vpermt2b puts the 64
@@ -601,8 +604,10 @@ INLV __m512i idx_q4x4(void) {
 #define HI_GFNI(q) _mm512_gf2p8affine_epi64_epi8(q, _mm512_set1_epi64(0x1020408000000000ll), 0)
 #define TGTG __attribute__((target(TGT_V ",gfni")))
 VQ4TILE(tile_q4_0_1_vbmi, 1, HI_SHIFT, TGTV)
+VQ4TILE(tile_q4_0_2_vbmi, 2, HI_SHIFT, TGTV)
 VQ4TILE(tile_q4_0_4_vbmi, 4, HI_SHIFT, TGTV)
 VQ4TILE(tile_q4_0_1_gfni, 1, HI_GFNI, TGTG)
+VQ4TILE(tile_q4_0_2_gfni, 2, HI_GFNI, TGTG)
 VQ4TILE(tile_q4_0_4_gfni, 4, HI_GFNI, TGTG)
 
 #define QDISPATCH(NAME)                                                                            \
@@ -610,9 +615,11 @@ VQ4TILE(tile_q4_0_4_gfni, 4, HI_GFNI, TGTG)
                      size_t xs, int nt, float *out) {                                              \
         if (has_vbmi) {                                                                            \
             if (nt == 1) NAME##_1_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                      \
+            else if (nt == 2) NAME##_2_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                 \
             else NAME##_4_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
         } else {                                                                                   \
             if (nt == 1) NAME##_1_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                       \
+            else if (nt == 2) NAME##_2_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
             else NAME##_4_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
         }                                                                                          \
     }
@@ -622,12 +629,15 @@ static void tile_q4_0(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr
                       const uint8_t *x, size_t xs, int nt, float *out) {
     if (has_vbmi && has_gfni) {
         if (nt == 1) tile_q4_0_1_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        else if (nt == 2) tile_q4_0_2_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
         else tile_q4_0_4_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
     } else if (has_vbmi) {
         if (nt == 1) tile_q4_0_1_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        else if (nt == 2) tile_q4_0_2_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
         else tile_q4_0_4_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
     } else {
         if (nt == 1) tile_q4_0_1_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        else if (nt == 2) tile_q4_0_2_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
         else tile_q4_0_4_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
     }
 }
@@ -656,9 +666,21 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
             [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_avx512},
             [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx512, R1_CPU_ACT_BF16,
                                  r1_x86_tile_q4_0x8_bf16, r1_x86_block_q4_0x8_amx, amx_on},
+            [R1_DTYPE_Q4_1X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_1x8_avx512, R1_CPU_ACT_BF16,
+                                 r1_x86_tile_q4_1x8_bf16, r1_x86_block_q4_1x8_amx, amx_on},
+            [R1_DTYPE_Q8_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q8_0x8_avx512, R1_CPU_ACT_BF16,
+                                 r1_x86_tile_q8_0x8_bf16, r1_x86_block_q8_0x8_amx, amx_on},
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q4_Kx8_avx512, R1_CPU_ACT_BF16,
+                                 r1_x86_tile_q4_Kx8_bf16, r1_x86_block_q4_Kx8_amx, amx_on},
+            [R1_DTYPE_Q5_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q5_Kx8_avx512, R1_CPU_ACT_BF16,
+                                 r1_x86_tile_q5_Kx8_bf16, r1_x86_block_q5_Kx8_amx, amx_on},
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx512, R1_CPU_ACT_BF16,
+                                 r1_x86_tile_q6_Kx8_bf16, r1_x86_block_q6_Kx8_amx, amx_on},
         },
     .quant_q8 = r1_x86_quant_q8_avx2,
     .quant_q8x8 = r1_x86_quant_q8x8_avx512,
+    .quant_q8_2 = r1_x86_quant_q8_2_avx512,
+    .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx512,
     .quant_bf16 = quant_bf16,
     .split_bf16 = split_bf16,
     .dot_f32 = r1_x86_dot_f32_avx2,

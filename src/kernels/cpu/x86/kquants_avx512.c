@@ -169,7 +169,7 @@ INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
             __m512 sf[4];
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
                 blk[r] = wr[r] + (size_t)sb * bs;
-                if (NT == 1) { /* decode: fetch the next 4 rows' super-block ahead */
+                if (NT <= 2) { /* decode (1 or 2 activation parts): the next 4 rows' super-block */
                     const char *pf = (const char *)(blk[r] + 4 * ws);
                     _mm_prefetch(pf, _MM_HINT_T0);
                     _mm_prefetch(pf + 64, _MM_HINT_T0);
@@ -196,7 +196,7 @@ INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
         const size_t bs = DT == F_Q41 ? 20 : DT == F_Q50 ? 22 : 24;
         for (int c = k0; c + 64 <= k1; c += 64) {
             TOKEN_PREP(DT, NT)
-            if (NT == 1) {
+            if (NT <= 2) {
                 _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
                     _mm_prefetch((const char *)(wr[r] + 4 * ws + (size_t)(c / 32) * bs), _MM_HINT_T0);
             }
@@ -221,9 +221,11 @@ static void q32_tail(void (*c_tile)(R1_KQ_TILE_ARGS), R1_KQ_TILE_ARGS) {
 
 #define KQ_AVX512(NAME, DT, CT)                                                                    \
     static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kq_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kq_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kq_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
         q32_tail(CT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
     }
@@ -234,5 +236,126 @@ KQ_AVX512(r1_kq_tile_q6_K_avx512, F_Q6K, NULL)
 KQ_AVX512(r1_kq_tile_q4_1_avx512, F_Q41, r1_kq_tile_q4_1_c)
 KQ_AVX512(r1_kq_tile_q5_0_avx512, F_Q50, r1_kq_tile_q5_0_c)
 KQ_AVX512(r1_kq_tile_q5_1_avx512, F_Q51, r1_kq_tile_q5_1_c)
+
+/* ---- the regrouped K-quants (dtype.h: q4_Kx8, q5_Kx8, q6_Kx8) against q8x8
+ * activations (cpu.h). A super-block's quants come in 64-byte vectors whose
+ * 32-bit lane i holds 4 quants of 32-weight group i % 8, the lanes of the
+ * activations' parts, so per row and super-block: 2 loads and the nibble
+ * split (+ q5_K: 4 mask loads and masked adds of 16; q6_K: one load of the
+ * 2-bit fields, 3 shifts and 4 ternary-logic merges), the scales unpacked
+ * once (q4_K/q5_K: lanes 0-7 d*sc, 8-15 dmin*m, spread to the 16 lanes by
+ * two vpermps; q6_K: the 16 int8 scales, even and odd ones spread to the
+ * lanes of the first and second 16 weights of each group), then per token
+ * 4 vpdpbusd, and
+ *   q4_K/q5_K: acc += cvt(dot) * d*sc * dx - dmin*m * sx
+ *   q6_K:      acc += (cvt(dot lo) * sc_lo + cvt(dot hi) * sc_hi) * dx
+ * where sx[i] = dx[i % 8] * (the sum of lane i's 16 activations), from the
+ * q8x8 form's nx, and the q6_K dots start at -32 x the lane sums of their
+ * two parts (offset 32 of the 6-bit quants). ---- */
+enum { X_Q4K, X_Q5K, X_Q6K };
+
+INL void kx8_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
+    (void)K;
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
+                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *xt[NT];
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    const __m512i idx_d = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(8));
+    const __m512i idx_e = _mm512_add_epi32(idx_d, idx_d), idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
+    const size_t bs = DT == X_Q4K ? 144 : DT == X_Q5K ? 176 : 210;
+    __m512 acc[4][NT];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int s = k0 / 256; s < k1 / 256; s++) {
+        __m512 dx[NT], sx[NT];
+        __m512i nlo[NT], nhi[NT];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+            __m512i nx = _mm512_loadu_si512(xp + 256); /* -8 x the lane sums */
+            dx[t] = _mm512_loadu_ps((const float *)(xp + 320));
+            if (DT == X_Q6K) {
+                const __m512i c32 = _mm512_set1_epi8(32);
+                __m512i lo = _mm512_dpbusd_epi32(zero, c32, _mm512_loadu_si512(xp));
+                lo = _mm512_dpbusd_epi32(lo, c32, _mm512_loadu_si512(xp + 64));
+                nlo[t] = _mm512_sub_epi32(zero, lo);
+                nhi[t] = _mm512_add_epi32(_mm512_slli_epi32(nx, 2), lo); /* -32 (lo + hi) + 32 lo */
+            } else {
+                sx[t] = _mm512_mul_ps(_mm512_mul_ps(dx[t], _mm512_set1_ps(-0.125f)), _mm512_cvtepi32_ps(nx));
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            const uint8_t *blk = wr[r] + (size_t)s * bs;
+            if (NT <= 2) { /* decode: the next 4 rows' super-block into L1, the 4 after into L2 */
+                for (size_t o = 0; o < bs; o += 64) {
+                    _mm_prefetch((const char *)(blk + 4 * ws + o), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(blk + 8 * ws + o), _MM_HINT_T1);
+                }
+                _mm_prefetch((const char *)(blk + 4 * ws + bs - 1), _MM_HINT_T0);
+                _mm_prefetch((const char *)(blk + 8 * ws + bs - 1), _MM_HINT_T1);
+            }
+            const uint8_t *qp = blk + (DT == X_Q4K ? 16 : DT == X_Q5K ? 48 : 0);
+            __m512i q0 = _mm512_loadu_si512(qp), q1 = _mm512_loadu_si512(qp + 64), q[4];
+            q[0] = _mm512_and_si512(q0, lo4), q[2] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
+            q[1] = _mm512_and_si512(q1, lo4), q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+            __m512 fa, fb;
+            if (DT == X_Q5K) {
+                const __m512i c16 = _mm512_set1_epi8(16);
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                    uint64_t mk;
+                    memcpy(&mk, blk + 16 + 8 * p, 8);
+                    q[p] = _mm512_mask_add_epi8(q[p], (__mmask64)mk, q[p], c16);
+                }
+            }
+            if (DT == X_Q6K) {
+                const __m512i c30 = _mm512_set1_epi8(0x30);
+                __m512i h = _mm512_loadu_si512(blk + 128);
+                q[0] = _mm512_ternarylogic_epi32(q[0], _mm512_slli_epi16(h, 4), c30, 0xF8);
+                q[1] = _mm512_ternarylogic_epi32(q[1], _mm512_slli_epi16(h, 2), c30, 0xF8);
+                q[2] = _mm512_ternarylogic_epi32(q[2], h, c30, 0xF8);
+                q[3] = _mm512_ternarylogic_epi32(q[3], _mm512_srli_epi16(h, 2), c30, 0xF8);
+                __m512 sc = q6_scales(blk); /* d * sc[16] */
+                fa = _mm512_permutexvar_ps(idx_e, sc), fb = _mm512_permutexvar_ps(idx_o, sc);
+            } else {
+                __m512 sf = kq_scales(blk);
+                fa = _mm512_permutexvar_ps(idx_d, sf), fb = _mm512_permutexvar_ps(idx_m, sf);
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+                if (DT == X_Q6K) {
+                    __m512i lo = _mm512_dpbusd_epi32(nlo[t], q[0], _mm512_loadu_si512(xp));
+                    lo = _mm512_dpbusd_epi32(lo, q[1], _mm512_loadu_si512(xp + 64));
+                    __m512i hi = _mm512_dpbusd_epi32(nhi[t], q[2], _mm512_loadu_si512(xp + 128));
+                    hi = _mm512_dpbusd_epi32(hi, q[3], _mm512_loadu_si512(xp + 192));
+                    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), fa);
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), fb, v);
+                    acc[r][t] = _mm512_fmadd_ps(v, dx[t], acc[r][t]);
+                } else {
+                    __m512i di = _mm512_dpbusd_epi32(zero, q[0], _mm512_loadu_si512(xp));
+                    di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xp + 64));
+                    di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xp + 128));
+                    di = _mm512_dpbusd_epi32(di, q[3], _mm512_loadu_si512(xp + 192));
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(di), fa), dx[t], acc[r][t]);
+                    acc[r][t] = _mm512_fnmadd_ps(fb, sx[t], acc[r][t]);
+                }
+            }
+        }
+    }
+    R1_X86_TILE_OUT(NT);
+}
+
+#define KX8_AVX512(NAME, DT)                                                                       \
+    static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kx8_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kx8_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void NAME(R1_KQ_TILE_ARGS) {                                                                   \
+        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
+        else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+    }
+KX8_AVX512(r1_kq_tile_q4_Kx8_avx512, X_Q4K)
+KX8_AVX512(r1_kq_tile_q5_Kx8_avx512, X_Q5K)
+KX8_AVX512(r1_kq_tile_q6_Kx8_avx512, X_Q6K)
 
 #endif /* __x86_64__ */

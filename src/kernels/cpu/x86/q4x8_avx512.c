@@ -26,28 +26,85 @@
 #define TGT_S "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 #define TGT __attribute__((target(TGT_S)))
 
-void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
-
-TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
-    _Alignas(64) uint8_t q8[64 + 256]; /* r1_cpu_q8 form of 256 columns: d[8], then qs at 64 */
+/* 256 columns in q8 form (d[8] at 0, qs at 64) -> one q8x8 group at o */
+static TGT void group_to_x8(const uint8_t *q8, uint8_t *o) {
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     /* dword (of the 64 in qs) for lane i of part r (xl0, xl1, xh0, xh1): 8 (i % 8) + 2r + i / 8 */
     const __m512i base = _mm512_add_epi32(_mm512_slli_epi32(_mm512_and_si512(lane, _mm512_set1_epi32(7)), 3),
                                           _mm512_srli_epi32(lane, 3));
     const __m512i eight = _mm512_set1_epi8(8);
+    __m512i nx = _mm512_setzero_si512();
+    for (int r = 0; r < 4; r++) {
+        __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(2 * r)),
+                                           (const void *)(q8 + 64), 4);
+        _mm512_storeu_si512(o + 64 * r, v);
+        nx = _mm512_dpbusd_epi32(nx, eight, v);
+    }
+    _mm512_storeu_si512(o + 256, _mm512_sub_epi32(_mm512_setzero_si512(), nx));
+    __m256 d = _mm256_loadu_ps((const float *)q8);
+    _mm512_storeu_ps(o + 320, _mm512_insertf32x8(_mm512_castps256_ps512(d), d, 1));
+}
+
+TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
+    _Alignas(64) uint8_t q8[64 + 256]; /* r1_cpu_q8 form of 256 columns: d[8], then qs at 64 */
     for (int s = 0; s < K / 256; s++) {
         r1_x86_quant_q8_avx2(x + (size_t)s * 256, q8, 256);
-        uint8_t *o = dst + (size_t)s * R1_CPU_Q8X8_BYTES;
-        __m512i nx = _mm512_setzero_si512();
-        for (int r = 0; r < 4; r++) {
-            __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(2 * r)),
-                                               (const void *)(q8 + 64), 4);
-            _mm512_storeu_si512(o + 64 * r, v);
-            nx = _mm512_dpbusd_epi32(nx, eight, v);
-        }
-        _mm512_storeu_si512(o + 256, _mm512_sub_epi32(_mm512_setzero_si512(), nx));
-        __m256 d = _mm256_loadu_ps((const float *)q8);
-        _mm512_storeu_ps(o + 320, _mm512_insertf32x8(_mm512_castps256_ps512(d), d, 1));
+        group_to_x8(q8, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
+    }
+    if (K % 256) /* the tail in q8 form */
+        r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
+                             K % 256);
+}
+
+/* r = x - d q for n columns (n % 32 == 0) of a token in q8 form q8 (scales
+ * at 0, quants at qoff): a multiply and a subtraction, each rounded, as the
+ * plain C of cpu.c, so both give the same second part */
+static TGT void residual(const float *x, const uint8_t *q8, size_t qoff, int n, float *r) {
+    const float *d = (const float *)q8;
+    const int8_t *q = (const int8_t *)(q8 + qoff);
+    for (int k = 0; k < n; k += 16) {
+        __m512 qf = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + k))));
+        _mm512_storeu_ps(r + k, _mm512_sub_ps(_mm512_loadu_ps(x + k), _mm512_mul_ps(_mm512_set1_ps(d[k / 32]), qf)));
+    }
+}
+
+/* Two-part activations (cpu.h): hi = q8x8 of x, lo = q8x8 of x - hi, 256
+ * columns at a time (the tail as q8 form, as quant_q8x8) */
+TGT void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K) {
+    _Alignas(64) uint8_t qh[64 + 256], ql[64 + 256];
+    _Alignas(64) float r[256];
+    const int G = K / 256, Kt = K % 256;
+    for (int s = 0; s < G; s++) {
+        const float *xs = x + (size_t)s * 256;
+        r1_x86_quant_q8_avx2(xs, qh, 256);
+        residual(xs, qh, 64, 256, r);
+        r1_x86_quant_q8_avx2(r, ql, 256);
+        group_to_x8(qh, hi + (size_t)s * R1_CPU_Q8X8_BYTES);
+        group_to_x8(ql, lo + (size_t)s * R1_CPU_Q8X8_BYTES);
+    }
+    if (Kt) {
+        uint8_t *th = hi + (size_t)G * R1_CPU_Q8X8_BYTES, *tl = lo + (size_t)G * R1_CPU_Q8X8_BYTES;
+        r1_x86_quant_q8_avx2(x + (size_t)G * 256, th, Kt);
+        residual(x + (size_t)G * 256, th, r1_cpu_q8_qoff(Kt), Kt, r);
+        r1_x86_quant_q8_avx2(r, tl, Kt);
+    }
+}
+
+/* the same in q8 form (R1_CPU_ACT_Q8) */
+TGT void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K) {
+    _Alignas(64) uint8_t qh[64 + 256], ql[64 + 256];
+    _Alignas(64) float r[256];
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    for (int c = 0; c < K; c += 256) {
+        const int n = K - c < 256 ? K - c : 256;
+        const size_t off = (size_t)r1_cpu_q8_qoff(n);
+        r1_x86_quant_q8_avx2(x + c, qh, n);
+        residual(x + c, qh, off, n, r);
+        r1_x86_quant_q8_avx2(r, ql, n);
+        memcpy((float *)hi + c / 32, qh, (size_t)n / 32 * sizeof(float));
+        memcpy((float *)lo + c / 32, ql, (size_t)n / 32 * sizeof(float));
+        memcpy(hi + qoff + c, qh + off, (size_t)n);
+        memcpy(lo + qoff + c, ql + off, (size_t)n);
     }
 }
 
@@ -106,11 +163,13 @@ TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
     }
 
 X8_TILE(tile_x8_1, 1)
+X8_TILE(tile_x8_2, 2)
 X8_TILE(tile_x8_4, 4)
 
 void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out) {
     if (nt == 1) tile_x8_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else if (nt == 2) tile_x8_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else tile_x8_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 

@@ -6,6 +6,7 @@
 #ifndef R1_CPU_X86_H
 #define R1_CPU_X86_H
 
+#include <immintrin.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,6 +37,30 @@ void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t w
 void r1_x86_tile_q4_0x8_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                              const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
+void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
+void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
+/* The regrouped layouts on AMX (amx_x8_avx512.c, amx_avx512.c): rows into
+ * bf16 panels (the panel_fn of amx_avx512.c: K bf16 per row, natural
+ * column order; dlo unused), the blocks, and the batch tiles on bf16
+ * activations for what a block declines. */
+#define R1_X86_X8_AMX(NAME)                                                                        \
+    void r1_x86_panel_##NAME(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,           \
+                             uint16_t *dlo);                                                       \
+    int r1_x86_block_##NAME##_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,  \
+                                  size_t xplane, int t0, int tn, float *C, int ldc);               \
+    void r1_x86_tile_##NAME##_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,    \
+                                   const uint8_t *x, size_t xs, int nt, float *out);
+R1_X86_X8_AMX(q4_1x8)
+R1_X86_X8_AMX(q8_0x8)
+R1_X86_X8_AMX(q4_Kx8)
+R1_X86_X8_AMX(q5_Kx8)
+R1_X86_X8_AMX(q6_Kx8)
+
+/* q4_1x8 and q8_0x8 weights (x8_avx512.c) on q8x8 activations */
+void r1_x86_tile_q4_1x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                               const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q8_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                               const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_silu_mul_avx512(const float *g, const float *u, float *o, int n);
 void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, int hd, float *s,
                                int ss);
@@ -53,15 +78,45 @@ int r1_x86_block_q4_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint
 
 /* The end of an AVX-512 tile: the 4 x NT zmm accumulators acc[r][t] summed
  * across lanes into out[t * R1_CPU_MR + r] for the nr rows and nt tokens
- * asked for (constant indices only, so acc stays in registers). */
+ * asked for (constant indices only, so acc stays in registers). The sums
+ * share their shuffles: per token, unpack/shuffle adds leave each 128-bit
+ * chunk holding the 4 rows' partial sums, then the chunks of the tokens are
+ * transposed and added (about 10 ops per token instead of 4 full
+ * reductions), one zmm of 16 sums in the order out wants. */
+static inline __attribute__((always_inline, target("avx512f"))) __m512
+r1_x86_sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
+    __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
+    return _mm512_add_ps(_mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(3, 2, 3, 2)));
+}
+/* u[t]: chunk c lane r = a part of row r's sum of token t -> one zmm, lane
+ * 4t + r = row r's sum of token t */
+static inline __attribute__((always_inline, target("avx512f"))) __m512
+r1_x86_sum_chunks(__m512 u0, __m512 u1, __m512 u2, __m512 u3) {
+    __m512 v01 = _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 v23 = _mm512_add_ps(_mm512_shuffle_f32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
 #define R1_X86_TILE_OUT(NT)                                                                        \
     do {                                                                                           \
-        float res_[4][NT];                                                                         \
-        _Pragma("GCC unroll 4") for (int r_ = 0; r_ < 4; r_++)                                     \
-            _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++)                                \
-                res_[r_][t_] = _mm512_reduce_add_ps(acc[r_][t_]);                                  \
-        for (int t_ = 0; t_ < nt; t_++)                                                            \
-            for (int r_ = 0; r_ < nr; r_++) out[t_ * R1_CPU_MR + r_] = res_[r_][t_];               \
+        __m512 u_[4];                                                                              \
+        _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) u_[t_] =                           \
+            t_ < NT ? r1_x86_sum4(acc[0][t_ < NT ? t_ : 0], acc[1][t_ < NT ? t_ : 0],              \
+                                  acc[2][t_ < NT ? t_ : 0], acc[3][t_ < NT ? t_ : 0])              \
+                    : _mm512_setzero_ps();                                                         \
+        __m512 s_ = r1_x86_sum_chunks(u_[0], u_[1], u_[2], u_[3]);                                 \
+        if (nr == 4 && nt == 4) {                                                                  \
+            _mm512_storeu_ps(out, s_);                                                             \
+        } else {                                                                                   \
+            float res_[16];                                                                        \
+            _mm512_storeu_ps(res_, s_);                                                            \
+            for (int t_ = 0; t_ < nt; t_++)                                                        \
+                for (int r_ = 0; r_ < nr; r_++) out[t_ * R1_CPU_MR + r_] = res_[t_ * 4 + r_];      \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -1,0 +1,212 @@
+/*
+ * amx_x8_avx512.c - bf16 panels of the regrouped layouts (dtype.h: q4_1x8,
+ * q8_0x8, q4_Kx8, q5_Kx8, q6_Kx8) for the AMX prefill blocks
+ * (amx_avx512.c): rows of K weights dequantized into K bf16 values each, in
+ * the natural column order the activations have. Needs AVX512_BF16 (the
+ * AMX machines have it); runs on any CPU with it, so it is tested where AMX
+ * is missing too.
+ *
+ * Per 256-weight group: the quants as 4 vectors of unsigned bytes in lane
+ * order (as the decode tiles load them), a scale a and offset b per 16
+ * weights (w = a q + b), then per two blocks two vpermt2d and a blend put
+ * the 64 quants in natural order, and per 16 weights one widening, a
+ * conversion, an FMA; a vcvtne2ps2bf16 per 32. The row's plain tail
+ * (q4_1x8, q8_0x8) goes block by block. Rounding: w is rounded to bf16 once
+ * (relative error <= 2^-9, as the other panels); a q4_K/q5_K/q6_K weight
+ * may differ from to_f32's by one f32 rounding before that.
+ */
+#include "kernels/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/x86/x86.h"
+#include "util/util.h"
+
+#define TGT_B "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,avx512bf16"
+#define TGTB __attribute__((target(TGT_B)))
+#define INL static inline __attribute__((always_inline, target(TGT_B)))
+
+static float h2f(const uint8_t *p) { return r1_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+
+/* q4_K / q5_K 6-bit scale and min of sub-block s (quants.c's kq_scale_min) */
+static void kq_scale_min(const uint8_t *sc12, int s, int *sc, int *m) {
+    if (s < 4) {
+        *sc = sc12[s] & 63;
+        *m = sc12[s + 4] & 63;
+    } else {
+        *sc = (sc12[s + 4] & 0x0f) | ((sc12[s - 4] >> 6) << 4);
+        *m = (sc12[s + 4] >> 4) | ((sc12[s] >> 6) << 4);
+    }
+}
+
+/* One group of 256 weights at g: quants in lane order (q[p], unsigned
+ * bytes) and a[c], b[c] for the 16 chunks c = 2 * block + half. */
+INL void group_unpack(enum r1_dtype dt, const uint8_t *g, __m512i *q, float *a, float *b) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    if (dt == R1_DTYPE_Q8_0X8) {
+        for (int p = 0; p < 4; p++) q[p] = _mm512_loadu_si512(g + 16 + 64 * p);
+        for (int k = 0; k < 8; k++) {
+            float d = h2f(g + 2 * k);
+            a[2 * k] = a[2 * k + 1] = d, b[2 * k] = b[2 * k + 1] = -128.0f * d;
+        }
+        return;
+    }
+    const uint8_t *qs = g + (dt == R1_DTYPE_Q4_1X8 ? 32 : dt == R1_DTYPE_Q4_KX8 ? 16 : dt == R1_DTYPE_Q5_KX8 ? 48 : 0);
+    __m512i q0 = _mm512_loadu_si512(qs), q1 = _mm512_loadu_si512(qs + 64);
+    q[0] = _mm512_and_si512(q0, lo4), q[2] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
+    q[1] = _mm512_and_si512(q1, lo4), q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+    if (dt == R1_DTYPE_Q4_1X8) {
+        for (int k = 0; k < 8; k++) {
+            a[2 * k] = a[2 * k + 1] = h2f(g + 2 * k);
+            b[2 * k] = b[2 * k + 1] = h2f(g + 16 + 2 * k);
+        }
+        return;
+    }
+    if (dt == R1_DTYPE_Q6_KX8) {
+        const __m512i c30 = _mm512_set1_epi8(0x30);
+        __m512i h = _mm512_loadu_si512(g + 128);
+        q[0] = _mm512_ternarylogic_epi32(q[0], _mm512_slli_epi16(h, 4), c30, 0xF8);
+        q[1] = _mm512_ternarylogic_epi32(q[1], _mm512_slli_epi16(h, 2), c30, 0xF8);
+        q[2] = _mm512_ternarylogic_epi32(q[2], h, c30, 0xF8);
+        q[3] = _mm512_ternarylogic_epi32(q[3], _mm512_srli_epi16(h, 2), c30, 0xF8);
+        float d = h2f(g + 208);
+        for (int c = 0; c < 16; c++) {
+            a[c] = d * (float)(int8_t)g[192 + c];
+            b[c] = -32.0f * a[c];
+        }
+        return;
+    }
+    if (dt == R1_DTYPE_Q5_KX8) {
+        const __m512i c16 = _mm512_set1_epi8(16);
+        for (int p = 0; p < 4; p++) {
+            uint64_t mk;
+            memcpy(&mk, g + 16 + 8 * p, 8);
+            q[p] = _mm512_mask_add_epi8(q[p], (__mmask64)mk, q[p], c16);
+        }
+    }
+    float d = h2f(g), dmin = h2f(g + 2);
+    for (int s = 0; s < 8; s++) {
+        int sc, m;
+        kq_scale_min(g + 4, s, &sc, &m);
+        a[2 * s] = a[2 * s + 1] = d * (float)sc;
+        b[2 * s] = b[2 * s + 1] = -(dmin * (float)m);
+    }
+}
+
+/* 32 weights a q + b (16 chunk c, c + 1) of the natural-order bytes in the
+ * 128-bit halves h of v, as bf16 into o */
+INL void deq32(__m512i v, int h, const float *a, const float *b, int c, uint16_t *o) {
+    __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 0)));
+    __m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 1)));
+    __m512 f2 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 2)));
+    __m512 f3 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 3)));
+    if (h == 0) {
+        f0 = _mm512_fmadd_ps(f0, _mm512_set1_ps(a[c]), _mm512_set1_ps(b[c]));
+        f1 = _mm512_fmadd_ps(f1, _mm512_set1_ps(a[c + 1]), _mm512_set1_ps(b[c + 1]));
+        _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(f1, f0));
+    } else {
+        f2 = _mm512_fmadd_ps(f2, _mm512_set1_ps(a[c]), _mm512_set1_ps(b[c]));
+        f3 = _mm512_fmadd_ps(f3, _mm512_set1_ps(a[c + 1]), _mm512_set1_ps(b[c + 1]));
+        _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(f3, f2));
+    }
+}
+
+/* a plain q4_1 / q8_0 block of the row's tail as 32 bf16 */
+INL void tail_block(enum r1_dtype dt, const uint8_t *p, uint16_t *o) {
+    __m512 lo, hi;
+    if (dt == R1_DTYPE_Q8_0X8) {
+        __m512 d = _mm512_set1_ps(h2f(p));
+        __m256i q = _mm256_loadu_si256((const __m256i *)(p + 2));
+        lo = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q))));
+        hi = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256(q, 1))));
+    } else {
+        __m512 d = _mm512_set1_ps(h2f(p)), m = _mm512_set1_ps(h2f(p + 2));
+        __m128i q = _mm_loadu_si128((const __m128i *)(p + 4)), m4 = _mm_set1_epi8(0x0f);
+        __m128i ql = _mm_and_si128(q, m4), qh = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+        lo = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ql)), m);
+        hi = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(qh)), m);
+    }
+    _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+
+static TGTB void x8_rows_to_bf16(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K,
+                                 uint16_t *dst) {
+    const size_t gb = dt == R1_DTYPE_Q4_1X8 ? 160 : dt == R1_DTYPE_Q8_0X8 ? 272 : r1_dtype_traits[dt].block_size;
+    const size_t tbs = dt == R1_DTYPE_Q4_1X8 ? 20 : 34; /* a plain tail block */
+    /* natural dword n of block 2j + L / 8 at output lane L sits in vector
+     * 2 (n / 4) + (n % 4) / 2, lane 2j + L / 8 + 8 (n % 2); vpermt2d over the
+     * vector pair (0,1) or (2,3): index 16 ((n % 4) / 2) + that lane */
+    int base[16];
+    for (int L = 0; L < 16; L++) {
+        int n = L % 8 % 4;
+        base[L] = 16 * (n / 2) + L / 8 + 8 * (n % 2);
+    }
+    const __m512i idx0 = _mm512_loadu_si512(base);
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *row = w + (size_t)r * ws;
+        uint16_t *o = dst + (size_t)r * K;
+        int k = 0;
+        for (; k + 256 <= K; k += 256) {
+            __m512i q[4];
+            float a[16], b[16];
+            group_unpack(dt, row + (size_t)(k / 256) * gb, q, a, b);
+            for (int j = 0; j < 4; j++) { /* blocks 2j, 2j + 1 */
+                __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * j));
+                __m512i v01 = _mm512_permutex2var_epi32(q[0], idx, q[1]);
+                __m512i v23 = _mm512_permutex2var_epi32(q[2], idx, q[3]);
+                __m512i v = _mm512_mask_blend_epi32(0xF0F0, v01, v23);
+                deq32(v, 0, a, b, 4 * j, o + k + 64 * j);
+                deq32(v, 1, a, b, 4 * j + 2, o + k + 64 * j + 32);
+            }
+        }
+        for (const uint8_t *p = row + (size_t)(k / 256) * gb; k < K; k += 32, p += tbs) tail_block(dt, p, o + k);
+    }
+}
+
+#define PANEL(NAME, DT)                                                                            \
+    void NAME(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst, uint16_t *dlo) {         \
+        (void)dlo;                                                                                 \
+        x8_rows_to_bf16(DT, w, ws, nr, K, dst);                                                    \
+    }
+PANEL(r1_x86_panel_q4_1x8, R1_DTYPE_Q4_1X8)
+PANEL(r1_x86_panel_q8_0x8, R1_DTYPE_Q8_0X8)
+PANEL(r1_x86_panel_q4_Kx8, R1_DTYPE_Q4_KX8)
+PANEL(r1_x86_panel_q5_Kx8, R1_DTYPE_Q5_KX8)
+PANEL(r1_x86_panel_q6_Kx8, R1_DTYPE_Q6_KX8)
+
+/* The batch tiles beside the AMX blocks (r1_cpu_tile_fn on bf16
+ * activations), for what a block declines: plain C, each row dequantized
+ * 256 columns at a time through the dtype's to_f32 (k0 and k1 are
+ * multiples of 256, or k1 == K). */
+static void x8_tile_bf16(enum r1_dtype dt, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                         const uint8_t *x, size_t xs, int nt, float *out) {
+    const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
+    float wf[256];
+    for (int r = 0; r < nr; r++) {
+        float acc[R1_CPU_NT] = {0};
+        for (int k = k0; k < k1; k += 256) {
+            int n = k1 - k < 256 ? k1 - k : 256;
+            tr->to_f32(w + (size_t)r * ws + (size_t)(k / tr->block) * tr->block_size, wf, n);
+            for (int t = 0; t < nt; t++) {
+                const uint16_t *xr = (const uint16_t *)(x + (size_t)t * xs) + k;
+                for (int j = 0; j < n; j++) acc[t] += wf[j] * r1_bf16_to_f32(xr[j]);
+            }
+        }
+        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = acc[t];
+    }
+}
+#define TILE_BF16(NAME, DT)                                                                        \
+    void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
+              size_t xs, int nt, float *out) {                                                     \
+        (void)K;                                                                                   \
+        x8_tile_bf16(DT, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+    }
+TILE_BF16(r1_x86_tile_q4_1x8_bf16, R1_DTYPE_Q4_1X8)
+TILE_BF16(r1_x86_tile_q8_0x8_bf16, R1_DTYPE_Q8_0X8)
+TILE_BF16(r1_x86_tile_q4_Kx8_bf16, R1_DTYPE_Q4_KX8)
+TILE_BF16(r1_x86_tile_q5_Kx8_bf16, R1_DTYPE_Q5_KX8)
+TILE_BF16(r1_x86_tile_q6_Kx8_bf16, R1_DTYPE_Q6_KX8)
+
+#endif /* __x86_64__ */

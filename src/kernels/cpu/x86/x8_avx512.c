@@ -1,0 +1,194 @@
+/*
+ * x8_avx512.c - the regrouped layouts q4_1x8 and q8_0x8 (dtype.h: 8 blocks
+ * at a time, the row's last K % 256 columns left plain) against q8x8
+ * activations (cpu.h) with AVX-512 VNNI, for the avx512 table. q4_0x8 has
+ * its own file (q4x8_avx512.c).
+ *
+ * A group is 256 weights of a row: its quants come in 64-byte loads whose
+ * 32-bit lane i holds 4 quants of block i % 8, matching lane i of the
+ * activations' parts, so 4 vpdpbusd per token sum each block in two lanes:
+ *   q4_1x8: 2 loads, the nibble split (unsigned 0..15), dot from zero;
+ *           acc += cvt(dot) * (d * dx) + m * sx, where the 8 scales and 8
+ *           mins come from one vcvtph2ps (spread by two vpermps) and sx[i]
+ *           = dx[i % 8] * (the sum of the lane's 16 activations), made once
+ *           per token from the q8x8 form's nx (-8 x that sum);
+ *   q8_0x8: 4 loads of quants stored as q + 128 (unsigned), dot from
+ *           16 nx = -128 x the lane sums; acc += cvt(dot) * (d * dx).
+ * Exact integer dot products per block; only the float summation order
+ * differs from the plain formats. The row's tail (fewer than 8 blocks) runs
+ * two blocks a step against the tail of the activations in q8 form.
+ * Target attributes only.
+ */
+#include "kernels/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/x86/x86.h"
+
+#define TGT_S "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TGT __attribute__((target(TGT_S)))
+#define INL static inline __attribute__((always_inline, target(TGT_S)))
+
+enum { F_Q41, F_Q80 };
+#define GROUP(DT) ((DT) == F_Q41 ? 160 : 272) /* bytes of 8 blocks */
+#define BLK(DT) ((DT) == F_Q41 ? 20 : 34)     /* a plain block */
+
+INL float h2f(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+/* lanes 0-7 a, lanes 8-15 b */
+INL __m512 pair_ps(float a, float b) {
+    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
+}
+
+/* Decode streams 4 rows at a time, too short for the hardware prefetcher:
+ * the same bytes of the next 4 rows into L1, of the 4 after those into L2
+ * (as the q4_0x8 tile does). */
+INL void prefetch_rows(const uint8_t *p, size_t ws, int len) {
+    for (int o = 0; o < len; o += 64) {
+        _mm_prefetch((const char *)(p + 4 * ws + o), _MM_HINT_T0);
+        _mm_prefetch((const char *)(p + 8 * ws + o), _MM_HINT_T1);
+    }
+    _mm_prefetch((const char *)(p + 4 * ws + len - 1), _MM_HINT_T0);
+    _mm_prefetch((const char *)(p + 8 * ws + len - 1), _MM_HINT_T1);
+}
+
+/* Two plain blocks at p (only the first when !two): the 64 quants as
+ * unsigned bytes (q4_1: [qa lo, qa hi, qb lo, qb hi]; q8_0: q + 128), scales
+ * *fa and (q4_1) mins *fb as 8 lanes each, zero for a missing second block. */
+INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m512 *fb) {
+    const int bs = BLK(DT);
+    *fa = pair_ps(h2f(p), two ? h2f(p + bs) : 0.0f);
+    if (DT == F_Q80) {
+        __m256i qa = _mm256_loadu_si256((const __m256i *)(p + 2));
+        __m256i qb = two ? _mm256_loadu_si256((const __m256i *)(p + bs + 2)) : _mm256_setzero_si256();
+        __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1);
+        return _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
+    }
+    __m128i qa = _mm_loadu_si128((const __m128i *)(p + 4));
+    __m128i qb = two ? _mm_loadu_si128((const __m128i *)(p + bs + 4)) : _mm_setzero_si128();
+    __m256i v = _mm256_set_m128i(qb, qa);
+    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
+    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)); /* qa, qa>>4, qb, qb>>4 */
+    *fb = pair_ps(h2f(p + 2), two ? h2f(p + bs + 2) : 0.0f);
+    return _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
+}
+
+INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws,
+                 int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
+                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *xt[NT];
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    const __m512i idx_d = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(8));
+    const int gb = GROUP(DT), bs = BLK(DT);
+    __m512 acc[4][NT];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G;
+    for (int s = k0 / 256; s < s1; s++) {
+        __m512 dx[NT], sx[NT];
+        __m512i d0[NT]; /* where each token's dot products start */
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+            __m512i nx = _mm512_loadu_si512(xp + 256);
+            dx[t] = _mm512_loadu_ps((const float *)(xp + 320));
+            if (DT == F_Q41) {
+                sx[t] = _mm512_mul_ps(_mm512_mul_ps(dx[t], _mm512_set1_ps(-0.125f)), _mm512_cvtepi32_ps(nx));
+                d0[t] = zero;
+            } else {
+                d0[t] = _mm512_slli_epi32(nx, 4);
+            }
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            const uint8_t *bp = wr[r] + (size_t)s * gb;
+            if (NT <= 2) prefetch_rows(bp, ws, gb); /* decode: 1 token (or its 2 parts) */
+            __m512i q[4];
+            __m512 dd, mm = _mm512_setzero_ps();
+            if (DT == F_Q41) {
+                __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)bp));
+                dd = _mm512_permutexvar_ps(idx_d, dm), mm = _mm512_permutexvar_ps(idx_m, dm);
+                __m512i q0 = _mm512_loadu_si512(bp + 32), q1 = _mm512_loadu_si512(bp + 96);
+                q[0] = _mm512_and_si512(q0, lo4), q[2] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
+                q[1] = _mm512_and_si512(q1, lo4), q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+            } else {
+                dd = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bp)));
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) q[p] = _mm512_loadu_si512(bp + 16 + 64 * p);
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+                __m512i di = _mm512_dpbusd_epi32(d0[t], q[0], _mm512_loadu_si512(xp));
+                di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xp + 64));
+                di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xp + 128));
+                di = _mm512_dpbusd_epi32(di, q[3], _mm512_loadu_si512(xp + 192));
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), _mm512_mul_ps(dd, dx[t]), acc[r][t]);
+                if (DT == F_Q41) acc[r][t] = _mm512_fmadd_ps(mm, sx[t], acc[r][t]);
+            }
+        }
+    }
+    const int tb = (K % 256) / 32; /* the plain tail, in the last slice */
+    if (k1 == K && tb) {
+        const size_t qoff = r1_cpu_q8_qoff(K % 256);
+        for (int j = 0; j < tb; j += 2) {
+            const int two = j + 1 < tb;
+            __m512i xq[NT], t0[NT];
+            __m512 dxp[NT], gs[NT];
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const uint8_t *xp = xt[t] + (size_t)G * R1_CPU_Q8X8_BYTES;
+                const float *d = (const float *)xp;
+                xq[t] = _mm512_maskz_loadu_epi8(two ? ~0ull : 0xFFFFFFFFull, xp + qoff + 32 * j);
+                dxp[t] = pair_ps(d[j], two ? d[j + 1] : 0.0f);
+                __m512i sum = _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(1), xq[t]);
+                if (DT == F_Q41) {
+                    gs[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), dxp[t]);
+                    t0[t] = zero;
+                } else {
+                    t0[t] = _mm512_sub_epi32(zero, _mm512_slli_epi32(sum, 7)); /* the +128 */
+                }
+            }
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                const uint8_t *bp = wr[r] + (size_t)G * gb + (size_t)j * bs;
+                if (NT <= 2) prefetch_rows(bp, ws, two ? 2 * bs : bs);
+                __m512 fa, fb = _mm512_setzero_ps();
+                __m512i q = tail_pair(DT, bp, two, &fa, &fb);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    __m512i p = _mm512_dpbusd_epi32(t0[t], q, xq[t]);
+                    acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(fa, dxp[t]), acc[r][t]);
+                    if (DT == F_Q41) acc[r][t] = _mm512_fmadd_ps(fb, gs[t], acc[r][t]);
+                }
+            }
+        }
+    }
+    R1_X86_TILE_OUT(NT);
+}
+
+#define X8_TILE(NAME, DT)                                                                          \
+    static TGT void NAME##_1(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
+                             const uint8_t *x, size_t xs, int nt, float *out) {                    \
+        x8_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
+    static TGT void NAME##_2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
+                             const uint8_t *x, size_t xs, int nt, float *out) {                    \
+        x8_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
+    static TGT void NAME##_4(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
+                             const uint8_t *x, size_t xs, int nt, float *out) {                    \
+        x8_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
+    void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
+              size_t xs, int nt, float *out) {                                                     \
+        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
+        else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+    }
+
+X8_TILE(r1_x86_tile_q4_1x8_avx512, F_Q41)
+X8_TILE(r1_x86_tile_q8_0x8_avx512, F_Q80)
+
+#endif /* __x86_64__ */

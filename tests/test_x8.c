@@ -1,0 +1,366 @@
+/*
+ * test_x8.c - the regrouped weight layouts (dtype.h: q4_1x8, ...) and their
+ * tiles, beside test_kernels.c's whole-kernel conformance (which runs them
+ * through every matmul kernel): the layouts are lossless (same numbers as
+ * the GGUF format they come from, rows with and without a tail of plain
+ * blocks), the q8x8 activation form's tail is the q8 form of the last
+ * columns, and each tile over every column range cpu.c may ask for
+ * (superblock slices, the row's tail) against dequantized rows and
+ * dequantized activations in double, for every ISA table this CPU runs.
+ * For prefill on AMX (x86): the bf16 panels the blocks multiply (against
+ * to_f32, rounded to bf16), the bf16-activation tiles beside them, and the
+ * blocks themselves where this CPU has AMX (elsewhere they decline, and
+ * the test says so).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "kernels/dtype.h"
+#include "test.h"
+#include "util/util.h"
+#if defined(__x86_64__)
+#include "kernels/cpu/x86/x86.h"
+#endif
+
+/* error over the sum of |products| of each output: only float summation
+ * order may differ (test_kernels.c's NMSE_TILE_RANGE, the same measure) */
+#define ERR_TILE_RANGE 1e-9
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float frand(void) {
+    float s = 0;
+    for (int i = 0; i < 4; i++) {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
+    }
+    return s * 1.7320508f;
+}
+static void fill(float *x, int n, float scale) {
+    for (int i = 0; i < n; i++) x[i] = frand() * scale;
+}
+
+/* every width a row may have: groups only, a tail only, both */
+static const int widths[] = {32, 96, 256, 576, 1536, 2240, 1024 + 224, 768};
+
+/* (regrouped dtype, the GGUF dtype it comes from) */
+static const enum r1_dtype grouped[][2] = {{R1_DTYPE_Q4_1X8, R1_DTYPE_Q4_1},
+                                           {R1_DTYPE_Q8_0X8, R1_DTYPE_Q8_0},
+                                           {R1_DTYPE_Q4_KX8, R1_DTYPE_Q4_K},
+                                           {R1_DTYPE_Q5_KX8, R1_DTYPE_Q5_K},
+                                           {R1_DTYPE_Q6_KX8, R1_DTYPE_Q6_K}};
+#define N_GROUPED (sizeof grouped / sizeof grouped[0])
+
+/* Regrouping changes no number: to_f32 of the regrouped row (whole, and in
+ * the 256-weight pieces the reference kernels ask for) equals the plain
+ * row's, and from_f32 equals regrouping the plain quantization. */
+static void test_lossless(void) {
+    for (size_t gi = 0; gi < N_GROUPED; gi++) {
+        enum r1_dtype gx = grouped[gi][0], gp = grouped[gi][1];
+        int bad = 0, cases = 0;
+        for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+            int K = widths[wi];
+            if (K % r1_dtype_traits[gx].block) continue;
+            size_t rb = r1_dtype_row_bytes(gp, K);
+            CHECK(rb == r1_dtype_row_bytes(gx, K), "%s row of %d: %zu bytes, %s %zu",
+                  r1_dtype_name(gx), K, r1_dtype_row_bytes(gx, K), r1_dtype_name(gp), rb);
+            float *x = malloc((size_t)K * 4), *a = malloc((size_t)K * 4), *b = malloc((size_t)K * 4);
+            uint8_t *p = malloc(rb), *g = malloc(rb), *g2 = malloc(rb);
+            fill(x, K, 0.05f);
+            x[K / 3] = 0.0f, x[K - 1] = 1.5f, x[K / 2] = -1.0f;
+            r1_dtype_traits[gp].from_f32(x, p, K);
+            CHECK(r1_dtype_regroup(gp, gx, p, g, K) == 0, "regroup %s -> %s", r1_dtype_name(gp),
+                  r1_dtype_name(gx));
+            r1_dtype_traits[gx].from_f32(x, g2, K);
+            bad += memcmp(g, g2, rb) != 0;
+            r1_dtype_traits[gp].to_f32(p, a, K);
+            r1_dtype_traits[gx].to_f32(g, b, K);
+            bad += memcmp(a, b, (size_t)K * 4) != 0;
+            for (int c = 0; c < K; c += 256) { /* the reference kernels' pieces */
+                int n = K - c < 256 ? K - c : 256;
+                r1_dtype_traits[gx].to_f32(g + (size_t)(c / r1_dtype_traits[gx].block) * r1_dtype_traits[gx].block_size, b + c, n);
+            }
+            bad += memcmp(a, b, (size_t)K * 4) != 0;
+            cases++;
+            free(x), free(a), free(b), free(p), free(g), free(g2);
+        }
+        CHECK(r1_dtype_regroup(gp, gx, NULL, NULL, 33) == -1, "33 columns are no %s row",
+              r1_dtype_name(gx));
+        CHECK(bad == 0, "%s: %d of %d rows differ from %s", r1_dtype_name(gx), bad, cases,
+              r1_dtype_name(gp));
+        printf("%-8s lossless from %s: %d widths, %s\n", r1_dtype_name(gx), r1_dtype_name(gp),
+               cases, bad ? "DIFFERS" : "same numbers");
+    }
+}
+
+/* The q8x8 form's tail (K % 256 columns) is the q8 form of those columns;
+ * the groups before it are what the form was before tails existed (K a
+ * multiple of 256), for the C quantizer and each ISA's. */
+static void test_q8x8_tail(const struct r1_cpu_isa *isa) {
+    void (*q8x8)(const float *, uint8_t *, int) = isa->quant_q8x8 ? isa->quant_q8x8 : r1_cpu_quant_q8x8_c;
+    int bad = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        int K = widths[wi], G = K / 256, Kt = K % 256;
+        size_t xs = r1_cpu_q8x8_stride(K);
+        CHECK(xs == (size_t)G * R1_CPU_Q8X8_BYTES + (Kt ? r1_cpu_q8_stride(Kt) : 0),
+              "q8x8 stride of %d columns: %zu", K, xs);
+        float *x = malloc((size_t)K * 4);
+        fill(x, K, 1.0f);
+        uint8_t *o = aligned_alloc(64, xs + 64), *c = aligned_alloc(64, xs + 64);
+        uint8_t *gr = aligned_alloc(64, (size_t)G * R1_CPU_Q8X8_BYTES + 64);
+        uint8_t *t = aligned_alloc(64, r1_cpu_q8_stride(256));
+        memset(o, 0, xs), memset(c, 0, xs);
+        q8x8(x, o, K);
+        r1_cpu_quant_q8x8_c(x, c, K);
+        if (G) {
+            r1_cpu_quant_q8x8_c(x, gr, G * 256);
+            bad += memcmp(o, gr, (size_t)G * R1_CPU_Q8X8_BYTES) != 0;
+        }
+        bad += memcmp(o, c, (size_t)G * R1_CPU_Q8X8_BYTES) != 0;
+        if (Kt) {
+            isa->quant_q8(x + G * 256, t, Kt);
+            const uint8_t *ot = o + (size_t)G * R1_CPU_Q8X8_BYTES;
+            size_t qo = r1_cpu_q8_qoff(Kt);
+            bad += memcmp(ot, t, (size_t)Kt / 32 * 4) != 0 || memcmp(ot + qo, t + qo, (size_t)Kt) != 0;
+        }
+        free(x), free(o), free(c), free(gr), free(t);
+    }
+    CHECK(bad == 0, "%s q8x8 form with tails: %d parts differ", isa->name, bad);
+    printf("%-8s q8x8 tails: %s\n", isa->name, bad ? "DIFFER" : "the q8 form of the last columns");
+}
+
+/* Each regrouped tile over the column ranges cpu.c asks for: whole rows,
+ * KC = 512-column slices, single superblocks, the tail alone. */
+static void test_tiles(const struct r1_cpu_isa *isa) {
+    static const int rng_k[][3] = {/* K, k0, k1 */
+                                   {576, 0, 576},    {576, 0, 512},    {576, 512, 576},
+                                   {1536, 512, 1024}, {1536, 0, 1536}, {2240, 2048, 2240},
+                                   {2240, 1024, 1536}, {96, 0, 96},    {256, 0, 256},
+                                   {1248, 1024, 1248}, {32, 0, 32},   {768, 256, 768},
+                                   {1024, 0, 512}};
+    for (size_t gi = 0; gi < N_GROUPED; gi++) {
+        enum r1_dtype gx = grouped[gi][0];
+        const struct r1_cpu_mm *mm = &isa->mm[gx];
+        if (!mm->tile || mm->act != R1_CPU_ACT_Q8X8) continue;
+        double worst = 0;
+        int cases = 0;
+        for (size_t ci = 0; ci < sizeof rng_k / sizeof rng_k[0]; ci++) {
+            int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
+            if (K % r1_dtype_traits[gx].block) continue;
+            size_t rb = r1_dtype_row_bytes(gx, K), xs = r1_cpu_q8x8_stride(K), qs = r1_cpu_q8_stride(K);
+            uint8_t *w = malloc(rb * R1_CPU_MR);
+            float *wf = malloc((size_t)K * 4 * R1_CPU_MR), *xr = malloc((size_t)K * 4);
+            for (int r = 0; r < R1_CPU_MR; r++) {
+                fill(xr, K, 0.05f);
+                if (r == 1) memset(xr, 0, 32 * 4); /* a block of zeros: scale 0 */
+                r1_dtype_traits[gx].from_f32(xr, w + r * rb, K);
+                r1_dtype_traits[gx].to_f32(w + r * rb, wf + (size_t)r * K, K);
+            }
+            uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *q8 = aligned_alloc(64, qs * R1_CPU_NT);
+            for (int t = 0; t < R1_CPU_NT; t++) {
+                fill(xr, K, t == 2 ? 30.0f : 1.0f);
+                if (t == 3) memset(xr, 0, (size_t)(K < 64 ? K : 64) * 4); /* zero activation blocks */
+                (isa->quant_q8x8 ? isa->quant_q8x8 : r1_cpu_quant_q8x8_c)(xr, xq + t * xs, K);
+                isa->quant_q8(xr, q8 + t * qs, K);
+            }
+            for (int nt = 1; nt <= isa->nt; nt++)
+                for (int nr = 1; nr <= isa->mr; nr++) {
+                    float out[R1_CPU_MR * R1_CPU_NT];
+                    mm->tile(K, k0, k1, w, rb, nr, xq, xs, nt, out);
+                    double err = 0, mag = 0;
+                    for (int r = 0; r < nr; r++)
+                        for (int t = 0; t < nt; t++) {
+                            const float *d = (const float *)(q8 + t * qs);
+                            const int8_t *q = (const int8_t *)(q8 + t * qs + r1_cpu_q8_qoff(K));
+                            double s = 0, sa = 0;
+                            for (int k = k0; k < k1; k++) {
+                                double p = (double)wf[(size_t)r * K + k] * d[k / 32] * q[k];
+                                s += p, sa += fabs(p);
+                            }
+                            double e = out[t * R1_CPU_MR + r] - s;
+                            err += e * e, mag += sa * sa;
+                        }
+                    double e = mag > 0 ? err / mag : err;
+                    CHECK(e <= ERR_TILE_RANGE, "%s %s K=%d [%d,%d) nr=%d nt=%d: error %.3g > %.0e",
+                          isa->name, r1_dtype_name(gx), K, k0, k1, nr, nt, e, ERR_TILE_RANGE);
+                    if (e > worst) worst = e;
+                    cases++;
+                }
+            free(w), free(wf), free(xr), free(xq), free(q8);
+        }
+        printf("%-8s tile ranges/%-10s %4d cases  worst error %9.3g (limit %.0e)\n", isa->name,
+               r1_dtype_name(gx), cases, worst, ERR_TILE_RANGE);
+    }
+}
+
+/* The two-part quantizers of an ISA (cpu.h quant_q8_2, quant_q8x8_2) give
+ * the bytes cpu.c's plain path makes from the ISA's quant_q8: hi = q8(x),
+ * lo = q8(x - d q), the x8 form rearranged from those. */
+static void test_two_parts(const struct r1_cpu_isa *isa) {
+    if (!isa->quant_q8_2 && !isa->quant_q8x8_2) return;
+    int bad = 0, cases = 0;
+    for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
+        const int K = widths[wi];
+        size_t s8 = r1_cpu_q8_stride(K), sx = r1_cpu_q8x8_stride(K), mx = s8 > sx ? s8 : sx;
+        float *x = malloc((size_t)K * 4), *r = malloc((size_t)K * 4);
+        uint8_t *h = aligned_alloc(64, mx), *l = aligned_alloc(64, mx), *a = aligned_alloc(64, mx),
+                *b = aligned_alloc(64, mx);
+        fill(x, K, 1.0f);
+        x[K / 2] = 40.0f; /* an outlier block */
+        memset(h, 0, mx), memset(l, 0, mx); /* padding compares equal */
+        isa->quant_q8(x, h, K);
+        const float *d = (const float *)h;
+        const int8_t *q = (const int8_t *)(h + r1_cpu_q8_qoff(K));
+        for (int k = 0; k < K; k++) r[k] = x[k] - d[k / 32] * (float)q[k];
+        isa->quant_q8(r, l, K);
+        if (isa->quant_q8_2) {
+            memset(a, 0, mx), memset(b, 0, mx);
+            isa->quant_q8_2(x, a, b, K);
+            bad += memcmp(a, h, s8) != 0 || memcmp(b, l, s8) != 0;
+            cases++;
+        }
+        if (isa->quant_q8x8_2) {
+            uint8_t *hx = aligned_alloc(64, sx), *lx = aligned_alloc(64, sx);
+            memset(hx, 0, sx), memset(lx, 0, sx), memset(a, 0, sx), memset(b, 0, sx);
+            r1_cpu_q8_to_q8x8(h, hx, K);
+            r1_cpu_q8_to_q8x8(l, lx, K);
+            isa->quant_q8x8_2(x, a, b, K);
+            bad += memcmp(a, hx, sx) != 0 || memcmp(b, lx, sx) != 0;
+            cases++;
+            free(hx), free(lx);
+        }
+        free(x), free(r), free(h), free(l), free(a), free(b);
+    }
+    CHECK(bad == 0, "%s two-part quantizers: %d of %d rows differ from the plain path", isa->name, bad, cases);
+    printf("%-8s two-part q8 / q8x8 activations: %d rows, %s\n", isa->name, cases,
+           bad ? "DIFFER" : "the plain path's bytes");
+}
+
+#if defined(__x86_64__)
+/* bf16 ulps between a and b (same sign assumed close) */
+static int bf16_ulps(uint16_t a, uint16_t b) {
+    int ia = a & 0x8000 ? -(a & 0x7fff) : a, ib = b & 0x8000 ? -(b & 0x7fff) : b;
+    return ia > ib ? ia - ib : ib - ia;
+}
+
+typedef void (*panel_fn)(const uint8_t *, size_t, int, int, uint16_t *, uint16_t *);
+
+/* The AMX side of the regrouped layouts on the avx512 table. */
+static void test_amx_side(const struct r1_cpu_isa *isa) {
+    static const struct {
+        enum r1_dtype dt;
+        panel_fn panel;
+    } pan[] = {{R1_DTYPE_Q4_1X8, r1_x86_panel_q4_1x8}, {R1_DTYPE_Q8_0X8, r1_x86_panel_q8_0x8},
+               {R1_DTYPE_Q4_KX8, r1_x86_panel_q4_Kx8}, {R1_DTYPE_Q5_KX8, r1_x86_panel_q5_Kx8},
+               {R1_DTYPE_Q6_KX8, r1_x86_panel_q6_Kx8}};
+    static const int Ks[] = {256, 576, 1536, 2240};
+    if (strcmp(isa->name, "avx512")) return; /* the only table with AMX blocks */
+    if (!__builtin_cpu_supports("avx512bf16")) {
+        printf("%-8s bf16 panels: no AVX512_BF16 here, not run\n", isa->name);
+        return;
+    }
+    for (size_t i = 0; i < sizeof pan / sizeof pan[0]; i++) {
+        enum r1_dtype dt = pan[i].dt;
+        const struct r1_cpu_mm *mm = &isa->mm[dt];
+        int far = 0, one = 0, n = 0, declined = 0, ran = 0;
+        double worst_tile = 0;
+        for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
+            const int K = Ks[ki], R = 37, T = 21;
+            if (K % r1_dtype_traits[dt].block) continue;
+            size_t rb = r1_dtype_row_bytes(dt, K), xs = r1_cpu_bf16_stride(K);
+            uint8_t *w = malloc(rb * R);
+            float *wf = malloc((size_t)R * K * 4), *xr = malloc((size_t)K * 4);
+            uint16_t *pn = malloc((size_t)R * K * 2);
+            uint8_t *xb = aligned_alloc(64, xs * T);
+            for (int r = 0; r < R; r++) {
+                fill(xr, K, 0.05f);
+                r1_dtype_traits[dt].from_f32(xr, w + r * rb, K);
+                r1_dtype_traits[dt].to_f32(w + r * rb, wf + (size_t)r * K, K);
+            }
+            for (int t = 0; t < T; t++) {
+                fill(xr, K, 1.0f);
+                for (int k = 0; k < K; k++) ((uint16_t *)(xb + t * xs))[k] = r1_f32_to_bf16(xr[k]);
+            }
+            /* the panel: to_f32 rounded to bf16, a q*_K weight one f32 rounding apart at most */
+            pan[i].panel(w, rb, R, K, pn, NULL);
+            for (size_t j = 0; j < (size_t)R * K; j++) {
+                int u = bf16_ulps(pn[j], r1_f32_to_bf16(wf[j]));
+                far += u > 1, one += u == 1, n++;
+            }
+            /* the batch tile on bf16 activations, over a whole row and a slice */
+            for (int rg = 0; rg < 2; rg++) {
+                int k0 = rg ? 256 * (K / 512) : 0, k1 = K;
+                float out[R1_CPU_MR * R1_CPU_NT];
+                mm->batch_tile(K, k0, k1, w, rb, 3, xb, xs, 4, out);
+                double err = 0, mag = 0;
+                for (int r = 0; r < 3; r++)
+                    for (int t = 0; t < 4; t++) {
+                        double sum = 0, sa = 0;
+                        for (int k = k0; k < k1; k++) {
+                            double p = (double)wf[(size_t)r * K + k] *
+                                       r1_bf16_to_f32(((uint16_t *)(xb + t * xs))[k]);
+                            sum += p, sa += fabs(p);
+                        }
+                        double e = out[t * R1_CPU_MR + r] - sum;
+                        err += e * e, mag += sa * sa;
+                    }
+                if (err / mag > worst_tile) worst_tile = err / mag;
+            }
+            /* the AMX block, where this CPU has AMX */
+            size_t plane = r1_cpu_vnni_bytes(K, T);
+            uint8_t *xv = aligned_alloc(64, plane);
+            r1_cpu_pack_vnni(xb, xs, K, T, xv);
+            float *C = malloc((size_t)T * 64 * 4);
+            if (mm->batch_block(K, w, rb, R, xv, plane, 0, T, C, 64) == 0) {
+                ran++;
+                double err = 0, mag = 0;
+                for (int r = 0; r < R; r++)
+                    for (int t = 0; t < T; t++) {
+                        double sum = 0, sa = 0;
+                        for (int k = 0; k < K; k++) {
+                            double p = (double)r1_bf16_to_f32(pn[(size_t)r * K + k]) *
+                                       r1_bf16_to_f32(((uint16_t *)(xb + t * xs))[k]);
+                            sum += p, sa += fabs(p);
+                        }
+                        double e = C[(size_t)t * 64 + r] - sum;
+                        err += e * e, mag += sa * sa;
+                    }
+                CHECK(err / mag <= ERR_TILE_RANGE, "%s AMX block K=%d: error %.3g", r1_dtype_name(dt), K,
+                      err / mag);
+            } else {
+                declined++;
+            }
+            free(w), free(wf), free(xr), free(pn), free(xb), free(xv), free(C);
+        }
+        CHECK(far == 0, "%s bf16 panel: %d of %d weights more than one bf16 ulp from to_f32's",
+              r1_dtype_name(dt), far, n);
+        CHECK(worst_tile <= ERR_TILE_RANGE, "%s bf16 batch tile: error %.3g", r1_dtype_name(dt), worst_tile);
+        printf("%-8s %-8s bf16 panel: %d weights, %d one ulp off; batch tile error %.3g; AMX block %s\n",
+               isa->name, r1_dtype_name(dt), n, one, worst_tile,
+               ran ? "checked" : declined ? "declined (no AMX here)" : "-");
+    }
+}
+#endif
+
+int main(void) {
+    test_lossless();
+    for (int i = 0; r1_cpu_isas[i]; i++) {
+        const struct r1_cpu_isa *isa = r1_cpu_isas[i];
+        if (!isa->available()) {
+            printf("%-8s not available on this CPU: skipped\n", isa->name);
+            continue;
+        }
+        CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+        test_q8x8_tail(isa);
+        test_two_parts(isa);
+        test_tiles(isa);
+#if defined(__x86_64__)
+        test_amx_side(isa);
+#endif
+    }
+    r1_cpu_select(NULL);
+    return TEST_DONE("test_x8");
+}
