@@ -186,10 +186,10 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
             char what[48];
             snprintf(what, sizeof what, "%s/%s", r1_kernel_names[k], r1_dtype_name(dt));
             struct group g = {isa->name, what,
-                              isa->mm[dt].act == R1_CPU_ACT_Q8 && dt > R1_DTYPE_Q4_0
+                              r1_cpu_act_q8(isa->mm[dt].act) && dt > R1_DTYPE_Q4_0
                                   ? (k == R1_K_GATE_UP_SILU ? NMSE_GATE_UP_Q8ACT_GGUF
                                                             : NMSE_MATMUL_Q8ACT_GGUF)
-                              : isa->mm[dt].act == R1_CPU_ACT_Q8 || isa->mm[dt].act == R1_CPU_ACT_Q8X8
+                              : r1_cpu_act_q8(isa->mm[dt].act) || isa->mm[dt].act == R1_CPU_ACT_Q8X8
                                   ? (k == R1_K_GATE_UP_SILU
                                                                       ? NMSE_GATE_UP_Q8ACT
                                                                       : NMSE_MATMUL_Q8ACT)
@@ -241,7 +241,7 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
         enum r1_dtype dt = dts[di];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
-        if (!mm->tile || mm->act != R1_CPU_ACT_Q8) continue;
+        if (!mm->tile || !r1_cpu_act_q8(mm->act)) continue;
         char what[48];
         snprintf(what, sizeof what, "tile ranges/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
@@ -249,13 +249,15 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
             int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
             if (K % r1_dtype_traits[dt].block) continue;
             struct mat w = mat_new(dt, isa->mr, K);
-            size_t xs = r1_cpu_q8_stride(K);
+            const int sums = mm->act == R1_CPU_ACT_Q8S;
+            size_t xs = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
             uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
             float *wf = malloc((size_t)K * 4);
             for (int nt = 1; nt <= isa->nt; nt++) {
                 for (int t = 0; t < nt; t++) {
                     float *xr = frand_buf((size_t)K);
                     isa->quant_q8(xr, xq + t * xs, K);
+                    if (sums) r1_cpu_q8s_sums(xq + t * xs, K);
                     free(xr);
                 }
                 float out[R1_CPU_MR * R1_CPU_NT];

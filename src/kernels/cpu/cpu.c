@@ -34,6 +34,7 @@
 const struct r1_cpu_isa *const r1_cpu_isas[] = {
 #if defined(__x86_64__)
     &r1_cpu_avx512,
+    &r1_cpu_avx2_vnni,
     &r1_cpu_avx2,
 #endif
 #if defined(__aarch64__)
@@ -156,11 +157,11 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
                                       struct r1_cpu_mm *buf) {
     const struct r1_cpu_mm *mm = &isa->mm[w->dtype];
     if (!mm->tile) return NULL;
-    if (mm->act == R1_CPU_ACT_Q8 && w->cols % 32) return NULL;
+    if (r1_cpu_act_q8(mm->act) && w->cols % 32) return NULL;
     if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 256) return NULL;
     *buf = *mm;
     buf->batch_block = NULL;
-    if (T > 1 && mm->batch_tile && !(mm->batch_act == R1_CPU_ACT_Q8 && w->cols % 32) &&
+    if (T > 1 && mm->batch_tile && !(r1_cpu_act_q8(mm->batch_act) && w->cols % 32) &&
         !(mm->batch_block && w->cols % 32) && /* the block or nothing */
         (!mm->batch_avail || mm->batch_avail())) {
         buf->act = mm->batch_act;
@@ -224,9 +225,13 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         *xs = s;
         return buf;
     }
-    size_t s = r1_cpu_q8_stride(K);
+    const int sums = mm->act == R1_CPU_ACT_Q8S;
+    size_t s = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
     uint8_t *buf = scratch((size_t)T * s);
-    for (int t = 0; t < T; t++) isa->quant_q8(x + (size_t)t * K, buf + (size_t)t * s, K);
+    for (int t = 0; t < T; t++) {
+        isa->quant_q8(x + (size_t)t * K, buf + (size_t)t * s, K);
+        if (sums) r1_cpu_q8s_sums(buf + (size_t)t * s, K);
+    }
     *xs = s;
     return buf;
 }

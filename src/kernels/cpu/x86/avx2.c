@@ -1,10 +1,13 @@
 /*
- * avx2.c - the AVX2 + FMA + F16C table of the cpu backend (x86-64 from
- * Haswell / Zen on). Tiles of 4 weight rows x 1 or 2 tokens in ymm
- * registers; f32/f16/bf16 weights against f32 activations, q8_0/q4_0
- * weights against q8 activations with maddubs (sign trick). Compiled on
- * every architecture; the code exists only on x86-64 and is reached only
- * after the CPU check. Never compiled with -mavx2: target attributes only.
+ * avx2.c - the AVX2 + FMA + F16C tables of the cpu backend (x86-64 from
+ * Haswell / Zen on): "avx2", and "avx2-vnni" where the CPU also has AVX-VNNI
+ * (or AVX512-VNNI with VL: then the same tiles run with EVEX vpdpbusd). Here:
+ * the float tiles (f32/f16/bf16 weights against f32 activations, 4 rows x 1
+ * or 2 tokens in ymm registers), the q8 activation quantizer, the vector
+ * helpers, and the tables; the quantized tiles are in q32_avx2.c and
+ * kquants_avx2.c. Compiled on every architecture; the code exists only on
+ * x86-64 and is reached only after the CPU check. Never compiled with
+ * -mavx2: target attributes only.
  */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kquants.h"
@@ -28,6 +31,19 @@ int r1_x86_has_f16c(void) {
 static int avx2_available(void) {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && r1_x86_has_f16c();
+}
+
+/* The avx2-vnni table: AVX2 with vpdpbusd on ymm, VEX-encoded (AVX-VNNI) or
+ * EVEX-encoded (AVX512-VNNI with AVX512VL: this table can then be tested on
+ * AVX-512 machines, and is what R1_CPU_ISA=avx2-vnni runs there). */
+int r1_x86_avx2_vnni;
+static int avx2_vnni_available(void) {
+    if (!avx2_available()) return 0;
+    if (__builtin_cpu_supports("avxvnni")) r1_x86_avx2_vnni = 1;
+    else if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
+        r1_x86_avx2_vnni = 2;
+    else return 0;
+    return 1;
 }
 
 INL float hsum(__m256 v) {
@@ -115,75 +131,6 @@ FTILE_PAIR(tile_f32, ld_f32, sc_f32)
 FTILE_PAIR(tile_f16, ld_f16, sc_f16)
 FTILE_PAIR(tile_bf16, ld_bf16, sc_bf16)
 
-/* ---- quantized weights: block b of a row as 32 signed bytes + its scale ---- */
-INL __m256i lq_q8_0(const uint8_t *p, int b, float *d) {
-    const uint8_t *blk = p + (size_t)b * sizeof(struct r1_block_q8_0);
-    *d = _cvtsh_ss(*(const uint16_t *)blk);
-    return _mm256_loadu_si256((const __m256i *)(blk + 2));
-}
-INL __m256i lq_q4_0(const uint8_t *p, int b, float *d) {
-    const uint8_t *blk = p + (size_t)b * sizeof(struct r1_block_q4_0);
-    *d = _cvtsh_ss(*(const uint16_t *)blk);
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-}
-
-/* Sum of products of |x| (u8) and sign(x)*w (s8) as 8 int32 lanes. */
-INL __m256i idot(__m256i ax, __m256i sw) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
-}
-
-#define QTILE(NAME, NT, LQ)                                                                        \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
-                         int nt, float *out) {                                                     \
-        SETUP_PTRS(NT, const uint8_t *)                                                            \
-        (void)wr;                                                                                  \
-        const size_t qoff = r1_cpu_q8_qoff(K);                                                     \
-        const size_t bs = ws / (size_t)(K / 32); /* bytes per weight block */                      \
-        __m256 acc[4][NT];                                                                         \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
-                                                                                     t < NT; t++)  \
-            acc[r][t] = _mm256_setzero_ps();                                                       \
-        for (int b = k0 / 32; b < k1 / 32; b++) {                                                       \
-            float d0, d1, d2, d3;                                                                  \
-            PF_NEXT(NT, (size_t)b * bs);                                                           \
-            __m256i q0 = LQ(w0, b, &d0), q1 = LQ(w1, b, &d1), q2 = LQ(w2, b, &d2),                 \
-                    q3 = LQ(w3, b, &d3);                                                           \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
-                __m256i xq = _mm256_loadu_si256((const __m256i *)(xt[t] + qoff + (size_t)b * 32)); \
-                float dx = ((const float *)xt[t])[b];                                              \
-                __m256i ax = _mm256_sign_epi8(xq, xq);                                             \
-                acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q0, xq))), \
-                                            _mm256_set1_ps(d0 * dx), acc[0][t]);                   \
-                acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q1, xq))), \
-                                            _mm256_set1_ps(d1 * dx), acc[1][t]);                   \
-                acc[2][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q2, xq))), \
-                                            _mm256_set1_ps(d2 * dx), acc[2][t]);                   \
-                acc[3][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q3, xq))), \
-                                            _mm256_set1_ps(d3 * dx), acc[3][t]);                   \
-            }                                                                                      \
-        }                                                                                          \
-        float res[4][NT]; /* constant indices only: acc stays in registers */                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = hsum(acc[r][t]);      \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
-    }
-
-#define QTILE_PAIR(NAME, LQ)                                                                       \
-    QTILE(NAME##_1, 1, LQ)                                                                         \
-    QTILE(NAME##_2, 2, LQ)                                                                         \
-    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
-                     int nt, float *out) {                                                         \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
-    }
-
-QTILE_PAIR(tile_q8_0, lq_q8_0)
-QTILE_PAIR(tile_q4_0, lq_q4_0)
-
 /* ---- activations to q8 blocks (round to nearest even) ---- */
 TGT void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K) {
     float *d = (float *)dst;
@@ -258,31 +205,31 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
     for (; i < n; i++) y[i] = r1_f32_to_f16(x[i]);
 }
 
-const struct r1_cpu_isa r1_cpu_avx2 = {
-    .name = "avx2",
-    .available = avx2_available,
-    .mr = 4,
-    .nt = 2,
-    .mm =
-        {
-            [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},
-            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},
-            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},
-            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0},
-            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0},
-            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_1_c},
-            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_0_c},
-            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_1_c},
-            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_K_c},
-            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_K_c},
-            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_c},
-        },
-    .quant_q8 = r1_x86_quant_q8_avx2,
-    .dot_f32 = r1_x86_dot_f32_avx2,
-    .dot_f16 = r1_x86_dot_f16_avx2,
-    .axpy_f32 = r1_x86_axpy_f32_avx2,
-    .axpy_f16 = r1_x86_axpy_f16_avx2,
-    .f32_to_f16 = r1_x86_f32_to_f16_avx2,
-};
+/* The two tables differ only in how the quantized tiles multiply bytes. */
+#define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
+    {                                                                                              \
+        .name = NAME, .available = AVAIL, .mr = 4, .nt = 2,                                        \
+        .mm =                                                                                      \
+            {                                                                                      \
+                [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},                                       \
+                [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},                                       \
+                [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},                                     \
+                [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_##V},                           \
+                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V},                          \
+                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V},                          \
+                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V},                          \
+                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V},                          \
+                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_##V},                           \
+                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_##V},                           \
+                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V},                           \
+                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V},                     \
+            },                                                                                     \
+        .quant_q8 = r1_x86_quant_q8_avx2, .dot_f32 = r1_x86_dot_f32_avx2,                          \
+        .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
+        .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \
+    }
+
+const struct r1_cpu_isa r1_cpu_avx2 = AVX2_TABLE("avx2", avx2_available, avx2);
+const struct r1_cpu_isa r1_cpu_avx2_vnni = AVX2_TABLE("avx2-vnni", avx2_vnni_available, avx2vnni);
 
 #endif /* __x86_64__ */

@@ -10,6 +10,23 @@
 #include <stdint.h>
 
 int r1_x86_has_f16c(void);
+/* How the avx2-vnni table multiplies bytes (set by its availability check):
+ * 1 AVX-VNNI, 2 AVX512-VNNI on ymm (AVX512VL), 0 neither (avx2_dot.h) */
+extern int r1_x86_avx2_vnni;
+/* AVX2 tiles of the 32-weight block formats (q32_avx2.c; cpu.h r1_cpu_tile_fn):
+ * q8_0 on q8 activations, q4_0x8 on q8x8, the others on q8s. The _avx2vnni
+ * forms need r1_x86_avx2_vnni != 0. */
+#define R1_X86_Q32_AVX2(NAME)                                                                      \
+    void NAME##_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,  \
+                     size_t xs, int nt, float *out);                                               \
+    void NAME##_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
+                         const uint8_t *x, size_t xs, int nt, float *out);
+R1_X86_Q32_AVX2(r1_x86_tile_q8_0)
+R1_X86_Q32_AVX2(r1_x86_tile_q4_0)
+R1_X86_Q32_AVX2(r1_x86_tile_q4_1)
+R1_X86_Q32_AVX2(r1_x86_tile_q5_0)
+R1_X86_Q32_AVX2(r1_x86_tile_q5_1)
+R1_X86_Q32_AVX2(r1_x86_tile_q4_0x8)
 void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K);
 float r1_x86_dot_f32_avx2(const float *a, const float *b, int n);
 float r1_x86_dot_f16_avx2(const float *a, const uint16_t *b, int n);
