@@ -46,9 +46,15 @@
  * and generic, so it is the activations' q8 rounding, not a tile */
 #define NMSE_GATE_UP_Q8ACT_GGUF 3e-2
 /* a K-quant/_1/_5 tile over a sub-range of columns against dequantized rows
- * and dequantized q8 activations: only float summation order differs */
+ * and dequantized q8 activations: only float summation order differs.
+ * (test_tile_ranges divides by the sum of |w x|, which bounds f32 rounding;
+ * a lone output whose terms cancel has an ill-conditioned nmse of its own:
+ * 20000 random 96-column q5_1 cases reached 3e-7 on avx2, 2.4e-8 in plain C) */
 #define NMSE_TILE_RANGE 1e-9
-#define NMSE_GATE_UP_Q8ACT 2e-3 /* silu(g)*u: two q8-activation dots multiplied */
+/* silu(g)*u: two q8-activation dots multiplied. 20000 random 10x32 q8_0 and
+ * q4_0 cases (one block, 5 outputs): worst 2.5e-2 and 2.3e-2, the same on
+ * avx512, avx2-vnni and avx2, so it is the activations' q8 rounding */
+#define NMSE_GATE_UP_Q8ACT 3e-2
 #define NMSE_NORM 1e-10
 #define NMSE_ROPE 1e-12
 #define NMSE_ATTN 1e-9
@@ -263,20 +269,23 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
                 float out[R1_CPU_MR * R1_CPU_NT];
                 for (int nr = 1; nr <= isa->mr; nr++) {
                     mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
-                    float a[R1_CPU_MR * R1_CPU_NT], b[R1_CPU_MR * R1_CPU_NT];
-                    int n = 0;
+                    double num = 0, den = 0;
                     for (int r = 0; r < nr; r++) {
                         r1_mat_row_f32(&w.m, r, wf);
                         for (int t = 0; t < nt; t++) {
                             const float *d = (const float *)(xq + t * xs);
                             const int8_t *q = (const int8_t *)(xq + t * xs + r1_cpu_q8_qoff(K));
-                            double s = 0;
-                            for (int k = k0; k < k1; k++) s += (double)wf[k] * d[k / 32] * q[k];
-                            a[n] = out[t * R1_CPU_MR + r], b[n++] = (float)s;
+                            double s = 0, sa = 0;
+                            for (int k = k0; k < k1; k++) {
+                                double p = (double)wf[k] * d[k / 32] * q[k];
+                                s += p, sa += fabs(p);
+                            }
+                            double e = out[t * R1_CPU_MR + r] - s;
+                            num += e * e, den += sa * sa;
                         }
                     }
-                    group_add(&g, nmse(a, b, (size_t)n), "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr,
-                              nt);
+                    group_add(&g, num != num ? INFINITY : den > 0 ? num / den : num,
+                              "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
                 }
             }
             free(xq), free(wf), free(w.buf);

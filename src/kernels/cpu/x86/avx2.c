@@ -118,18 +118,53 @@ INL float sc_bf16(const uint8_t *p, int k) { return r1_bf16_to_f32(((const uint1
             }                                                                                      \
     }
 
-#define FTILE_PAIR(NAME, LD, SC)                                                                   \
-    FTILE(NAME##_1, 1, LD, SC)                                                                     \
-    FTILE(NAME##_2, 2, LD, SC)                                                                     \
-    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
-                     int nt, float *out) {                                                         \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
+/* Batches: two rows x 4 tokens per pass (8 accumulators; the activations
+ * are FMA memory operands), so each weight is converted once for 4 tokens. */
+#define FTILE_B(NAME, LD, SC)                                                                      \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
+                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
+        const size_t es = ws / (size_t)K;                                                          \
+        (void)es;                                                                                  \
+        const float *xt[4];                                                                        \
+        for (int t = 0; t < 4; t++) xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);    \
+        for (int r0 = 0; r0 < nr; r0 += 2) {                                                       \
+            const uint8_t *wr[2] = {w + (size_t)r0 * ws, w + (size_t)(r0 + 1 < nr ? r0 + 1 : r0) * ws}; \
+            __m256 acc[2][4];                                                                      \
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                    \
+                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm256_setzero_ps(); \
+            int k = k0;                                                                            \
+            for (; k + 8 <= k1; k += 8) {                                                          \
+                __m256 a0 = LD(wr[0], k), a1 = LD(wr[1], k);                                       \
+                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {                              \
+                    __m256 xv = _mm256_loadu_ps(xt[t] + k);                                        \
+                    acc[0][t] = _mm256_fmadd_ps(a0, xv, acc[0][t]);                                \
+                    acc[1][t] = _mm256_fmadd_ps(a1, xv, acc[1][t]);                                \
+                }                                                                                  \
+            }                                                                                      \
+            float res[2][4];                                                                       \
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                    \
+                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = hsum(acc[r][t]);   \
+            for (int r = 0; r < 2 && r0 + r < nr; r++)                                             \
+                for (int t = 0; t < nt; t++) {                                                     \
+                    float s = res[r][t];                                                           \
+                    for (int kk = k; kk < k1; kk++) s += SC(wr[r], kk) * xt[t][kk];                \
+                    out[t * R1_CPU_MR + r0 + r] = s;                                               \
+                }                                                                                  \
+        }                                                                                          \
     }
 
-FTILE_PAIR(tile_f32, ld_f32, sc_f32)
-FTILE_PAIR(tile_f16, ld_f16, sc_f16)
-FTILE_PAIR(tile_bf16, ld_bf16, sc_bf16)
+#define FTILE_SET(NAME, LD, SC)                                                                    \
+    FTILE(NAME##_1, 1, LD, SC)                                                                     \
+    FTILE_B(NAME##_b, LD, SC)                                                                      \
+    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
+                     size_t xs, int nt, float *out) {                                              \
+        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else NAME##_b(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+    }
+
+FTILE_SET(tile_f32, ld_f32, sc_f32)
+FTILE_SET(tile_f16, ld_f16, sc_f16)
+FTILE_SET(tile_bf16, ld_bf16, sc_bf16)
 
 /* ---- activations to q8 blocks (round to nearest even) ---- */
 TGT void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K) {
@@ -208,7 +243,7 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
 /* The two tables differ only in how the quantized tiles multiply bytes. */
 #define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
     {                                                                                              \
-        .name = NAME, .available = AVAIL, .mr = 4, .nt = 2,                                        \
+        .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
         .mm =                                                                                      \
             {                                                                                      \
                 [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},                                       \
