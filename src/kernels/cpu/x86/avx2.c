@@ -262,6 +262,10 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
         .quant_q8 = r1_x86_quant_q8_avx2, .dot_f32 = r1_x86_dot_f32_avx2,                          \
         .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
         .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \
+        .f16_to_f32 = r1_x86_f16_to_f32_avx2, .attn_qk = r1_x86_attn_qk_avx2,                      \
+        .attn_pv = r1_x86_attn_pv_avx2, .attn_softmax = r1_x86_attn_softmax_avx2,                  \
+        .attn_qk_f16 = r1_x86_attn_qk_f16_avx2, .attn_pv_f16 = r1_x86_attn_pv_f16_avx2,            \
+        .silu_mul = r1_x86_silu_mul_avx2,                                                          \
     }
 
 const struct r1_cpu_isa r1_cpu_avx2 = AVX2_TABLE("avx2", avx2_available, avx2);

@@ -34,6 +34,15 @@ void r1_x86_axpy_f32_avx2(float a, const float *x, float *y, int n);
 void r1_x86_axpy_f16_avx2(float a, const uint16_t *x, float *y, int n);
 void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n);
 
+/* AVX2 helpers of the blocked attention (attn_avx2.c); see cpu.h. */
+void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n);
+void r1_x86_attn_qk_avx2(const float *q, int M, const float *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_avx2(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
+void r1_x86_attn_qk_f16_avx2(const float *q, int M, const uint16_t *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_f16_avx2(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
+float r1_x86_attn_softmax_avx2(float *s, int n, float scale, float *m);
+void r1_x86_silu_mul_avx2(const float *g, const float *u, float *o, int n);
+
 /* AVX-512 helpers of the blocked attention (attn_avx512.c); see cpu.h. */
 void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n);
 void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd, float *s, int ss);
