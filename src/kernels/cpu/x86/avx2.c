@@ -259,7 +259,8 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V},                           \
                 [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V},                     \
             },                                                                                     \
-        .quant_q8 = r1_x86_quant_q8_avx2, .dot_f32 = r1_x86_dot_f32_avx2,                          \
+        .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
+        .dot_f32 = r1_x86_dot_f32_avx2,                          \
         .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
         .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \
         .f16_to_f32 = r1_x86_f16_to_f32_avx2, .attn_qk = r1_x86_attn_qk_avx2,                      \

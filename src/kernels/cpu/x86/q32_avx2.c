@@ -207,6 +207,47 @@ INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const ui
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
+/* Activations in the q8x8 form (cpu.h): per 256 columns the 8 q8 blocks
+ * (32 bytes = 8 dwords each) transposed, so that the 32 bytes at 32 p hold
+ * dword p of every block (p < 4: xl, p >= 4: xh), then the -8 x lane sums
+ * and the scales. */
+TGT void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K) {
+    _Alignas(64) uint8_t q8[64 + 256]; /* the q8 form of 256 columns: d[8], qs at 64 */
+    const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi16(1);
+    for (int s = 0; s < K / 256; s++) {
+        r1_x86_quant_q8_avx2(x + (size_t)s * 256, q8, 256);
+        uint8_t *o = dst + (size_t)s * R1_CPU_Q8X8_BYTES;
+        __m256i r[8], a[8], b[8], t[8];
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) r[i] = _mm256_load_si256((const __m256i *)(q8 + 64 + 32 * i));
+        _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
+            a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+            a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        _Pragma("GCC unroll 2") for (int i = 0; i < 8; i += 4) {
+            b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+            b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+            b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+            b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+        }
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            t[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+            t[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+        }
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_si256((__m256i *)(o + 32 * i), t[i]);
+        /* lanes 0-7 of the 512-bit form: dwords 0, 2 (xl) and 4, 6 (xh); 8-15: 1, 3, 5, 7 */
+        __m256i n0 = _mm256_setzero_si256(), n1 = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
+            n0 = _mm256_add_epi32(n0, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i]), one));
+            n1 = _mm256_add_epi32(n1, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i + 1]), one));
+        }
+        _mm256_storeu_si256((__m256i *)(o + 256), _mm256_sub_epi32(_mm256_setzero_si256(), n0));
+        _mm256_storeu_si256((__m256i *)(o + 288), _mm256_sub_epi32(_mm256_setzero_si256(), n1));
+        __m256 d = _mm256_load_ps((const float *)q8);
+        _mm256_storeu_ps((float *)(o + 320), d);
+        _mm256_storeu_ps((float *)(o + 352), d);
+    }
+}
+
 /* Decode: 4 rows (rows past nr repeat row 0) x 1 token. Batches: each row
  * against 2 or 4 tokens (tokens past nt repeat token 0), one row at a time. */
 INL void q_tile(const int DT, const int V, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
