@@ -40,6 +40,22 @@ INL uint32_t u32(const uint8_t *p) {
 }
 INL __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
+/* Decode reads 4 rows at a time, streams too short for the hardware
+ * prefetcher: the same super-block of the next 4 rows and of the 4 after
+ * those is fetched ahead into L2 (every line it touches). Measured against
+ * L1 for the next 4 (the AVX-512 tiles' choice), L1 only, and adding the
+ * next 12: L2 for both was as fast or faster on every 1.5B shape. */
+INL void kq_prefetch(const uint8_t *blk, size_t ws, size_t bs) {
+    _Pragma("GCC unroll 2") for (int i = 1; i <= 2; i++) {
+        const char *p = (const char *)(blk + 4 * (size_t)i * ws);
+        _mm_prefetch(p, _MM_HINT_T1);
+        _mm_prefetch(p + 64, _MM_HINT_T1);
+        _mm_prefetch(p + 128, _MM_HINT_T1);
+        if (bs > 192) _mm_prefetch(p + 192, _MM_HINT_T1);
+        _mm_prefetch(p + bs - 1, _MM_HINT_T1);
+    }
+}
+
 /* 1.0 bits in lanes [lo, hi) of 8, else 0 */
 INL __m256 lane_mask(int lo, int hi) {
     const __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -161,18 +177,7 @@ INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int
         const uint8_t *blk[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) { /* scales, offsets and mins */
             blk[r] = wr[r] + (size_t)sb * bs;
-            if (NT == 1) { /* decode: the next 4 rows' super-block, ahead */
-                const char *pf = (const char *)(blk[r] + 4 * ws);
-                _mm_prefetch(pf, _MM_HINT_T0);
-                _mm_prefetch(pf + 64, _MM_HINT_T0);
-                _mm_prefetch(pf + 128, _MM_HINT_T0);
-                if (bs > 192) _mm_prefetch(pf + bs - 1, _MM_HINT_T0);
-                pf += 4 * ws; /* and the 4 after those, into L2 */
-                _mm_prefetch(pf, _MM_HINT_T1);
-                _mm_prefetch(pf + 64, _MM_HINT_T1);
-                _mm_prefetch(pf + 128, _MM_HINT_T1);
-                if (bs > 192) _mm_prefetch(pf + bs - 1, _MM_HINT_T1);
-            }
+            if (NT == 1) kq_prefetch(blk[r], ws, bs);
             if (DT == F_Q6K) {
                 __m128i s8 = _mm_loadu_si128((const __m128i *)(blk[r] + 192));
                 __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(blk[r][208] | blk[r][209] << 8)));

@@ -99,6 +99,13 @@ INL __m256i q32_quants(const int DT, const uint8_t *p) {
     return q;
 }
 
+/* Decode: the same block of the next 4 rows into L1, of the 4 after those
+ * into L2 (4-row streams are too short for the hardware prefetcher). */
+INL void q32_prefetch(const uint8_t *p, size_t ws) {
+    _mm_prefetch((const char *)(p + 4 * ws), _MM_HINT_T0);
+    _mm_prefetch((const char *)(p + 8 * ws), _MM_HINT_T1);
+}
+
 /* R rows (wr) x NT tokens (xt) over blocks [k0/32, k1/32): res[r * NT + t]. */
 INL void q32_run(const int DT, const int V, const int R, const int NT, int K, int k0, int k1,
                  const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
@@ -135,10 +142,7 @@ INL void q32_run(const int DT, const int V, const int R, const int NT, int K, in
             }
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
                 const uint8_t *p = wr[r] + (size_t)(b0 + i) * bs;
-                if (NT == 1) { /* the next 4 rows into L1, the 4 after those into L2 */
-                    _mm_prefetch((const char *)(p + 4 * ws), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(p + 8 * ws), _MM_HINT_T1);
-                }
+                if (NT == 1) q32_prefetch(p, ws);
                 __m256i q = q32_quants(DT, p);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     __m256i dp = DT == F_Q80 ? r1_avx2_dotz(V, ax[t], _mm256_sign_epi8(q, xq[t]))
@@ -262,6 +266,18 @@ INL void q_tile(const int DT, const int V, int K, int k0, int k1, const uint8_t 
     }
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    if (DT == F_Q80) { /* two rows a pass: |x| and x's signs shared by both */
+        for (int r = 0; r < nr; r += 2) {
+            const uint8_t *wr[2] = {w + (size_t)r * ws, w + (size_t)(r + 1 < nr ? r + 1 : r) * ws};
+            float res[8];
+            if (nt == 2) q32_run(DT, V, 2, 2, K, k0, k1, wr, ws, xt, res);
+            else q32_run(DT, V, 2, 4, K, k0, k1, wr, ws, xt, res);
+            const int n2 = nt == 2 ? 2 : 4;
+            for (int i = 0; i < 2 && r + i < nr; i++)
+                for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * n2 + t];
+        }
+        return;
+    }
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
