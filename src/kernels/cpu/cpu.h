@@ -21,7 +21,15 @@
 /* How a weight dtype wants its activations: plain f32 rows, q8 blocks, or
  * bf16 rows (R1_CPU_ACT_BF16: K bf16 values rounded to nearest even, the
  * next token r1_cpu_bf16_stride(K) bytes further; batches only). */
-enum r1_cpu_act { R1_CPU_ACT_F32, R1_CPU_ACT_Q8, R1_CPU_ACT_BF16, R1_CPU_ACT_Q8X8, R1_CPU_ACT_Q8S };
+enum r1_cpu_act {
+    R1_CPU_ACT_F32,
+    R1_CPU_ACT_Q8,
+    R1_CPU_ACT_BF16,
+    R1_CPU_ACT_Q8X8,
+    R1_CPU_ACT_Q8S,
+    R1_CPU_ACT_Q8W,
+    R1_CPU_ACT_F32EO,
+};
 static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
 
 /* A token's activations in q8 form (R1_CPU_ACT_Q8), K % 32 == 0:
@@ -47,6 +55,17 @@ static inline size_t r1_cpu_q8s_stride(int K) {
 static inline int r1_cpu_act_q8(enum r1_cpu_act a) { return a == R1_CPU_ACT_Q8 || a == R1_CPU_ACT_Q8S; }
 /* Fills s16 and fs of a token whose q8 part is already there (plain C). */
 void r1_cpu_q8s_sums(uint8_t *tok, int K);
+
+/* A token's activations in q8w form (R1_CPU_ACT_Q8W, batches), K % 32 == 0:
+ * the q8 form with its quants widened to int16 (int16 q[K] at
+ * r1_cpu_q8_qoff(K)), for tiles that multiply with vpmaddwd; the next token
+ * r1_cpu_q8w_stride(K) bytes further. */
+static inline size_t r1_cpu_q8w_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K * 2 + 63) & ~(size_t)63); }
+/* A token's activations in f32eo form (R1_CPU_ACT_F32EO, batches), K % 16
+ * == 0: f32, each 16 columns in the order 0, 2, ..., 14, 1, 3, ..., 15 (the
+ * order in which a 32-byte load of bf16 weights splits into two vectors with
+ * one shift and one mask); the next token r1_cpu_f32eo_stride(K) bytes on. */
+static inline size_t r1_cpu_f32eo_stride(int K) { return ((size_t)K * 4 + 63) & ~(size_t)63; }
 
 /* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for q4_0x8 weights),
  * K % 256 == 0: per 256 columns (8 q8 blocks b, scales d[b]) 384 bytes:
