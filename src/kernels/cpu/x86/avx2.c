@@ -276,7 +276,10 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
     for (; i < n; i++) y[i] = r1_f32_to_f16(x[i]);
 }
 
-/* The two tables differ only in how the quantized tiles multiply bytes. */
+/* The two tables differ only in how the quantized tiles multiply bytes
+ * (and q8_0 batches: vpmaddwd on int16 activations without VNNI). */
+#define Q8_0_avx2 {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2, R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2}
+#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni}
 #define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
     {                                                                                              \
         .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
@@ -285,7 +288,7 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},                                       \
                 [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},                                       \
                 [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo},     \
-                [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_##V},                           \
+                [R1_DTYPE_Q8_0] = Q8_0_##V,                                                        \
                 [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V},                          \
                 [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V},                          \
                 [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V},                          \

@@ -28,6 +28,9 @@ R1_X86_Q32_AVX2(r1_x86_tile_q5_0)
 R1_X86_Q32_AVX2(r1_x86_tile_q5_1)
 R1_X86_Q32_AVX2(r1_x86_tile_q4_0x8)
 void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K);
+/* q8_0 weights against q8w activations (batches, plain AVX2) */
+void r1_x86_tile_q8_0_q8w_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                               const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K);
 float r1_x86_dot_f32_avx2(const float *a, const float *b, int n);
 float r1_x86_dot_f16_avx2(const float *a, const uint16_t *b, int n);
