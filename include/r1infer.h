@@ -1,6 +1,6 @@
 /*
- * r1infer.h - the public API of r1infer, an inference engine for
- * DeepSeek-R1-Distill-Qwen (Qwen2) models.
+ * r1infer.h - the public API of r1infer, an inference engine for the
+ * DeepSeek-R1 distills (Qwen2 and Llama architectures).
  *
  * Conventions:
  *  - Functions that can fail return NULL or a negative value and set a
@@ -61,19 +61,35 @@ int r1_dtype_parse(const char *name);
 
 typedef struct r1_model r1_model_t;
 
+/* The architectures r1infer runs. They share one forward pass; where they
+ * differ is a field of struct r1_config (qkv_bias, rope scaling, head_dim). */
+enum r1_arch {
+    R1_ARCH_QWEN2 = 0, /* Qwen2ForCausalLM: R1-Distill-Qwen, Qwen2.5 */
+    R1_ARCH_LLAMA,     /* LlamaForCausalLM: R1-Distill-Llama, SmolLM2 */
+    R1_ARCH_COUNT
+};
+/* "qwen2" or "llama" ("?" for an invalid value). */
+const char *r1_arch_name(enum r1_arch a);
+
 /* Hyper-parameters, read from config.json or GGUF metadata. */
 struct r1_config {
+    enum r1_arch arch;
     int dim;          /* hidden_size */
     int n_layer;      /* num_hidden_layers */
     int n_head;       /* num_attention_heads */
     int n_kv_head;    /* num_key_value_heads */
-    int head_dim;     /* dim / n_head */
+    int head_dim;     /* head_dim when given, else dim / n_head */
     int ffn;          /* intermediate_size */
     int vocab;        /* vocab_size (rows of the embedding) */
     int max_pos;      /* max_position_embeddings */
     int tied;         /* tie_word_embeddings */
     float eps;        /* rms_norm_eps */
     float rope_theta; /* rope_theta */
+    int qkv_bias;     /* q/k/v projections have a bias (qwen2; llama attention_bias) */
+    /* llama3 rope scaling (rope_scaling.rope_type "llama3"); rope_factor 0 = none.
+     * In GGUF the same frequencies come as the tensor rope_freqs.weight. */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_orig_ctx; /* original_max_position_embeddings */
     enum r1_dtype file_dtype; /* torch_dtype / dominant GGUF type */
     int bos_id, eos_id;       /* -1 when unknown */
 };

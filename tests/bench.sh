@@ -37,7 +37,9 @@ else
 fi
 
 # usage errors exit 2 with a sentence, and never start a run
-"$BIN" bench >/dev/null 2>"$tmp/e1"; rc=$?
+# (a copy of the binary run from an empty directory: no default model beside it)
+cp "$BIN" "$tmp/r1infer-copy"
+(cd "$tmp" && R1INFER_MODEL= ./r1infer-copy bench >/dev/null 2>"$tmp/e1"); rc=$?
 expect "no model: exit 2 (got $rc)" test "$rc" -eq 2
 expect "no model: says what to do" grep -q -- "--synthetic" "$tmp/e1"
 "$BIN" bench --synthetic tiny --bogus >/dev/null 2>&1; rc=$?

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# gguf_convert.sh - `r1infer convert` end to end: each HF fixture converted
+# gguf_convert.sh - `r1infer convert` end to end: each HF fixture (qwen2 and
+# llama: the llama GGUF has llama.cpp's permuted Q/K and rope_freqs) converted
 # to each dtype is read back by gguf-py (gguf.GGUFReader) and compared
 # tensor by tensor with the safetensors weights (tools/check_gguf.py), then
 # run by r1infer: greedy ids from the f32/f16/bf16 conversions equal the
@@ -24,7 +25,7 @@ ids() { # model -> greedy ids of the first 8 steps after a fixed prompt
         --backend ref 2>/dev/null | tail -n 1
 }
 for spec in gqa2_f32:f32 f16:f16 mha_bf16:bf16 mha_bf16:q8_0 gqa2_f32:q4_0 gqa4_tied_f32:q4_K \
-            gqa4_tied_f32:q6_K gqa4_tied_f32:f16; do
+            gqa4_tied_f32:q6_K gqa4_tied_f32:f16 llama_gqa_f32:f32 llama_gqa_f32:q8_0; do
     fx=${spec%%:*} dt=${spec#*:}
     out="$tmp/$fx-$dt.gguf"
     check "convert $fx --dtype $dt" "$BIN" convert -m "tests/fixtures/$fx" -o "$out" --dtype "$dt"

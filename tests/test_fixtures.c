@@ -74,6 +74,7 @@ struct fixture {
     float *logits, *logits_native; /* n_prompt x vocab */
     char dtype[32];
     double rope_theta;
+    char arch[16]; /* "qwen2" or "llama"; "" unknown */
     int tied; /* -1 unknown */
     int trained; /* weights trained on text: peaked logits */
 };
@@ -128,6 +129,8 @@ static int load_fixture(const char *name, struct fixture *fx) {
     fx->greedy_native = json_ids(json_object_get(root, "greedy_ids_native"), &n_native);
     const char *dt = json_string_value(json_object_get(root, "weights_dtype"));
     snprintf(fx->dtype, sizeof fx->dtype, "%s", dt ? dt : "?");
+    json_t *ar = json_object_get(root, "arch");
+    snprintf(fx->arch, sizeof fx->arch, "%s", json_is_string(ar) ? json_string_value(ar) : "");
     json_t *th = json_object_get(root, "rope_theta");
     fx->rope_theta = th ? json_number_value(th) : 0;
     fx->trained = json_is_true(json_object_get(root, "trained"));
@@ -396,6 +399,8 @@ int main(void) {
         if (e->d_name[0] == '.') continue;
         char p[1024];
         struct stat st;
+        snprintf(p, sizeof p, "%s/%s/config.json", FIXTURE_DIR, e->d_name); /* a checkpoint */
+        if (stat(p, &st) != 0) continue;
         snprintf(p, sizeof p, "%s/%s/expected.json", FIXTURE_DIR, e->d_name);
         if (stat(p, &st) == 0) names[nn++] = strdup(e->d_name);
     }
@@ -412,6 +417,9 @@ int main(void) {
                 const struct r1_config *c = r1_model_config(m);
                 CHECK(c->vocab == fx.vocab, "%s: vocab %d, expected %d", fx.name, c->vocab,
                       fx.vocab);
+                if (fx.arch[0])
+                    CHECK(!strcmp(r1_arch_name(c->arch), fx.arch), "%s: architecture %s, expected %s",
+                          fx.name, r1_arch_name(c->arch), fx.arch);
                 if (fx.rope_theta > 0)
                     CHECK(fabs(c->rope_theta - fx.rope_theta) <= 1e-6 * fx.rope_theta,
                           "%s: rope_theta %g, expected %g", fx.name, c->rope_theta,

@@ -21,6 +21,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/dtype.h"
 #include "model/gguf.h"
@@ -569,7 +570,7 @@ static void test_names(void) {
               "%s -> %s", pairs[i][1], buf);
     }
     static const char *const bad[] = {"blk.x.attn_q.weight", "blk.01.attn_q.weight", "blk..attn_q.weight",
-                                      "blk.1.attn_q", "rope_freqs.weight", "blk.1.attn_q.weight.x"};
+                                      "blk.1.attn_q", "rope_freqs", "blk.1.attn_q.weight.x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(r1_gguf_name_to_hf(bad[i], buf, sizeof buf) == -1, "'%s' mapped to '%s'", bad[i], buf);
 }
@@ -652,6 +653,86 @@ static void test_tokenizer_roundtrip(void) {
     remove(path);
 }
 
+/* ---- bad llama files: each a clear error naming the file and the field ---- */
+
+enum llama_bad { LB_NONE, LB_ARCH, LB_MISSING, LB_HEADS, LB_ROPE_FREQS, LB_ROPE_DIM };
+
+static int zero_fill(void *ctx, int index, uint8_t *dst, size_t size) {
+    (void)ctx;
+    memset(dst, 0, size);
+    for (size_t i = 0; index == 1 && i + 4 <= size; i += 4) /* rope_freqs: divisors of 1 */
+        memcpy(dst + i, &(float){1.0f}, 4);
+    return 0;
+}
+
+/* A one-layer llama GGUF (dim 32, 4 heads / 2 kv heads of 8, ffn 64, vocab
+ * 64, f32) with one defect. */
+static int write_llama(const char *path, enum llama_bad bad) {
+    struct r1_gguf_writer *w = r1_gguf_writer_new();
+    int dim = bad == LB_HEADS ? 30 : 32, hd = 8, ffn = 64, vocab = 64;
+    int rc = r1_gguf_w_str(w, "general.architecture", bad == LB_ARCH ? "gpt2" : "llama") ||
+             r1_gguf_w_u32(w, "llama.embedding_length", (uint32_t)dim) ||
+             r1_gguf_w_u32(w, "llama.block_count", 1) ||
+             r1_gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)ffn) ||
+             r1_gguf_w_u32(w, "llama.attention.head_count", 4) ||
+             r1_gguf_w_u32(w, "llama.attention.head_count_kv", 2) ||
+             r1_gguf_w_u32(w, "llama.rope.dimension_count", bad == LB_ROPE_DIM ? 4 : 8);
+    int64_t emb[2] = {vocab, dim}, q[2] = {4 * hd, dim}, kv[2] = {2 * hd, dim}, o[2] = {dim, 4 * hd},
+            up[2] = {ffn, dim}, down[2] = {dim, ffn}, v1[1] = {dim},
+            rf[1] = {bad == LB_ROPE_FREQS ? 3 : hd / 2};
+    rc = rc || r1_gguf_w_tensor(w, "token_embd.weight", R1_DTYPE_F32, 2, emb) ||
+         r1_gguf_w_tensor(w, "rope_freqs.weight", R1_DTYPE_F32, 1, rf) ||
+         r1_gguf_w_tensor(w, "blk.0.attn_norm.weight", R1_DTYPE_F32, 1, v1) ||
+         r1_gguf_w_tensor(w, "blk.0.attn_q.weight", R1_DTYPE_F32, 2, q) ||
+         (bad != LB_MISSING && r1_gguf_w_tensor(w, "blk.0.attn_k.weight", R1_DTYPE_F32, 2, kv)) ||
+         r1_gguf_w_tensor(w, "blk.0.attn_v.weight", R1_DTYPE_F32, 2, kv) ||
+         r1_gguf_w_tensor(w, "blk.0.attn_output.weight", R1_DTYPE_F32, 2, o) ||
+         r1_gguf_w_tensor(w, "blk.0.ffn_norm.weight", R1_DTYPE_F32, 1, v1) ||
+         r1_gguf_w_tensor(w, "blk.0.ffn_gate.weight", R1_DTYPE_F32, 2, up) ||
+         r1_gguf_w_tensor(w, "blk.0.ffn_up.weight", R1_DTYPE_F32, 2, up) ||
+         r1_gguf_w_tensor(w, "blk.0.ffn_down.weight", R1_DTYPE_F32, 2, down) ||
+         r1_gguf_w_tensor(w, "output_norm.weight", R1_DTYPE_F32, 1, v1) ||
+         r1_gguf_w_write(w, path, zero_fill, NULL, 0);
+    r1_gguf_writer_free(w);
+    return rc ? -1 : 0;
+}
+
+static void test_llama_bad_files(void) {
+    static const struct {
+        enum llama_bad bad;
+        const char *what, *needle1, *needle2;
+    } cases[] = {
+        {LB_ARCH, "unknown architecture", "architecture 'gpt2'", NULL},
+        {LB_MISSING, "missing tensor", "blk.0.attn_k.weight", "missing"},
+        {LB_HEADS, "head_dim does not divide", "llama.embedding_length 30", "head_count 4"},
+        {LB_ROPE_FREQS, "rope_freqs of the wrong length", "rope_freqs.weight", "expected [4]"},
+        {LB_ROPE_DIM, "partial rotary", "llama.rope.dimension_count 4", "head_dim 8"},
+    };
+    char path[] = "/tmp/r1-llama-XXXXXX.gguf";
+    int fd = mkstemps(path, 5);
+    CHECK(fd >= 0, "mkstemps");
+    if (fd < 0) return;
+    close(fd);
+    CHECK(write_llama(path, LB_NONE) == 0, "write a valid llama GGUF: %s", r1_last_error());
+    r1_model_t *m = r1_model_load(path, &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
+    CHECK(m && r1_model_config(m)->arch == R1_ARCH_LLAMA && r1_model_config(m)->head_dim == 8,
+          "the valid llama GGUF loads: %s", m ? "" : r1_last_error());
+    r1_model_free(m);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK(write_llama(path, cases[i].bad) == 0, "write: %s", r1_last_error());
+        m = r1_model_load(path, &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
+        const char *e = r1_last_error();
+        CHECK(m == NULL, "%s: loaded", cases[i].what);
+        CHECK(strstr(e, path) && strstr(e, cases[i].needle1) &&
+                  (!cases[i].needle2 || strstr(e, cases[i].needle2)),
+              "%s: error '%s' should name the file, '%s' and '%s'", cases[i].what, e, cases[i].needle1,
+              cases[i].needle2 ? cases[i].needle2 : "");
+        printf("  llama %-30s -> %s\n", cases[i].what, e);
+        r1_model_free(m);
+    }
+    unlink(path);
+}
+
 int main(void) {
     const char *tok = getenv("R1_GGUF_TOKENIZER");
     if (tok && *tok) {
@@ -665,5 +746,6 @@ int main(void) {
     test_bad_inputs();
     test_writer();
     test_model_files();
+    test_llama_bad_files();
     return TEST_DONE("test_gguf");
 }

@@ -204,7 +204,7 @@ int main(void) {
 
     /* a valid small checkpoint to corrupt */
     struct r1_config c = {.dim = 32, .n_layer = 1, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .ffn = 64,
-                          .vocab = 64, .max_pos = 128, .eps = 1e-6f, .rope_theta = 10000.0f,
+                          .vocab = 64, .max_pos = 128, .eps = 1e-6f, .rope_theta = 10000.0f, .qkv_bias = 1,
                           .file_dtype = R1_DTYPE_F32, .bos_id = -1, .eos_id = -1};
     CHECK(r1_synth_write(tmp, &c, R1_DTYPE_F32, 3, NULL, 0) == 0, "synth_write: %s", r1_last_error());
     struct r1_load_opts lo = {.dtype = R1_DTYPE_AUTO};
@@ -263,8 +263,8 @@ int main(void) {
     write_str("config.json", "{\"model_type\":\"qwen2\",\"hidden_size\":32,\"num_hidden_layers\":1,"
                              "\"num_attention_heads\":3,\"intermediate_size\":64,\"vocab_size\":64}");
     expect_fail("heads not dividing hidden", "config.json", "multiple");
-    write_str("config.json", "{\"model_type\":\"llama\",\"hidden_size\":32}");
-    expect_fail("wrong model_type", "config.json", "llama");
+    write_str("config.json", "{\"model_type\":\"gpt_neox\",\"hidden_size\":32}");
+    expect_fail("wrong model_type", "config.json", "gpt_neox");
     char cfg[1024];
     snprintf(cfg, sizeof cfg, "%.*s,\"use_sliding_window\":true}", (int)strlen(good_config) - 1, good_config);
     write_str("config.json", cfg);
@@ -272,6 +272,23 @@ int main(void) {
     snprintf(cfg, sizeof cfg, "%.*s,\"rope_scaling\":{\"type\":\"yarn\"}}", (int)strlen(good_config) - 1, good_config);
     write_str("config.json", cfg);
     expect_fail("rope_scaling", "config.json", "rope_scaling");
+    /* llama: the settings r1infer refuses, by name */
+#define LLAMA_CFG "{\"model_type\":\"llama\",\"hidden_size\":32,\"num_hidden_layers\":1," \
+                  "\"num_attention_heads\":2,\"intermediate_size\":64,\"vocab_size\":64"
+    write_str("config.json", LLAMA_CFG ",\"attention_bias\":true}");
+    expect_fail("llama attention_bias=true", "config.json", "attention_bias");
+    write_str("config.json", LLAMA_CFG ",\"mlp_bias\":true}");
+    expect_fail("llama mlp_bias=true", "config.json", "mlp_bias");
+    write_str("config.json", LLAMA_CFG ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4}}");
+    expect_fail("llama rope_scaling yarn", "config.json", "'yarn'");
+    write_str("config.json", LLAMA_CFG ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8}}");
+    expect_fail("llama3 scaling without its fields", "config.json", "low_freq_factor");
+    write_str("config.json", "{\"model_type\":\"llama\",\"hidden_size\":30,\"num_hidden_layers\":1,"
+                             "\"num_attention_heads\":4,\"intermediate_size\":64,\"vocab_size\":64}");
+    expect_fail("llama head_dim does not divide", "config.json", "num_attention_heads 4");
+    write_str("config.json", LLAMA_CFG ",\"head_dim\":7}");
+    expect_fail("llama odd head_dim", "config.json", "head_dim 7");
+#undef LLAMA_CFG
 
     write_str("config.json", good_config);
     expect_fail("missing model.safetensors", "model.safetensors", NULL);

@@ -4,6 +4,11 @@
  * exact ids; decode(encode(x)) must give NFC(x); the streaming decoder must
  * add up to the batch decode; invalid UTF-8 must encode and round-trip bytes;
  * broken tokenizer.json files must give errors that name the file.
+ * tests/fixtures/tok_llama3 (tools/make_tokenizer_fixtures.py: a Llama-3-style
+ * tokenizer.json made with Hugging Face tokenizers: Llama 3's split regex,
+ * ignore_merges, BOS from the post-processor, the R1 distill's specials) must
+ * give Hugging Face's ids, from its tokenizer.json and from a GGUF written
+ * from it (tokenizer.ggml.pre = llama-bpe).
  * Run from the repository root.
  */
 #include <jansson.h>
@@ -16,6 +21,7 @@
 
 #include "r1infer.h"
 #include "test.h"
+#include "model/gguf.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "util/util.h"
 
@@ -358,6 +364,93 @@ static void test_cli(void) {
     CHECK(out && st != 0 && strstr(out, "/nonexistent/dir"), "cli missing model: %s", out);
 }
 
+#define LLAMA3_DIR "tests/fixtures/tok_llama3"
+
+/* Every vector of tests/fixtures/tok_llama3: ids without and with BOS, and
+ * decode(encode(x)) == x (no normalizer). Returns the exact count. */
+static int llama3_vectors(const r1_tokenizer_t *t, const char *what) {
+    FILE *f = fopen(LLAMA3_DIR "/encode-vectors.jsonl", "r");
+    CHECK(f != NULL, "cannot open %s/encode-vectors.jsonl", LLAMA3_DIR);
+    if (!f) return 0;
+    char *line = NULL;
+    size_t cap = 0;
+    int nvec = 0, exact = 0;
+    while (getline(&line, &cap, f) > 0) {
+        json_error_t err;
+        json_t *j = json_loads(line, 0, &err);
+        if (!j) continue;
+        nvec++;
+        json_t *jt = json_object_get(j, "text");
+        const char *text = json_string_value(jt);
+        size_t tlen = json_string_length(jt);
+        int ok = 1;
+        for (int sp = 0; sp < 2; sp++) {
+            json_t *jids = json_object_get(j, sp ? "ids_special" : "ids");
+            int32_t *ids;
+            int n = r1_tokenizer_encode(t, text, tlen, sp, &ids);
+            int same = n == (int)json_array_size(jids);
+            for (int i = 0; same && i < n; i++) same = ids[i] == json_integer_value(json_array_get(jids, (size_t)i));
+            CHECK(same, "%s vector %d (%s): ids differ from Hugging Face's", what, nvec, sp ? "with BOS" : "plain");
+            ok &= same;
+            if (!sp) {
+                char *dec = NULL;
+                long dn = r1_tokenizer_decode(t, ids, (size_t)(n > 0 ? n : 0), 0, &dec);
+                CHECK(dn == (long)tlen && !memcmp(dec, text, tlen), "%s vector %d: decode(encode(x)) != x", what, nvec);
+                free(dec);
+            }
+            free(ids);
+        }
+        exact += ok;
+        json_decref(j);
+    }
+    free(line);
+    fclose(f);
+    CHECK(nvec >= 30, "%s: only %d vectors", what, nvec);
+    printf("llama3-style tokenizer (%s): %d/%d vectors exact\n", what, exact, nvec);
+    return exact;
+}
+
+static void test_llama3(void) {
+    r1_tokenizer_t *t = r1_tokenizer_load(LLAMA3_DIR);
+    CHECK(t != NULL, "load %s: %s", LLAMA3_DIR, r1_last_error());
+    if (!t) return;
+    llama3_vectors(t, "tokenizer.json");
+    /* the R1 distill template with this tokenizer's ids for the specials */
+    struct r1_chat_msg m[] = {{"user", "Hi"}};
+    char *s = r1_chat_apply(t, m, 1, 1);
+    int32_t *ids = NULL;
+    int n = s ? r1_tokenizer_encode(t, s, strlen(s), 0, &ids) : -1;
+    int bos = r1_tokenizer_token_id(t, "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
+    int user = r1_tokenizer_token_id(t, "<\xEF\xBD\x9CUser\xEF\xBD\x9C>");
+    int asst = r1_tokenizer_token_id(t, "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>");
+    int think = r1_tokenizer_token_id(t, "<think>");
+    CHECK(n >= 5 && ids[0] == bos && ids[1] == user && ids[n - 3] == asst && ids[n - 2] == think &&
+              bos == r1_tokenizer_bos(t),
+          "R1 template ids with the llama3-style tokenizer (n %d, bos %d user %d asst %d think %d)", n, bos,
+          user, asst, think);
+    free(ids);
+    free(s);
+    int vocab = r1_tokenizer_vocab_size(t);
+    r1_tokenizer_free(t);
+    /* the same tokenizer through GGUF metadata, as convert writes it */
+    char path[] = "/tmp/r1-tokl3-XXXXXX.gguf";
+    int fd = mkstemps(path, 5);
+    CHECK(fd >= 0, "mkstemps");
+    if (fd < 0) return;
+    close(fd);
+    struct r1_gguf_writer *w = r1_gguf_writer_new();
+    int rc = r1_gguf_w_str(w, "general.architecture", "llama") ||
+             r1_gguf_w_tokenizer(w, LLAMA3_DIR, vocab, -1, -1) ||
+             r1_gguf_w_write(w, path, NULL, NULL, 0);
+    r1_gguf_writer_free(w);
+    CHECK(rc == 0, "write the tokenizer GGUF: %s", r1_last_error());
+    t = rc ? NULL : r1_tokenizer_load(path);
+    CHECK(t != NULL, "load the tokenizer GGUF: %s", r1_last_error());
+    if (t) llama3_vectors(t, "GGUF, pre llama-bpe");
+    r1_tokenizer_free(t);
+    unlink(path);
+}
+
 int main(void) {
     double t0 = r1_now();
     r1_tokenizer_t *t = r1_tokenizer_load(DIR);
@@ -374,5 +467,6 @@ int main(void) {
     test_bad_files();
     test_builder();
     test_cli();
+    test_llama3();
     return TEST_DONE("test_tokenizer");
 }

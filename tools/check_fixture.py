@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""check_fixture.py - an independent pure-numpy Qwen2 forward that re-derives
+"""check_fixture.py - an independent pure-numpy Qwen2 / Llama forward that re-derives
 a fixture's oracle logits from its files, proving the fixture format and the
 math the C engine must implement:
 
@@ -13,8 +13,11 @@ math the C engine must implement:
     format is checked too.
   - math: x = embed[ids]; per layer
         h = rmsnorm(x) * w_in           (rms over the hidden dim, eps inside sqrt)
-        q,k,v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv   (biases on q/k/v only)
-        RoPE rotate-half: pairs (x[i], x[i+d/2]), angle pos * theta^(-2i/d)
+        q,k,v = h Wq^T + bq, h Wk^T + bk, h Wv^T + bv   (biases on q/k/v only; none in llama)
+        RoPE rotate-half: pairs (x[i], x[i+d/2]), angle pos * theta^(-2i/d), for
+        llama3 rope_scaling each frequency scaled by the published llama3 rule
+        (low frequencies / factor, high kept, smooth interpolation between);
+        head_dim from config.json when given (heads x head_dim may != hidden)
         GQA: q head h uses kv head h // (n_head / n_kv)
         causal softmax(q k^T / sqrt(d)) v, o_proj (no bias), residual
         h = rmsnorm(x) * w_post; x += down(silu(gate h) * up h)
@@ -88,10 +91,21 @@ def rmsnorm(x, g, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * g
 
 
-def rope(x, pos, theta):
+def llama3(inv, rs):
+    f, lo, hi = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"]
+    orig = rs["original_max_position_embeddings"]
+    wl = 2 * np.pi / inv
+    smooth = (orig / wl - lo) / (hi - lo)
+    return np.where(wl < orig / hi, inv,
+                    np.where(wl > orig / lo, inv / f, (1 - smooth) * inv / f + smooth * inv))
+
+
+def rope(x, pos, theta, scaling=None):
     # x: (n_tok, n_heads, d); rotate-half pairing (x[i], x[i + d/2])
     d = x.shape[-1]
     inv = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)  # (d/2,)
+    if scaling and scaling.get("rope_type", scaling.get("type")) == "llama3":
+        inv = llama3(inv, scaling)
     ang = pos[:, None] * inv[None, :]  # (n_tok, d/2)
     cos = np.cos(ang)[:, None, :]
     sin = np.sin(ang)[:, None, :]
@@ -107,6 +121,8 @@ def forward(cfg, w, ids):
     theta = cfg.get("rope_theta")
     if theta is None:
         theta = cfg["rope_parameters"]["rope_theta"]
+    scaling = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    zero = lambda r: np.zeros(r)
     n = len(ids)
     pos = np.arange(n, dtype=np.float64)
     x = w["model.embed_tokens.weight"][ids]
@@ -114,12 +130,13 @@ def forward(cfg, w, ids):
     for L in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{L}."
         h = rmsnorm(x, w[p + "input_layernorm.weight"], eps)
-        q = h @ w[p + "self_attn.q_proj.weight"].T + w[p + "self_attn.q_proj.bias"]
-        k = h @ w[p + "self_attn.k_proj.weight"].T + w[p + "self_attn.k_proj.bias"]
-        v = h @ w[p + "self_attn.v_proj.weight"].T + w[p + "self_attn.v_proj.bias"]
+        q = h @ w[p + "self_attn.q_proj.weight"].T + w.get(p + "self_attn.q_proj.bias", zero(nh * hd))
+        k = h @ w[p + "self_attn.k_proj.weight"].T + w.get(p + "self_attn.k_proj.bias", zero(nkv * hd))
+        v = h @ w[p + "self_attn.v_proj.weight"].T + w.get(p + "self_attn.v_proj.bias", zero(nkv * hd))
+        assert (p + "self_attn.q_proj.bias" in w) == (cfg.get("model_type", "qwen2") == "qwen2")
         assert p + "self_attn.o_proj.bias" not in w
-        q = rope(q.reshape(n, nh, hd), pos, theta)
-        k = rope(k.reshape(n, nkv, hd), pos, theta)
+        q = rope(q.reshape(n, nh, hd), pos, theta, scaling)
+        k = rope(k.reshape(n, nkv, hd), pos, theta, scaling)
         v = v.reshape(n, nkv, hd)
         grp = nh // nkv
         att = np.empty((n, nh, hd))
@@ -171,7 +188,8 @@ def main():
     if not dirs:
         base = os.path.join(ROOT, "tests", "fixtures")
         dirs = sorted(os.path.join(base, x) for x in os.listdir(base)
-                      if os.path.exists(os.path.join(base, x, "expected.json")))
+                      if os.path.exists(os.path.join(base, x, "expected.json"))
+                      and os.path.exists(os.path.join(base, x, "config.json")))
     ok = all([check(d) for d in dirs])
     print("all fixtures OK" if ok else "MISMATCH")
     sys.exit(0 if ok else 1)

@@ -4,10 +4,14 @@ compare it with the Hugging Face checkpoint it came from.
 
     python3 tools/check_gguf.py OUT.gguf HFDIR
 
-Checks: gguf.GGUFReader reads it; general.architecture is qwen2 and the
-qwen2.* hyper-parameters equal config.json; every tensor, dequantized by
-gguf-py (gguf.quants.dequantize), equals the safetensors weight within the
-named relative RMS error of its type (MAX_ERR). Exit status 0 when all hold.
+Checks: gguf.GGUFReader reads it; general.architecture is config.json's
+model_type (qwen2 or llama) and the <arch>.* hyper-parameters equal
+config.json; every tensor, dequantized by gguf-py (gguf.quants.dequantize),
+equals the safetensors weight within the named relative RMS error of its type
+(MAX_ERR), after undoing, for llama, the Q/K row permutation of llama.cpp's
+converter (its LlamaModel.permute, re-derived here); rope_freqs.weight, when
+the checkpoint has llama3 rope scaling, equals the divisors llama.cpp's
+converter computes. Exit status 0 when all hold.
 """
 import json
 import os
@@ -50,6 +54,31 @@ def load_hf(d):
     return {k: np.asarray(v, dtype=np.float32) for k, v in sd.items()}
 
 
+def unpermute(w, n_head):
+    """Inverse of llama.cpp's permute(): stored row 2j+s of a head is HF row s*hd/2+j."""
+    hd = w.shape[0] // n_head
+    return w.reshape(n_head, hd // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def llama3_factors(cfg):
+    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters") or {}
+    theta = cfg.get("rope_theta") or rs.get("rope_theta")
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    f, lo, hi, orig = (rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"],
+                       rs["original_max_position_embeddings"])
+    out = []
+    for i in range(0, hd, 2):
+        wl = 2 * np.pi * theta ** (i / hd)
+        if wl < orig / hi:
+            out.append(1.0)
+        elif wl > orig / lo:
+            out.append(f)
+        else:
+            sm = (orig / wl - lo) / (hi - lo)
+            out.append(1 / ((1 - sm) / f + sm))
+    return np.array(out, dtype=np.float32)
+
+
 def main():
     path, hf = sys.argv[1], sys.argv[2]
     r = gguf.GGUFReader(path)
@@ -62,19 +91,30 @@ def main():
 
     cfg = json.load(open(os.path.join(hf, "config.json")))
     errs = []
-    if val("general.architecture") != "qwen2":
-        errs.append("architecture")
-    for k, c in [("qwen2.embedding_length", "hidden_size"), ("qwen2.block_count", "num_hidden_layers"),
-                 ("qwen2.feed_forward_length", "intermediate_size"),
-                 ("qwen2.attention.head_count", "num_attention_heads"),
-                 ("qwen2.attention.head_count_kv", "num_key_value_heads")]:
-        if val(k) != cfg[c]:
-            errs.append(f"{k} = {val(k)}, config {cfg[c]}")
+    arch = cfg.get("model_type", "qwen2")
+    if val("general.architecture") != arch:
+        errs.append(f"architecture {val('general.architecture')}, config {arch}")
+    for k, c in [("embedding_length", "hidden_size"), ("block_count", "num_hidden_layers"),
+                 ("feed_forward_length", "intermediate_size"),
+                 ("attention.head_count", "num_attention_heads"),
+                 ("attention.head_count_kv", "num_key_value_heads")]:
+        if val(f"{arch}.{k}") != cfg[c]:
+            errs.append(f"{arch}.{k} = {val(f'{arch}.{k}')}, config {cfg[c]}")
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    if hd * cfg["num_attention_heads"] != cfg["hidden_size"] and val(f"{arch}.attention.key_length") != hd:
+        errs.append(f"{arch}.attention.key_length is not head_dim {hd}")
     sd = load_hf(hf)
     worst = {}
     for t in r.tensors:
         shape = [int(x) for x in reversed(t.shape)]
         w = dequantize(t.data, t.tensor_type).reshape(shape).astype(np.float32)
+        if t.name == "rope_freqs.weight":
+            e = float(np.abs(w - llama3_factors(cfg)).max())
+            if e > 1e-6:
+                errs.append(f"rope_freqs.weight differs from llama.cpp's llama3 factors by {e:.3g}")
+            continue
+        if arch == "llama" and (".attn_q." in t.name or ".attn_k." in t.name):
+            w = unpermute(w, cfg["num_attention_heads"] if ".attn_q." in t.name else cfg["num_key_value_heads"])
         ref = sd[hf_name(t.name)]
         if ref.shape != w.shape:
             errs.append(f"{t.name}: shape {w.shape} vs {ref.shape}")

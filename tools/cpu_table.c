@@ -11,7 +11,8 @@
  * default where the cpu kernels have it) with plain q4_0 on the same decode,
  * alternating token by token so that the machine's noise hits both alike;
  * R1_TABLE_AB=split compares the guided row split of decode matmuls with the
- * static one the same way, for each dtype of the table.
+ * static one the same way, for each dtype of the table; R1_TABLE_AB=act
+ * compares two-part integer activations (the default) with one part (q8).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,12 @@ static double time_prefill(r1_session_t *s, const int32_t *ids, int n) {
     double t0 = r1_now();
     if (!r1_session_forward(s, ids, n, NULL)) return -1;
     return n / (r1_now() - t0);
+}
+
+/* The two variants R1_TABLE_AB=split|act alternates: b = 0 is the default. */
+static void ab_set(int act, int b) {
+    if (act) r1_cpu_set_act_parts(b ? 1 : 2);
+    else r1_cpu_set_static(b);
 }
 
 static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *ids, int n_dec) {
@@ -103,8 +110,8 @@ int main(int argc, char **argv) {
     printf("%-5s %3s %9s %10s %10s %10s %9s %9s %9s %9s\n", "dtype", "thr", "GB/token", "pf64 t/s", "pf512 t/s",
            "dec t/s", "dec GB/s", "bw GB/s", "fraction", "frac/win");
     const char *ab = getenv("R1_TABLE_AB");
-    int ab_split = ab && !strcmp(ab, "split");
-    if (ab && *ab && *ab != '0' && !ab_split) return ab_q4_0(argv[1], threads, nt, ids, n_dec * 2);
+    int ab_split = ab && !strcmp(ab, "split"), ab_act = ab && !strcmp(ab, "act");
+    if (ab && *ab && *ab != '0' && !ab_split && !ab_act) return ab_q4_0(argv[1], threads, nt, ids, n_dec * 2);
     const char *only = getenv("R1_TABLE_DTYPES");
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
         if (only && *only) {
@@ -132,24 +139,25 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s\n", r1_last_error());
                 return 1;
             }
-            if (ab_split) {
+            if (ab_split || ab_act) {
                 double t[2] = {0, 0}, pf[2] = {0, 0};
                 int32_t id = 1;
                 for (int i = 0; i < 8; i++) {
-                    r1_cpu_set_static(i & 1);
+                    ab_set(ab_act, i & 1);
                     pf[i & 1] += time_prefill(s, ids, 64) / 4;
                 }
                 for (int i = 0; i < 4 * n_dec; i++) {
-                    r1_cpu_set_static(i & 1);
+                    ab_set(ab_act, i & 1);
                     double t0 = r1_now();
                     if (!r1_session_forward(s, &id, 1, NULL)) return 1;
                     t[i & 1] += r1_now() - t0;
                 }
-                r1_cpu_set_static(0);
-                printf("%-5s %3d  guided %.2f tok/s (%.2f) pf64 %.1f  static %.2f tok/s (%.2f) pf64 %.1f  "
+                ab_set(ab_act, 0);
+                printf("%-5s %3d  %s %.2f tok/s (%.2f) pf64 %.1f  %s %.2f tok/s (%.2f) pf64 %.1f  "
                        "bw %.1f GB/s\n",
-                       r1_dtype_name(dts[d]), threads[k], 2 * n_dec / t[0],
-                       2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], 2 * n_dec / t[1],
+                       r1_dtype_name(dts[d]), threads[k], ab_act ? "q8x2" : "guided", 2 * n_dec / t[0],
+                       2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], ab_act ? "q8" : "static",
+                       2 * n_dec / t[1],
                        2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1], bw.best_gbps);
                 fflush(stdout);
                 r1_session_free(s);

@@ -48,7 +48,7 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, "tests", "fixtures")
@@ -74,6 +74,16 @@ FIXTURES = [
     dict(name="trained_f32", dtype=torch.float32, hidden=128, n_head=4, n_kv=2, layers=2,
          ffn=384, vocab=384, tied=False, theta=1e4, eps=1e-6, init=0.02,
          n_prompt=24, legacy_config=False, shard=None, seed=5000, train=True),
+    # LlamaForCausalLM as the R1 Llama distills configure it: no q/k/v bias,
+    # llama3 rope scaling (original context scaled down to 64 so that with
+    # head_dim 32 the low, medium and high frequency bands all occur), and an
+    # explicit head_dim: 4 heads x 32 = 128 != hidden 64. Legacy config:
+    # rope_theta and rope_scaling at top level, as DeepSeek-R1-Distill-Llama's.
+    dict(name="llama_gqa_f32", arch="llama", dtype=torch.float32, hidden=64, n_head=4, n_kv=2,
+         head_dim=32, layers=2, ffn=160, vocab=512, tied=False, theta=5e5, eps=1e-5, init=0.12,
+         rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                           high_freq_factor=4.0, original_max_position_embeddings=64),
+         n_prompt=40, legacy_config=True, shard=None, seed=6000),
 ]
 TRAIN_TEXT = os.path.join(ROOT, "tools", "fixture_corpus.txt")
 TRAIN_STEPS, TRAIN_SEQ, TRAIN_BATCH = 800, 96, 32
@@ -106,17 +116,27 @@ def train(model, fx, seed):
 DTYPE_NAME = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
 
 
+def model_class(fx):
+    return LlamaForCausalLM if fx.get("arch") == "llama" else Qwen2ForCausalLM
+
+
 def make_model(fx, seed):
     torch.manual_seed(seed)
-    cfg = Qwen2Config(
+    common = dict(
         vocab_size=fx["vocab"], hidden_size=fx["hidden"], intermediate_size=fx["ffn"],
         num_hidden_layers=fx["layers"], num_attention_heads=fx["n_head"],
-        num_key_value_heads=fx["n_kv"], rope_theta=fx["theta"], rms_norm_eps=fx["eps"],
-        tie_word_embeddings=fx["tied"], max_position_embeddings=512,
-        use_sliding_window=False, sliding_window=None, attention_dropout=0.0,
+        num_key_value_heads=fx["n_kv"], rms_norm_eps=fx["eps"],
+        tie_word_embeddings=fx["tied"], max_position_embeddings=512, attention_dropout=0.0,
         bos_token_id=1, eos_token_id=2, initializer_range=fx["init"], hidden_act="silu",
         dtype=DTYPE_NAME[fx["dtype"]], attn_implementation="eager")
-    model = Qwen2ForCausalLM(cfg).float().eval()
+    if fx.get("arch") == "llama":
+        rope = dict(fx["rope_scaling"], rope_theta=fx["theta"])
+        cfg = LlamaConfig(**common, head_dim=fx["head_dim"], rope_parameters=rope,
+                          attention_bias=False, mlp_bias=False)
+    else:
+        cfg = Qwen2Config(**common, rope_theta=fx["theta"], use_sliding_window=False,
+                          sliding_window=None)
+    model = model_class(fx)(cfg).float().eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
@@ -130,8 +150,8 @@ def make_model(fx, seed):
     return model
 
 
-def load(path, dtype):
-    m = Qwen2ForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation="eager")
+def load(path, dtype, fx):
+    m = model_class(fx).from_pretrained(path, dtype=dtype, attn_implementation="eager")
     return m.eval()
 
 
@@ -172,6 +192,8 @@ def write_legacy_config(path, fx):
         c = json.load(f)
     rp = c.pop("rope_parameters", None)
     c["rope_theta"] = float(rp["rope_theta"]) if rp else fx["theta"]
+    if rp and rp.get("rope_type", "default") != "default":  # llama3: the 4.x rope_scaling
+        c["rope_scaling"] = {k: v for k, v in rp.items() if k != "rope_theta"}
     c["torch_dtype"] = c.pop("dtype", DTYPE_NAME[fx["dtype"]])
     c.pop("layer_types", None)
     with open(cp, "w") as f:
@@ -195,10 +217,14 @@ def build(fx):
         if fx["legacy_config"]:
             write_legacy_config(path, fx)
         # The oracle runs on what was saved: reload in float32 (exact upcast).
-        m32 = load(path, torch.float32)
+        m32 = load(path, torch.float32, fx)
         rc = m32.config
         theta = (rc.rope_parameters or {}).get("rope_theta", getattr(rc, "rope_theta", None))
         assert abs(theta - fx["theta"]) < 1e-3, f"reloaded rope_theta {theta}"
+        if fx.get("rope_scaling"):
+            rt = (rc.rope_parameters or {}).get("rope_type")
+            assert rt == "llama3", f"reloaded rope_type {rt}"
+            assert rc.head_dim == fx["head_dim"]
         assert rc.tie_word_embeddings == fx["tied"]
         if fx["tied"]:
             assert m32.lm_head.weight.data_ptr() == m32.model.embed_tokens.weight.data_ptr()
@@ -230,11 +256,12 @@ def build(fx):
         "logits_file": "logits.bin", "min_margin": margin,
         "min_margin_definition": "min over the 32 greedy steps of (top1-top2)/max|logit|",
         "seed": seed, "rope_theta": fx["theta"], "tied": fx["tied"], "trained": bool(fx.get("train")),
+        "arch": fx.get("arch", "qwen2"),
         "transformers": transformers.__version__, "torch": torch.__version__,
     }
     logits.astype("<f4").tofile(os.path.join(path, "logits.bin"))
     if fx["dtype"] != torch.float32:
-        mn = load(path, fx["dtype"])
+        mn = load(path, fx["dtype"], fx)
         ln, gn, mg = run_oracle_native(mn, prompt)
         ln.astype("<f4").tofile(os.path.join(path, "logits_native.bin"))
         exp["logits_native_file"] = "logits_native.bin"

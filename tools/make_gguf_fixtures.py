@@ -11,8 +11,9 @@
 
 2. tests/fixtures/gguf/<name>.gguf from the Hugging Face fixtures in
    tests/fixtures/<hf>/ (made by tools/make_fixtures.py), with GGUF names,
-   shapes innermost-first, q/k NOT permuted (llama.cpp's converter permutes
-   only llama, not qwen2), plus <name>.json:
+   shapes innermost-first, q/k NOT permuted for qwen2, and for llama
+   permuted as llama.cpp's converter does (its LlamaModel.permute, re-derived
+   below) with llama3 scaling as rope_freqs.weight, plus <name>.json:
        {"hf": fixture dir, "logits": file of expected logits or null,
         "types": {gguf tensor name pattern: type}}
    For float files the expected logits are the fixture's own logits.bin
@@ -204,7 +205,34 @@ MODELS = {
     "tied_q4_k_m": ("gqa4_tied_f32", {"attn_q": T.Q4_K, "attn_k": T.Q4_K, "attn_v": T.Q6_K,
                                       "attn_output": T.Q5_K, "ffn_gate": T.Q4_K, "ffn_up": T.Q4_K,
                                       "ffn_down.0": T.Q5_0, "ffn_down": T.Q8_0, "token_embd": T.Q6_K}),
+    # llama: permuted Q/K, rope_freqs, explicit head_dim (key_length)
+    "llama_f32": ("llama_gqa_f32", {"*": T.F32}),
+    "llama_q4_1": ("llama_gqa_f32", {"*": T.Q4_1, "token_embd": T.Q8_0}),
 }
+
+
+def permute(w, n_head):
+    """llama.cpp's convert_hf_to_gguf LlamaModel.permute: within each head,
+    rows (j, j + hd/2) become rows (2j, 2j + 1), for its interleaved rope."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def llama3_rope_factors(cfg, theta, hd):
+    """rope_freqs.weight as llama.cpp's converter computes it for llama3 scaling."""
+    rs = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    f, lo, hi, orig = (rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"],
+                       rs["original_max_position_embeddings"])
+    out = []
+    for i in range(0, hd, 2):
+        wl = 2 * np.pi * theta ** (i / hd)
+        if wl < orig / hi:
+            out.append(1.0)
+        elif wl > orig / lo:
+            out.append(f)
+        else:
+            sm = (orig / wl - lo) / (hi - lo)
+            out.append(1 / ((1 - sm) / f + sm))
+    return np.array(out, dtype=np.float32)
 
 
 def type_for(spec, name, layer):
@@ -220,7 +248,7 @@ def type_for(spec, name, layer):
 def make_model(out_name, hf_name, spec):
     import torch
     from safetensors.torch import load_file
-    from transformers import Qwen2ForCausalLM
+    from transformers import LlamaForCausalLM, Qwen2ForCausalLM
 
     hf_dir = os.path.join(FIX, hf_name)
     cfg = json.load(open(os.path.join(hf_dir, "config.json")))
@@ -234,8 +262,12 @@ def make_model(out_name, hf_name, spec):
     tied = cfg.get("tie_word_embeddings", False)
     rope = cfg.get("rope_theta") or (cfg.get("rope_parameters") or {}).get("rope_theta") or 10000.0
 
+    arch = cfg.get("model_type", "qwen2")
+    llama = arch == "llama"
+    n_head, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim") or cfg["hidden_size"] // n_head
     path = os.path.join(GDIR, out_name + ".gguf")
-    w = gguf.GGUFWriter(path, "qwen2")
+    w = gguf.GGUFWriter(path, arch)
     w.add_name(out_name)
     w.add_context_length(cfg["max_position_embeddings"])
     w.add_embedding_length(cfg["hidden_size"])
@@ -245,10 +277,18 @@ def make_model(out_name, hf_name, spec):
     w.add_head_count_kv(cfg["num_key_value_heads"])
     w.add_rope_freq_base(float(rope))
     w.add_layer_norm_rms_eps(cfg["rms_norm_eps"])
+    if llama:
+        w.add_rope_dimension_count(hd)
+        if hd * n_head != cfg["hidden_size"]:
+            w.add_key_length(hd)
+            w.add_value_length(hd)
+        if cfg.get("rope_scaling") or (cfg.get("rope_parameters") or {}).get("rope_type") == "llama3":
+            w.add_tensor("rope_freqs.weight", llama3_rope_factors(cfg, float(rope), hd))
 
     names = [("token_embd.weight", "model.embed_tokens.weight", -1)]
     for l in range(n_layer):
-        names += [(f"blk.{l}.{g}", f"model.layers.{l}.{h}", l) for g, h in HF_LAYER]
+        names += [(f"blk.{l}.{g}", f"model.layers.{l}.{h}", l) for g, h in HF_LAYER
+                  if f"model.layers.{l}.{h}" in sd]
     names.append(("output_norm.weight", "model.norm.weight", -1))
     if not tied:
         names.append(("output.weight", "lm_head.weight", -1))
@@ -256,7 +296,11 @@ def make_model(out_name, hf_name, spec):
     quantized = False
     for gname, hname, layer in names:
         qt = type_for(spec, gname.split(".", 2)[-1] if gname.startswith("blk.") else gname, layer)
-        arr, raw, deq = encode(sd[hname], qt)
+        heads = (n_head if ".attn_q." in gname else n_kv if ".attn_k." in gname else 0) if llama else 0
+        wt = permute(sd[hname], heads) if heads else sd[hname]
+        arr, raw, deq = encode(wt, qt)
+        if heads:  # back to HF's row order for the oracle: rows quantize independently
+            deq = deq.reshape(heads, deq.shape[0] // heads // 2, 2, -1).swapaxes(1, 2).reshape(deq.shape)
         quantized |= qt not in (T.F32, T.F16)
         w.add_tensor(gname, arr, raw_dtype=raw)
         deq_sd[hname] = torch.from_numpy(deq.copy())
@@ -270,7 +314,8 @@ def make_model(out_name, hf_name, spec):
 
     meta = {"hf": hf_name, "types": types, "quantized": quantized}
     if quantized:
-        model = Qwen2ForCausalLM.from_pretrained(hf_dir, torch_dtype=torch.float32, attn_implementation="eager")
+        cls = LlamaForCausalLM if llama else Qwen2ForCausalLM
+        model = cls.from_pretrained(hf_dir, dtype=torch.float32, attn_implementation="eager")
         model.load_state_dict(deq_sd, strict=False)
         model.eval()
         with torch.no_grad():

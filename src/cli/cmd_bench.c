@@ -64,10 +64,11 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     }
-    if (!co.model == !o.synthetic) {
+    if (co.model && o.synthetic) {
         fprintf(stderr, "r1infer bench: give a model with -m DIR|FILE.gguf, or --synthetic 1.5b (one of the two)\n");
         return 2;
     }
+    if (!co.model && !o.synthetic && !(co.model = cli_default_model("bench"))) return 2;
     if (co.n_ctx) fprintf(stderr, "r1infer bench: --ctx is ignored (bench picks its contexts: 0, 512, 4096)\n");
     if (co.profile) fprintf(stderr, "r1infer bench: --profile is implied (the in-situ table)\n");
     o.model = co.model;

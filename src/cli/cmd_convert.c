@@ -1,8 +1,11 @@
 /*
- * cmd_convert.c - `r1infer convert`: a Hugging Face Qwen2 checkpoint
- * directory -> one GGUF v3 file (qwen2 metadata, the tokenizer from
+ * cmd_convert.c - `r1infer convert`: a Hugging Face Qwen2 or Llama checkpoint
+ * directory -> one GGUF v3 file (<arch>.* metadata, the tokenizer from
  * tokenizer.json when present, tensors under their GGUF names, unfused, in
- * the chosen dtype). Tensors are converted one at a time while writing.
+ * the chosen dtype), written the way llama.cpp's converter writes it so both
+ * engines read the same file: for llama the Q and K rows permuted for
+ * llama.cpp's interleaved rope and llama3 scaling as rope_freqs.weight.
+ * Tensors are converted one at a time while writing.
  * The container is gguf_write.c's; the tensor names are gguf_load.c's.
  */
 #include <dirent.h>
@@ -35,7 +38,10 @@ struct conv {
     int n_sh;
     const struct r1_src_tensor **src; /* per written tensor */
     enum r1_dtype *dt;
+    int *heads; /* per written tensor: > 0 = rows permuted head by head (llama Q/K) */
     int n, cap;
+    struct r1_src_tensor rope_freqs; /* llama3 scaling as llama.cpp stores it */
+    float *rope_factors;
     float *row;
     size_t row_cap;
 };
@@ -112,10 +118,19 @@ static enum r1_dtype choose(const struct r1_src_tensor *t, const char *gguf_name
     return R1_DTYPE_F16;
 }
 
+static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src_tensor *t,
+                   const char *hf, enum r1_dtype want, int heads, const char *dir);
+
+/* A tensor of the checkpoint; heads > 0 permutes its rows for llama.cpp's rope. */
 static int add(struct conv *c, struct r1_gguf_writer *w, const char *hf, enum r1_dtype want,
-               const char *dir) {
+               int heads, const char *dir) {
     const struct r1_src_tensor *t = find(c, hf);
     if (!t) return r1_err("%s: tensor '%s' is missing", dir, hf);
+    return add_src(c, w, t, hf, want, heads, dir);
+}
+
+static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src_tensor *t,
+                   const char *hf, enum r1_dtype want, int heads, const char *dir) {
     char name[96];
     if (r1_gguf_name_from_hf(hf, name, sizeof name)) return r1_err("no GGUF name for '%s'", hf);
     if (t->ndim < 1 || t->ndim > 2) return r1_err("%s: tensor '%s' is not 1-D or 2-D", dir, hf);
@@ -125,7 +140,9 @@ static int add(struct conv *c, struct r1_gguf_writer *w, const char *hf, enum r1
         if (ns) c->src = ns;
         enum r1_dtype *nd = realloc(c->dt, (size_t)cap * sizeof *nd);
         if (nd) c->dt = nd;
-        if (!ns || !nd) return r1_err("out of memory");
+        int *nh = realloc(c->heads, (size_t)cap * sizeof *nh);
+        if (nh) c->heads = nh;
+        if (!ns || !nd || !nh) return r1_err("out of memory");
         c->cap = cap;
     }
     enum r1_dtype dt = choose(t, name, want);
@@ -136,23 +153,43 @@ static int add(struct conv *c, struct r1_gguf_writer *w, const char *hf, enum r1
         if (!(c->row = malloc(cols * sizeof(float)))) return r1_err("out of memory");
         c->row_cap = cols;
     }
+    if (heads > 0 && t->shape[0] % (2 * heads))
+        return r1_err("%s: tensor '%s' has %lld rows, not a multiple of 2 x %d heads", dir, hf,
+                      (long long)t->shape[0], heads);
     c->src[c->n] = t;
+    c->heads[c->n] = heads;
     c->dt[c->n++] = dt;
     return 0;
+}
+
+/* llama.cpp's row order for its interleaved rope (its converter's permute):
+ * within a head, row 2j + s holds Hugging Face row s * hd/2 + j. */
+static int64_t hf_row(int64_t g, int64_t rows, int heads) {
+    if (heads <= 0) return g;
+    int64_t hd = rows / heads, h = g / hd, w = g % hd;
+    return h * hd + (w % 2) * (hd / 2) + w / 2;
 }
 
 static int fill(void *ctx, int i, uint8_t *dst, size_t size) {
     struct conv *c = ctx;
     const struct r1_src_tensor *t = c->src[i];
     enum r1_dtype dt = c->dt[i];
-    if (t->dtype == dt) {
+    const int heads = c->heads[i];
+    if (t->dtype == dt && heads <= 0) {
         memcpy(dst, t->data, size);
         return 0;
     }
-    int64_t cols = t->shape[t->ndim - 1], rows = t->ndim == 2 ? t->shape[0] : 1;
+    /* a 1-D tensor (a bias) permuted as rows of one value */
+    int64_t cols = t->ndim == 2 ? t->shape[1] : heads > 0 ? 1 : t->shape[0];
+    int64_t rows = t->ndim == 2 ? t->shape[0] : heads > 0 ? t->shape[0] : 1;
     size_t srb = r1_dtype_row_bytes(t->dtype, cols), drb = r1_dtype_row_bytes(dt, cols);
     for (int64_t r = 0; r < rows; r++) {
-        r1_dtype_traits[t->dtype].to_f32(t->data + (size_t)r * srb, c->row, cols);
+        const uint8_t *src = t->data + (size_t)hf_row(r, rows, heads) * srb;
+        if (t->dtype == dt) {
+            memcpy(dst + (size_t)r * drb, src, drb);
+            continue;
+        }
+        r1_dtype_traits[t->dtype].to_f32(src, c->row, cols);
         r1_dtype_traits[dt].from_f32(c->row, dst + (size_t)r * drb, cols);
     }
     return 0;
@@ -185,17 +222,29 @@ static int convert(const char *dir, const char *out, enum r1_dtype want) {
     if (!w || open_shards(&c, dir)) goto out;
     const char *base = strrchr(dir, '/');
     base = base && base[1] ? base + 1 : dir;
-    if (r1_gguf_w_str(w, "general.architecture", "qwen2") || r1_gguf_w_str(w, "general.name", base) ||
+    const char *arch = r1_arch_name(cfg.arch);
+    const int llama = cfg.arch == R1_ARCH_LLAMA;
+    char k[96];
+#define KEY(x) (snprintf(k, sizeof k, "%s.%s", arch, x), k)
+    if (r1_gguf_w_str(w, "general.architecture", arch) || r1_gguf_w_str(w, "general.name", base) ||
         r1_gguf_w_u32(w, "general.file_type", file_type(want)) ||
-        r1_gguf_w_u32(w, "qwen2.context_length", (uint32_t)cfg.max_pos) ||
-        r1_gguf_w_u32(w, "qwen2.embedding_length", (uint32_t)cfg.dim) ||
-        r1_gguf_w_u32(w, "qwen2.block_count", (uint32_t)cfg.n_layer) ||
-        r1_gguf_w_u32(w, "qwen2.feed_forward_length", (uint32_t)cfg.ffn) ||
-        r1_gguf_w_u32(w, "qwen2.attention.head_count", (uint32_t)cfg.n_head) ||
-        r1_gguf_w_u32(w, "qwen2.attention.head_count_kv", (uint32_t)cfg.n_kv_head) ||
-        r1_gguf_w_f32(w, "qwen2.rope.freq_base", cfg.rope_theta) ||
-        r1_gguf_w_f32(w, "qwen2.attention.layer_norm_rms_epsilon", cfg.eps))
+        r1_gguf_w_u32(w, KEY("context_length"), (uint32_t)cfg.max_pos) ||
+        r1_gguf_w_u32(w, KEY("embedding_length"), (uint32_t)cfg.dim) ||
+        r1_gguf_w_u32(w, KEY("block_count"), (uint32_t)cfg.n_layer) ||
+        r1_gguf_w_u32(w, KEY("feed_forward_length"), (uint32_t)cfg.ffn) ||
+        r1_gguf_w_u32(w, KEY("attention.head_count"), (uint32_t)cfg.n_head) ||
+        r1_gguf_w_u32(w, KEY("attention.head_count_kv"), (uint32_t)cfg.n_kv_head) ||
+        r1_gguf_w_f32(w, KEY("rope.freq_base"), cfg.rope_theta) ||
+        r1_gguf_w_f32(w, KEY("attention.layer_norm_rms_epsilon"), cfg.eps))
         goto out;
+    if (llama && (r1_gguf_w_u32(w, KEY("vocab_size"), (uint32_t)cfg.vocab) ||
+                  r1_gguf_w_u32(w, KEY("rope.dimension_count"), (uint32_t)cfg.head_dim)))
+        goto out;
+    if (cfg.head_dim * cfg.n_head != cfg.dim && /* explicit head_dim, as llama.cpp writes it */
+        (r1_gguf_w_u32(w, KEY("attention.key_length"), (uint32_t)cfg.head_dim) ||
+         r1_gguf_w_u32(w, KEY("attention.value_length"), (uint32_t)cfg.head_dim)))
+        goto out;
+#undef KEY
     char *tj = r1_path_join(dir, "tokenizer.json");
     FILE *tf = tj ? fopen(tj, "rb") : NULL;
     free(tj);
@@ -205,7 +254,25 @@ static int convert(const char *dir, const char *out, enum r1_dtype want) {
     } else {
         fprintf(stderr, "r1infer convert: no tokenizer.json in %s: the GGUF has no tokenizer\n", dir);
     }
-    if (add(&c, w, "model.embed_tokens.weight", want, dir)) goto out;
+    if (add(&c, w, "model.embed_tokens.weight", want, 0, dir)) goto out;
+    if (cfg.rope_factor > 0) { /* llama3 scaling: the divisor of each frequency */
+        int half = cfg.head_dim / 2;
+        float *base_f = malloc((size_t)half * 2 * sizeof(float));
+        c.rope_factors = base_f;
+        if (!base_f) {
+            r1_err("out of memory");
+            goto out;
+        }
+        struct r1_config plain = cfg;
+        plain.rope_factor = 0;
+        r1_rope_inv_freq(&plain, NULL, base_f);
+        r1_rope_inv_freq(&cfg, NULL, base_f + half);
+        for (int i = 0; i < half; i++) base_f[i] = base_f[i] / base_f[half + i];
+        c.rope_freqs = (struct r1_src_tensor){.name = R1_ROPE_FREQS_NAME, .dtype = R1_DTYPE_F32,
+                                              .ndim = 1, .shape = {half}, .data = (const uint8_t *)base_f,
+                                              .size = (size_t)half * sizeof(float)};
+        if (add_src(&c, w, &c.rope_freqs, R1_ROPE_FREQS_NAME, R1_DTYPE_F32, 0, dir)) goto out;
+    }
     static const char *const layer[] = {
         "input_layernorm.weight",  "self_attn.q_proj.weight", "self_attn.q_proj.bias",
         "self_attn.k_proj.weight", "self_attn.k_proj.bias",   "self_attn.v_proj.weight",
@@ -213,13 +280,18 @@ static int convert(const char *dir, const char *out, enum r1_dtype want) {
         "mlp.gate_proj.weight",    "mlp.up_proj.weight",      "mlp.down_proj.weight",
     };
     for (int l = 0; l < cfg.n_layer; l++)
-        for (size_t k = 0; k < sizeof layer / sizeof layer[0]; k++) {
+        for (size_t j = 0; j < sizeof layer / sizeof layer[0]; j++) {
+            if (!cfg.qkv_bias && strstr(layer[j], ".bias")) continue;
+            int heads = !llama ? 0
+                        : !strncmp(layer[j], "self_attn.q_proj", 16) ? cfg.n_head
+                        : !strncmp(layer[j], "self_attn.k_proj", 16) ? cfg.n_kv_head
+                                                                      : 0;
             char hf[128];
-            snprintf(hf, sizeof hf, "model.layers.%d.%s", l, layer[k]);
-            if (add(&c, w, hf, want, dir)) goto out;
+            snprintf(hf, sizeof hf, "model.layers.%d.%s", l, layer[j]);
+            if (add(&c, w, hf, want, heads, dir)) goto out;
         }
-    if (add(&c, w, "model.norm.weight", want, dir) ||
-        (!cfg.tied && add(&c, w, "lm_head.weight", want, dir)))
+    if (add(&c, w, "model.norm.weight", want, 0, dir) ||
+        (!cfg.tied && add(&c, w, "lm_head.weight", want, 0, dir)))
         goto out;
     rc = r1_gguf_w_write(w, out, fill, &c, 1);
 out:
@@ -231,7 +303,9 @@ out:
     free(c.sh);
     free(c.src);
     free(c.dt);
+    free(c.heads);
     free(c.row);
+    free(c.rope_factors);
     return rc;
 }
 

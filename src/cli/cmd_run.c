@@ -198,6 +198,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "r1infer run: give a prompt with -p TEXT (or --prompt-ids)\n");
         return 2;
     }
+    if (!o.model && !(o.model = cli_default_model("run"))) return 1;
     r1_model_t *m;
     r1_session_t *s;
     if (cli_open(&o, &m, &s)) return 1;
@@ -297,6 +298,7 @@ int cmd_chat(int argc, char **argv) {
             return 2;
         }
     }
+    if (!o.model && !(o.model = cli_default_model("chat"))) return 1;
     r1_model_t *m;
     r1_session_t *s;
     if (cli_open(&o, &m, &s)) return 1;
@@ -346,7 +348,9 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         r1_session_truncate(s, keep);
+        double tp = r1_now();
         const float *logits = r1_session_forward(s, ids + keep, n_ids - keep, NULL);
+        tp = r1_now() - tp;
         if (!logits) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
             free(ids);
@@ -371,7 +375,9 @@ int cmd_chat(int argc, char **argv) {
         r1_tokenizer_decode(g.tok, gen_ids, (size_t)n_gen, 1, &reply);
         free(gen_ids);
         msgs[n_msgs++] = (struct r1_chat_msg){"assistant", reply ? reply : strdup("")};
-        if (tty) fprintf(stderr, "[%d tokens, %.2f tok/s]\n", made, made > 0 ? made / secs : 0.0);
+        /* on stderr: a pipe that wants only the answers drops it */
+        fprintf(stderr, "[prefill %d new tokens (%d cached) at %.1f tok/s; %d tokens at %.2f tok/s]\n",
+                n_ids - keep, keep, (n_ids - keep) / tp, made, made > 0 ? made / secs : 0.0);
     }
     rc = 0;
 out:

@@ -110,10 +110,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "r1infer serve: --api-key must not be empty\n");
         return 2;
     }
-    if (!o.model) {
-        fprintf(stderr, "r1infer serve: no model given: use -m DIR (a Hugging Face checkpoint) or -m FILE.gguf\n");
-        return 2;
-    }
+    if (!o.model && !(o.model = cli_default_model("serve"))) return 1;
     /* workers and connection threads inherit this mask: only the main thread takes the signals */
     signal(SIGPIPE, SIG_IGN);
     signal(SIGINT, SIG_DFL); /* a shell starts background jobs with SIGINT ignored */

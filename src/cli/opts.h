@@ -23,8 +23,15 @@ void cli_opts_init(struct cli_opts *o);
 int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i);
 /* Help text for the shared options. */
 void cli_opts_help(FILE *f);
-/* Load model and make a session per the options; prints the error and
- * returns -1 on failure. */
+/* The model to use when -m is omitted: $R1INFER_MODEL, else the default
+ * model (scripts/get-model.sh) in ./models/ or in models/ beside the
+ * executable's build directory. NULL, with a message on stderr saying how to
+ * get one, when there is none. The string is static or the environment's. */
+const char *cli_default_model(const char *cmd);
+#define CLI_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+/* Load model and make a session per the options (the default model when
+ * o->model is NULL); prints the error and returns -1 on failure. */
 int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s);
 
 #endif

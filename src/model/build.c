@@ -14,6 +14,8 @@
 #include "kernels/cpu/cpu.h"
 #include "model/model.h"
 
+#define NAMELEN 128
+
 struct planner {
     size_t off;
     uint8_t *base; /* NULL while sizing */
@@ -46,7 +48,11 @@ static const struct r1_src_tensor *get(const struct r1_tensor_source *src, const
                                        int64_t rows, int64_t cols) {
     const struct r1_src_tensor *t = src->find(src->ctx, name);
     if (!t) {
-        r1_err("%s: tensor '%s' is missing", src->path, name);
+        char alias[NAMELEN];
+        if (src->file_name && !src->file_name(name, alias, sizeof alias))
+            r1_err("%s: tensor '%s' (%s) is missing", src->path, alias, name);
+        else
+            r1_err("%s: tensor '%s' is missing", src->path, name);
         return NULL;
     }
     int want_nd = cols ? 2 : 1;
@@ -70,6 +76,19 @@ static const struct r1_src_tensor *get(const struct r1_tensor_source *src, const
     return t;
 }
 
+/* The stored row holding Hugging Face row r of t. llama.cpp's converter
+ * stores the Q and K rows of llama models permuted for its interleaved rope:
+ * within each head, HF rows j and j + hd/2 (the pair rotate-half rotates
+ * together) become rows 2j and 2j + 1. r1infer undoes that here, once, at
+ * load rather than rotating interleaved pairs at run time, so one rope kernel
+ * (rotate-half, as transformers computes it) serves qwen2 and llama and the
+ * KV cache holds the same numbers whatever the file format. */
+static int64_t src_row(const struct r1_src_tensor *t, int64_t r) {
+    if (t->interleaved_heads <= 0) return r;
+    int64_t hd = t->shape[0] / t->interleaved_heads, h = r / hd, w = r % hd;
+    return h * hd + 2 * (w % (hd / 2)) + w / (hd / 2);
+}
+
 /* Rows [lo, hi) of t into m at row r0 + lo, converting dtype as needed
  * (tmp: t's cols floats). */
 static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r0, int lo, int hi,
@@ -77,18 +96,21 @@ static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r
     int cols = (int)t->shape[1];
     size_t src_rb = r1_dtype_row_bytes(t->dtype, cols);
     uint8_t *dst = (uint8_t *)m->data + (size_t)r0 * m->row_bytes;
-    if (t->dtype == m->dtype) {
+    if (t->dtype == m->dtype && t->interleaved_heads <= 0) {
         memcpy(dst + (size_t)lo * src_rb, t->data + (size_t)lo * src_rb, src_rb * (size_t)(hi - lo));
         return;
     }
     for (int r = lo; r < hi; r++) {
-        if (t->dtype == R1_DTYPE_Q4_0 && m->dtype == R1_DTYPE_Q4_0X8) { /* lossless */
-            r1_q4_0_to_x8((const struct r1_block_q4_0 *)(t->data + (size_t)r * src_rb),
+        const uint8_t *row = t->data + (size_t)src_row(t, r) * src_rb;
+        if (t->dtype == m->dtype) {
+            memcpy(dst + (size_t)r * m->row_bytes, row, src_rb);
+        } else if (t->dtype == R1_DTYPE_Q4_0 && m->dtype == R1_DTYPE_Q4_0X8) { /* lossless */
+            r1_q4_0_to_x8((const struct r1_block_q4_0 *)row,
                           (struct r1_block_q4_0x8 *)(dst + (size_t)r * m->row_bytes), cols);
-            continue;
+        } else {
+            r1_dtype_traits[t->dtype].to_f32(row, tmp, cols);
+            r1_dtype_traits[m->dtype].from_f32(tmp, dst + (size_t)r * m->row_bytes, cols);
         }
-        r1_dtype_traits[t->dtype].to_f32(t->data + (size_t)r * src_rb, tmp, cols);
-        r1_dtype_traits[m->dtype].from_f32(tmp, dst + (size_t)r * m->row_bytes, cols);
     }
 }
 
@@ -129,11 +151,26 @@ static void convert_rows(const struct r1_src_tensor *t, struct r1_mat *m, int r0
     }
 }
 
+/* A vector (norm weight, bias) as f32, with the Q/K row order undone. */
 static void to_f32_vec(const struct r1_src_tensor *t, float *dst, int n) {
     r1_dtype_traits[t->dtype].to_f32(t->data, dst, n);
+    if (t->interleaved_heads <= 0) return;
+    int hd = n / t->interleaved_heads, half = hd / 2;
+    float pair[1024]; /* one head: head_dim <= 512 */
+    for (int h = 0; h < t->interleaved_heads; h++) {
+        float *v = dst + (size_t)h * hd;
+        for (int j = 0; j < half; j++) pair[j] = v[2 * j], pair[half + j] = v[2 * j + 1];
+        memcpy(v, pair, (size_t)hd * sizeof *v);
+    }
 }
 
-#define NAMELEN 128
+/* Vectors read through to_f32 need a dtype with whole blocks of n. */
+static int vec_ok(const struct r1_src_tensor *t, int n, const char *path) {
+    if (r1_dtype_traits[t->dtype].block != 1 && n % r1_dtype_traits[t->dtype].block)
+        return r1_err("%s: tensor '%s' (%d values) is stored as %s, which needs multiples of %d",
+                      path, t->name, n, r1_dtype_name(t->dtype), r1_dtype_traits[t->dtype].block);
+    return 0;
+}
 
 /* Whether a dtype is one of the float formats (not block-quantized). */
 static int is_float(enum r1_dtype t) {
@@ -240,6 +277,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
                 return -1;
         }
         m->out_norm = take(&p, (size_t)D * 4);
+        m->rope_inv_freq = take(&p, (size_t)hd / 2 * 4);
         if (c->tied) {
             m->lm_head = m->emb;
         } else if (plan_mat(&p, &m->lm_head, head_dt, c->vocab, D, "lm_head")) {
@@ -256,6 +294,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     m->dtype = c->n_layer > 0 ? m->layers[0].wgu.dtype : emb_dt;
 
     int maxcols = D > c->ffn ? D : c->ffn;
+    if (maxcols < qd) maxcols = qd; /* o_proj's columns: heads x head_dim may exceed dim */
     float *tmp = malloc((size_t)maxcols * sizeof(float));
     if (!tmp) return r1_err("out of memory");
     int rc = -1, tty = progress && isatty(2);
@@ -273,9 +312,11 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             if (!(t = get(src, name, rows[i], D))) goto out;
             if (check_target(&L->wqkv, src, name)) goto out;
             convert_rows(t, &L->wqkv, r0, tmp);
-            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
-            if (!(t = get(src, name, rows[i], 0))) goto out;
-            to_f32_vec(t, L->bqkv + r0, rows[i]);
+            if (c->qkv_bias) { /* else the fused bias stays zero */
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
+                if (!(t = get(src, name, rows[i], 0)) || vec_ok(t, rows[i], src->path)) goto out;
+                to_f32_vec(t, L->bqkv + r0, rows[i]);
+            }
             r0 += rows[i];
         }
         snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", l);
@@ -295,15 +336,29 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         if (check_target(&L->wdown, src, name)) goto out;
         convert_rows(t, &L->wdown, 0, tmp);
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
-        if (!(t = get(src, name, D, 0))) goto out;
+        if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
         to_f32_vec(t, L->attn_norm, D);
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
-        if (!(t = get(src, name, D, 0))) goto out;
+        if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
         to_f32_vec(t, L->ffn_norm, D);
         if (tty) fprintf(stderr, "\rloading %s: layer %d/%d", src->path, l + 1, c->n_layer);
     }
-    if (!(t = get(src, "model.norm.weight", D, 0))) goto out;
+    if (!(t = get(src, "model.norm.weight", D, 0)) || vec_ok(t, D, src->path)) goto out;
     to_f32_vec(t, m->out_norm, D);
+    if ((t = src->find(src->ctx, R1_ROPE_FREQS_NAME))) { /* GGUF: the llama3 divisors */
+        if (!(t = get(src, R1_ROPE_FREQS_NAME, hd / 2, 0)) || vec_ok(t, hd / 2, src->path)) goto out;
+        float *f = tmp; /* maxcols >= head_dim/2 floats */
+        to_f32_vec(t, f, hd / 2);
+        for (int i = 0; i < hd / 2; i++)
+            if (!(f[i] > 0) || !(f[i] < 1e6f)) {
+                r1_err("%s: rope_freqs.weight[%d] = %g is not a positive frequency divisor",
+                       src->path, i, f[i]);
+                goto out;
+            }
+        r1_rope_inv_freq(c, f, m->rope_inv_freq);
+    } else {
+        r1_rope_inv_freq(c, NULL, m->rope_inv_freq);
+    }
     if (!c->tied) {
         if (!(t = get(src, "lm_head.weight", c->vocab, D))) goto out;
         if (check_target(&m->lm_head, src, t->name)) goto out;

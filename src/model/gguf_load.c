@@ -1,10 +1,12 @@
 /*
- * gguf_load.c - load a Qwen2 GGUF file: hyper-parameters from the qwen2.*
- * metadata, tensors renamed to their Hugging Face names and reshaped from
- * GGUF's innermost-first order to (rows, cols), then handed to
+ * gguf_load.c - load a Qwen2 or Llama GGUF file: hyper-parameters from the
+ * <arch>.* metadata, tensors renamed to their Hugging Face names and
+ * reshaped from GGUF's innermost-first order to (rows, cols), then handed to
  * r1_model_build, which fuses Q|K|V and gate|up exactly as for safetensors.
- * Q and K are used as stored: llama.cpp's converter permutes them for llama
- * but not for qwen2 (whose RoPE is rotate-half, like Hugging Face's).
+ * llama.cpp's converter permutes the Q and K rows of llama models for its
+ * interleaved rope (not those of qwen2, whose rope is rotate-half like
+ * Hugging Face's): such tensors are marked (interleaved_heads) and the
+ * builder restores Hugging Face's row order at load.
  * Parsing is gguf.c's job; nothing here reads the file directly.
  */
 #include <stdio.h>
@@ -20,6 +22,7 @@ static const char *const GLOBAL[][2] = {
     {"token_embd.weight", "model.embed_tokens.weight"},
     {"output_norm.weight", "model.norm.weight"},
     {"output.weight", "lm_head.weight"},
+    {R1_ROPE_FREQS_NAME, R1_ROPE_FREQS_NAME},
 };
 
 static const char *const LAYER[][2] = {
@@ -145,38 +148,73 @@ static int get_pos_float(const struct r1_gguf *g, const char *key, float *out) {
     return 0;
 }
 
-static int config_from_gguf(struct r1_config *c, const struct r1_gguf *g, const struct gguf_src *s) {
-    struct r1_gguf_str arch;
-    int r = r1_gguf_get_str(g, "general.architecture", &arch);
+/* <arch>.<key> */
+static const char *akey(const char *arch, const char *key, char *buf, size_t cap) {
+    snprintf(buf, cap, "%s.%s", arch, key);
+    return buf;
+}
+
+static int config_from_gguf(struct r1_config *c, const struct r1_gguf *g, struct gguf_src *s) {
+    struct r1_gguf_str as;
+    int r = r1_gguf_get_str(g, "general.architecture", &as);
     if (r < 0) return -1;
     if (r == 0) return r1_err("%s: missing metadata 'general.architecture'", g->path);
-    if (arch.len != 5 || memcmp(arch.s, "qwen2", 5))
-        return r1_err("%s: architecture '%.*s' is not supported (r1infer runs qwen2 models)",
-                      g->path, (int)(arch.len > 40 ? 40 : arch.len), arch.s);
     memset(c, 0, sizeof *c);
+    const char *arch;
+    if (as.len == 5 && !memcmp(as.s, "qwen2", 5)) {
+        arch = "qwen2";
+        c->arch = R1_ARCH_QWEN2;
+        c->qkv_bias = 1;
+    } else if (as.len == 5 && !memcmp(as.s, "llama", 5)) {
+        arch = "llama";
+        c->arch = R1_ARCH_LLAMA;
+    } else {
+        return r1_err("%s: architecture '%.*s' is not supported (r1infer runs qwen2 and llama "
+                      "models)", g->path, (int)(as.len > 40 ? 40 : as.len), as.s);
+    }
     c->eps = 1e-6f;
     c->rope_theta = 10000.0f;
     c->max_pos = 4096;
     c->bos_id = c->eos_id = -1;
-    if (get_size(g, "qwen2.embedding_length", 1, &c->dim) ||
-        get_size(g, "qwen2.block_count", 1, &c->n_layer) ||
-        get_size(g, "qwen2.feed_forward_length", 1, &c->ffn) ||
-        get_size(g, "qwen2.attention.head_count", 1, &c->n_head) ||
-        get_size(g, "qwen2.context_length", 0, &c->max_pos))
+    char k[96];
+    if (get_size(g, akey(arch, "embedding_length", k, sizeof k), 1, &c->dim) ||
+        get_size(g, akey(arch, "block_count", k, sizeof k), 1, &c->n_layer) ||
+        get_size(g, akey(arch, "feed_forward_length", k, sizeof k), 1, &c->ffn) ||
+        get_size(g, akey(arch, "attention.head_count", k, sizeof k), 1, &c->n_head) ||
+        get_size(g, akey(arch, "context_length", k, sizeof k), 0, &c->max_pos))
         return -1;
     c->n_kv_head = c->n_head;
-    if (get_size(g, "qwen2.attention.head_count_kv", 0, &c->n_kv_head) ||
-        get_pos_float(g, "qwen2.rope.freq_base", &c->rope_theta) ||
-        get_pos_float(g, "qwen2.attention.layer_norm_rms_epsilon", &c->eps))
+    if (get_size(g, akey(arch, "attention.head_count_kv", k, sizeof k), 0, &c->n_kv_head) ||
+        get_pos_float(g, akey(arch, "rope.freq_base", k, sizeof k), &c->rope_theta) ||
+        get_pos_float(g, akey(arch, "attention.layer_norm_rms_epsilon", k, sizeof k), &c->eps))
         return -1;
-    c->head_dim = c->dim / c->n_head;
-    int kl = c->head_dim;
-    if (get_size(g, "qwen2.attention.key_length", 0, &kl)) return -1;
-    if (kl != c->head_dim)
-        return r1_err("%s: qwen2.attention.key_length %d differs from embedding_length / "
-                      "head_count = %d", g->path, kl, c->head_dim);
+    /* head_dim: attention.key_length when present (it may differ from
+     * embedding_length / head_count in llama), else derived */
+    int kl = 0, vl = 0, rd = 0;
+    if (get_size(g, akey(arch, "attention.key_length", k, sizeof k), 0, &kl) ||
+        get_size(g, akey(arch, "attention.value_length", k, sizeof k), 0, &vl) ||
+        get_size(g, akey(arch, "rope.dimension_count", k, sizeof k), 0, &rd))
+        return -1;
+    if (kl) {
+        c->head_dim = kl;
+        if (c->arch == R1_ARCH_QWEN2 && kl * c->n_head != c->dim)
+            return r1_err("%s: qwen2.attention.key_length %d differs from embedding_length / "
+                          "head_count = %d/%d", g->path, kl, c->dim, c->n_head);
+    } else if (c->dim % c->n_head) {
+        return r1_err("%s: %s.embedding_length %d is not a multiple of %s.attention.head_count %d "
+                      "(and no %s.attention.key_length is given)", g->path, arch, c->dim, arch,
+                      c->n_head, arch);
+    } else {
+        c->head_dim = c->dim / c->n_head;
+    }
+    if (vl && vl != c->head_dim)
+        return r1_err("%s: %s.attention.value_length %d differs from the key length %d (not "
+                      "supported)", g->path, arch, vl, c->head_dim);
+    if (rd && rd != c->head_dim)
+        return r1_err("%s: %s.rope.dimension_count %d differs from head_dim %d (partial rotary "
+                      "embeddings are not supported)", g->path, arch, rd, c->head_dim);
     struct r1_gguf_str st;
-    r = r1_gguf_get_str(g, "qwen2.rope.scaling.type", &st);
+    r = r1_gguf_get_str(g, akey(arch, "rope.scaling.type", k, sizeof k), &st);
     if (r < 0) return -1;
     if (r > 0 && !(st.len == 4 && !memcmp(st.s, "none", 4)))
         return r1_err("%s: rope scaling '%.*s' is not supported", g->path,
@@ -205,7 +243,22 @@ static int config_from_gguf(struct r1_config *c, const struct r1_gguf *g, const 
     c->file_dtype = emb->dtype;
     for (int t = 0; t < R1_DTYPE_COUNT; t++)
         if (bytes[t] > bytes[c->file_dtype]) c->file_dtype = (enum r1_dtype)t;
-    return r1_config_check(c, g->path);
+    if (r1_config_check(c, g->path)) return -1;
+    /* llama: Q and K rows in llama.cpp's interleaved-rope order (see the top) */
+    if (c->arch == R1_ARCH_LLAMA)
+        for (size_t i = 0; i < s->n; i++) {
+            const char *n = s->t[i].name, *e = strrchr(n, '.');
+            if (!e || strncmp(n, "model.layers.", 13)) continue;
+            int heads = 0;
+            if (!strncmp(e - 6, "q_proj", 6)) heads = c->n_head;
+            else if (!strncmp(e - 6, "k_proj", 6)) heads = c->n_kv_head;
+            if (!heads) continue;
+            if (s->t[i].shape[0] != (int64_t)heads * c->head_dim)
+                return r1_err("%s: tensor '%s' has %lld rows, expected %d heads x %d", g->path, n,
+                              (long long)s->t[i].shape[0], heads, c->head_dim);
+            s->t[i].interleaved_heads = heads;
+        }
+    return 0;
 }
 
 int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_load_opts *opts) {
@@ -216,7 +269,8 @@ int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_loa
     if (r1_file_map(&f, path)) return -1;
     if (r1_gguf_parse(&g, f.data, f.size, path)) goto out_unmap;
     if (make_source(&s, &g, path) || config_from_gguf(&m->cfg, &g, &s)) goto out;
-    struct r1_tensor_source src = {.ctx = &s, .path = path, .find = gguf_find};
+    struct r1_tensor_source src = {.ctx = &s, .path = path, .find = gguf_find,
+                                   .file_name = r1_gguf_name_from_hf};
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
 out:
     free(s.t);

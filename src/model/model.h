@@ -29,6 +29,7 @@ struct r1_model {
     struct r1_layer *layers;
     float *out_norm;      /* (dim) */
     struct r1_mat lm_head; /* (vocab, dim); shares emb's data when tied */
+    float *rope_inv_freq;  /* (head_dim/2): rotation speed of each pair (i, i + head_dim/2) */
     void *arena;          /* one allocation holding every converted weight */
     size_t arena_size;
     char *path;           /* what it was loaded from */
@@ -39,6 +40,9 @@ struct json_t;
 int r1_config_from_json(struct r1_config *cfg, const char *path);
 /* Check a config's sizes (also for GGUF); names `src` in errors. */
 int r1_config_check(const struct r1_config *cfg, const char *src);
+/* RoPE inverse frequencies (head_dim/2 floats into out) from theta and the
+ * llama3 scaling of cfg, or divided by `factors` (GGUF rope_freqs) if given. */
+void r1_rope_inv_freq(const struct r1_config *cfg, const float *factors, float *out);
 
 /* A source tensor, wherever it came from (safetensors or GGUF). */
 struct r1_src_tensor {
@@ -48,7 +52,14 @@ struct r1_src_tensor {
     int64_t shape[4]; /* outermost first (rows, cols) as in safetensors */
     const uint8_t *data;
     size_t size;
+    /* > 0: the rows are in llama.cpp's order for its interleaved rope, head
+     * by head over this many heads (GGUF llama Q and K); the loader undoes it */
+    int interleaved_heads;
 };
+
+/* Optional source tensor (not a Hugging Face name): GGUF's rope_freqs.weight,
+ * the llama3 divisors of the rope frequencies, (head_dim/2) f32. */
+#define R1_ROPE_FREQS_NAME "rope_freqs.weight"
 
 /* Source of tensors by name: a loader implements lookup. */
 struct r1_tensor_source {
@@ -56,10 +67,15 @@ struct r1_tensor_source {
     const char *path; /* for messages */
     /* returns NULL (no error set) if absent */
     const struct r1_src_tensor *(*find)(void *ctx, const char *name);
+    /* optional: the file's own name of a tensor (GGUF "blk.0.attn_q.weight"),
+     * for messages; 0 on success */
+    int (*file_name)(const char *name, char *out, size_t cap);
 };
 
 /* Build the kernel layout (fused QKV + bias, fused gate|up) from a source
  * whose tensors use Hugging Face names ("model.layers.0.self_attn.q_proj.weight").
+ * Q/K/V biases are read when cfg.qkv_bias, else left zero (llama). The rope
+ * frequencies come from cfg, or from R1_ROPE_FREQS_NAME when the source has it.
  * Converts to `dtype`; with R1_DTYPE_AUTO each matrix keeps its source type,
  * except fused matrices whose parts differ (quantized mixes become q8_0, float
  * mixes the widest float). m->dtype is then the gate|up matrix's type.

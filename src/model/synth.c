@@ -15,30 +15,44 @@
 
 struct synth_cfg {
     const char *name;
+    enum r1_arch arch;
     int dim, n_layer, n_head, n_kv_head, ffn, vocab, max_pos;
     float theta;
+    int bos, eos;
 };
 
 static const struct synth_cfg synth_cfgs[] = {
-    {"tiny", 64, 2, 4, 2, 128, 151936, 4096, 10000.0f},
-    {"1.5b", 1536, 28, 12, 2, 8960, 151936, 131072, 10000.0f},
-    {"7b", 3584, 28, 28, 4, 18944, 152064, 131072, 10000.0f},
-    {"14b", 5120, 48, 40, 8, 13824, 152064, 131072, 1000000.0f},
-    {"32b", 5120, 64, 40, 8, 27648, 152064, 131072, 1000000.0f},
+    {"tiny", R1_ARCH_QWEN2, 64, 2, 4, 2, 128, 151936, 4096, 10000.0f, 151646, 151643},
+    {"1.5b", R1_ARCH_QWEN2, 1536, 28, 12, 2, 8960, 151936, 131072, 10000.0f, 151646, 151643},
+    {"7b", R1_ARCH_QWEN2, 3584, 28, 28, 4, 18944, 152064, 131072, 10000.0f, 151646, 151643},
+    {"14b", R1_ARCH_QWEN2, 5120, 48, 40, 8, 13824, 152064, 131072, 1000000.0f, 151646, 151643},
+    {"32b", R1_ARCH_QWEN2, 5120, 64, 40, 8, 27648, 152064, 131072, 1000000.0f, 151646, 151643},
+    /* DeepSeek-R1-Distill-Llama: rope_theta 500000 with llama3 scaling (below) */
+    {"llama-8b", R1_ARCH_LLAMA, 4096, 32, 32, 8, 14336, 128256, 131072, 500000.0f, 128000, 128001},
+    {"llama-70b", R1_ARCH_LLAMA, 8192, 80, 64, 8, 28672, 128256, 131072, 500000.0f, 128000, 128001},
 };
 
 int r1_synth_config(const char *name, struct r1_config *c) {
     for (size_t i = 0; i < sizeof synth_cfgs / sizeof synth_cfgs[0]; i++) {
         const struct synth_cfg *s = &synth_cfgs[i];
         if (strcmp(s->name, name)) continue;
-        *c = (struct r1_config){.dim = s->dim, .n_layer = s->n_layer, .n_head = s->n_head,
-                                .n_kv_head = s->n_kv_head, .head_dim = s->dim / s->n_head,
-                                .ffn = s->ffn, .vocab = s->vocab, .max_pos = s->max_pos,
-                                .tied = 0, .eps = 1e-6f, .rope_theta = s->theta,
-                                .file_dtype = R1_DTYPE_BF16, .bos_id = 151646, .eos_id = 151643};
+        *c = (struct r1_config){.arch = s->arch, .dim = s->dim, .n_layer = s->n_layer,
+                                .n_head = s->n_head, .n_kv_head = s->n_kv_head,
+                                .head_dim = s->dim / s->n_head, .ffn = s->ffn, .vocab = s->vocab,
+                                .max_pos = s->max_pos, .tied = 0, .eps = 1e-6f,
+                                .rope_theta = s->theta, .qkv_bias = s->arch == R1_ARCH_QWEN2,
+                                .file_dtype = R1_DTYPE_BF16, .bos_id = s->bos, .eos_id = s->eos};
+        if (s->arch == R1_ARCH_LLAMA) {
+            c->eps = 1e-5f;
+            c->rope_factor = 8.0f;
+            c->rope_low_freq_factor = 1.0f;
+            c->rope_high_freq_factor = 4.0f;
+            c->rope_orig_ctx = 8192;
+        }
         return 0;
     }
-    return r1_err("unknown synthetic config '%s' (tiny, 1.5b, 7b, 14b, 32b)", name);
+    return r1_err("unknown synthetic config '%s' (tiny, 1.5b, 7b, 14b, 32b, llama-8b, llama-70b)",
+                  name);
 }
 
 /* ---- the tensor list of a Qwen2 checkpoint ---- */
@@ -62,11 +76,11 @@ static int tensor_list(const struct r1_config *c, struct tdesc *out) {
     for (int l = 0; l < c->n_layer; l++) {
         const char *p = "model.layers.";
         ADD(0, c->n_head * hd, c->dim, "%s%d.self_attn.q_proj.weight", p, l);
-        ADD(1, c->n_head * hd, 0, "%s%d.self_attn.q_proj.bias", p, l);
+        if (c->qkv_bias) ADD(1, c->n_head * hd, 0, "%s%d.self_attn.q_proj.bias", p, l);
         ADD(0, c->n_kv_head * hd, c->dim, "%s%d.self_attn.k_proj.weight", p, l);
-        ADD(1, c->n_kv_head * hd, 0, "%s%d.self_attn.k_proj.bias", p, l);
+        if (c->qkv_bias) ADD(1, c->n_kv_head * hd, 0, "%s%d.self_attn.k_proj.bias", p, l);
         ADD(0, c->n_kv_head * hd, c->dim, "%s%d.self_attn.v_proj.weight", p, l);
-        ADD(1, c->n_kv_head * hd, 0, "%s%d.self_attn.v_proj.bias", p, l);
+        if (c->qkv_bias) ADD(1, c->n_kv_head * hd, 0, "%s%d.self_attn.v_proj.bias", p, l);
         ADD(0, c->dim, c->n_head * hd, "%s%d.self_attn.o_proj.weight", p, l);
         ADD(0, c->ffn, c->dim, "%s%d.mlp.gate_proj.weight", p, l);
         ADD(0, c->ffn, c->dim, "%s%d.mlp.up_proj.weight", p, l);
@@ -199,18 +213,34 @@ int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt,
         free(path);
         return -1;
     }
+    int llama = c->arch == R1_ARCH_LLAMA;
     fprintf(fp,
-            "{\n  \"architectures\": [\"Qwen2ForCausalLM\"],\n  \"model_type\": \"qwen2\",\n"
+            "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"%s\",\n"
             "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
-            "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n"
+            "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
             "  \"intermediate_size\": %d,\n  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n"
-            "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"tie_word_embeddings\": %s,\n"
-            "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n  \"rope_scaling\": null,\n"
+            "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"tie_word_embeddings\": %s,\n",
+            llama ? "LlamaForCausalLM" : "Qwen2ForCausalLM", r1_arch_name(c->arch), c->dim,
+            c->n_layer, c->n_head, c->n_kv_head, c->head_dim, c->ffn, c->vocab, c->max_pos,
+            (double)c->eps, (double)c->rope_theta, c->tied ? "true" : "false");
+    if (llama)
+        fprintf(fp,
+                "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n");
+    else
+        fprintf(fp, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n");
+    if (c->rope_factor > 0)
+        fprintf(fp,
+                "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %g, "
+                "\"low_freq_factor\": %g, \"high_freq_factor\": %g, "
+                "\"original_max_position_embeddings\": %d},\n",
+                (double)c->rope_factor, (double)c->rope_low_freq_factor,
+                (double)c->rope_high_freq_factor, c->rope_orig_ctx);
+    else
+        fprintf(fp, "  \"rope_scaling\": null,\n");
+    fprintf(fp,
             "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"%s\",\n"
             "  \"r1infer_synthetic\": {\"seed\": %llu}\n}\n",
-            c->dim, c->n_layer, c->n_head, c->n_kv_head, c->ffn, c->vocab, c->max_pos, (double)c->eps,
-            (double)c->rope_theta, c->tied ? "true" : "false", c->bos_id, c->eos_id, tdname,
-            (unsigned long long)seed);
+            c->bos_id, c->eos_id, tdname, (unsigned long long)seed);
     fclose(fp);
     free(path);
 
@@ -268,6 +298,15 @@ int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt,
     fp = NULL;
     if (tokdir) {
         static const char *const files[] = {"tokenizer.json", "tokenizer_config.json"};
+        r1_tokenizer_t *tok = r1_tokenizer_load(tokdir); /* its ids must fit the embedding */
+        int nv = tok ? r1_tokenizer_vocab_size(tok) : -1;
+        r1_tokenizer_free(tok);
+        if (nv < 0) goto out;
+        if (nv > c->vocab) {
+            r1_err("the tokenizer in %s has %d ids, more than the model's vocab_size %d; give "
+                   "--tokenizer a matching one (or none)", tokdir, nv, c->vocab);
+            goto out;
+        }
         for (int i = 0; i < 2; i++) {
             char *from = r1_path_join(tokdir, files[i]), *to = r1_path_join(dir, files[i]);
             int e = copy_file(from, to);

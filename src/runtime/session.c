@@ -176,7 +176,8 @@ r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts) 
         r1_err("%s", msg);
         return NULL;
     }
-    /* RoPE as transformers computes it: inv_freq in f32, angle = f32(pos) * inv_freq in f32 */
+    /* RoPE as transformers computes it: inv_freq in f32 (the model's, llama3
+     * scaling included), angle = f32(pos) * inv_freq in f32 */
     float *rc = s->rope_cos, *rs = s->rope_sin;
     if (s->dev) { /* computed here, then uploaded */
         rc = r1_alloc((size_t)n_ctx * hd / 2 * 4, "rope tables");
@@ -184,7 +185,7 @@ r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts) 
     }
     if (rc && rs) {
         for (int i = 0; i < hd / 2; i++) {
-            float inv = (float)(1.0 / pow((double)c->rope_theta, (double)(2 * i) / (double)hd));
+            float inv = m->rope_inv_freq[i];
             for (int p = 0; p < n_ctx; p++) {
                 float ang = (float)p * inv;
                 rc[(size_t)p * (hd / 2) + i] = (float)cos((double)ang);

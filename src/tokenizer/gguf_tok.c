@@ -257,12 +257,15 @@ int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, in
             goto out;
         }
     }
-    /* the pre-tokenizer: Qwen2's regex, else GPT-2's */
+    /* the pre-tokenizer, by the regex or step that tells the families apart:
+     * Llama 3 groups up to 3 digits, Qwen2 splits digits one at a time in its
+     * regex, SmolLM in a Digits step before GPT-2's ByteLevel regex */
     const char *pre = "gpt2";
     json_t *pt = json_object_get(tj, "pre_tokenizer");
     char *dump = pt ? json_dumps(pt, JSON_COMPACT) : NULL;
-    if (dump && strstr(dump, "\\\\p{N}|"))  /* Qwen2 splits digits one at a time */
-        pre = "qwen2";
+    if (dump && strstr(dump, "\\\\p{N}{1,3}")) pre = "llama-bpe";
+    else if (dump && strstr(dump, "\\\\p{N}|")) pre = "qwen2";
+    else if (dump && strstr(dump, "\"individual_digits\":true")) pre = "smollm";
     free(dump);
     int add_bos = cfg && json_is_true(json_object_get(cfg, "add_bos_token"));
     const char *tmpl = NULL;

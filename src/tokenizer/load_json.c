@@ -84,6 +84,11 @@ static int load_pre(r1_tokenizer_t *t, json_t *p, const char *f, int *bytelevel)
         json_t *s = json_is_string(re) ? re : lit;
         return r1_tok_add_split(t, json_string_value(s), json_string_length(s), !json_is_string(re), f);
     }
+    if (!strcmp(ty, "Digits")) { /* numbers split off: each digit alone, or runs of digits */
+        const char *re = json_is_true(json_object_get(p, "individual_digits")) ? r1_tok_regex_digit
+                                                                               : "\\p{N}+";
+        return r1_tok_add_split(t, re, strlen(re), 0, f);
+    }
     if (!strcmp(ty, "ByteLevel")) {
         *bytelevel = 1;
         t->add_prefix_space = json_is_true(json_object_get(p, "add_prefix_space"));
@@ -92,7 +97,7 @@ static int load_pre(r1_tokenizer_t *t, json_t *p, const char *f, int *bytelevel)
             return r1_tok_add_split(t, r1_tok_regex_gpt2, strlen(r1_tok_regex_gpt2), 0, f);
         return 0;
     }
-    return r1_err("%s: pre_tokenizer type \"%s\" is not supported (Split, ByteLevel, Sequence)", f, ty);
+    return r1_err("%s: pre_tokenizer type \"%s\" is not supported (Split, Digits, ByteLevel, Sequence)", f, ty);
 }
 
 static int load_post(r1_tokenizer_t *t, json_t *p, const char *f) {
@@ -278,7 +283,7 @@ r1_tokenizer_t *r1_tokenizer_load_hf(const char *dir) {
     }
     if (bos) t->bos_text = strdup(bos);
     else if (t->bos >= 0) t->bos_text = strndup(t->tok_bytes + t->tok_off[t->bos], t->tok_len[t->bos]);
-    t->chat = r1_chat_detect(cfg ? config_template(cfg) : NULL, cf);
+    t->chat = r1_chat_detect(cfg ? config_template(cfg) : NULL, cf, &t->chat_system);
     json_decref(root);
     json_decref(cfg);
     free(f);

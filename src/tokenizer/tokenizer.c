@@ -16,6 +16,27 @@ const char *const r1_tok_regex_qwen2 =
     "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char *const r1_tok_regex_gpt2 =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const char *const r1_tok_regex_llama3 =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char *const r1_tok_regex_digit = "\\p{N}";
+
+/* GGUF tokenizer.ggml.pre -> what tokenizer.json of the same model says:
+ * the split regexes in order (Isolated), NFC, and Llama-3's ignore_merges
+ * (a whole pre-token found in the vocab is one id, merges or not). */
+static const struct pre_kind {
+    const char *name;
+    const char *const *split[2];
+    int nfc, ignore_merges;
+} PRE_KINDS[] = {
+    {"qwen2", {&r1_tok_regex_qwen2}, 1, 0},
+    {"deepseek-r1-qwen", {&r1_tok_regex_qwen2}, 1, 0},
+    {"llama-bpe", {&r1_tok_regex_llama3}, 0, 1}, /* Llama 3 and the R1 Llama distills */
+    {"llama3", {&r1_tok_regex_llama3}, 0, 1},
+    {"smollm", {&r1_tok_regex_digit, &r1_tok_regex_gpt2}, 0, 0}, /* Digits(individual) + ByteLevel */
+    {"gpt2", {&r1_tok_regex_gpt2}, 0, 0},
+    {"default", {&r1_tok_regex_gpt2}, 0, 0},
+};
 
 r1_tokenizer_t *r1_tok_new(void) {
     r1_tokenizer_t *t = calloc(1, sizeof *t);
@@ -41,6 +62,7 @@ void r1_tokenizer_free(r1_tokenizer_t *t) {
     free(t->added);
     for (int i = 0; i < t->n_split; i++) pcre2_code_free(t->split[i]);
     free(t->bos_text);
+    free(t->chat_system);
     r1_piece_cache_free(t->cache);
     pthread_mutex_destroy(&t->cache_lock);
     free(t);
@@ -224,10 +246,21 @@ r1_tokenizer_t *r1_tokenizer_build(const struct r1_tok_spec *s) {
         if (r1_tok_add_merge(t, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), (int32_t)i, src))
             goto fail;
     }
-    int qwen = s->pre && (!strcmp(s->pre, "qwen2") || !strcmp(s->pre, "deepseek-r1-qwen"));
-    const char *re = qwen ? r1_tok_regex_qwen2 : r1_tok_regex_gpt2;
-    if (r1_tok_add_split(t, re, strlen(re), 0, src)) goto fail;
-    t->nfc = qwen;
+    const struct pre_kind *pk = &PRE_KINDS[5]; /* no pre: GPT-2's ByteLevel regex */
+    if (s->pre) {
+        size_t i, n = sizeof PRE_KINDS / sizeof PRE_KINDS[0];
+        for (i = 0; i < n && strcmp(s->pre, PRE_KINDS[i].name); i++) {}
+        if (i == n) {
+            r1_err("%s: pre-tokenizer '%s' is not supported (known: qwen2, deepseek-r1-qwen, "
+                   "llama-bpe, smollm, gpt2)", src, s->pre);
+            goto fail;
+        }
+        pk = &PRE_KINDS[i];
+    }
+    for (int i = 0; i < 2 && pk->split[i]; i++)
+        if (r1_tok_add_split(t, *pk->split[i], strlen(*pk->split[i]), 0, src)) goto fail;
+    t->nfc = pk->nfc;
+    t->ignore_merges = pk->ignore_merges;
     t->bos = s->bos;
     t->eos = s->eos;
     if (s->add_bos && s->bos >= 0) t->post_prefix[t->n_post_prefix++] = s->bos;
@@ -238,7 +271,7 @@ r1_tokenizer_t *r1_tokenizer_build(const struct r1_tok_spec *s) {
         memcpy(t->bos_text, t->tok_bytes + t->tok_off[s->bos], n);
         t->bos_text[n] = 0;
     }
-    t->chat = r1_chat_detect(s->chat_template, src);
+    t->chat = r1_chat_detect(s->chat_template, src, &t->chat_system);
     if (r1_tok_finish(t, src)) goto fail;
     return t;
 fail:

@@ -25,6 +25,10 @@
 extern const char *const r1_tok_regex_qwen2;
 /* The GPT-2 regex ByteLevel uses when use_regex is true. */
 extern const char *const r1_tok_regex_gpt2;
+/* Llama 3's split regex (tokenizer.json of Llama 3 / R1-Distill-Llama). */
+extern const char *const r1_tok_regex_llama3;
+/* One numeric character: HF's Digits pre-tokenizer with individual_digits. */
+extern const char *const r1_tok_regex_digit;
 
 /* ---- small open-addressing hash tables (strmap.c) ---- */
 
@@ -131,6 +135,7 @@ struct r1_tokenizer {
     int32_t bos, eos;
     char *bos_text;             /* bos_token string for the chat template */
     enum r1_chat_kind chat;
+    char *chat_system;          /* ChatML: the template's default system prompt, or NULL */
 
     /* cache of encoded pieces (shared, trylock: never waits) */
     pthread_mutex_t cache_lock;
@@ -159,7 +164,7 @@ struct r1_tok_spec {
     size_t n_merges;
     int32_t bos, eos;          /* -1 when unknown */
     int add_bos;               /* post-processor adds bos when add_special */
-    const char *pre;           /* tokenizer.ggml.pre: "qwen2", "deepseek-r1-qwen", "gpt2", NULL */
+    const char *pre;           /* tokenizer.ggml.pre: "qwen2", "llama-bpe", "smollm", "gpt2", NULL */
     const char *chat_template; /* Jinja source or NULL */
     const char *source;        /* file name used in error messages */
 };
@@ -187,8 +192,10 @@ int r1_tok_add_vocab(r1_tokenizer_t *t, const char *s, size_t len, int32_t id);
 int r1_tok_add_merge(r1_tokenizer_t *t, const char *a, size_t alen, const char *b, size_t blen,
                      int32_t rank, const char *source);
 int r1_tok_add_added(r1_tokenizer_t *t, const char *text, size_t len, int32_t id, int special);
-/* Recognise a Jinja chat template (NULL = missing); warns on stderr if unknown. */
-enum r1_chat_kind r1_chat_detect(const char *jinja, const char *source);
+/* Recognise a Jinja chat template (NULL = missing); warns on stderr if unknown.
+ * *default_system receives a ChatML template's default system prompt
+ * (malloc'ed) or NULL. */
+enum r1_chat_kind r1_chat_detect(const char *jinja, const char *source, char **default_system);
 
 /* Load tokenizer.json (+ tokenizer_config.json) from a directory. */
 r1_tokenizer_t *r1_tokenizer_load_hf(const char *dir);

@@ -151,6 +151,45 @@ void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst) {
 /* ---- matmul plumbing ---- */
 enum store { STORE_SET, STORE_BIAS, STORE_ADD };
 
+/* Integer activations in 1 or 2 parts (cpu.h); -1 until first read. */
+static _Atomic int act_parts = -1;
+void r1_cpu_set_act_parts(int parts) { act_parts = parts == 1 ? 1 : 2; }
+int r1_cpu_act_parts(void) {
+    int p = act_parts;
+    if (p < 0) {
+        const char *e = getenv("R1_CPU_ACT");
+        p = e && !strcmp(e, "q8") ? 1 : 2;
+        act_parts = p;
+    }
+    return p;
+}
+/* Activation rows per token a matmul in this form reads. */
+static int act_parts_of(const struct r1_cpu_mm *mm) {
+    return r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8 || mm->act == R1_CPU_ACT_Q8W
+               ? r1_cpu_act_parts()
+               : 1;
+}
+/* A q8 token (quantized in place) completed into its form: the sums of q8s,
+ * the quants widened to int16 in q8w (in place, from the end). */
+static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
+    if (mm->act == R1_CPU_ACT_Q8S) r1_cpu_q8s_sums(tok, K);
+    if (mm->act == R1_CPU_ACT_Q8W) {
+        const int8_t *q8 = (const int8_t *)(tok + r1_cpu_q8_qoff(K));
+        int16_t *q16 = (int16_t *)(tok + r1_cpu_q8_qoff(K));
+        for (int i = K - 1; i >= 0; i--) q16[i] = q8[i];
+    }
+}
+
+/* Two-part activations: token t's result is the sum of rows 2t and 2t+1 of
+ * C (ROW_BLOCK apart), folded in place into row t for t < tn. */
+static void fold_parts(float *C, int tn, int mc) {
+    for (int t = 0; t < tn; t++) {
+        float *o = C + (size_t)t * ROW_BLOCK;
+        const float *a = C + (size_t)(2 * t) * ROW_BLOCK, *b = a + ROW_BLOCK;
+        for (int i = 0; i < mc; i++) o[i] = a[i] + b[i];
+    }
+}
+
 /* The tile for w and a batch of T tokens (in *buf), or NULL when this kernel
  * must fall back to ref. */
 static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct r1_mat *w, int T,
@@ -232,20 +271,8 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         *xs = s;
         return buf;
     }
-    if (mm->act == R1_CPU_ACT_Q8W) { /* q8, then widened in place from the end */
-        size_t s = r1_cpu_q8w_stride(K), qoff = r1_cpu_q8_qoff(K);
-        uint8_t *buf = scratch((size_t)T * s);
-        for (int t = 0; t < T; t++) {
-            uint8_t *tok = buf + (size_t)t * s;
-            isa->quant_q8(x + (size_t)t * K, tok, K);
-            const int8_t *q8 = (const int8_t *)(tok + qoff);
-            int16_t *q16 = (int16_t *)(tok + qoff);
-            for (int i = K - 1; i >= 0; i--) q16[i] = q8[i];
-        }
-        *xs = s;
-        return buf;
-    }
-    if (mm->act == R1_CPU_ACT_Q8X8) {
+    const int x8 = mm->act == R1_CPU_ACT_Q8X8, parts = act_parts_of(mm);
+    if (x8 && parts == 1) {
         size_t s = r1_cpu_q8x8_stride(K);
         uint8_t *buf = scratch((size_t)T * s);
         void (*q)(const float *, uint8_t *, int) = isa->quant_q8x8 ? isa->quant_q8x8 : r1_cpu_quant_q8x8_c;
@@ -253,12 +280,41 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         *xs = s;
         return buf;
     }
-    const int sums = mm->act == R1_CPU_ACT_Q8S;
-    size_t s = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
-    uint8_t *buf = scratch((size_t)T * s);
+    const size_t s = x8                              ? r1_cpu_q8x8_stride(K)
+                     : mm->act == R1_CPU_ACT_Q8S ? r1_cpu_q8s_stride(K)
+                     : mm->act == R1_CPU_ACT_Q8W ? r1_cpu_q8w_stride(K)
+                                                 : r1_cpu_q8_stride(K),
+                 s8 = r1_cpu_q8_stride(K);
+    if (parts == 1) {
+        uint8_t *buf = scratch((size_t)T * s);
+        for (int t = 0; t < T; t++) {
+            isa->quant_q8(x + (size_t)t * K, buf + (size_t)t * s, K);
+            act_finish(mm, buf + (size_t)t * s, K);
+        }
+        *xs = s;
+        return buf;
+    }
+    /* two parts (r1_cpu_set_act_parts): row 2t = q8(x), row 2t+1 = q8 of
+     * what that left, each rearranged into q8x8 form for x8 tiles */
+    uint8_t *buf = scratch((size_t)T * 2 * s + 2 * s8 + (size_t)K * sizeof(float));
+    uint8_t *hi = buf + (size_t)T * 2 * s, *lo = hi + s8;
+    float *r = (float *)(lo + s8);
+    const size_t qoff = r1_cpu_q8_qoff(K);
     for (int t = 0; t < T; t++) {
-        isa->quant_q8(x + (size_t)t * K, buf + (size_t)t * s, K);
-        if (sums) r1_cpu_q8s_sums(buf + (size_t)t * s, K);
+        const float *xt = x + (size_t)t * K;
+        uint8_t *h = x8 ? hi : buf + (size_t)(2 * t) * s, *l = x8 ? lo : buf + (size_t)(2 * t + 1) * s;
+        isa->quant_q8(xt, h, K);
+        const float *d = (const float *)h;
+        const int8_t *q = (const int8_t *)(h + qoff);
+        for (int k = 0; k < K; k++) r[k] = xt[k] - d[k / 32] * (float)q[k];
+        isa->quant_q8(r, l, K);
+        if (x8) {
+            r1_cpu_q8_to_q8x8(h, buf + (size_t)(2 * t) * s, K);
+            r1_cpu_q8_to_q8x8(l, buf + (size_t)(2 * t + 1) * s, K);
+        } else {
+            act_finish(mm, h, K);
+            act_finish(mm, l, K);
+        }
     }
     *xs = s;
     return buf;
@@ -284,7 +340,7 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
                         ROW_BLOCK) == 0)
         return;
     float tile[R1_CPU_MR * R1_CPU_NT];
-    const int kc = tn == 1 ? K : mm->act == R1_CPU_ACT_BF16 ? KC_BF16 : KC;
+    const int kc = tn <= act_parts_of(mm) ? K : mm->act == R1_CPU_ACT_BF16 ? KC_BF16 : KC;
     for (int k0 = 0; k0 < K; k0 += kc) {
         int k1 = K - k0 < kc ? K : k0 + kc;
         /* tokens outer: a group's activation slice stays in L1 while the
@@ -315,11 +371,14 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
     float C[TOKEN_BLOCK * ROW_BLOCK];
-    for (int tb = 0; tb < T; tb += TOKEN_BLOCK) {
-        int tn = T - tb < TOKEN_BLOCK ? T - tb : TOKEN_BLOCK;
+    const int parts = act_parts_of(mm), tblock = TOKEN_BLOCK / parts;
+    for (int tb = 0; tb < T; tb += tblock) {
+        int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb, tn, C);
+            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
+                     tn * parts, C);
+            if (parts == 2) fold_parts(C, tn, mc);
             for (int t = 0; t < tn; t++) {
                 float *o = out + (size_t)(tb + t) * ostride + r0;
                 const float *v = C + (size_t)t * ROW_BLOCK;
@@ -424,13 +483,19 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     const uint8_t *xa = prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
     float g[TOKEN_BLOCK * ROW_BLOCK], u[TOKEN_BLOCK * ROW_BLOCK];
+    const int parts = act_parts_of(mm), tblock = TOKEN_BLOCK / parts;
 again:
-    for (int tb = 0; tb < T; tb += TOKEN_BLOCK) {
-        int tn = T - tb < TOKEN_BLOCK ? T - tb : TOKEN_BLOCK;
+    for (int tb = 0; tb < T; tb += tblock) {
+        int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb, tn, g);
-            mm_block(isa, mm, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb, tn, u);
+            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
+                     tn * parts, g);
+            mm_block(isa, mm, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, u);
+            if (parts == 2) {
+                fold_parts(g, tn, mc);
+                fold_parts(u, tn, mc);
+            }
             for (int t = 0; t < tn; t++) {
                 float *o = op->out + (size_t)(tb + t) * F + r0;
                 const float *gv = g + (size_t)t * ROW_BLOCK, *uv = u + (size_t)t * ROW_BLOCK;

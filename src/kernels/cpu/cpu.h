@@ -79,6 +79,20 @@ static inline size_t r1_cpu_f32eo_stride(int K) { return ((size_t)K * 4 + 63) & 
 static inline size_t r1_cpu_q8x8_stride(int K) { return (size_t)K / 256 * R1_CPU_Q8X8_BYTES; }
 /* Plain-C q8x8 quantization (the ISA files may have faster ones). */
 void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K);
+/* A token already in q8 form (r1_cpu_q8_*) rearranged into q8x8 form. */
+void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K);
+
+/* Integer activations in two parts. One int8 per value (q8: 8 bits of the
+ * block's largest value) loses the small values of a block that holds an
+ * outlier, and small models have such outliers: on SmolLM2-135M the q8 logits
+ * were ~0.9 off f32's, enough to flip a greedy token. With 2 parts (the
+ * default) each token is quantized twice: hi = q8(x), lo = q8(x - deq(hi)),
+ * and every integer matmul computes w·hi + w·lo, i.e. the tile runs on two
+ * activation rows for the weights it loaded once: twice the integer work,
+ * the same memory traffic, logits within ~5e-3 of f32 on that model.
+ * 1 part (R1_CPU_ACT=q8) is what llama.cpp does. Call between steps. */
+void r1_cpu_set_act_parts(int parts);
+int r1_cpu_act_parts(void);
 /* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their best
  * ISA has a tile for it; R1_Q4_0_PLAIN=1 says no, for comparisons). */
 int r1_cpu_regroup_q4_0(void);

@@ -45,27 +45,38 @@ TILE_C(R1_DTYPE_BF16, tile_bf16)
 TILE_C(R1_DTYPE_Q8_0, tile_q8_0)
 TILE_C(R1_DTYPE_Q4_0, tile_q4_0)
 
+/* The q8x8 form of 256 columns from their q8 scales d[8] and quants qs[256]. */
+static void q8x8_from_q8(const float *d, const int8_t *qs, uint8_t *o) {
+    int32_t nx[16] = {0};
+    float dx[16];
+    for (int i = 0; i < 16; i++) {
+        int b = i % 8, u = i / 8;
+        for (int part = 0; part < 4; part++) { /* xl0, xl1, xh0, xh1 */
+            int j = 2 * (part % 2) + u, first = 16 * (part / 2) + 4 * j;
+            for (int c = 0; c < 4; c++) {
+                int8_t v = qs[32 * b + first + c];
+                o[64 * part + 4 * i + c] = (uint8_t)v;
+                nx[i] -= 8 * v;
+            }
+        }
+        dx[i] = d[b];
+    }
+    memcpy(o + 256, nx, sizeof nx);
+    memcpy(o + 320, dx, sizeof dx);
+}
+
+void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K) {
+    const float *d = (const float *)q8;
+    const int8_t *qs = (const int8_t *)(q8 + r1_cpu_q8_qoff(K));
+    for (int s = 0; s < K / 256; s++)
+        q8x8_from_q8(d + 8 * s, qs + 256 * s, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
+}
+
 void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K) {
     uint8_t q8[64 + 256]; /* r1_cpu_q8 form of 256 columns: d[8], then qs at 64 */
     for (int s = 0; s < K / 256; s++) {
         r1_cpu_quant_q8_c(x + (size_t)s * 256, q8, 256);
-        uint8_t *o = dst + (size_t)s * R1_CPU_Q8X8_BYTES;
-        int32_t nx[16] = {0};
-        float dx[16];
-        for (int i = 0; i < 16; i++) {
-            int b = i % 8, u = i / 8;
-            for (int part = 0; part < 4; part++) { /* xl0, xl1, xh0, xh1 */
-                int j = 2 * (part % 2) + u, first = 16 * (part / 2) + 4 * j;
-                for (int c = 0; c < 4; c++) {
-                    int8_t v = (int8_t)q8[64 + 32 * b + first + c];
-                    o[64 * part + 4 * i + c] = (uint8_t)v;
-                    nx[i] -= 8 * v;
-                }
-            }
-            memcpy(&dx[i], q8 + 4 * b, 4);
-        }
-        memcpy(o + 256, nx, sizeof nx);
-        memcpy(o + 320, dx, sizeof dx);
+        q8x8_from_q8((const float *)q8, (const int8_t *)(q8 + 64), dst + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
 }
 
