@@ -13,7 +13,7 @@
  *                                                 FMA per super-block, fs from
  *                                                 the q8s sums
  *   acc -= 32 (d sc dx) * s16                     q6_K's offset (w = d sc (q - 32))
- * Lanes are summed once, at the end. Decode (one token) runs 4 rows at a
+ * Lanes are summed once, at the end. Decode (one token or its two parts) runs 4 rows at a
  * time and fetches the next 4 rows' super-blocks ahead; batches run one row
  * against 4 tokens, so a row's quants are unpacked once for all of them.
  * Column ranges start and end on 64-column chunks (kquants.h): a super-block
@@ -177,7 +177,7 @@ INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int
         const uint8_t *blk[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) { /* scales, offsets and mins */
             blk[r] = wr[r] + (size_t)sb * bs;
-            if (NT == 1) kq_prefetch(blk[r], ws, bs);
+            if (R == 4) kq_prefetch(blk[r], ws, bs); /* decode */
             if (DT == F_Q6K) {
                 __m128i s8 = _mm_loadu_si128((const __m128i *)(blk[r] + 192));
                 __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(blk[r][208] | blk[r][209] << 8)));
@@ -213,18 +213,21 @@ INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
-/* Decode: 4 rows (rows past nr repeat row 0) x 1 token. Batches: each row
- * against 4 tokens (tokens past nt repeat token 0), one row at a time. */
+/* Decode (one token, or its two activation parts: nt <= 2): 4 rows (rows
+ * past nr repeat row 0) x nt, the next rows fetched ahead. Batches: each row
+ * against 4 activation rows (past nt: row 0 again), one row at a time. */
 INL void kq_tile(const int DT, const int V, R1_KQ_TILE_ARGS) {
-    if (nt == 1) {
-        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
-        float res[4];
-        kq_run(DT, V, 4, 1, K, k0, k1, wr, ws, &x, res);
-        for (int r = 0; r < nr; r++) out[r] = res[r];
-        return;
-    }
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    if (nt <= 2) {
+        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+        float res[8];
+        if (nt == 1) kq_run(DT, V, 4, 1, K, k0, k1, wr, ws, xt, res);
+        else kq_run(DT, V, 4, 2, K, k0, k1, wr, ws, xt, res);
+        for (int t = 0; t < nt; t++)
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r * nt + t];
+        return;
+    }
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];

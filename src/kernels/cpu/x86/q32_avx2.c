@@ -18,7 +18,8 @@
  * one vpmaddwd, one conversion and one FMA with the 8 scales (one vcvtph2ps)
  * finish 256 weights. The activations are in the q8x8 form (cpu.h).
  *
- * Decode (one token) runs 4 rows at a time and fetches the next 4 rows ahead;
+ * Decode (one token, or its two activation parts) runs 4 rows at a time and
+ * fetches the next rows ahead;
  * batches run one row against up to 4 tokens, so a row's quants are unpacked
  * once for all of them.
  */
@@ -142,7 +143,7 @@ INL void q32_run(const int DT, const int V, const int R, const int NT, int K, in
             }
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
                 const uint8_t *p = wr[r] + (size_t)(b0 + i) * bs;
-                if (NT == 1) q32_prefetch(p, ws);
+                if (R == 4) q32_prefetch(p, ws); /* decode */
                 __m256i q = q32_quants(DT, p);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     __m256i dp = DT == F_Q80 ? r1_avx2_dotz(V, ax[t], _mm256_sign_epi8(q, xq[t]))
@@ -174,7 +175,7 @@ INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const ui
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 144;
-            if (NT == 1) { /* the next 4 rows, into L1, and the 4 after, into L2 */
+            if (R == 4) { /* decode: the next 4 rows, into L1, and the 4 after, into L2 */
                 _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);
                 _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);
                 _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T0);
@@ -306,42 +307,41 @@ TGT void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K) {
     }
 }
 
-/* Decode: 4 rows (rows past nr repeat row 0) x 1 token. Batches: each row
+/* Decode (nt <= 2: a token or its two parts): 4 rows (past nr: row 0 again). Batches: each row
  * against 2 or 4 tokens (tokens past nt repeat token 0), one row at a time. */
 INL void q_tile(const int DT, const int V, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                 const uint8_t *x, size_t xs, int nt, float *out) {
-    if (nt == 1) {
-        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
-        float res[4];
-        if (DT < 0) x8_run(V, 4, 1, k0, k1, wr, ws, &x, res);
-        else q32_run(DT, V, 4, 1, K, k0, k1, wr, ws, &x, res);
-        for (int r = 0; r < nr; r++) out[r] = res[r];
-        return;
-    }
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    if (nt <= 2) { /* decode: one token, or its two activation parts */
+        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+        float res[8];
+        if (nt == 1) {
+            if (DT < 0) x8_run(V, 4, 1, k0, k1, wr, ws, xt, res);
+            else q32_run(DT, V, 4, 1, K, k0, k1, wr, ws, xt, res);
+        } else {
+            if (DT < 0) x8_run(V, 4, 2, k0, k1, wr, ws, xt, res);
+            else q32_run(DT, V, 4, 2, K, k0, k1, wr, ws, xt, res);
+        }
+        for (int t = 0; t < nt; t++)
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r * nt + t];
+        return;
+    }
     if (DT == F_Q80) { /* two rows a pass: |x| and x's signs shared by both */
         for (int r = 0; r < nr; r += 2) {
             const uint8_t *wr[2] = {w + (size_t)r * ws, w + (size_t)(r + 1 < nr ? r + 1 : r) * ws};
             float res[8];
-            if (nt == 2) q32_run(DT, V, 2, 2, K, k0, k1, wr, ws, xt, res);
-            else q32_run(DT, V, 2, 4, K, k0, k1, wr, ws, xt, res);
-            const int n2 = nt == 2 ? 2 : 4;
+            q32_run(DT, V, 2, 4, K, k0, k1, wr, ws, xt, res);
             for (int i = 0; i < 2 && r + i < nr; i++)
-                for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * n2 + t];
+                for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * 4 + t];
         }
         return;
     }
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        if (nt == 2) {
-            if (DT < 0) x8_run(V, 1, 2, k0, k1, &wr, ws, xt, res);
-            else q32_run(DT, V, 1, 2, K, k0, k1, &wr, ws, xt, res);
-        } else {
-            if (DT < 0) x8_run(V, 1, 4, k0, k1, &wr, ws, xt, res);
-            else q32_run(DT, V, 1, 4, K, k0, k1, &wr, ws, xt, res);
-        }
+        if (DT < 0) x8_run(V, 1, 4, k0, k1, &wr, ws, xt, res);
+        else q32_run(DT, V, 1, 4, K, k0, k1, &wr, ws, xt, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
 }
