@@ -175,10 +175,11 @@ INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const ui
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 144;
-            if (R == 4) { /* decode: the next 4 rows, into L1, and the 4 after, into L2 */
-                _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);
-                _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);
-                _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T0);
+            if (R == 4) { /* decode: the next 4 rows and the 4 after, into L2 (measured
+                           * ~10% faster than the next 4 into L1 on 1.5B shapes) */
+                _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T1);
+                _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T1);
+                _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T1);
                 _mm_prefetch((const char *)(bp + 8 * ws), _MM_HINT_T1);
                 _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);
                 _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);
