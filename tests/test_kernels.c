@@ -46,11 +46,10 @@
  * and generic, so it is the activations' q8 rounding, not a tile */
 #define NMSE_GATE_UP_Q8ACT_GGUF 3e-2
 /* a K-quant/_1/_5 tile over a sub-range of columns against dequantized rows
- * and dequantized q8 activations: only float summation order differs. The
- * error is normalized by the sum of |products| of each output (what bounds
- * a float sum's rounding), not by the output, which a few outputs may have
- * cancelled to near zero (an avx2 q8_0 case of one output reached 9.5e-9 by
- * the output's norm) */
+ * and dequantized q8 activations: only float summation order differs.
+ * (test_tile_ranges divides by the sum of |w x|, which bounds f32 rounding;
+ * a lone output whose terms cancel has an ill-conditioned nmse of its own:
+ * 20000 random 96-column q5_1 cases reached 3e-7 on avx2, 2.4e-8 in plain C) */
 #define NMSE_TILE_RANGE 1e-9
 /* Two-part integer activations (the default, cpu.h r1_cpu_set_act_parts):
  * the second int8 part quantizes what the first left, with a scale of at
@@ -61,7 +60,10 @@
 #define NMSE_MATMUL_Q8X2_GGUF 5e-7
 #define NMSE_GATE_UP_Q8X2 2e-7
 #define NMSE_GATE_UP_Q8X2_GGUF 3e-6
-#define NMSE_GATE_UP_Q8ACT 2e-3 /* silu(g)*u: two q8-activation dots multiplied */
+/* silu(g)*u: two q8-activation dots multiplied. 20000 random 10x32 q8_0 and
+ * q4_0 cases (one block, 5 outputs), one part: worst 2.5e-2 and 2.3e-2, the
+ * same on avx512, avx2-vnni and avx2, so it is the activations' q8 rounding */
+#define NMSE_GATE_UP_Q8ACT 3e-2
 #define NMSE_NORM 1e-10
 #define NMSE_ROPE 1e-12
 #define NMSE_ATTN 1e-9
@@ -208,7 +210,7 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
                                    : (gguf ? NMSE_MATMUL_Q8ACT_GGUF : NMSE_MATMUL_Q8ACT))
                              : (gu ? (gguf ? NMSE_GATE_UP_Q8X2_GGUF : NMSE_GATE_UP_Q8X2)
                                    : (gguf ? NMSE_MATMUL_Q8X2_GGUF : NMSE_MATMUL_Q8X2));
-            int intact = isa->mm[dt].act == R1_CPU_ACT_Q8 || isa->mm[dt].act == R1_CPU_ACT_Q8X8;
+            int intact = r1_cpu_act_q8(isa->mm[dt].act) || isa->mm[dt].act == R1_CPU_ACT_Q8X8;
             struct group g = {isa->name, what, intact ? lim : NMSE_MATMUL_F32, 0, "", 0};
             for (int si = 0; si < nshapes; si++) {
                 int rows = shapes[si][0], cols = shapes[si][1];
@@ -256,7 +258,7 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
         enum r1_dtype dt = dts[di];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
-        if (!mm->tile || mm->act != R1_CPU_ACT_Q8) continue;
+        if (!mm->tile || !r1_cpu_act_q8(mm->act)) continue;
         char what[48];
         snprintf(what, sizeof what, "tile ranges/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
@@ -264,19 +266,21 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
             int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
             if (K % r1_dtype_traits[dt].block) continue;
             struct mat w = mat_new(dt, isa->mr, K);
-            size_t xs = r1_cpu_q8_stride(K);
+            const int sums = mm->act == R1_CPU_ACT_Q8S;
+            size_t xs = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
             uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
             float *wf = malloc((size_t)K * 4);
             for (int nt = 1; nt <= isa->nt; nt++) {
                 for (int t = 0; t < nt; t++) {
                     float *xr = frand_buf((size_t)K);
                     isa->quant_q8(xr, xq + t * xs, K);
+                    if (sums) r1_cpu_q8s_sums(xq + t * xs, K);
                     free(xr);
                 }
                 float out[R1_CPU_MR * R1_CPU_NT];
                 for (int nr = 1; nr <= isa->mr; nr++) {
                     mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
-                    double err = 0, mag = 0;
+                    double num = 0, den = 0;
                     for (int r = 0; r < nr; r++) {
                         r1_mat_row_f32(&w.m, r, wf);
                         for (int t = 0; t < nt; t++) {
@@ -288,11 +292,11 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
                                 s += p, sa += fabs(p);
                             }
                             double e = out[t * R1_CPU_MR + r] - s;
-                            err += e * e, mag += sa * sa;
+                            num += e * e, den += sa * sa;
                         }
                     }
-                    group_add(&g, mag > 0 ? err / mag : err, "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1,
-                              nr, nt);
+                    group_add(&g, num != num ? INFINITY : den > 0 ? num / den : num,
+                              "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
                 }
             }
             free(xq), free(wf), free(w.buf);

@@ -21,7 +21,15 @@
 /* How a weight dtype wants its activations: plain f32 rows, q8 blocks, or
  * bf16 rows (R1_CPU_ACT_BF16: K bf16 values rounded to nearest even, the
  * next token r1_cpu_bf16_stride(K) bytes further; batches only). */
-enum r1_cpu_act { R1_CPU_ACT_F32, R1_CPU_ACT_Q8, R1_CPU_ACT_BF16, R1_CPU_ACT_Q8X8 };
+enum r1_cpu_act {
+    R1_CPU_ACT_F32,
+    R1_CPU_ACT_Q8,
+    R1_CPU_ACT_BF16,
+    R1_CPU_ACT_Q8X8,
+    R1_CPU_ACT_Q8S,
+    R1_CPU_ACT_Q8W,
+    R1_CPU_ACT_F32EO,
+};
 static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
 
 /* A token's activations in q8 form (R1_CPU_ACT_Q8), K % 32 == 0:
@@ -30,6 +38,34 @@ static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~
  * and the next token starts r1_cpu_q8_stride(K) bytes further. */
 static inline size_t r1_cpu_q8_qoff(int K) { return ((size_t)K / 32 * 4 + 63) & ~(size_t)63; }
 static inline size_t r1_cpu_q8_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K + 63) & ~(size_t)63); }
+
+/* A token's activations in q8s form (R1_CPU_ACT_Q8S), K % 32 == 0: the q8
+ * form above, then the block sums the GGUF formats' offsets and mins need
+ * (computed once per token, not once per row group):
+ *   int16 s16[K/16]   at r1_cpu_q8_stride(K): the sum of the q of each 16 columns
+ *   float fs[K/32]    at r1_cpu_q8s_foff(K): d[b] x the sum of block b's q
+ * and the next token starts r1_cpu_q8s_stride(K) bytes further. */
+static inline size_t r1_cpu_q8s_foff(int K) {
+    return r1_cpu_q8_stride(K) + (((size_t)K / 8 + 63) & ~(size_t)63);
+}
+static inline size_t r1_cpu_q8s_stride(int K) {
+    return r1_cpu_q8s_foff(K) + (((size_t)K / 8 + 63) & ~(size_t)63);
+}
+/* 1 for the activation forms that start with the q8 form (Q8, Q8S). */
+static inline int r1_cpu_act_q8(enum r1_cpu_act a) { return a == R1_CPU_ACT_Q8 || a == R1_CPU_ACT_Q8S; }
+/* Fills s16 and fs of a token whose q8 part is already there (plain C). */
+void r1_cpu_q8s_sums(uint8_t *tok, int K);
+
+/* A token's activations in q8w form (R1_CPU_ACT_Q8W, batches), K % 32 == 0:
+ * the q8 form with its quants widened to int16 (int16 q[K] at
+ * r1_cpu_q8_qoff(K)), for tiles that multiply with vpmaddwd; the next token
+ * r1_cpu_q8w_stride(K) bytes further. */
+static inline size_t r1_cpu_q8w_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K * 2 + 63) & ~(size_t)63); }
+/* A token's activations in f32eo form (R1_CPU_ACT_F32EO, batches), K % 16
+ * == 0: f32, each 16 columns in the order 0, 2, ..., 14, 1, 3, ..., 15 (the
+ * order in which a 32-byte load of bf16 weights splits into two vectors with
+ * one shift and one mask); the next token r1_cpu_f32eo_stride(K) bytes on. */
+static inline size_t r1_cpu_f32eo_stride(int K) { return ((size_t)K * 4 + 63) & ~(size_t)63; }
 
 /* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for the regrouped
  * weights: q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q5_Kx8, q6_Kx8), K % 32 == 0: per 256 columns (8 q8 blocks b, scales d[b])
@@ -157,6 +193,7 @@ struct r1_cpu_isa {
 
 extern const struct r1_cpu_isa r1_cpu_generic;
 extern const struct r1_cpu_isa r1_cpu_avx2;   /* x86-64 only, else name NULL */
+extern const struct r1_cpu_isa r1_cpu_avx2_vnni; /* x86-64 only: AVX2 + AVX-VNNI (or AVX512-VNNI/VL) */
 extern const struct r1_cpu_isa r1_cpu_avx512; /* x86-64 only */
 extern const struct r1_cpu_isa r1_cpu_neon;   /* aarch64 only */
 extern const struct r1_cpu_isa r1_cpu_neon_dot;
@@ -165,7 +202,7 @@ extern const struct r1_cpu_isa r1_cpu_neon_dot;
  * (tables for another architecture are left out). */
 extern const struct r1_cpu_isa *const r1_cpu_isas[];
 
-/* Use the named ISA for the cpu kernels from now on ("avx512", "avx2",
+/* Use the named ISA for the cpu kernels from now on ("avx512", "avx2-vnni", "avx2",
  * "neon-dot", "neon", "generic"); NULL = the best available. Returns -1 with
  * an error if the name is unknown or this CPU cannot run it. */
 int r1_cpu_select(const char *name);

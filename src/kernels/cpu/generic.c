@@ -89,6 +89,19 @@ void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K) {
                           K % 256);
 }
 
+void r1_cpu_q8s_sums(uint8_t *tok, int K) {
+    const float *d = (const float *)tok;
+    const int8_t *q = (const int8_t *)(tok + r1_cpu_q8_qoff(K));
+    int16_t *s16 = (int16_t *)(tok + r1_cpu_q8_stride(K));
+    float *fs = (float *)(tok + r1_cpu_q8s_foff(K));
+    for (int g = 0; g < K / 16; g++) {
+        int s = 0;
+        for (int i = 0; i < 16; i++) s += q[16 * g + i];
+        s16[g] = (int16_t)s;
+    }
+    for (int b = 0; b < K / 32; b++) fs[b] = d[b] * (float)(s16[2 * b] + s16[2 * b + 1]);
+}
+
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K) {
     float *d = (float *)dst;
     int8_t *qs = (int8_t *)(dst + r1_cpu_q8_qoff(K));

@@ -11,6 +11,7 @@
  * also take a last half chunk (k1 == K, K % 64 == 32).
  *
  *   kquants_generic.c       plain C (every arch; generic, avx2 and NEON tables)
+ *   x86/kquants_avx2.c      AVX2, with or without VNNI (q8s activations), x86-64 only
  *   x86/kquants_avx512.c    AVX-512 VNNI (vpdpbusd), x86-64 only
  */
 #ifndef R1_CPU_KQUANTS_H
@@ -31,6 +32,15 @@ void r1_kq_tile_q5_0_c(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_1_c(R1_KQ_TILE_ARGS);
 
 #if defined(__x86_64__)
+/* AVX2 + FMA + F16C (x86/kquants_avx2.c), against R1_CPU_ACT_Q8S activations;
+ * the _avx2vnni forms need r1_x86_avx2_vnni != 0. nr <= 4, nt <= 4 */
+void r1_kq_tile_q4_K_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_K_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_K_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q4_K_avx2vnni(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_K_avx2vnni(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_K_avx2vnni(R1_KQ_TILE_ARGS);
+
 /* AVX-512 F/BW/VL/DQ + VNNI (the avx512 table's CPUs), nr <= 4, nt <= 4 */
 void r1_kq_tile_q4_K_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_K_avx512(R1_KQ_TILE_ARGS);

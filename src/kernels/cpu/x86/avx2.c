@@ -1,10 +1,13 @@
 /*
- * avx2.c - the AVX2 + FMA + F16C table of the cpu backend (x86-64 from
- * Haswell / Zen on). Tiles of 4 weight rows x 1 or 2 tokens in ymm
- * registers; f32/f16/bf16 weights against f32 activations, q8_0/q4_0
- * weights against q8 activations with maddubs (sign trick). Compiled on
- * every architecture; the code exists only on x86-64 and is reached only
- * after the CPU check. Never compiled with -mavx2: target attributes only.
+ * avx2.c - the AVX2 + FMA + F16C tables of the cpu backend (x86-64 from
+ * Haswell / Zen on): "avx2", and "avx2-vnni" where the CPU also has AVX-VNNI
+ * (or AVX512-VNNI with VL: then the same tiles run with EVEX vpdpbusd). Here:
+ * the float tiles (f32/f16/bf16 weights against f32 activations, 4 rows x 1
+ * or 2 tokens in ymm registers), the q8 activation quantizer, the vector
+ * helpers, and the tables; the quantized tiles are in q32_avx2.c and
+ * kquants_avx2.c. Compiled on every architecture; the code exists only on
+ * x86-64 and is reached only after the CPU check. Never compiled with
+ * -mavx2: target attributes only.
  */
 #include "kernels/cpu/cpu.h"
 #include "kernels/cpu/kquants.h"
@@ -30,6 +33,19 @@ static int avx2_available(void) {
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && r1_x86_has_f16c();
 }
 
+/* The avx2-vnni table: AVX2 with vpdpbusd on ymm, VEX-encoded (AVX-VNNI) or
+ * EVEX-encoded (AVX512-VNNI with AVX512VL: this table can then be tested on
+ * AVX-512 machines, and is what R1_CPU_ISA=avx2-vnni runs there). */
+int r1_x86_avx2_vnni;
+static int avx2_vnni_available(void) {
+    if (!avx2_available()) return 0;
+    if (__builtin_cpu_supports("avxvnni")) r1_x86_avx2_vnni = 1;
+    else if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
+        r1_x86_avx2_vnni = 2;
+    else return 0;
+    return 1;
+}
+
 INL float hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -51,14 +67,18 @@ INL float sc_f16(const uint8_t *p, int k) { return _cvtsh_ss(((const uint16_t *)
 INL float sc_bf16(const uint8_t *p, int k) { return r1_bf16_to_f32(((const uint16_t *)p)[k]); }
 
 /* Decode (one token) streams 4 rows at a time, too short for the hardware
- * prefetcher to ramp up: fetch the same bytes of the next 4 rows ahead. */
+ * prefetcher to ramp up: fetch the same line of the next 4 rows and of the
+ * 4 after those ahead, into L2 (f16/bf16 matvecs ~27 -> ~31 GB/s against
+ * the next 4 into L1 only, 1.5B shapes, 2 threads). */
 #define PF_NEXT(NT, OFF)                                                                           \
     do {                                                                                           \
         if (NT == 1) {                                                                             \
-            _mm_prefetch((const char *)(w0 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
-            _mm_prefetch((const char *)(w1 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
-            _mm_prefetch((const char *)(w2 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
-            _mm_prefetch((const char *)(w3 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
+            _Pragma("GCC unroll 2") for (int i_ = 4; i_ <= 8; i_ += 4) {                           \
+                _mm_prefetch((const char *)(w0 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
+                _mm_prefetch((const char *)(w1 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
+                _mm_prefetch((const char *)(w2 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
+                _mm_prefetch((const char *)(w3 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
+            }                                                                                      \
         }                                                                                          \
     } while (0)
 
@@ -81,7 +101,7 @@ INL float sc_bf16(const uint8_t *p, int k) { return r1_bf16_to_f32(((const uint1
             acc[r][t] = _mm256_setzero_ps();                                                       \
         int k = k0;                                                                                \
         for (; k + 8 <= k1; k += 8) {                                                               \
-            if (!(k & 15)) PF_NEXT(NT, (size_t)k * es);                                            \
+            if (!(k & (es == 4 ? 15 : 31))) PF_NEXT(NT, (size_t)k * es);                                            \
             __m256 a0 = LD(w0, k), a1 = LD(w1, k), a2 = LD(w2, k), a3 = LD(w3, k);                 \
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
                 __m256 xv = _mm256_loadu_ps(xt[t] + k);                                            \
@@ -102,87 +122,89 @@ INL float sc_bf16(const uint8_t *p, int k) { return r1_bf16_to_f32(((const uint1
             }                                                                                      \
     }
 
-#define FTILE_PAIR(NAME, LD, SC)                                                                   \
-    FTILE(NAME##_1, 1, LD, SC)                                                                     \
-    FTILE(NAME##_2, 2, LD, SC)                                                                     \
-    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
-                     int nt, float *out) {                                                         \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
-    }
-
-FTILE_PAIR(tile_f32, ld_f32, sc_f32)
-FTILE_PAIR(tile_f16, ld_f16, sc_f16)
-FTILE_PAIR(tile_bf16, ld_bf16, sc_bf16)
-
-/* ---- quantized weights: block b of a row as 32 signed bytes + its scale ---- */
-INL __m256i lq_q8_0(const uint8_t *p, int b, float *d) {
-    const uint8_t *blk = p + (size_t)b * sizeof(struct r1_block_q8_0);
-    *d = _cvtsh_ss(*(const uint16_t *)blk);
-    return _mm256_loadu_si256((const __m256i *)(blk + 2));
-}
-INL __m256i lq_q4_0(const uint8_t *p, int b, float *d) {
-    const uint8_t *blk = p + (size_t)b * sizeof(struct r1_block_q4_0);
-    *d = _cvtsh_ss(*(const uint16_t *)blk);
-    __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(q, 4), q);
-    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
-    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
-}
-
-/* Sum of products of |x| (u8) and sign(x)*w (s8) as 8 int32 lanes. */
-INL __m256i idot(__m256i ax, __m256i sw) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sw), _mm256_set1_epi16(1));
-}
-
-#define QTILE(NAME, NT, LQ)                                                                        \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
-                         int nt, float *out) {                                                     \
-        SETUP_PTRS(NT, const uint8_t *)                                                            \
-        (void)wr;                                                                                  \
-        const size_t qoff = r1_cpu_q8_qoff(K);                                                     \
-        const size_t bs = ws / (size_t)(K / 32); /* bytes per weight block */                      \
-        __m256 acc[4][NT];                                                                         \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
-                                                                                     t < NT; t++)  \
-            acc[r][t] = _mm256_setzero_ps();                                                       \
-        for (int b = k0 / 32; b < k1 / 32; b++) {                                                       \
-            float d0, d1, d2, d3;                                                                  \
-            PF_NEXT(NT, (size_t)b * bs);                                                           \
-            __m256i q0 = LQ(w0, b, &d0), q1 = LQ(w1, b, &d1), q2 = LQ(w2, b, &d2),                 \
-                    q3 = LQ(w3, b, &d3);                                                           \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
-                __m256i xq = _mm256_loadu_si256((const __m256i *)(xt[t] + qoff + (size_t)b * 32)); \
-                float dx = ((const float *)xt[t])[b];                                              \
-                __m256i ax = _mm256_sign_epi8(xq, xq);                                             \
-                acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q0, xq))), \
-                                            _mm256_set1_ps(d0 * dx), acc[0][t]);                   \
-                acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q1, xq))), \
-                                            _mm256_set1_ps(d1 * dx), acc[1][t]);                   \
-                acc[2][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q2, xq))), \
-                                            _mm256_set1_ps(d2 * dx), acc[2][t]);                   \
-                acc[3][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(idot(ax, _mm256_sign_epi8(q3, xq))), \
-                                            _mm256_set1_ps(d3 * dx), acc[3][t]);                   \
+/* Batches: two rows x 4 tokens per pass (8 accumulators; the activations
+ * are FMA memory operands), so each weight is converted once for 4 tokens. */
+#define FTILE_B(NAME, LD, SC)                                                                      \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
+                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
+        const size_t es = ws / (size_t)K;                                                          \
+        (void)es;                                                                                  \
+        const float *xt[4];                                                                        \
+        for (int t = 0; t < 4; t++) xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);    \
+        for (int r0 = 0; r0 < nr; r0 += 2) {                                                       \
+            const uint8_t *wr[2] = {w + (size_t)r0 * ws, w + (size_t)(r0 + 1 < nr ? r0 + 1 : r0) * ws}; \
+            __m256 acc[2][4];                                                                      \
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                    \
+                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm256_setzero_ps(); \
+            int k = k0;                                                                            \
+            for (; k + 8 <= k1; k += 8) {                                                          \
+                __m256 a0 = LD(wr[0], k), a1 = LD(wr[1], k);                                       \
+                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {                              \
+                    __m256 xv = _mm256_loadu_ps(xt[t] + k);                                        \
+                    acc[0][t] = _mm256_fmadd_ps(a0, xv, acc[0][t]);                                \
+                    acc[1][t] = _mm256_fmadd_ps(a1, xv, acc[1][t]);                                \
+                }                                                                                  \
             }                                                                                      \
+            float res[2][4];                                                                       \
+            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                    \
+                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = hsum(acc[r][t]);   \
+            for (int r = 0; r < 2 && r0 + r < nr; r++)                                             \
+                for (int t = 0; t < nt; t++) {                                                     \
+                    float s = res[r][t];                                                           \
+                    for (int kk = k; kk < k1; kk++) s += SC(wr[r], kk) * xt[t][kk];                \
+                    out[t * R1_CPU_MR + r0 + r] = s;                                               \
+                }                                                                                  \
         }                                                                                          \
-        float res[4][NT]; /* constant indices only: acc stays in registers */                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = hsum(acc[r][t]);      \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];                       \
     }
 
-#define QTILE_PAIR(NAME, LQ)                                                                       \
-    QTILE(NAME##_1, 1, LQ)                                                                         \
-    QTILE(NAME##_2, 2, LQ)                                                                         \
-    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
-                     int nt, float *out) {                                                         \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
+#define FTILE_SET(NAME, LD, SC)                                                                    \
+    FTILE(NAME##_1, 1, LD, SC)                                                                     \
+    FTILE_B(NAME##_b, LD, SC)                                                                      \
+    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
+                     size_t xs, int nt, float *out) {                                              \
+        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        else NAME##_b(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }
 
-QTILE_PAIR(tile_q8_0, lq_q8_0)
-QTILE_PAIR(tile_q4_0, lq_q4_0)
+/* bf16 weights in a batch, against f32eo activations (cpu.h): a 32-byte load
+ * of 16 bf16 weights gives the even ones by a shift and the odd ones by a
+ * mask, one integer op per 8 weights; two rows x 4 tokens a pass. */
+static TGT void tile_bf16_eo(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                             const uint8_t *x, size_t xs, int nt, float *out) {
+    (void)K;
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    const float *xt[4];
+    for (int t = 0; t < 4; t++) xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);
+    for (int r0 = 0; r0 < nr; r0 += 2) {
+        const uint16_t *wr[2] = {(const uint16_t *)(w + (size_t)r0 * ws),
+                                 (const uint16_t *)(w + (size_t)(r0 + 1 < nr ? r0 + 1 : r0) * ws)};
+        __m256 acc[2][4];
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm256_setzero_ps();
+        for (int k = k0; k < k1; k += 16) {
+            __m256i d0 = _mm256_loadu_si256((const __m256i *)(wr[0] + k));
+            __m256i d1 = _mm256_loadu_si256((const __m256i *)(wr[1] + k));
+            __m256 e0 = _mm256_castsi256_ps(_mm256_slli_epi32(d0, 16));
+            __m256 o0 = _mm256_castsi256_ps(_mm256_and_si256(d0, hi));
+            __m256 e1 = _mm256_castsi256_ps(_mm256_slli_epi32(d1, 16));
+            __m256 o1 = _mm256_castsi256_ps(_mm256_and_si256(d1, hi));
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
+                __m256 xe = _mm256_loadu_ps(xt[t] + k), xo = _mm256_loadu_ps(xt[t] + k + 8);
+                acc[0][t] = _mm256_fmadd_ps(o0, xo, _mm256_fmadd_ps(e0, xe, acc[0][t]));
+                acc[1][t] = _mm256_fmadd_ps(o1, xo, _mm256_fmadd_ps(e1, xe, acc[1][t]));
+            }
+        }
+        float res[2][4];
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = hsum(acc[r][t]);
+        for (int r = 0; r < 2 && r0 + r < nr; r++)
+            for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r0 + r] = res[r][t];
+    }
+}
+
+FTILE_SET(tile_f32, ld_f32, sc_f32)
+FTILE_SET(tile_f16, ld_f16, sc_f16)
+FTILE_SET(tile_bf16, ld_bf16, sc_bf16)
 
 /* ---- activations to q8 blocks (round to nearest even) ---- */
 TGT void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K) {
@@ -258,31 +280,39 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
     for (; i < n; i++) y[i] = r1_f32_to_f16(x[i]);
 }
 
-const struct r1_cpu_isa r1_cpu_avx2 = {
-    .name = "avx2",
-    .available = avx2_available,
-    .mr = 4,
-    .nt = 2,
-    .mm =
-        {
-            [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},
-            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},
-            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16},
-            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0},
-            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0},
-            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_1_c},
-            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_0_c},
-            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_1_c},
-            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_K_c},
-            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_K_c},
-            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_c},
-        },
-    .quant_q8 = r1_x86_quant_q8_avx2,
-    .dot_f32 = r1_x86_dot_f32_avx2,
-    .dot_f16 = r1_x86_dot_f16_avx2,
-    .axpy_f32 = r1_x86_axpy_f32_avx2,
-    .axpy_f16 = r1_x86_axpy_f16_avx2,
-    .f32_to_f16 = r1_x86_f32_to_f16_avx2,
-};
+/* The two tables differ only in how the quantized tiles multiply bytes
+ * (and q8_0 batches: vpmaddwd on int16 activations without VNNI). */
+#define Q8_0_avx2 {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2, R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2}
+#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni}
+#define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
+    {                                                                                              \
+        .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
+        .mm =                                                                                      \
+            {                                                                                      \
+                [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},                                       \
+                [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},                                       \
+                [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo},     \
+                [R1_DTYPE_Q8_0] = Q8_0_##V,                                                        \
+                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V},                          \
+                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V},                          \
+                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V},                          \
+                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V},                          \
+                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_##V},                           \
+                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_##V},                           \
+                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V},                           \
+                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V},                     \
+            },                                                                                     \
+        .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
+        .dot_f32 = r1_x86_dot_f32_avx2,                          \
+        .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
+        .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \
+        .f16_to_f32 = r1_x86_f16_to_f32_avx2, .attn_qk = r1_x86_attn_qk_avx2,                      \
+        .attn_pv = r1_x86_attn_pv_avx2, .attn_softmax = r1_x86_attn_softmax_avx2,                  \
+        .attn_qk_f16 = r1_x86_attn_qk_f16_avx2, .attn_pv_f16 = r1_x86_attn_pv_f16_avx2,            \
+        .silu_mul = r1_x86_silu_mul_avx2,                                                          \
+    }
+
+const struct r1_cpu_isa r1_cpu_avx2 = AVX2_TABLE("avx2", avx2_available, avx2);
+const struct r1_cpu_isa r1_cpu_avx2_vnni = AVX2_TABLE("avx2-vnni", avx2_vnni_available, avx2vnni);
 
 #endif /* __x86_64__ */

@@ -1,0 +1,170 @@
+/*
+ * attn_avx2.c - the AVX2 + FMA + F16C helpers of the cpu backend's blocked
+ * attention (cpu.h: f16_to_f32, attn_qk, attn_pv, attn_softmax, the f16
+ * cache forms) and silu_mul, for the avx2 and avx2-vnni tables; the AVX-512
+ * ones are in attn_avx512.c. x86-64 only; the tables check the CPU first.
+ * Target attributes only, never -mavx2.
+ */
+#include "kernels/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <math.h>
+
+#include "kernels/cpu/x86/x86.h"
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define INL static inline __attribute__((always_inline, target("avx2,fma,f16c")))
+
+TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
+}
+
+/* The sums of the lanes of v[0..3], as 4 floats. */
+INL __m128 hsum4(const __m256 *v) {
+    __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
+    return _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+}
+
+/* Scores of 4 query rows against 4 cache rows at a time, two query rows per
+ * pass (8 accumulators and the 4 cache vectors fit the 16 ymm registers). The
+ * f16 form takes the true P and never reads a row past it: the last block of
+ * 4 repeats row P-1, whose extra scores the caller ignores. */
+#define LD_F32(p) _mm256_loadu_ps(p)
+#define LD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define ATTN_QK(NAME, KT, LD, CLAMP)                                                               \
+    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
+        for (int m = 0; m < M; m += 2) {                                                           \
+            const float *q0 = q + (size_t)m * hd, *q1 = q0 + hd;                                   \
+            for (int p = 0; p < P; p += 4) {                                                       \
+                const KT *kr[4];                                                                   \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                        \
+                    k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * hd;                        \
+                __m256 a0[4], a1[4];                                                               \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a0[j] = a1[j] = _mm256_setzero_ps(); \
+                for (int d = 0; d < hd; d += 8) {                                                  \
+                    __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d);             \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                          \
+                        __m256 kv = LD(kr[j] + d);                                                 \
+                        a0[j] = _mm256_fmadd_ps(x0, kv, a0[j]);                                    \
+                        a1[j] = _mm256_fmadd_ps(x1, kv, a1[j]);                                    \
+                    }                                                                              \
+                }                                                                                  \
+                _mm_storeu_ps(s + (size_t)m * ss + p, hsum4(a0));                                  \
+                _mm_storeu_ps(s + (size_t)(m + 1) * ss + p, hsum4(a1));                            \
+            }                                                                                      \
+        }                                                                                          \
+    }
+ATTN_QK(r1_x86_attn_qk_avx2, float, LD_F32, 0)
+ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
+
+/* o rows += the score-weighted cache rows: 4 query rows x 16 columns at a
+ * time (8 accumulators), the cache rows read once per 16 columns. */
+#define ATTN_PV(NAME, VT, LD)                                                                      \
+    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
+        for (int m = 0; m < M; m += 4) {                                                           \
+            const float *s0 = s + (size_t)m * ss;                                                  \
+            float *o0 = o + (size_t)m * hd;                                                        \
+            for (int d = 0; d < hd; d += 16) {                                                     \
+                __m256 acc[4][2];                                                                  \
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                              \
+                    acc[i][0] = _mm256_loadu_ps(o0 + (size_t)i * hd + d);                          \
+                    acc[i][1] = _mm256_loadu_ps(o0 + (size_t)i * hd + d + 8);                      \
+                }                                                                                  \
+                for (int p = 0; p < P; p++) {                                                      \
+                    const VT *vr = v + (size_t)p * hd + d;                                         \
+                    __m256 v0 = LD(vr), v1 = LD(vr + 8);                                           \
+                    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                          \
+                        __m256 a = _mm256_broadcast_ss(s0 + (size_t)i * ss + p);                   \
+                        acc[i][0] = _mm256_fmadd_ps(a, v0, acc[i][0]);                             \
+                        acc[i][1] = _mm256_fmadd_ps(a, v1, acc[i][1]);                             \
+                    }                                                                              \
+                }                                                                                  \
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                              \
+                    _mm256_storeu_ps(o0 + (size_t)i * hd + d, acc[i][0]);                          \
+                    _mm256_storeu_ps(o0 + (size_t)i * hd + d + 8, acc[i][1]);                      \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }
+ATTN_PV(r1_x86_attn_pv_avx2, float, LD_F32)
+ATTN_PV(r1_x86_attn_pv_f16_avx2, uint16_t, LD_F16)
+
+/* e^x for x <= 88.7 (Cephes' polynomial, as exp512); x is clamped at -87, so
+ * 2^n stays a normal float (the true values below, under 1.7e-38, do not
+ * matter to a softmax or to silu). */
+INL __m256 exp256(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    p = _mm256_add_ps(p, _mm256_set1_ps(1.0f));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+INL float hmax(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+INL float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+TGT float r1_x86_attn_softmax_avx2(float *s, int n, float scale, float *m) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    __m256 mx = _mm256_set1_ps(*m);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) mx = _mm256_max_ps(mx, _mm256_mul_ps(_mm256_loadu_ps(s + i), vs));
+    float mv = hmax(mx);
+    for (; i < n; i++) mv = s[i] * scale > mv ? s[i] * scale : mv;
+    *m = mv;
+    const __m256 vm = _mm256_set1_ps(mv);
+    __m256 sum = _mm256_setzero_ps();
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256 e = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(s + i), vs), vm));
+        _mm256_storeu_ps(s + i, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    float tail = 0.0f;
+    if (i < n) { /* the last n - i scores through a padded copy */
+        float buf[8];
+        int k = 0;
+        for (; k < n - i; k++) buf[k] = s[i + k];
+        for (; k < 8; k++) buf[k] = -INFINITY;
+        __m256 e = exp256(_mm256_sub_ps(_mm256_mul_ps(_mm256_loadu_ps(buf), vs), vm));
+        _mm256_storeu_ps(buf, e);
+        for (k = 0; k < n - i; k++) s[i + k] = buf[k], tail += buf[k];
+    }
+    return hsum(sum) + tail;
+}
+
+/* o[i] = silu(g[i]) * u[i] = g / (1 + e^-g) * u, e^-g at most e^88. */
+TGT void r1_x86_silu_mul_avx2(const float *g, const float *u, float *o, int n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i);
+        __m256 e = exp256(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), gv), _mm256_set1_ps(88.0f)));
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+#endif /* __x86_64__ */

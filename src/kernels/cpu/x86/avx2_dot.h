@@ -1,0 +1,55 @@
+/*
+ * avx2_dot.h - the 4-byte integer dot product every AVX2 quantized tile is
+ * built on, in three encodings chosen by a compile-time V:
+ *   V = 0  AVX2:        vpmaddubsw + vpmaddwd (the pairs' int16 sums never
+ *                        saturate here: |u| <= 63, |s| <= 127)
+ *   V = 1  AVX-VNNI:    {vex} vpdpbusd (Alder Lake and later, Zen 5)
+ *   V = 2  AVX512-VNNI: {evex} vpdpbusd on ymm registers (Ice Lake, Zen 4)
+ * One tile body thus serves the avx2 and avx2-vnni tables. The VNNI forms are
+ * inline asm: an intrinsic needs its ISA in the target of the function it is
+ * inlined into, so a shared always_inline body could not use it, and the
+ * tiles stay plain AVX2 code for the compiler (16 ymm registers, no EVEX).
+ * Callers check the CPU before running V = 1 or 2. x86-64 only.
+ */
+#ifndef R1_CPU_X86_AVX2_DOT_H
+#define R1_CPU_X86_AVX2_DOT_H
+
+#include <immintrin.h>
+
+#define R1_AVX2_TGT "avx2,fma,f16c"
+#define R1_AVX2_INL static inline __attribute__((always_inline, target(R1_AVX2_TGT)))
+
+/* acc + (per 32-bit lane) the sum of the 4 products u (unsigned bytes) x s (signed bytes) */
+R1_AVX2_INL __m256i r1_avx2_dot4(const int V, __m256i acc, __m256i u, __m256i s) {
+    if (V == 1) {
+        __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
+        return acc;
+    }
+    if (V == 2) {
+        __asm__("%{evex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(u), "xm"(s));
+        return acc;
+    }
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+}
+/* the same from zero */
+R1_AVX2_INL __m256i r1_avx2_dotz(const int V, __m256i u, __m256i s) {
+    if (V == 0) return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+    return r1_avx2_dot4(V, _mm256_setzero_si256(), u, s);
+}
+/* u1 x s1 + u2 x s2 from zero, where each pair sum of both fits int16
+ * (|u| <= 63: 2 x 2 x 63 x 127 < 32768): one vpmaddwd for both on AVX2 */
+R1_AVX2_INL __m256i r1_avx2_dotz2(const int V, __m256i u1, __m256i s1, __m256i u2, __m256i s2) {
+    if (V == 0)
+        return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_maddubs_epi16(u2, s2)),
+                                 _mm256_set1_epi16(1));
+    return r1_avx2_dot4(V, r1_avx2_dotz(V, u1, s1), u2, s2);
+}
+
+R1_AVX2_INL float r1_avx2_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+#endif

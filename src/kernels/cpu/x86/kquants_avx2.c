@@ -1,0 +1,252 @@
+/*
+ * kquants_avx2.c - AVX2 tiles for q4_K, q5_K and q6_K weights (256-weight
+ * super-blocks) against q8s activations (cpu.h: q8 blocks plus their sums),
+ * for the avx2 and avx2-vnni tables (avx2_dot.h: V selects the dot product
+ * encoding). Target attributes only, never -mavx2.
+ *
+ * Per super-block and row the scales are unpacked once into 8 (q6_K: 16)
+ * floats, multiplied by each token's activation scales and kept on the stack,
+ * so each 32-column block costs its quants, one dot product, one conversion
+ * and one FMA with a broadcast from memory:
+ *   acc += cvt(dot(q, xq)) * (d sc dx)             per 32 columns
+ *   acc -= (dmin m) * fs                          the mins (q4_K, q5_K): one
+ *                                                 FMA per super-block, fs from
+ *                                                 the q8s sums
+ *   acc -= 32 (d sc dx) * s16                     q6_K's offset (w = d sc (q - 32))
+ * Lanes are summed once, at the end. Decode (one token or its two parts) runs 4 rows at a
+ * time and fetches the next 4 rows' super-blocks ahead; batches run one row
+ * against 4 tokens, so a row's quants are unpacked once for all of them.
+ * Column ranges start and end on 64-column chunks (kquants.h): a super-block
+ * cut by the range has the sums of its missing sub-blocks masked out.
+ */
+#include "kernels/cpu/kquants.h"
+
+#if defined(__x86_64__)
+#include <string.h>
+
+#include "kernels/cpu/x86/avx2_dot.h"
+#include "kernels/cpu/x86/x86.h"
+#include "kernels/dtype.h"
+
+#define TGT __attribute__((target(R1_AVX2_TGT)))
+#define INL R1_AVX2_INL
+
+enum { F_Q4K, F_Q5K, F_Q6K };
+
+INL uint32_t u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+INL __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
+
+/* Decode reads 4 rows at a time, streams too short for the hardware
+ * prefetcher: the same super-block of the next 4 rows and of the 4 after
+ * those is fetched ahead into L2 (every line it touches). Measured against
+ * L1 for the next 4 (the AVX-512 tiles' choice), L1 only, and adding the
+ * next 12: L2 for both was as fast or faster on every 1.5B shape. */
+INL void kq_prefetch(const uint8_t *blk, size_t ws, size_t bs) {
+    _Pragma("GCC unroll 2") for (int i = 1; i <= 2; i++) {
+        const char *p = (const char *)(blk + 4 * (size_t)i * ws);
+        _mm_prefetch(p, _MM_HINT_T1);
+        _mm_prefetch(p + 64, _MM_HINT_T1);
+        _mm_prefetch(p + 128, _MM_HINT_T1);
+        if (bs > 192) _mm_prefetch(p + 192, _MM_HINT_T1);
+        _mm_prefetch(p + bs - 1, _MM_HINT_T1);
+    }
+}
+
+/* 1.0 bits in lanes [lo, hi) of 8, else 0 */
+INL __m256 lane_mask(int lo, int hi) {
+    const __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), i),
+                                 _mm256_cmpgt_epi32(_mm256_add_epi32(i, _mm256_set1_epi32(1)),
+                                                    _mm256_set1_epi32(lo)));
+    return _mm256_castsi256_ps(m);
+}
+
+/* q4_K/q5_K super-block scales: d sc[s] and dmin m[s], s < 8. The 12 bytes
+ * hold dwords a, b, c: sc[0..3] = a & 63, m[0..3] = b & 63, sc[4..7] =
+ * (c & 15) | (a >> 6) << 4, m[4..7] = (c >> 4) | (b >> 6) << 4 (per byte). */
+INL void kq_scales(const uint8_t *blk, __m256 *sc, __m256 *mn) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4));
+    __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f));
+    __m128i t = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));
+    __m128i u = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
+    __m128i hi = _mm_or_si128(t, _mm_and_si128(u, _mm_set1_epi8(0x0f)));
+    __m128i sm = _mm_unpacklo_epi32(lo, hi); /* sc[0..7], m[0..7] */
+    __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32((int)u32(blk))); /* d, dmin, d, dmin, ... */
+    *sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)), _mm256_permute_ps(dd, 0x00));
+    *mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm))),
+                        _mm256_permute_ps(dd, 0x55));
+}
+
+/* q5_K: the fifth bit of sub-block s (bit s of each qh byte) as 0 or 16 */
+INL __m256i q5_hi(__m256i qh, const int s) {
+    __m256i v = s < 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+/* Chunk J (columns 64J..64J+63 of the super-block at blk) of a q4_K/q5_K row:
+ * its two sub-blocks' quants, then into acc[t] for each token. */
+#define KQ45_CHUNK(J)                                                                              \
+    do {                                                                                           \
+        __m256i q = ld(blk[r] + (DT == F_Q4K ? 16 : 48) + 32 * (J));                               \
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  \
+        if (DT == F_Q5K) {                                                                         \
+            __m256i qh = ld(blk[r] + 16);                                                          \
+            lo = _mm256_or_si256(lo, q5_hi(qh, 2 * (J)));                                           \
+            hi = _mm256_or_si256(hi, q5_hi(qh, 2 * (J) + 1));                                       \
+        }                                                                                          \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
+            const uint8_t *xb = xq[t] + 64 * (J);                                                  \
+            __m256i p0 = r1_avx2_dotz(V, lo, ld(xb)), p1 = r1_avx2_dotz(V, hi, ld(xb + 32));       \
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),                                    \
+                                        _mm256_broadcast_ss(&scm[r][t][2 * (J)]), acc[r][t]);      \
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),                                    \
+                                        _mm256_broadcast_ss(&scm[r][t][2 * (J) + 1]), acc[r][t]);  \
+        }                                                                                          \
+    } while (0)
+
+/* Chunk J of a q6_K row: quants from ql (64 bytes per half h = J / 2, nibble
+ * J % 2) and qh (bit pairs), then the two 32-column blocks, each the groups
+ * 4J + 2i and 4J + 2i + 1 (16 columns each) with their own scales. */
+#define Q6_BLOCK(QV, XB)                                                                           \
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
+        __m256i p = r1_avx2_dotz(V, QV, ld(xq[t] + 32 * (XB)));                                    \
+        __m256 f = _mm256_set_m128(_mm_broadcast_ss(&scm[r][t][2 * (XB) + 1]),                      \
+                                   _mm_broadcast_ss(&scm[r][t][2 * (XB)]));                        \
+        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, acc[r][t]);                          \
+    }
+#define Q6_CHUNK(J)                                                                                \
+    do {                                                                                           \
+        const uint8_t *ql = blk[r] + 64 * ((J) / 2);                                               \
+        __m256i a = ld(ql), b = ld(ql + 32), h = ld(blk[r] + 128 + 32 * ((J) / 2));                \
+        __m256i q0, q1;                                                                            \
+        if ((J) % 2 == 0) {                                                                        \
+            q0 = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)); \
+            q1 = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)); \
+        } else {                                                                                   \
+            q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30)); \
+            q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),                    \
+                                 _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));                  \
+        }                                                                                          \
+        Q6_BLOCK(q0, 2 * (J))                                                                      \
+        Q6_BLOCK(q1, 2 * (J) + 1)                                                                  \
+    } while (0)
+
+/* R rows (wr) x NT tokens (xt) over columns [k0, k1): res[r * NT + t]. */
+INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int k0, int k1,
+                const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
+    const size_t bs = DT == F_Q4K ? 144 : DT == F_Q5K ? 176 : 210;
+    const size_t qoff = r1_cpu_q8_qoff(K), soff = r1_cpu_q8_stride(K), foff = r1_cpu_q8s_foff(K);
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+    (void)m30;
+    __m256 acc[4][4];
+    _Alignas(32) float scm[4][4][16]; /* fixed sizes: a VLA would keep acc in memory */
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int c = k0; c < k1;) {
+        const int sb = c / R1_QK_K, j0 = (c % R1_QK_K) / 64;
+        const int cend = k1 < (sb + 1) * R1_QK_K ? k1 : (sb + 1) * R1_QK_K;
+        const int j1 = j0 + (cend - c + 63) / 64, part = j0 != 0 || j1 != 4;
+        const uint8_t *xq[4];
+        __m256 dx[4], dx2[4], sx[4], sx2[4]; /* dx: act scales; sx(, sx2): the sums, masked to the range */
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            xq[t] = xt[t] + qoff + (size_t)sb * R1_QK_K;
+            dx[t] = _mm256_loadu_ps((const float *)xt[t] + sb * 8);
+            if (DT != F_Q6K) {
+                dx2[t] = dx[t];
+                sx[t] = _mm256_loadu_ps((const float *)(xt[t] + foff) + sb * 8);
+                if (part) sx[t] = _mm256_and_ps(sx[t], lane_mask(2 * j0, 2 * j1));
+                sx2[t] = sx[t];
+            } else { /* 32 x the sums of the 16 groups, as floats */
+                const __m128i *s = (const __m128i *)(xt[t] + soff + (size_t)sb * 32);
+                const __m256 k32 = _mm256_set1_ps(32.0f);
+                /* q6_K: dx per 16-column group (dx2: groups 8..15) */
+                dx2[t] = _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
+                dx[t] = _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
+                sx[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_loadu_si128(s))), k32);
+                sx2[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_loadu_si128(s + 1))), k32);
+                if (part) {
+                    sx[t] = _mm256_and_ps(sx[t], lane_mask(4 * j0, 4 * j1));
+                    sx2[t] = _mm256_and_ps(sx2[t], lane_mask(4 * j0 - 8, 4 * j1 - 8));
+                }
+            }
+        }
+        const uint8_t *blk[4];
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) { /* scales, offsets and mins */
+            blk[r] = wr[r] + (size_t)sb * bs;
+            if (R == 4) kq_prefetch(blk[r], ws, bs); /* decode */
+            if (DT == F_Q6K) {
+                __m128i s8 = _mm_loadu_si128((const __m128i *)(blk[r] + 192));
+                __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(blk[r][208] | blk[r][209] << 8)));
+                __m256 sa = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d);
+                __m256 sb2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    __m256 ca = _mm256_mul_ps(sa, dx[t]), cb = _mm256_mul_ps(sb2, dx2[t]);
+                    _mm256_store_ps(scm[r][t], ca);
+                    _mm256_store_ps(scm[r][t] + 8, cb);
+                    acc[r][t] = _mm256_fnmadd_ps(ca, sx[t], acc[r][t]);
+                    acc[r][t] = _mm256_fnmadd_ps(cb, sx2[t], acc[r][t]);
+                }
+            } else {
+                __m256 sc, mn;
+                kq_scales(blk[r], &sc, &mn);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    _mm256_store_ps(scm[r][t], _mm256_mul_ps(sc, dx[t]));
+                    acc[r][t] = _mm256_fnmadd_ps(mn, sx[t], acc[r][t]);
+                }
+            }
+        }
+        /* chunk by chunk, the rows inside: R independent FMA chains */
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            if (j < j0 || j >= j1) continue;
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                if (DT == F_Q6K) Q6_CHUNK(j);
+                else KQ45_CHUNK(j);
+            }
+        }
+        c = cend;
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+}
+
+/* Decode (one token, or its two activation parts: nt <= 2): 4 rows (rows
+ * past nr repeat row 0) x nt, the next rows fetched ahead. Batches: each row
+ * against 4 activation rows (past nt: row 0 again), one row at a time. */
+INL void kq_tile(const int DT, const int V, R1_KQ_TILE_ARGS) {
+    const uint8_t *xt[4];
+    for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    if (nt <= 2) {
+        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+        float res[8];
+        if (nt == 1) kq_run(DT, V, 4, 1, K, k0, k1, wr, ws, xt, res);
+        else kq_run(DT, V, 4, 2, K, k0, k1, wr, ws, xt, res);
+        for (int t = 0; t < nt; t++)
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r * nt + t];
+        return;
+    }
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *wr = w + (size_t)r * ws;
+        float res[4];
+        kq_run(DT, V, 1, 4, K, k0, k1, &wr, ws, xt, res);
+        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
+    }
+}
+
+#define KQ_AVX2(NAME, DT)                                                                          \
+    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                        \
+        if (r1_x86_avx2_vnni == 1) NAME##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
+        else NAME##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
+    }
+
+KQ_AVX2(r1_kq_tile_q4_K, F_Q4K)
+KQ_AVX2(r1_kq_tile_q5_K, F_Q5K)
+KQ_AVX2(r1_kq_tile_q6_K, F_Q6K)
+
+#endif /* __x86_64__ */

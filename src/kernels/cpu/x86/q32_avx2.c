@@ -1,0 +1,367 @@
+/*
+ * q32_avx2.c - AVX2 tiles for the 32-weight block formats: q8_0, q4_0, q4_1,
+ * q5_0, q5_1 in GGUF's layout, and q4_0x8 (q4_0 regrouped by the loader,
+ * dtype.h), for the avx2 and avx2-vnni tables (avx2_dot.h: V selects the dot
+ * product encoding). Target attributes only, never -mavx2.
+ *
+ * GGUF layout: a block's 32 quants become one ymm of unsigned bytes in column
+ * order (q8_0: signed, with the sign trick), so the activations are read as
+ * they are. The f16 scales of 8 blocks of a row are gathered through general
+ * registers into one vcvtph2ps, multiplied by each token's activation scales
+ * and kept on the stack: per block and token one dot product, one conversion
+ * and one FMA with a broadcast from memory. Offsets and mins cost one FMA per
+ * 8 blocks with the q8s sums (w = d q + m: + m fs; w = d (q - o): - o d fs).
+ *
+ * q4_0x8: a 32-byte load is 4 quant bytes of each of 8 blocks, so a 32-bit
+ * lane stays with one block through the whole 256 columns; on AVX2 the 8
+ * vpmaddubsw of a row add up in int16 (at most 8 x 2 x 15 x 127 = 30480) and
+ * one vpmaddwd, one conversion and one FMA with the 8 scales (one vcvtph2ps)
+ * finish 256 weights. The activations are in the q8x8 form (cpu.h).
+ *
+ * Decode (one token, or its two activation parts) runs 4 rows at a time and
+ * fetches the next rows ahead;
+ * batches run one row against up to 4 tokens, so a row's quants are unpacked
+ * once for all of them.
+ */
+#include "kernels/cpu/kquants.h"
+
+#if defined(__x86_64__)
+#include <string.h>
+
+#include "kernels/cpu/x86/avx2_dot.h"
+#include "kernels/cpu/x86/x86.h"
+#include "kernels/dtype.h"
+
+#define TGT __attribute__((target(R1_AVX2_TGT)))
+#define INL R1_AVX2_INL
+
+enum { F_Q80, F_Q40, F_Q41, F_Q50, F_Q51 };
+
+#define BS(DT) ((DT) == F_Q80 ? 34 : (DT) == F_Q40 ? 18 : (DT) == F_Q41 ? 20 : (DT) == F_Q50 ? 22 : 24)
+#define HAS_M(DT) ((DT) == F_Q41 || (DT) == F_Q51) /* w = d q + m */
+#define OFFS(DT) ((DT) == F_Q40 ? 8.0f : 16.0f)    /* else w = d (q - o), but q8_0 */
+
+INL uint32_t u32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+INL uint16_t u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+
+/* The f16 scales d (and mins m, where the format has them) of blocks
+ * p, p + bs, ..., n <= 8 of them (zero past n), as floats. */
+INL void q32_scales(const int DT, const uint8_t *p, size_t bs, int n, __m256 *d, __m256 *m) {
+    if (!HAS_M(DT)) {
+        uint16_t h[8];
+        if (n == 8) {
+            _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) h[i] = u16(p + i * bs);
+        } else {
+            for (int i = 0; i < 8; i++) h[i] = i < n ? u16(p + i * bs) : 0;
+        }
+        uint64_t lo = h[0] | (uint64_t)h[1] << 16 | (uint64_t)h[2] << 32 | (uint64_t)h[3] << 48;
+        uint64_t hi = h[4] | (uint64_t)h[5] << 16 | (uint64_t)h[6] << 32 | (uint64_t)h[7] << 48;
+        *d = _mm256_cvtph_ps(_mm_set_epi64x((long long)hi, (long long)lo));
+        return;
+    }
+    uint32_t v[8]; /* d | m << 16 per block */
+    if (n == 8) {
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) v[i] = u32(p + i * bs);
+    } else {
+        for (int i = 0; i < 8; i++) v[i] = i < n ? u32(p + i * bs) : 0;
+    }
+    /* blocks (0,1,4,5) in the low half, (2,3,6,7) in the high half: the
+     * in-lane shuffles below then give d and m in block order */
+    __m256i g = _mm256_setr_epi64x((long long)(v[0] | (uint64_t)v[1] << 32), (long long)(v[4] | (uint64_t)v[5] << 32),
+                                   (long long)(v[2] | (uint64_t)v[3] << 32), (long long)(v[6] | (uint64_t)v[7] << 32));
+    __m256 a = _mm256_cvtph_ps(_mm256_castsi256_si128(g)), b = _mm256_cvtph_ps(_mm256_extracti128_si256(g, 1));
+    *d = _mm256_shuffle_ps(a, b, 0x88);
+    *m = _mm256_shuffle_ps(a, b, 0xdd);
+}
+
+/* The 32 quants of the block at p as bytes in column order: unsigned (the
+ * 4- and 5-bit formats) or signed (q8_0). */
+INL __m256i q32_quants(const int DT, const uint8_t *p) {
+    if (DT == F_Q80) return _mm256_loadu_si256((const __m256i *)(p + 2));
+    const int qso = DT == F_Q40 ? 2 : DT == F_Q41 ? 4 : DT == F_Q50 ? 6 : 8;
+    __m128i v = _mm_loadu_si128((const __m128i *)(p + qso));
+    __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), _mm256_set1_epi8(0x0f));
+    if (DT == F_Q50 || DT == F_Q51) { /* bit k of qh -> 16 in byte k */
+        const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, /**/
+                                                2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+        __m256i h = _mm256_shuffle_epi8(_mm256_set1_epi32((int)u32(p + (DT == F_Q50 ? 2 : 4))), spread);
+        h = _mm256_cmpeq_epi8(_mm256_and_si256(h, bit), bit);
+        q = _mm256_or_si256(q, _mm256_and_si256(h, _mm256_set1_epi8(0x10)));
+    }
+    return q;
+}
+
+/* Decode: the same block of the next 4 rows into L1, of the 4 after those
+ * into L2 (4-row streams are too short for the hardware prefetcher). */
+INL void q32_prefetch(const uint8_t *p, size_t ws) {
+    _mm_prefetch((const char *)(p + 4 * ws), _MM_HINT_T0);
+    _mm_prefetch((const char *)(p + 8 * ws), _MM_HINT_T1);
+}
+
+/* R rows (wr) x NT tokens (xt) over blocks [k0/32, k1/32): res[r * NT + t]. */
+INL void q32_run(const int DT, const int V, const int R, const int NT, int K, int k0, int k1,
+                 const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
+    const size_t bs = BS(DT), qoff = r1_cpu_q8_qoff(K), foff = r1_cpu_q8s_foff(K);
+    __m256 acc[4][4];
+    _Alignas(32) float scm[4][4][8];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    const int b1 = k1 / 32;
+    for (int b0 = k0 / 32; b0 < b1; b0 += 8) {
+        const int n = b1 - b0 < 8 ? b1 - b0 : 8;
+        const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 dx[4], fs[4];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            dx[t] = _mm256_maskload_ps((const float *)xt[t] + b0, lm);
+            fs[t] = DT == F_Q80 ? dx[t] : _mm256_maskload_ps((const float *)(xt[t] + foff) + b0, lm);
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const uint8_t *p = wr[r] + (size_t)b0 * bs;
+            __m256 d, m = _mm256_setzero_ps();
+            q32_scales(DT, p, bs, n, &d, &m);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                _mm256_store_ps(scm[r][t], _mm256_mul_ps(d, dx[t]));
+                if (HAS_M(DT)) acc[r][t] = _mm256_fmadd_ps(m, fs[t], acc[r][t]);
+                else if (DT != F_Q80)
+                    acc[r][t] = _mm256_fnmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(OFFS(DT))), fs[t], acc[r][t]);
+            }
+        }
+        for (int i = 0; i < n; i++) {
+            __m256i xq[4], ax[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                xq[t] = _mm256_loadu_si256((const __m256i *)(xt[t] + qoff + (size_t)(b0 + i) * 32));
+                ax[t] = DT == F_Q80 ? _mm256_sign_epi8(xq[t], xq[t]) : xq[t];
+            }
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                const uint8_t *p = wr[r] + (size_t)(b0 + i) * bs;
+                if (R == 4) q32_prefetch(p, ws); /* decode */
+                __m256i q = q32_quants(DT, p);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    __m256i dp = DT == F_Q80 ? r1_avx2_dotz(V, ax[t], _mm256_sign_epi8(q, xq[t]))
+                                             : r1_avx2_dotz(V, q, xq[t]);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_broadcast_ss(&scm[r][t][i]),
+                                                acc[r][t]);
+                }
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+}
+
+/* q4_0x8 weights, q8x8 activations (cpu.h), superblocks [k0/256, k1/256). */
+INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const uint8_t *const *wr, size_t ws,
+                const uint8_t *const *xt, float *res) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256 acc[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int s = k0 / 256; s < k1 / 256; s++) {
+        const uint8_t *xp[4];
+        __m256i nx[4];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            xp[t] = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+            nx[t] = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + 256)),
+                                     _mm256_loadu_si256((const __m256i *)(xp[t] + 288)));
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const uint8_t *bp = wr[r] + (size_t)s * 144;
+            if (R == 4) { /* decode: the next 4 rows and the 4 after, into L2 (measured
+                           * ~10% faster than the next 4 into L1 on 1.5B shapes) */
+                _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T1);
+                _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T1);
+                _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T1);
+                _mm_prefetch((const char *)(bp + 8 * ws), _MM_HINT_T1);
+                _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);
+                _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);
+            }
+            __m256i di[4];
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) di[t] = _mm256_setzero_si256();
+            _Pragma("GCC unroll 4") for (int part = 0; part < 4; part++) {
+                __m256i q = _mm256_loadu_si256((const __m256i *)(bp + 16 + 32 * part));
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    __m256i xl = _mm256_loadu_si256((const __m256i *)(xp[t] + 32 * part));
+                    __m256i xh = _mm256_loadu_si256((const __m256i *)(xp[t] + 128 + 32 * part));
+                    if (V == 0) /* int16 sums, widened once per superblock */
+                        di[t] = _mm256_add_epi16(di[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
+                                                                         _mm256_maddubs_epi16(hi, xh)));
+                    else
+                        di[t] = r1_avx2_dot4(V, r1_avx2_dot4(V, di[t], lo, xl), hi, xh);
+                }
+            }
+            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)bp));
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                __m256i d = V == 0 ? _mm256_madd_epi16(di[t], _mm256_set1_epi16(1)) : di[t];
+                d = _mm256_add_epi32(d, nx[t]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
+                                            _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(xp[t] + 320))),
+                                            acc[r][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+}
+
+/* q8_0 weights in a batch against q8w activations (cpu.h: the quants as
+ * int16), plain AVX2 only: each block's 32 weights are widened to int16 once
+ * for all tokens, then two vpmaddwd per token and block, without the sign
+ * trick's vpsignb (measured +20% over it in a 2 x 4 loop; with VNNI the
+ * sign trick and vpdpbusd are cheaper). R rows x NT tokens. */
+INL void q8w_run(const int R, const int NT, int K, int k0, int k1, const uint8_t *const *wr,
+                 const uint8_t *const *xt, float *res) {
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    __m256 acc[4][4];
+    _Alignas(32) float scm[4][4][8];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    const int b1 = k1 / 32;
+    for (int b0 = k0 / 32; b0 < b1; b0 += 8) {
+        const int n = b1 - b0 < 8 ? b1 - b0 : 8;
+        const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256 dx[4];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) dx[t] = _mm256_maskload_ps((const float *)xt[t] + b0, lm);
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            __m256 d, m;
+            q32_scales(F_Q80, wr[r] + (size_t)b0 * 34, 34, n, &d, &m);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) _mm256_store_ps(scm[r][t], _mm256_mul_ps(d, dx[t]));
+        }
+        for (int i = 0; i < n; i++) {
+            const size_t b = (size_t)(b0 + i);
+            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                const uint8_t *p = wr[r] + b * 34 + 2;
+                __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
+                __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 16)));
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    const __m256i *xq = (const __m256i *)(xt[t] + qoff + b * 64);
+                    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(xq)),
+                                                 _mm256_madd_epi16(w1, _mm256_loadu_si256(xq + 1)));
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_broadcast_ss(&scm[r][t][i]), acc[r][t]);
+                }
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+}
+
+TGT void r1_x86_tile_q8_0_q8w_avx2(R1_KQ_TILE_ARGS) {
+    const uint8_t *xt[4];
+    for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    for (int r = 0; r < nr; r += 2) {
+        const uint8_t *wr[2] = {w + (size_t)r * ws, w + (size_t)(r + 1 < nr ? r + 1 : r) * ws};
+        float res[8];
+        q8w_run(2, 4, K, k0, k1, wr, xt, res);
+        for (int i = 0; i < 2 && r + i < nr; i++)
+            for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * 4 + t];
+    }
+}
+
+/* Activations in the q8x8 form (cpu.h): per 256 columns the 8 q8 blocks
+ * (32 bytes = 8 dwords each) transposed, so that the 32 bytes at 32 p hold
+ * dword p of every block (p < 4: xl, p >= 4: xh), then the -8 x lane sums
+ * and the scales. */
+TGT void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K) {
+    _Alignas(64) uint8_t q8[64 + 256]; /* the q8 form of 256 columns: d[8], qs at 64 */
+    const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi16(1);
+    for (int s = 0; s < K / 256; s++) {
+        r1_x86_quant_q8_avx2(x + (size_t)s * 256, q8, 256);
+        uint8_t *o = dst + (size_t)s * R1_CPU_Q8X8_BYTES;
+        __m256i r[8], a[8], b[8], t[8];
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) r[i] = _mm256_load_si256((const __m256i *)(q8 + 64 + 32 * i));
+        _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
+            a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+            a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+        }
+        _Pragma("GCC unroll 2") for (int i = 0; i < 8; i += 4) {
+            b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+            b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+            b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+            b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+        }
+        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+            t[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+            t[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+        }
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_si256((__m256i *)(o + 32 * i), t[i]);
+        /* lanes 0-7 of the 512-bit form: dwords 0, 2 (xl) and 4, 6 (xh); 8-15: 1, 3, 5, 7 */
+        __m256i n0 = _mm256_setzero_si256(), n1 = _mm256_setzero_si256();
+        _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
+            n0 = _mm256_add_epi32(n0, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i]), one));
+            n1 = _mm256_add_epi32(n1, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i + 1]), one));
+        }
+        _mm256_storeu_si256((__m256i *)(o + 256), _mm256_sub_epi32(_mm256_setzero_si256(), n0));
+        _mm256_storeu_si256((__m256i *)(o + 288), _mm256_sub_epi32(_mm256_setzero_si256(), n1));
+        __m256 d = _mm256_load_ps((const float *)q8);
+        _mm256_storeu_ps((float *)(o + 320), d);
+        _mm256_storeu_ps((float *)(o + 352), d);
+    }
+}
+
+/* Decode (nt <= 2: a token or its two parts): 4 rows (past nr: row 0 again). Batches: each row
+ * against 2 or 4 tokens (tokens past nt repeat token 0), one row at a time. */
+INL void q_tile(const int DT, const int V, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                const uint8_t *x, size_t xs, int nt, float *out) {
+    const uint8_t *xt[4];
+    for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    if (nt <= 2) { /* decode: one token, or its two activation parts */
+        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+        float res[8];
+        if (nt == 1) {
+            if (DT < 0) x8_run(V, 4, 1, k0, k1, wr, ws, xt, res);
+            else q32_run(DT, V, 4, 1, K, k0, k1, wr, ws, xt, res);
+        } else {
+            if (DT < 0) x8_run(V, 4, 2, k0, k1, wr, ws, xt, res);
+            else q32_run(DT, V, 4, 2, K, k0, k1, wr, ws, xt, res);
+        }
+        for (int t = 0; t < nt; t++)
+            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r * nt + t];
+        return;
+    }
+    if (DT == F_Q80) { /* two rows a pass: |x| and x's signs shared by both */
+        for (int r = 0; r < nr; r += 2) {
+            const uint8_t *wr[2] = {w + (size_t)r * ws, w + (size_t)(r + 1 < nr ? r + 1 : r) * ws};
+            float res[8];
+            q32_run(DT, V, 2, 4, K, k0, k1, wr, ws, xt, res);
+            for (int i = 0; i < 2 && r + i < nr; i++)
+                for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * 4 + t];
+        }
+        return;
+    }
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *wr = w + (size_t)r * ws;
+        float res[4];
+        if (DT < 0) x8_run(V, 1, 4, k0, k1, &wr, ws, xt, res);
+        else q32_run(DT, V, 1, 4, K, k0, k1, &wr, ws, xt, res);
+        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
+    }
+}
+
+#define Q_AVX2(NAME, DT)                                                                           \
+    static TGT void NAME##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void NAME##_avx2(R1_KQ_TILE_ARGS) { NAME##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
+    void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                       \
+        if (r1_x86_avx2_vnni == 1) NAME##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
+        else NAME##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }
+
+Q_AVX2(r1_x86_tile_q8_0, F_Q80)
+Q_AVX2(r1_x86_tile_q4_0, F_Q40)
+Q_AVX2(r1_x86_tile_q4_1, F_Q41)
+Q_AVX2(r1_x86_tile_q5_0, F_Q50)
+Q_AVX2(r1_x86_tile_q5_1, F_Q51)
+Q_AVX2(r1_x86_tile_q4_0x8, -1)
+
+#endif /* __x86_64__ */
