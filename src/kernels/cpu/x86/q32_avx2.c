@@ -306,6 +306,9 @@ TGT void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K) {
         _mm256_storeu_ps((float *)(o + 320), d);
         _mm256_storeu_ps((float *)(o + 352), d);
     }
+    if (K % 256) /* the last K % 256 columns in q8 form (cpu.h) */
+        r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
+                             K % 256);
 }
 
 /* Decode (nt <= 2: a token or its two parts): 4 rows (past nr: row 0 again). Batches: each row
