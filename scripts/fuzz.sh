@@ -19,9 +19,9 @@ for src in $(find src -name '*.c' ! -path 'src/cli/*' | sort); do
     obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
     if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src include -name '*.h' -newer "$obj" | head -1)" ]; then
         if ! $CC $FLAGS -fsanitize=fuzzer-no-link -c -o "$obj" "$src"; then
-            echo "warning: $src does not compile; left out (targets that need it will not link)" >&2
+            echo "fuzz: $src does not compile with $CC" >&2
             rm -f "$obj"
-            continue
+            exit 1
         fi
     fi
     objs+=("$obj")

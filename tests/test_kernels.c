@@ -33,7 +33,12 @@
  * of the block max, relative. */
 #define NMSE_MATMUL_F32 1e-10  /* f32/f16/bf16 weights, f32 activations (on AMX: split
                                   into three bf16 parts, f32-exact products) */
-#define NMSE_MATMUL_Q8ACT 5e-4 /* q8_0/q4_0 weights against q8 activations */
+/* q8_0/q4_0 weights against q8 activations. Cases of 5 outputs over one
+ * block make the nmse heavy-tailed (an output whose terms cancel): 400000
+ * simulated 5x32 cases with the test's weights and activations gave a median
+ * of 2.5e-5, a 99.99th percentile of 2.2e-3; 0.3% exceed 5e-4 (the old
+ * limit; neon without dotprod hit 5.2e-4 on lm_head/q4_0 5x32). */
+#define NMSE_MATMUL_Q8ACT 5e-3
 /* q4_1..q6_K (the GGUF formats; random blocks where r1infer has no
  * quantizer, see rand_blocks) against q8 activations: the same noise, but cases of 5 outputs
  * make the nmse heavy-tailed (one seen at 3e-3 in gate_up); a looser named

@@ -39,7 +39,10 @@ static int avx2_available(void) {
 int r1_x86_avx2_vnni;
 static int avx2_vnni_available(void) {
     if (!avx2_available()) return 0;
-    if (__builtin_cpu_supports("avxvnni")) r1_x86_avx2_vnni = 1;
+    /* AVX-VNNI is CPUID.(EAX=7,ECX=1):EAX[4]; clang 14 lacks "avxvnni" in
+     * __builtin_cpu_supports, so read it directly. */
+    unsigned a, b, c, d;
+    if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4))) r1_x86_avx2_vnni = 1;
     else if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
         r1_x86_avx2_vnni = 2;
     else return 0;
