@@ -165,6 +165,55 @@ int r1_session_profile(const r1_session_t *s, const char **names, double *us,
                        long *calls, int cap);
 void r1_session_profile_reset(r1_session_t *s);
 
+/* ---------------------------------------------------------------- batches */
+
+/* Continuous batching: one forward pass over rows of many sequences. A batch
+ * owns a KV pool of n_seq caches of n_ctx positions each, allocated once
+ * here (none per step), plus the scratch of a session. Each step is a list of
+ * rows (token id, sequence); the rows of one sequence are contiguous and
+ * continue it at its cached length, so a step can hold a prompt chunk of one
+ * sequence and the next token of others. The matmuls run once over all rows;
+ * rope, KV append and attention use each row's own sequence and position.
+ * Greedy tokens of a sequence are those it gets alone in a session (the
+ * oracle is the ref backend; tests/test_batch.c). Device backends (cuda) run
+ * each sequence's rows as a forward of its own. */
+typedef struct r1_batch r1_batch_t;
+
+struct r1_batch_opts {
+    int n_seq;           /* sequences (KV caches) in the pool, >= 1 (--parallel) */
+    int n_ctx;           /* positions per sequence; 0 = min(4096, max_pos) (--ctx) */
+    int n_batch;         /* most rows in one step; 0 = 512 (--batch-tokens) */
+    const char *backend; /* as in r1_session_opts */
+    int n_threads;
+    enum r1_dtype kv_dtype;
+    int profile;
+};
+
+/* Allocate the pool and scratch. NULL with an error (e.g. out of memory:
+ * the message names the pool's size). */
+r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o);
+void r1_batch_free(r1_batch_t *b);
+int r1_batch_n_seq(const r1_batch_t *b);
+int r1_batch_n_ctx(const r1_batch_t *b);
+int r1_batch_n_batch(const r1_batch_t *b);
+const char *r1_batch_backend(const r1_batch_t *b);
+/* Positions cached for sequence seq, or -1 with an error. */
+int r1_batch_seq_n_past(const r1_batch_t *b, int seq);
+/* Keep only the first n cached positions of seq (0 empties it). */
+int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n);
+/* Make dst's cache the first n positions of src's (a shared prompt: several
+ * choices prefilled once, or a prefix computed by another slot). */
+int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n);
+/* One forward pass over n rows (1..n_batch): row t is token ids[t] of
+ * sequence seq[t]. Logits (vocab floats each, caller-provided) of the rows
+ * with want[t] != 0 go to logits in row order; want NULL means the last row
+ * of each sequence's run. Returns the number of logits rows written, or -1
+ * with an error: a sequence that would pass n_ctx ("sequence 3 is full"),
+ * rows of one sequence that are not contiguous, a bad id. On error no
+ * sequence advances. */
+int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want,
+                  float *logits);
+
 /* ---------------------------------------------------------------- sampler */
 
 struct r1_sampler_params {

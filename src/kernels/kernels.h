@@ -13,6 +13,12 @@
  *   weights      r1_mat          (rows, cols) in op->w->dtype
  *   KV cache     k, v            (layer, n_kv_head, n_ctx, head_dim) in kv->dtype
  *   rope tables  cos, sin        (n_ctx, head_dim/2)
+ *
+ * Rows of a batch may belong to different sequences (continuous batching):
+ * op->seq[t] picks row t's KV cache in the array op->kv and op->pos[t] its
+ * position. Rows of one sequence are contiguous and at consecutive
+ * positions, so a prompt chunk is still a causal block; matmuls see only
+ * rows. With seq and pos NULL every row is of op->kv[0] at pos0 + t.
  */
 #ifndef R1_KERNELS_H
 #define R1_KERNELS_H
@@ -55,7 +61,11 @@ struct r1_kv_cache {
 struct r1_op {
     enum r1_kernel kernel;
     int T;    /* rows (tokens) in the batch */
-    int pos0; /* position of row 0 */
+    int pos0; /* position of row 0 (when pos is NULL) */
+    /* Per-row sequence and position (NULL: kv[0] and pos0 + t); see the top.
+     * Host backends only; device backends run one sequence per op. */
+    const int32_t *seq; /* (T) index into kv */
+    const int32_t *pos; /* (T) */
     float *out;
     const float *x;
     const struct r1_mat *w;
@@ -65,7 +75,7 @@ struct r1_op {
     const int32_t *ids;   /* embedding */
     int32_t *out_id;      /* argmax */
     int n_head, n_kv_head, head_dim, layer;
-    struct r1_kv_cache *kv;
+    struct r1_kv_cache *kv; /* one cache, or (when seq is set) one per sequence */
     const float *rope_cos, *rope_sin;
     float *scratch;       /* attention: thread ith uses scratch + ith * scratch_stride */
     size_t scratch_stride; /* >= kv->n_ctx floats */
@@ -135,6 +145,22 @@ int r1_backend_resolve(const struct r1_backend *be, r1_kernel_fn out[R1_K_COUNT]
 
 /* Reference kernels (kernels/ref/), exposed for conformance tests. */
 extern const r1_kernel_fn r1_ref_kernels[R1_K_COUNT];
+
+/* Row t's position and KV cache (see struct r1_op). */
+static inline int r1_op_pos(const struct r1_op *op, int t) {
+    return op->pos ? op->pos[t] : op->pos0 + t;
+}
+static inline struct r1_kv_cache *r1_op_kv(const struct r1_op *op, int t) {
+    return op->seq ? &op->kv[op->seq[t]] : op->kv;
+}
+/* The end of the run of rows from t0 that share one sequence at
+ * consecutive positions (a causal block): rows [t0, end). */
+static inline int r1_op_run_end(const struct r1_op *op, int t0) {
+    int t = t0 + 1;
+    while (t < op->T && r1_op_kv(op, t) == r1_op_kv(op, t0) && r1_op_pos(op, t) == r1_op_pos(op, t0) + (t - t0))
+        t++;
+    return t;
+}
 
 /* Split n items over nth threads: [*lo, *hi) for thread ith. */
 static inline void r1_split(int n, int ith, int nth, int *lo, int *hi) {

@@ -12,6 +12,7 @@
  * come back. A decode step (T = 1) is captured once as a graph and replayed.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,16 @@ struct r1_session {
     r1_kernel_fn k[R1_K_COUNT];
     struct r1_pool *pool;
     int n_ctx, n_batch, n_past;
-    struct r1_kv_cache kv;
+    struct r1_kv_cache kv; /* sequence 0: the session's own; kvs[0] of a batch */
+    /* batches (r1_batch_*): the KV pool, one cache per sequence, one
+     * allocation for all; n_seq == 1 for a plain session */
+    int n_seq;
+    struct r1_kv_cache *kvs; /* (n_seq) views into kv.k / kv.v */
+    int *seq_past;           /* (n_seq) positions cached per sequence */
+    int *seen;               /* (n_seq) step stamp: sequences must be one run */
+    int stamp;
+    int32_t *row_seq, *row_pos, *out_rows; /* (n_batch) the step's rows */
+    float *gather;                         /* (n_batch, dim) rows whose logits are wanted */
     float *rope_cos, *rope_sin; /* (n_ctx, head_dim/2) */
     float *x;      /* (n_batch, dim) residual stream */
     float *xb;     /* (n_batch, dim) normed */
@@ -91,7 +101,8 @@ static void bfree(struct r1_session *s, void *p) {
     else free(p);
 }
 
-r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts) {
+static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts *opts, int n_seq,
+                                    int n_batch) {
     struct r1_session_opts def = {.kv_dtype = R1_DTYPE_AUTO};
     if (!opts) opts = &def;
     const struct r1_config *c = &m->cfg;
@@ -141,11 +152,20 @@ r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts) 
         s->use_graph = s->dev->graph_begin != NULL;
     }
     s->n_ctx = n_ctx;
-    s->n_batch = n_ctx < MAX_BATCH ? n_ctx : MAX_BATCH;
+    if (n_batch <= 0) n_batch = MAX_BATCH;
+    if (n_seq == 1 && n_batch > n_ctx) n_batch = n_ctx;
+    s->n_batch = n_batch;
+    s->n_seq = n_seq;
     const int hd = c->head_dim, qd = c->n_head * hd, nqkv = qd + 2 * c->n_kv_head * hd;
     s->kv = (struct r1_kv_cache){.dtype = kvt, .n_layer = c->n_layer, .n_kv_head = c->n_kv_head,
                                  .n_ctx = n_ctx, .head_dim = hd};
-    size_t kv_bytes = (size_t)c->n_layer * c->n_kv_head * (size_t)n_ctx * hd * (kvt == R1_DTYPE_F16 ? 2 : 4);
+    size_t seq_bytes = (size_t)c->n_layer * c->n_kv_head * (size_t)n_ctx * hd * (kvt == R1_DTYPE_F16 ? 2 : 4);
+    if (seq_bytes > SIZE_MAX / 2 / (size_t)n_seq) {
+        r1_session_free(s);
+        r1_err("a KV pool of %d sequences x %d positions does not fit in memory", n_seq, n_ctx);
+        return NULL;
+    }
+    size_t kv_bytes = seq_bytes * (size_t)n_seq;
     size_t nb = (size_t)s->n_batch;
     size_t scratch_floats = (size_t)nth * n_ctx;
     if (s->dev) scratch_floats = s->dev->scratch_floats(s->n_batch, c->n_head, hd, n_ctx);
@@ -160,6 +180,24 @@ r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts) 
     s->hb = balloc(s, nb * c->ffn * 4, "activations");
     s->logits = r1_alloc((size_t)c->vocab * 4, "logits");
     s->scratch = balloc(s, scratch_floats * 4, "attention scratch");
+    s->kvs = calloc((size_t)n_seq, sizeof *s->kvs);
+    s->seq_past = calloc((size_t)n_seq, sizeof *s->seq_past);
+    s->seen = calloc((size_t)n_seq, sizeof *s->seen);
+    s->row_seq = malloc(nb * sizeof(int32_t));
+    s->row_pos = malloc(nb * sizeof(int32_t));
+    s->out_rows = malloc(nb * sizeof(int32_t));
+    s->gather = s->dev ? NULL : r1_alloc(nb * c->dim * 4, "activations");
+    if (!s->kvs || !s->seq_past || !s->seen || !s->row_seq || !s->row_pos || !s->out_rows ||
+        (!s->dev && !s->gather)) {
+        r1_session_free(s);
+        r1_err("out of memory for the batch state");
+        return NULL;
+    }
+    for (int q = 0; q < n_seq && s->kv.k && s->kv.v; q++) {
+        s->kvs[q] = s->kv;
+        s->kvs[q].k = (uint8_t *)s->kv.k + seq_bytes * (size_t)q;
+        s->kvs[q].v = (uint8_t *)s->kv.v + seq_bytes * (size_t)q;
+    }
     int dev_ok = 1;
     if (s->dev) {
         s->d_ids = balloc(s, nb * 4, "token ids");
@@ -233,7 +271,18 @@ void r1_session_free(r1_session_t *s) {
     bfree(s, s->hb);
     free(s->logits);
     bfree(s, s->scratch);
+    free(s->kvs);
+    free(s->seq_past);
+    free(s->seen);
+    free(s->row_seq);
+    free(s->row_pos);
+    free(s->out_rows);
+    free(s->gather);
     free(s);
+}
+
+r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts) {
+    return session_create(m, opts, 1, 0);
 }
 
 int r1_session_n_ctx(const r1_session_t *s) { return s->n_ctx; }
@@ -253,18 +302,27 @@ int r1_session_truncate(r1_session_t *s, int n) {
     return 0;
 }
 
-/* The kernel sequence of one batch of T tokens at positions n_past..: the
- * final norm + lm_head over every row into `out` when all_rows, else over the
- * last row. Buffers are the backend's (device pointers on a device backend);
- * pos_dev, when set, is the device copy of n_past (captured graphs). */
-static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int all_rows, float *out,
+/* Which rows of a step go through the final norm + lm_head. */
+struct out_sel {
+    int all_rows;            /* every row, in order */
+    const int32_t *rows;     /* else these n rows (host backends; gathered first) */
+    int n;                   /* else (rows NULL) the last row */
+};
+
+/* The kernel sequence of one batch of T tokens: row t of sequence seq[t] at
+ * position pos[t] (seq and pos NULL: every row in kv at pos0 + t); the final
+ * norm + lm_head over the rows `sel` picks into `out`. Buffers are the
+ * backend's (device pointers on a device backend); pos_dev, when set, is the
+ * device copy of pos0 (captured graphs). */
+static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int pos0, struct r1_kv_cache *kv,
+                        const int32_t *seq, const int32_t *pos, struct out_sel sel, float *out,
                         const int32_t *pos_dev) {
     const struct r1_model *m = s->w;
     const struct r1_config *c = &m->cfg;
     const int D = c->dim;
-    struct r1_op base = {.T = T, .pos0 = s->n_past, .n_head = c->n_head, .n_kv_head = c->n_kv_head,
-                         .head_dim = c->head_dim, .kv = &s->kv, .rope_cos = s->rope_cos,
-                         .rope_sin = s->rope_sin, .scratch = s->scratch,
+    struct r1_op base = {.T = T, .pos0 = pos0, .seq = seq, .pos = pos, .n_head = c->n_head,
+                         .n_kv_head = c->n_kv_head, .head_dim = c->head_dim, .kv = kv,
+                         .rope_cos = s->rope_cos, .rope_sin = s->rope_sin, .scratch = s->scratch,
                          .scratch_stride = (size_t)s->n_ctx, .eps = c->eps, .n = D,
                          .pos_dev = pos_dev};
     struct r1_op op = base;
@@ -292,9 +350,16 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int all
         op = base, op.kernel = R1_K_MATVEC_ADD, op.out = s->x, op.x = s->hb, op.w = &L->wdown;
         run(s, &op);
     }
-    /* final norm + lm_head: every row when all logits are wanted, else the last */
-    int rows = all_rows ? T : 1;
-    const float *xin = all_rows ? s->x : s->x + (size_t)(T - 1) * D;
+    /* final norm + lm_head: every row when all logits are wanted, the picked
+     * rows (gathered), else the last */
+    int rows = sel.all_rows ? T : sel.rows ? sel.n : 1;
+    if (rows == 0) return; /* a step whose logits nobody wants */
+    const float *xin = sel.all_rows ? s->x : s->x + (size_t)(T - 1) * D;
+    if (sel.rows) {
+        for (int i = 0; i < sel.n; i++)
+            memcpy(s->gather + (size_t)i * D, s->x + (size_t)sel.rows[i] * D, (size_t)D * sizeof(float));
+        xin = s->gather;
+    }
     op = base, op.kernel = R1_K_RMS_NORM, op.T = rows, op.out = s->xb, op.x = xin, op.b = m->out_norm;
     run(s, &op);
     op = base, op.kernel = R1_K_LM_HEAD, op.T = rows, op.out = out, op.x = s->xb, op.w = &m->lm_head;
@@ -308,7 +373,8 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int all
 static int forward_batch(struct r1_session *s, const int32_t *ids, int T, float *all, int want_logits) {
     const int V = s->m->cfg.vocab;
     if (!s->dev) {
-        forward_ops(s, ids, T, all != NULL, all ? all : s->logits, NULL);
+        forward_ops(s, ids, T, s->n_past, &s->kv, NULL, NULL, (struct out_sel){.all_rows = all != NULL},
+                    all ? all : s->logits, NULL);
         if (all) memcpy(s->logits, all + (size_t)(T - 1) * V, (size_t)V * sizeof(float));
         s->n_past += T;
         return 0;
@@ -324,13 +390,15 @@ static int forward_batch(struct r1_session *s, const int32_t *ids, int T, float 
     if (T == 1 && !all && s->use_graph && !s->profile) {
         if (!s->graph) { /* capture the decode step once; replays read the position from d_pos */
             if (d->graph_begin()) return -1;
-            forward_ops(s, s->d_ids, 1, 0, s->d_logits, s->d_pos);
+            forward_ops(s, s->d_ids, 1, s->n_past, &s->kv, NULL, NULL, (struct out_sel){0}, s->d_logits,
+                        s->d_pos);
             s->graph = d->graph_end();
             if (!s->graph) return -1;
         }
         if (d->graph_launch(s->graph)) return -1;
     } else {
-        forward_ops(s, s->d_ids, T, all != NULL, all ? s->d_all : s->d_logits, NULL);
+        forward_ops(s, s->d_ids, T, s->n_past, &s->kv, NULL, NULL, (struct out_sel){.all_rows = all != NULL},
+                    all ? s->d_all : s->d_logits, NULL);
     }
     s->n_past += T;
     if (all) {
@@ -402,4 +470,145 @@ int r1_session_profile(const r1_session_t *s, const char **names, double *us, lo
 void r1_session_profile_reset(r1_session_t *s) {
     memset(s->us, 0, sizeof s->us);
     memset(s->calls, 0, sizeof s->calls);
+}
+
+/* ------------------------------------------------------------- batches */
+
+/* A batch is a session whose KV pool holds n_seq caches; steps take rows of
+ * any of them (continuous batching). */
+struct r1_batch {
+    struct r1_session *s;
+};
+
+r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
+    if (o->n_seq < 1) return r1_err("a batch needs at least one sequence (--parallel)"), NULL;
+    if (o->n_batch < 0 || o->n_batch > 65536)
+        return r1_err("rows per step (--batch-tokens) must be 1..65536, not %d", o->n_batch), NULL;
+    struct r1_batch *b = calloc(1, sizeof *b);
+    if (!b) return r1_err("out of memory"), NULL;
+    struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
+                                 .kv_dtype = o->kv_dtype, .profile = o->profile};
+    b->s = session_create(m, &so, o->n_seq, o->n_batch);
+    if (!b->s) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+void r1_batch_free(r1_batch_t *b) {
+    if (!b) return;
+    r1_session_free(b->s);
+    free(b);
+}
+
+int r1_batch_n_seq(const r1_batch_t *b) { return b->s->n_seq; }
+int r1_batch_n_ctx(const r1_batch_t *b) { return b->s->n_ctx; }
+int r1_batch_n_batch(const r1_batch_t *b) { return b->s->n_batch; }
+const char *r1_batch_backend(const r1_batch_t *b) { return b->s->be->name; }
+
+int r1_batch_seq_n_past(const r1_batch_t *b, int seq) {
+    if (seq < 0 || seq >= b->s->n_seq) return r1_err("no sequence %d (the pool has %d)", seq, b->s->n_seq);
+    return b->s->seq_past[seq];
+}
+
+int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n) {
+    struct r1_session *s = b->s;
+    if (seq < 0 || seq >= s->n_seq) return r1_err("no sequence %d (the pool has %d)", seq, s->n_seq);
+    if (n < 0 || n > s->seq_past[seq])
+        return r1_err("cannot truncate sequence %d to %d tokens (%d cached)", seq, n, s->seq_past[seq]);
+    s->seq_past[seq] = n;
+    return 0;
+}
+
+int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n) {
+    struct r1_session *s = b->s;
+    if (dst < 0 || dst >= s->n_seq || src < 0 || src >= s->n_seq)
+        return r1_err("no sequence %d (the pool has %d)", dst < 0 || dst >= s->n_seq ? dst : src, s->n_seq);
+    if (n < 0 || n > s->seq_past[src])
+        return r1_err("cannot copy %d positions of sequence %d (%d cached)", n, src, s->seq_past[src]);
+    if (dst == src) return 0;
+    const struct r1_kv_cache *kv = &s->kv;
+    const size_t elt = kv->dtype == R1_DTYPE_F16 ? 2 : 4, run = (size_t)n * kv->head_dim * elt;
+    const size_t stride = (size_t)kv->n_ctx * kv->head_dim * elt; /* one (layer, head) */
+    void *tmp = NULL;
+    if (s->dev && n > 0 && !(tmp = r1_alloc(run, "a KV copy"))) return -1;
+    for (int lh = 0; lh < kv->n_layer * kv->n_kv_head; lh++)
+        for (int which = 0; which < 2; which++) {
+            const uint8_t *from = (const uint8_t *)(which ? s->kvs[src].v : s->kvs[src].k) + lh * stride;
+            uint8_t *to = (uint8_t *)(which ? s->kvs[dst].v : s->kvs[dst].k) + lh * stride;
+            if (!s->dev) memcpy(to, from, run);
+            else if (run && (s->dev->download(tmp, from, run) || s->dev->upload(to, tmp, run) || s->dev->sync())) {
+                free(tmp);
+                return -1;
+            }
+        }
+    free(tmp);
+    s->seq_past[dst] = n;
+    return 0;
+}
+
+/* A device backend runs each sequence's run of rows as its own forward
+ * (the kernels there read one cache per op). */
+static int batch_step_device(struct r1_session *s, int n, const int32_t *ids, int n_out, float *logits) {
+    const struct r1_device_ops *d = s->dev;
+    const int V = s->m->cfg.vocab;
+    int k = 0;
+    for (int t0 = 0; t0 < n;) {
+        int t1 = t0 + 1;
+        while (t1 < n && s->row_seq[t1] == s->row_seq[t0]) t1++;
+        const int T = t1 - t0;
+        int first = k; /* out_rows[first..k) lie in this run */
+        while (k < n_out && s->out_rows[k] < t1) k++;
+        int all = k - first > 1 || (k > first && s->out_rows[first] != t1 - 1);
+        if (all && !s->d_all && !(s->d_all = d->alloc((size_t)s->n_batch * V * sizeof(float), "all-rows logits")))
+            return -1;
+        if (d->upload(s->d_ids, ids + t0, (size_t)T * sizeof *ids)) return -1;
+        forward_ops(s, s->d_ids, T, s->row_pos[t0], &s->kvs[s->row_seq[t0]], NULL, NULL,
+                    (struct out_sel){.all_rows = all}, all ? s->d_all : s->d_logits, NULL);
+        for (int i = first; i < k; i++) {
+            const float *src = all ? s->d_all + (size_t)(s->out_rows[i] - t0) * V : s->d_logits;
+            if (d->download(logits + (size_t)i * V, src, (size_t)V * sizeof(float))) return -1;
+        }
+        t0 = t1;
+    }
+    return d->sync();
+}
+
+int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want,
+                  float *logits) {
+    struct r1_session *s = b->s;
+    const struct r1_config *c = &s->m->cfg;
+    if (n <= 0 || n > s->n_batch) return r1_err("a step takes 1..%d rows, not %d", s->n_batch, n);
+    if (++s->stamp == 0x7fffffff) {
+        memset(s->seen, 0, (size_t)s->n_seq * sizeof *s->seen);
+        s->stamp = 1;
+    }
+    int n_out = 0;
+    for (int t = 0; t < n; t++) {
+        const int q = seq[t];
+        if (q < 0 || q >= s->n_seq) return r1_err("row %d: no sequence %d (the pool has %d)", t, q, s->n_seq);
+        if (ids[t] < 0 || ids[t] >= c->vocab)
+            return r1_err("row %d: token id %d is outside the vocabulary (0..%d)", t, ids[t], c->vocab - 1);
+        const int first = t == 0 || seq[t - 1] != q;
+        if (first && s->seen[q] == s->stamp)
+            return r1_err("row %d: the rows of sequence %d are not contiguous in the step", t, q);
+        s->seen[q] = s->stamp;
+        s->row_seq[t] = q;
+        s->row_pos[t] = first ? s->seq_past[q] : s->row_pos[t - 1] + 1;
+        if (s->row_pos[t] >= s->n_ctx)
+            return r1_err("sequence %d is full: %d cached + %d new > %d positions per sequence (--ctx)", q,
+                          s->seq_past[q], s->row_pos[t] - s->seq_past[q] + 1, s->n_ctx);
+        const int last = t == n - 1 || seq[t + 1] != q;
+        if (want ? want[t] != 0 : last) s->out_rows[n_out++] = t;
+    }
+    if (s->dev) {
+        if (batch_step_device(s, n, ids, n_out, logits)) return -1;
+    } else {
+        forward_ops(s, ids, n, 0, s->kvs, s->row_seq, s->row_pos,
+                    (struct out_sel){.rows = s->out_rows, .n = n_out}, logits, NULL);
+    }
+    for (int t = 0; t < n; t++)
+        if (t == n - 1 || seq[t + 1] != seq[t]) s->seq_past[seq[t]] = s->row_pos[t] + 1;
+    return n_out;
 }

@@ -566,8 +566,8 @@ static void k_rope_qk(const struct r1_op *op, int ith, int nth) {
         int t = i / nh, h = i % nh;
         float *restrict v = op->out + (size_t)t * stride + (size_t)h * hd;
         float *restrict v2 = v + half;
-        const float *c = op->rope_cos + (size_t)(op->pos0 + t) * half;
-        const float *s = op->rope_sin + (size_t)(op->pos0 + t) * half;
+        const float *c = op->rope_cos + (size_t)r1_op_pos(op, t) * half;
+        const float *s = op->rope_sin + (size_t)r1_op_pos(op, t) * half;
         for (int k = 0; k < half; k++) {
             float a = v[k], b = v2[k];
             v[k] = a * c[k] - b * s[k];
@@ -582,7 +582,6 @@ static size_t kv_index(const struct r1_kv_cache *kv, int layer, int h, int pos) 
 
 static void k_kv_append(const struct r1_op *op, int ith, int nth) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
-    const struct r1_kv_cache *kv = op->kv;
     const int hd = op->head_dim, nkv = op->n_kv_head;
     const int stride = (op->n_head + 2 * nkv) * hd;
     int lo, hi;
@@ -591,7 +590,8 @@ static void k_kv_append(const struct r1_op *op, int ith, int nth) {
         int t = i / nkv, h = i % nkv;
         const float *k = op->x + (size_t)t * stride + (size_t)(op->n_head + h) * hd;
         const float *v = k + (size_t)nkv * hd;
-        size_t idx = kv_index(kv, op->layer, h, op->pos0 + t);
+        const struct r1_kv_cache *kv = r1_op_kv(op, t);
+        size_t idx = kv_index(kv, op->layer, h, r1_op_pos(op, t));
         if (kv->dtype == R1_DTYPE_F16) {
             isa->f32_to_f16(k, (uint16_t *)kv->k + idx, hd);
             isa->f32_to_f16(v, (uint16_t *)kv->v + idx, hd);
@@ -770,13 +770,33 @@ static void attention_blocked(const struct r1_cpu_isa *isa, const struct r1_op *
 #undef UNIT_COST
 }
 
-static void k_attention_gqa(const struct r1_op *op, int ith, int nth) {
-    const struct r1_cpu_isa *isa = r1_cpu_current();
+static void attention_one(const struct r1_cpu_isa *isa, const struct r1_op *op, int ith, int nth) {
     if (isa->attn_qk && isa->attn_pv && isa->attn_softmax && isa->f16_to_f32 &&
         op->head_dim % 16 == 0)
         attention_blocked(isa, op, ith, nth);
     else
         attention_heads(isa, op, ith, nth);
+}
+
+/* Rows of several sequences (continuous batching): each run of one
+ * sequence is a causal block of its own, computed by all threads in turn. */
+static void k_attention_gqa(const struct r1_op *op, int ith, int nth) {
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    if (!op->seq && !op->pos) {
+        attention_one(isa, op, ith, nth);
+        return;
+    }
+    const int hd = op->head_dim, nh = op->n_head, stride = (nh + 2 * op->n_kv_head) * hd;
+    for (int t0 = 0; t0 < op->T;) {
+        int t1 = r1_op_run_end(op, t0);
+        struct r1_op sub = *op;
+        sub.T = t1 - t0, sub.pos0 = r1_op_pos(op, t0), sub.kv = r1_op_kv(op, t0);
+        sub.seq = NULL, sub.pos = NULL;
+        sub.x = op->x + (size_t)t0 * stride;
+        sub.out = op->out + (size_t)t0 * nh * hd;
+        attention_one(isa, &sub, ith, nth);
+        t0 = t1;
+    }
 }
 
 static void k_argmax(const struct r1_op *op, int ith, int nth) {

@@ -119,8 +119,8 @@ static void k_rope_qk(const struct r1_op *op, int ith, int nth) {
     for (int i = lo; i < hi; i++) {
         int t = i / nh, h = i % nh;
         float *v = op->out + (size_t)t * stride + (size_t)h * hd;
-        const float *c = op->rope_cos + (size_t)(op->pos0 + t) * half;
-        const float *s = op->rope_sin + (size_t)(op->pos0 + t) * half;
+        const float *c = op->rope_cos + (size_t)r1_op_pos(op, t) * half;
+        const float *s = op->rope_sin + (size_t)r1_op_pos(op, t) * half;
         for (int k = 0; k < half; k++) {
             float a = v[k], b = v[k + half];
             v[k] = a * c[k] - b * s[k];
@@ -153,7 +153,6 @@ static void store_row(const struct r1_kv_cache *kv, void *p, const float *src) {
 }
 
 static void k_kv_append(const struct r1_op *op, int ith, int nth) {
-    const struct r1_kv_cache *kv = op->kv;
     const int hd = op->head_dim, nkv = op->n_kv_head;
     const int stride = (op->n_head + 2 * nkv) * hd;
     int lo, hi;
@@ -162,13 +161,13 @@ static void k_kv_append(const struct r1_op *op, int ith, int nth) {
         int t = i / nkv, h = i % nkv;
         const float *k = op->x + (size_t)t * stride + (size_t)(op->n_head + h) * hd;
         const float *v = k + (size_t)nkv * hd;
-        store_row(kv, kv_ptr(kv, kv->k, op->layer, h, op->pos0 + t), k);
-        store_row(kv, kv_ptr(kv, kv->v, op->layer, h, op->pos0 + t), v);
+        const struct r1_kv_cache *kv = r1_op_kv(op, t);
+        store_row(kv, kv_ptr(kv, kv->k, op->layer, h, r1_op_pos(op, t)), k);
+        store_row(kv, kv_ptr(kv, kv->v, op->layer, h, r1_op_pos(op, t)), v);
     }
 }
 
 static void k_attention_gqa(const struct r1_op *op, int ith, int nth) {
-    const struct r1_kv_cache *kv = op->kv;
     const int hd = op->head_dim, nh = op->n_head, group = nh / op->n_kv_head;
     const int stride = (nh + 2 * op->n_kv_head) * hd;
     const float scale = 1.0f / sqrtf((float)hd);
@@ -177,7 +176,8 @@ static void k_attention_gqa(const struct r1_op *op, int ith, int nth) {
     int lo, hi;
     r1_split(op->T * nh, ith, nth, &lo, &hi);
     for (int i = lo; i < hi; i++) {
-        int t = i / nh, h = i % nh, kvh = h / group, n = op->pos0 + t + 1;
+        int t = i / nh, h = i % nh, kvh = h / group, n = r1_op_pos(op, t) + 1;
+        const struct r1_kv_cache *kv = r1_op_kv(op, t);
         const float *q = op->x + (size_t)t * stride + (size_t)h * hd;
         float *o = op->out + (size_t)t * nh * hd + (size_t)h * hd;
         float mx = -INFINITY;
