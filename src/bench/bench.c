@@ -71,6 +71,14 @@ int bench_run(const struct bench_opts *o) {
     size_t probe = o->quick ? 64 * MiB : (4 * l3 > 1024 * MiB ? 4 * l3 : 1024 * MiB);
     size_t flush = o->quick ? 32 * MiB : (2 * l3 > 640 * MiB ? 2 * l3 : 640 * MiB);
     if (bench_bw_measure(&R->bw, pool, probe, flush, o->quick ? 3 : 5)) goto fail;
+    if (o->n_batch) { /* bench --batch: aggregate decode per batch size, nothing else */
+        bench_bw_free(&R->bw);
+        r1_pool_free(pool);
+        pool = NULL;
+        if (o->json) fprintf(stderr, "r1infer bench: --json is not written with --batch (see --csv)\n");
+        rc = bench_batch_run(o, R, m, threads, kvt);
+        goto out;
+    }
 
     /* ---- kernel suite ---- */
     int ctx = R->cfg->max_pos < 512 ? R->cfg->max_pos : 512;

@@ -22,6 +22,7 @@
 
 #define BENCH_MAX_KERNELS 16
 #define BENCH_MAX_ROWS 8
+#define BENCH_MAX_BATCH 64 /* --batch: the largest batch size */
 
 struct bench_opts {
     const char *model;     /* -m PATH, or NULL with synthetic */
@@ -35,6 +36,7 @@ struct bench_opts {
     int full_fill; /* compute every cache position before the long-context decode */
     const char *csv, *json, *svg;
     struct r1_sampler_params sp;
+    int batch[BENCH_MAX_ROWS], n_batch; /* --batch 1,2,4: aggregate decode per batch size */
 };
 
 struct bench_machine {
@@ -163,6 +165,11 @@ int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *
                   const struct r1_sampler_params *sp, double bandwidth_gbps);
 /* Bytes one decode step reads at context ctx (weights + KV read + KV written). */
 double bench_decode_bytes(const struct r1_model *m, enum r1_dtype kv_dtype, int ctx);
+
+/* batch.c: bench --batch (after the model and the bandwidth probe). Prints
+ * the table, writes o->csv / o->svg; returns the exit code. */
+int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model_t *m, int threads,
+                    enum r1_dtype kvt);
 
 /* report.c / svg.c */
 void bench_report_text(FILE *f, const struct bench_result *r);

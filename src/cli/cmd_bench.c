@@ -23,6 +23,8 @@ static void bench_help(FILE *f) {
             "  --csv FILE             leaderboard rows (one per kernel + decode_step)\n"
             "  --json FILE            the full result\n"
             "  --svg FILE             a chart: in-situ shares and per-kernel GB/s vs bandwidth\n"
+            "  --batch 1,2,4,8,16     instead: aggregate decode tok/s and step time of that many sequences\n"
+            "                         decoding together (continuous batching), next to the bandwidth probe\n"
             "  --quick                small buffers and few tokens (for tests; figures are not meaningful)\n"
             "  --full-fill            compute every cache position before the ctx-4096 decode\n"
             "                         (default: fast-forward them, which reads the same bytes)\n");
@@ -50,7 +52,25 @@ int cmd_bench(int argc, char **argv) {
         else if (has && !strcmp(a, "--csv")) o.csv = argv[++i];
         else if (has && !strcmp(a, "--json")) o.json = argv[++i];
         else if (has && !strcmp(a, "--svg")) o.svg = argv[++i];
-        else if (has && !strcmp(a, "--runs")) {
+        else if (has && !strcmp(a, "--batch")) {
+            const char *p = argv[++i];
+            o.n_batch = 0;
+            for (;;) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p || v < 1 || v > BENCH_MAX_BATCH || o.n_batch == BENCH_MAX_ROWS ||
+                    (*end && *end != ',')) {
+                    fprintf(stderr,
+                            "r1infer bench: --batch expects up to %d sizes from 1 to %d separated by commas, "
+                            "got '%s'\n",
+                            BENCH_MAX_ROWS, BENCH_MAX_BATCH, argv[i]);
+                    return 2;
+                }
+                o.batch[o.n_batch++] = (int)v;
+                if (!*end) break;
+                p = end + 1;
+            }
+        } else if (has && !strcmp(a, "--runs")) {
             char *end;
             long v = strtol(argv[++i], &end, 10);
             if (*end || v < 1 || v > 100000) {

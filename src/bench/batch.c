@@ -1,0 +1,171 @@
+/*
+ * batch.c - `r1infer bench --batch 1,2,4,8,16`: aggregate decode throughput
+ * of continuous batching. For each batch size B, B sequences decode together
+ * through one r1_batch (one row each per step: the weights are read once per
+ * step for all of them); the report gives the step time, the aggregate and
+ * per-sequence tok/s, the speed-up over B = 1 and the weight bytes read per
+ * second, next to the bandwidth probe of the same run. Writes the CSV
+ * (kernel_id decode_batch, batch_size B) and an SVG of aggregate tok/s.
+ * It must not assert speed: it measures.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/bench.h"
+#include "util/util.h"
+
+#define GB 1e9
+
+struct batch_row {
+    int B, steps;
+    double step_ms, tok_s, seq_tok_s, speedup, gbps;
+};
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Decode `steps` timed steps (after one untimed) of B sequences from
+ * position 0; 0 or -1 with an error. */
+static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, struct batch_row *row) {
+    int32_t ids[BENCH_MAX_BATCH], seq[BENCH_MAX_BATCH];
+    for (int q = 0; q < B; q++) {
+        if (r1_batch_seq_truncate(b, q, 0)) return -1;
+        ids[q] = (int32_t)(1 + 37 * q) % vocab, seq[q] = q;
+    }
+    double t0 = 0;
+    for (int s = 0; s <= steps; s++) {
+        if (s == 1) t0 = r1_now();
+        if (r1_batch_step(b, B, ids, seq, NULL, logits) != B) return -1;
+        for (int q = 0; q < B; q++) ids[q] = argmax(logits + (size_t)q * vocab, vocab);
+    }
+    double dt = r1_now() - t0;
+    row->B = B, row->steps = steps;
+    row->step_ms = dt / steps * 1e3;
+    row->tok_s = B * steps / dt;
+    row->seq_tok_s = steps / dt;
+    return 0;
+}
+
+static void write_svg(FILE *f, const struct bench_result *R, const struct batch_row *rows, int n) {
+    const int W = 720, H = 420, L = 80, T = 80, PW = 600, PH = 260;
+    double mx = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].tok_s > mx) mx = rows[i].tok_s;
+    if (mx <= 0) mx = 1;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
+               "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+               "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
+            W, H, W, H, W, H);
+    /* model and cpu names are ours or /proc's; keep only safe characters */
+    char name[160], cpu[256];
+    snprintf(name, sizeof name, "%s", R->model_name);
+    snprintf(cpu, sizeof cpu, "%s", R->mach.cpu);
+    for (char *p = name; *p; p++)
+        if (strchr("<>&\"'", *p) || (unsigned char)*p < 0x20) *p = '_';
+    for (char *p = cpu; *p; p++)
+        if (strchr("<>&\"'", *p) || (unsigned char)*p < 0x20) *p = '_';
+    fprintf(f, "<text x=\"20\" y=\"28\" font-size=\"18\" font-weight=\"bold\">r1infer bench --batch: %s, %s weights</text>\n",
+            name, r1_dtype_name(R->dtype));
+    fprintf(f, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">%s, %d threads, %.2f GB/s measured read "
+               "bandwidth; aggregate decode tok/s per batch size (one row per sequence per step)</text>\n",
+            cpu, R->mach.threads, R->bw.best_gbps);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000\"/>\n", L, T + PH, L + PW, T + PH);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000\"/>\n", L, T, L, T + PH);
+    const double bw = PW / (double)(n > 0 ? n : 1);
+    for (int i = 0; i < n; i++) {
+        double h = rows[i].tok_s / mx * PH, x = L + i * bw + bw * 0.15;
+        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"#4a7ab5\"/>\n", x, T + PH - h,
+                bw * 0.7, h);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">%.2f (x%.2f)</text>\n",
+                x + bw * 0.35, T + PH - h - 6, rows[i].tok_s, rows[i].speedup);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">batch %d</text>\n",
+                x + bw * 0.35, T + PH + 18, rows[i].B);
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555555\">%.1f ms/step</text>\n",
+                x + bw * 0.35, T + PH + 34, rows[i].step_ms);
+    }
+    fprintf(f, "<text x=\"20\" y=\"%d\" font-size=\"12\" transform=\"rotate(-90 20 %d)\">tok/s (all sequences)</text>\n",
+            T + PH, T + PH);
+    fputs("</svg>\n", f);
+}
+
+int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model_t *m, int threads,
+                    enum r1_dtype kvt) {
+    const int vocab = R->cfg->vocab;
+    int maxb = 0;
+    for (int i = 0; i < o->n_batch; i++)
+        if (o->batch[i] > maxb) maxb = o->batch[i];
+    const int steps = o->quick ? 2 : 6;
+    r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = maxb, .n_ctx = 64, .n_batch = maxb,
+                                                            .backend = o->backend, .n_threads = threads,
+                                                            .kv_dtype = kvt});
+    float *logits = b ? malloc((size_t)maxb * vocab * sizeof(float)) : NULL;
+    struct batch_row rows[BENCH_MAX_BATCH];
+    int n = 0, rc = 1;
+    if (!b || !logits) goto out;
+    for (int i = 0; i < o->n_batch; i++, n++) {
+        bench_progress("decode batch %d", o->batch[i]);
+        if (run_one(b, o->batch[i], steps, vocab, logits, &rows[n])) goto out;
+        rows[n].gbps = R->decode_bytes / (rows[n].step_ms * 1e-3) / GB;
+    }
+    bench_progress_done();
+    double base = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].B == 1) base = rows[i].tok_s;
+    if (base <= 0 && n) base = rows[0].tok_s / rows[0].B;
+    for (int i = 0; i < n; i++) rows[i].speedup = rows[i].tok_s / base;
+    printf("r1infer bench --batch: %s (dim %d, %d layers), %s weights, %s KV cache, backend %s, %d thread%s\n",
+           R->model_name, R->cfg->dim, R->cfg->n_layer, r1_dtype_name(R->dtype), r1_dtype_name(kvt),
+           r1_batch_backend(b), threads, threads == 1 ? "" : "s");
+    printf("machine   %s (%s), git %s\n", R->mach.cpu, R->mach.isa[0] ? R->mach.isa : "-", R->mach.git_sha);
+    printf("bandwidth %.2f GB/s best, %.2f GB/s median (%s); a decode step reads %.3f GB of weights: "
+           "batch-1 ceiling %.2f tok/s\n",
+           R->bw.best_gbps, R->bw.median_gbps, R->bw.reader ? R->bw.reader : "?", R->decode_bytes / GB,
+           R->bw.best_gbps * GB / R->decode_bytes);
+    printf("decode from position 0, %d timed steps after one untimed (forward + greedy pick of every row)\n", steps);
+    printf("  %5s %10s %12s %14s %9s %14s\n", "batch", "ms/step", "tok/s (all)", "tok/s per seq", "x batch1",
+           "weights GB/s");
+    for (int i = 0; i < n; i++)
+        printf("  %5d %10.2f %12.2f %14.2f %9.2f %14.2f\n", rows[i].B, rows[i].step_ms, rows[i].tok_s,
+               rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps);
+    fflush(stdout);
+    rc = 0;
+    if (o->csv) {
+        FILE *f = fopen(o->csv, "w");
+        if (!f) {
+            r1_err("cannot write %s", o->csv);
+            rc = 1;
+        } else {
+            fputs("device_id,kernel_id,dtype,input_shape,batch_size,impl_lang,latency_us,throughput_gbps,"
+                  "driver_version,toolchain,git_sha,submitter,tok_s\n",
+                  f);
+            for (int i = 0; i < n; i++)
+                fprintf(f, "%s,decode_batch,%s,\"%s ctx 0-%d\",%d,c,%.3f,%.3f,\"%s\",\"%s\",%s,%s,%.3f\n", R->mach.slug,
+                        r1_dtype_name(R->dtype), R->model_name, steps, rows[i].B, rows[i].step_ms * 1e3,
+                        rows[i].gbps, R->mach.os, R->mach.toolchain, R->mach.git_sha, R->mach.submitter,
+                        rows[i].tok_s);
+            if (fclose(f)) rc = 1;
+        }
+    }
+    if (o->svg) {
+        FILE *f = fopen(o->svg, "w");
+        if (!f) {
+            r1_err("cannot write %s", o->svg);
+            rc = 1;
+        } else {
+            write_svg(f, R, rows, n);
+            if (fclose(f)) rc = 1;
+        }
+    }
+out:
+    bench_progress_done();
+    if (rc) fprintf(stderr, "r1infer bench: %s\n", r1_last_error());
+    free(logits);
+    r1_batch_free(b);
+    return rc;
+}
