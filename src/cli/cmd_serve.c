@@ -19,17 +19,22 @@
 static void serve_help(FILE *f) {
     fprintf(f, "usage: r1infer serve -m MODEL [options]\n"
                "OpenAI-compatible API: POST /v1/chat/completions, POST /v1/completions (stream true|false),\n"
-               "GET /v1/models, GET /health, and a chat page at GET /.\n"
+               "GET /v1/models, GET /health, GET /metrics (Prometheus), POST /tokenize, POST /detokenize,\n"
+               "and a chat page at GET /. Every active conversation's next token is computed in one\n"
+               "forward pass (continuous batching); prompts go in chunks between them.\n"
                "  --host ADDR            address to bind (default 127.0.0.1)\n"
                "  --port N               port (default 8080; 0 = any free port, printed at start)\n"
-               "  --parallel N           conversations generated at once, one KV cache each (default 1)\n"
+               "  --parallel N           conversations generated at once, one KV cache each (default 1);\n"
+               "                         the KV pool (--ctx x N positions) is allocated at start\n"
+               "  --batch-tokens N       rows in one forward pass: a decode row per busy slot plus chunks\n"
+               "                         of waiting prompts (default 512)\n"
                "  --queue N              requests that may wait for a free slot; more get 503 (default 64)\n"
                "  --api-key KEY          require 'Authorization: Bearer KEY' on /v1/*\n"
                "  --max-body BYTES       largest request body (default 8388608); larger gets 413\n"
                "  --timeout SECS         drop connections idle this long, e.g. slow clients (default 30)\n"
                "  --max-conns N          simultaneous connections (default 256)\n"
                "  --ctx N                context per slot (default min(4096, max_position_embeddings))\n"
-               "  -t, --threads N        threads in all; each slot gets max(1, N / parallel)\n"
+               "  -t, --threads N        threads of the engine (all slots share its forward passes)\n"
                "                         (default: physical cores)\n"
                "The sampling options set the defaults of requests that leave a field out.\n");
     cli_opts_help(f);
@@ -66,7 +71,7 @@ int cmd_serve(int argc, char **argv) {
     cli_opts_init(&o);
     struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
                              .max_conns = 256};
-    long parallel = 1, queue = 64, x;
+    long parallel = 1, queue = 64, batch_tokens = 512, x;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
@@ -89,6 +94,8 @@ int cmd_serve(int argc, char **argv) {
             so.port = (int)x;
         } else if (!strcmp(a, "--parallel")) {
             if (int_arg(a, v, 1, 256, &parallel)) return 2;
+        } else if (!strcmp(a, "--batch-tokens")) {
+            if (int_arg(a, v, 1, 65536, &batch_tokens)) return 2;
         } else if (!strcmp(a, "--queue")) {
             if (int_arg(a, v, 0, 100000, &queue)) return 2;
         } else if (!strcmp(a, "--max-body")) {
@@ -133,10 +140,14 @@ int cmd_serve(int argc, char **argv) {
         goto out;
     }
     int cores = o.n_threads > 0 ? o.n_threads : r1_physical_cores();
-    int per_slot = cores / (int)parallel > 0 ? cores / (int)parallel : 1;
+    if (batch_tokens < parallel) {
+        fprintf(stderr, "r1infer serve: --batch-tokens %ld is raised to --parallel %ld (a row for every slot)\n",
+                batch_tokens, parallel);
+        batch_tokens = parallel;
+    }
     struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue, .n_ctx = o.n_ctx,
-                             .n_threads = per_slot, .backend = o.backend, .kv_dtype = o.kv_dtype,
-                             .model_name = name, .seed_set = o.seed_set};
+                             .n_threads = cores, .batch_tokens = (int)batch_tokens, .backend = o.backend,
+                             .kv_dtype = o.kv_dtype, .model_name = name, .seed_set = o.seed_set};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;
@@ -145,9 +156,11 @@ int cmd_serve(int argc, char **argv) {
     so.sp = o.sp;
     if (so.max_conns < (unsigned)(parallel + queue + 8)) so.max_conns = (unsigned)(parallel + queue + 8);
     if (!(srv = server_start(&so, s))) goto out;
-    fprintf(stderr, "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s x %d thread%s, ctx %d, queue %ld%s)\n",
+    fprintf(stderr,
+            "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s, %d thread%s, ctx %d per slot, %ld tokens "
+            "per step, queue %ld%s)\n",
             strchr(so.host, ':') ? "[" : "", so.host, strchr(so.host, ':') ? "]" : "", server_port(srv), parallel,
-            parallel == 1 ? "" : "s", per_slot, per_slot == 1 ? "" : "s", sched_n_ctx(s), queue,
+            parallel == 1 ? "" : "s", cores, cores == 1 ? "" : "s", sched_n_ctx(s), batch_tokens, queue,
             so.api_key ? ", API key required" : "");
     fflush(stderr);
     int sig = 0;

@@ -29,7 +29,17 @@ struct server {
     int port;
 };
 
-enum route { ROUTE_NONE, ROUTE_PAGE, ROUTE_HEALTH, ROUTE_MODELS, ROUTE_CHAT, ROUTE_COMPLETIONS };
+enum route {
+    ROUTE_NONE,
+    ROUTE_PAGE,
+    ROUTE_HEALTH,
+    ROUTE_METRICS,
+    ROUTE_MODELS,
+    ROUTE_CHAT,
+    ROUTE_COMPLETIONS,
+    ROUTE_TOKENIZE,
+    ROUTE_DETOKENIZE
+};
 
 static const struct {
     const char *path;
@@ -40,6 +50,9 @@ static const struct {
     {"/", ROUTE_PAGE, 0, 0},
     {"/index.html", ROUTE_PAGE, 0, 0},
     {"/health", ROUTE_HEALTH, 0, 0},
+    {"/metrics", ROUTE_METRICS, 0, 0},
+    {"/tokenize", ROUTE_TOKENIZE, 1, 1},
+    {"/detokenize", ROUTE_DETOKENIZE, 1, 1},
     {"/v1/models", ROUTE_MODELS, 0, 1},
     {"/v1/chat/completions", ROUTE_CHAT, 1, 1},
     {"/v1/completions", ROUTE_COMPLETIONS, 1, 1},
@@ -208,6 +221,73 @@ static enum MHD_Result do_generate(struct server *srv, struct MHD_Connection *c,
     return send_json(c, (unsigned)status, body);
 }
 
+/* POST /tokenize {"content": "...", "add_special": false, "with_pieces": false}
+ *   -> {"tokens": [ids]} or, with pieces, {"tokens": [{"id": 1, "piece": "..."}]}
+ * POST /detokenize {"tokens": [ids]} -> {"content": "..."}  (as llama-server) */
+static enum MHD_Result do_tokens(struct server *srv, struct MHD_Connection *c, struct req_ctx *rc, int encode) {
+    json_error_t je;
+    json_t *in = json_loadb(rc->body.p ? rc->body.p : "", rc->body.len, 0, &je);
+    const r1_tokenizer_t *tok = sched_tokenizer(srv->sched);
+    if (!json_is_object(in)) {
+        json_decref(in);
+        return fail(c, 400, "invalid_request_error", NULL, NULL, NULL, "The body must be a JSON object.");
+    }
+    json_t *out = NULL;
+    if (encode) {
+        json_t *content = json_object_get(in, "content"), *as = json_object_get(in, "add_special"),
+               *wp = json_object_get(in, "with_pieces");
+        if (!json_is_string(content) || (as && !json_is_boolean(as)) || (wp && !json_is_boolean(wp))) {
+            json_decref(in);
+            return fail(c, 400, "invalid_request_error", NULL, NULL, NULL,
+                        "'content' must be a string ('add_special' and 'with_pieces' booleans).");
+        }
+        int32_t *ids = NULL;
+        int n = r1_tokenizer_encode(tok, json_string_value(content), json_string_length(content), json_is_true(as),
+                                    &ids);
+        json_t *arr = n >= 0 ? json_array() : NULL;
+        for (int i = 0; arr && i < n; i++) {
+            if (!json_is_true(wp)) {
+                json_array_append_new(arr, json_integer(ids[i]));
+                continue;
+            }
+            char *piece = NULL;
+            long len = r1_tokenizer_decode(tok, &ids[i], 1, 0, &piece);
+            json_array_append_new(arr, json_pack("{s:i, s:s%}", "id", ids[i], "piece", piece ? piece : "",
+                                                 (size_t)(len > 0 ? len : 0)));
+            free(piece);
+        }
+        free(ids);
+        if (arr) out = json_pack("{s:o}", "tokens", arr);
+    } else {
+        json_t *arr = json_object_get(in, "tokens");
+        size_t n = json_is_array(arr) ? json_array_size(arr) : 0;
+        int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+        int bad = !json_is_array(arr) || !ids;
+        for (size_t i = 0; !bad && i < n; i++) {
+            json_t *v = json_array_get(arr, i);
+            bad = !json_is_integer(v) || json_integer_value(v) < 0 ||
+                  json_integer_value(v) >= r1_tokenizer_vocab_size(tok);
+            if (!bad) ids[i] = (int32_t)json_integer_value(v);
+        }
+        if (bad) {
+            free(ids);
+            json_decref(in);
+            return fail(c, 400, "invalid_request_error", NULL, NULL, NULL,
+                        "'tokens' must be an array of token ids from 0 to %d.", r1_tokenizer_vocab_size(tok) - 1);
+        }
+        char *text = NULL;
+        long len = r1_tokenizer_decode(tok, ids, n, 0, &text);
+        free(ids);
+        if (len >= 0) out = json_pack("{s:s%}", "content", text ? text : "", (size_t)len);
+        free(text);
+    }
+    json_decref(in);
+    if (!out) return fail(c, 500, "server_error", NULL, NULL, NULL, "tokenization failed: %s", r1_last_error());
+    char *s = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    return send_json(c, 200, s);
+}
+
 /* ------------------------------------------------------------- dispatch */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -241,6 +321,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             return send_body(c, 200, "text/html; charset=utf-8", (char *)server_page_html,
                              strlen(server_page_html), MHD_RESPMEM_PERSISTENT, NULL, NULL);
         case ROUTE_HEALTH: return do_health(srv, c);
+        case ROUTE_METRICS: {
+            char *t = sched_metrics_text(srv->sched);
+            if (!t) return MHD_NO;
+            return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), MHD_RESPMEM_MUST_FREE,
+                             NULL, NULL);
+        }
         case ROUTE_MODELS: return do_models(srv, c);
         default: break;
         }
@@ -268,7 +354,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (rc->too_large)
         return fail(c, 413, "invalid_request_error", "request_too_large", NULL, NULL,
                     "The request body is larger than %zu bytes (--max-body).", srv->o.max_body);
-    return do_generate(srv, c, rc, routes[rc->route_index].route == ROUTE_CHAT ? REQ_CHAT : REQ_COMPLETION);
+    enum route rt = routes[rc->route_index].route;
+    if (rt == ROUTE_TOKENIZE || rt == ROUTE_DETOKENIZE) return do_tokens(srv, c, rc, rt == ROUTE_TOKENIZE);
+    return do_generate(srv, c, rc, rt == ROUTE_CHAT ? REQ_CHAT : REQ_COMPLETION);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,

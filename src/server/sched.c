@@ -1,10 +1,20 @@
 /*
- * sched.c - slots, queue, workers and the generation loop; see sched.h.
+ * sched.c - slots, queue, workers, the engine and the generation loop; see
+ * sched.h.
  *
- * One mutex (sched.mu) guards the queue, the slot assignments and every
- * job's shared fields; workers hold it only to hand over output, never
- * during a forward pass. Must not block on a client: output is buffered in
- * the job and the connection thread drains it.
+ * Continuous batching: every slot is one sequence of a shared r1_batch (one
+ * KV pool). A slot's worker runs the generation loop of its job, but its
+ * forward passes are requests to the engine thread, which builds each step
+ * from every waiting slot: one row per decoding slot first, then prompt
+ * chunks within --batch-tokens (chunked prefill: a long prompt takes several
+ * steps and never stalls the others). A request of a cancelled job is
+ * dropped at the next step, so a client that hangs up frees its rows at
+ * once.
+ *
+ * One mutex (sched.mu) guards the queue, the slot assignments, the engine
+ * requests and every job's shared fields; nobody holds it during a forward
+ * pass. Must not block on a client: output is buffered in the job and the
+ * connection thread drains it.
  */
 #include "server/sched.h"
 
@@ -24,8 +34,12 @@
 #include "server/stop.h"
 #include "util/util.h"
 
-#define PREFILL_CHUNK 256 /* prompt tokens per forward call (a cancel point between) */
+#define PREFILL_CHUNK 256 /* prompt tokens per forward request (the engine splits it further) */
 #define POLL_MS 100       /* how often a waiting connection checks its client */
+#define GATHER_US 2000    /* the engine waits this long for busy slots to send their next row */
+#define ALL_ROWS_MAX 64   /* rows of a request that wants every row's logits, per step */
+static const double STEP_BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}; /* seconds */
+#define N_BUCKETS (int)(sizeof STEP_BUCKETS / sizeof STEP_BUCKETS[0])
 
 enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
@@ -49,10 +63,21 @@ struct job {
     int status;
 };
 
+/* A slot's forward request to the engine (guarded by sched.mu). */
+struct fwd_req {
+    const int32_t *ids; /* (n) tokens continuing the slot's sequence */
+    int n, done;        /* rows computed so far */
+    float *all;         /* NULL, or (n, vocab): every row's logits */
+    float *last;        /* (vocab): the last row's logits */
+    int pending, failed;
+    char err[256];
+};
+
 struct slot {
     struct sched *sched;
-    int index;
-    r1_session_t *sess;
+    int index; /* also its sequence in sched.batch */
+    struct fwd_req req;
+    float *out;     /* (vocab) the last row's logits of the latest request */
     int32_t *cache; /* (n_ctx) ids in the KV cache, n_cache of them */
     int n_cache;
     float *logits;  /* (vocab) the sampler's working copy */
@@ -64,6 +89,20 @@ struct slot {
 
 struct sched {
     r1_model_t *model;
+    r1_batch_t *batch; /* the KV pool: slot i is sequence i */
+    pthread_t engine;
+    int engine_started;
+    pthread_cond_t engine_cv; /* a request arrived, or a slot went idle */
+    int n_pending;            /* slots with a request */
+    int32_t *st_ids, *st_seq; /* (batch_tokens) a step's rows */
+    uint8_t *st_want;
+    struct slot **st_owner; /* (batch_tokens) whose row */
+    int *st_take;           /* (n_slots) rows of each slot in the step */
+    float *st_logits;       /* (n_slots + ALL_ROWS_MAX, vocab) */
+    /* metrics */
+    long tokens_in, tokens_out, steps, step_rows;
+    double step_sum;
+    long step_hist[N_BUCKETS + 1];
     const r1_tokenizer_t *tok;
     struct sched_opts o;
     int n_ctx, vocab;
@@ -74,7 +113,7 @@ struct sched {
     pthread_mutex_t mu;
     pthread_cond_t idle_cv;
     struct job *head, *tail;
-    int n_queued, n_busy, stopping;
+    int n_queued, n_busy, stopping, engine_stop;
     unsigned long tick, counter;
     long served, cancelled, rejected;
 };
@@ -156,6 +195,132 @@ static void dispatch_locked(struct sched *s) {
         s->n_busy++;
         pthread_cond_signal(&best->cv);
     }
+}
+
+/* ------------------------------------------------------------ engine */
+
+static void req_finish_locked(struct sched *s, struct slot *sl, const char *err) {
+    if (err) {
+        sl->req.failed = 1;
+        snprintf(sl->req.err, sizeof sl->req.err, "%s", err);
+    }
+    sl->req.pending = 0;
+    s->n_pending--;
+    pthread_cond_signal(&sl->cv);
+}
+
+/* Worker side: n tokens continuing the slot's sequence, computed by the
+ * engine over one or more steps. Returns the last row's logits (sl->out,
+ * valid until the next call; every row's into all when non-NULL), or NULL
+ * with an error (the job was cancelled, the sequence is full, ...). */
+static const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all) {
+    pthread_mutex_lock(&s->mu);
+    sl->req = (struct fwd_req){.ids = ids, .n = n, .all = all, .last = sl->out, .pending = 1};
+    s->n_pending++;
+    pthread_cond_signal(&s->engine_cv);
+    while (sl->req.pending) pthread_cond_wait(&sl->cv, &s->mu);
+    char msg[256];
+    int failed = sl->req.failed;
+    if (failed) snprintf(msg, sizeof msg, "%s", sl->req.err);
+    pthread_mutex_unlock(&s->mu);
+    if (failed) {
+        r1_err("%s", msg);
+        return NULL;
+    }
+    return sl->out;
+}
+
+static void deadline_after(struct timespec *ts, long us) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += us * 1000L;
+    while (ts->tv_nsec >= 1000000000L) ts->tv_sec++, ts->tv_nsec -= 1000000000L;
+}
+
+/* Rows of each waiting slot in the next step: one for every request with
+ * one row left (decoding slots), then prompt chunks within the budget. */
+static int plan_step_locked(struct sched *s) {
+    int rows = 0, all_rows = 0;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        s->st_take[i] = 0;
+        if (!sl->req.pending) continue;
+        if (s->stopping || !sl->job || sl->job->cancelled) {
+            req_finish_locked(s, sl, "cancelled");
+            continue;
+        }
+        if (sl->req.n - sl->req.done == 1 && rows < s->o.batch_tokens && (!sl->req.all || all_rows < ALL_ROWS_MAX)) {
+            s->st_take[i] = 1, rows++;
+            if (sl->req.all) all_rows++;
+        }
+    }
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->req.pending || s->st_take[i]) continue;
+        int take = sl->req.n - sl->req.done, cap = s->o.batch_tokens - rows;
+        if (sl->req.all && cap > ALL_ROWS_MAX - all_rows) cap = ALL_ROWS_MAX - all_rows;
+        if (take > cap) take = cap;
+        if (take <= 0) continue;
+        s->st_take[i] = take, rows += take;
+        if (sl->req.all) all_rows += take;
+    }
+    int n = 0;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        for (int k = 0; k < s->st_take[i]; k++, n++) {
+            int at = sl->req.done + k;
+            s->st_ids[n] = sl->req.ids[at], s->st_seq[n] = i, s->st_owner[n] = sl;
+            s->st_want[n] = sl->req.all || at == sl->req.n - 1;
+        }
+    }
+    return n;
+}
+
+static void *engine_main(void *arg) {
+    struct sched *s = arg;
+    const int V = s->vocab;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->n_pending && !s->engine_stop) pthread_cond_wait(&s->engine_cv, &s->mu);
+        if (s->engine_stop) break;
+        /* let the slots still sampling their last token join this step */
+        struct timespec dl;
+        deadline_after(&dl, GATHER_US);
+        while (s->n_pending < s->n_busy && !s->engine_stop && !s->stopping)
+            if (pthread_cond_timedwait(&s->engine_cv, &s->mu, &dl) == ETIMEDOUT) break;
+        int n = plan_step_locked(s);
+        if (!n) continue;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = r1_now();
+        int r = r1_batch_step(s->batch, n, s->st_ids, s->st_seq, s->st_want, s->st_logits);
+        double dt = r1_now() - t0;
+        char err[256] = "";
+        if (r < 0) snprintf(err, sizeof err, "%s", r1_last_error());
+        pthread_mutex_lock(&s->mu);
+        s->steps++, s->step_rows += n, s->step_sum += dt;
+        int b = 0;
+        while (b < N_BUCKETS && dt > STEP_BUCKETS[b]) b++;
+        s->step_hist[b]++;
+        int k = 0; /* logits row */
+        for (int t = 0; t < n; t++) {
+            struct slot *sl = s->st_owner[t];
+            struct fwd_req *q = &sl->req;
+            if (r >= 0 && s->st_want[t]) {
+                const float *row = s->st_logits + (size_t)k++ * V;
+                if (q->all) memcpy(q->all + (size_t)(q->done) * V, row, (size_t)V * sizeof(float));
+                if (q->done == q->n - 1) memcpy(q->last, row, (size_t)V * sizeof(float));
+            }
+            q->done++;
+            if (t == n - 1 || s->st_owner[t + 1] != sl) { /* the slot's last row in this step */
+                if (r < 0) req_finish_locked(s, sl, err);
+                else if (q->done == q->n) req_finish_locked(s, sl, NULL);
+            }
+        }
+    }
+    /* stopping: nobody may wait for a step any more */
+    for (int i = 0; i < s->o.n_slots; i++)
+        if (s->slots[i].req.pending) req_finish_locked(s, &s->slots[i], "the server is stopping");
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
 }
 
 /* -------------------------------------------------------- generation */
@@ -264,7 +429,7 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     int keep = common_prefix(sl->cache, sl->n_cache, j->ids, j->n_ids);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1;
     if (g->lp_rows) keep = 0; /* echo with logprobs scores every prompt position */
-    if (r1_session_truncate(sl->sess, keep)) keep = 0, r1_session_truncate(sl->sess, 0);
+    if (r1_batch_seq_truncate(s->batch, sl->index, keep)) keep = 0, r1_batch_seq_truncate(s->batch, sl->index, 0);
     sl->n_cache = keep;
     u->prompt_tokens = j->n_ids;
     u->cached_tokens = keep;
@@ -272,7 +437,8 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     for (int at = keep; at < j->n_ids; at += PREFILL_CHUNK) {
         if (is_cancelled(g)) return NULL;
         int n = j->n_ids - at < PREFILL_CHUNK ? j->n_ids - at : PREFILL_CHUNK;
-        logits = r1_session_forward(sl->sess, j->ids + at, n, g->lp_rows);
+        logits = engine_forward(s, sl, j->ids + at, n, g->lp_rows);
+        if (!logits && is_cancelled(g)) return NULL;
         if (!logits) goto fail;
         if (g->lp_rows) {
             if (at == 0) lp_push_none(&g->lp, j->ids[0]);
@@ -321,14 +487,19 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
             finish = "length";
             break;
         }
-        if (r1_session_n_past(sl->sess) >= s->n_ctx) {
+        if (r1_batch_seq_n_past(s->batch, sl->index) >= s->n_ctx) {
             finish = "length";
             break;
         }
-        const float *l = r1_session_forward(sl->sess, &id, 1, NULL);
+        const float *l = engine_forward(s, sl, &id, 1, NULL);
         if (!l) {
             r1_sampler_free(smp);
             r1_detok_free(dt);
+            if (is_cancelled(g)) {
+                r1_batch_seq_truncate(s->batch, sl->index, 0); /* the row may or may not be in the cache */
+                sl->n_cache = 0;
+                return NULL;
+            }
             goto fail;
         }
         sl->cache[sl->n_cache++] = id;
@@ -345,7 +516,7 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     return finish;
 fail:
     /* the cache no longer matches what we know: start the slot afresh */
-    r1_session_truncate(sl->sess, 0);
+    r1_batch_seq_truncate(s->batch, sl->index, 0);
     sl->n_cache = 0;
     api_error_set(err, 500, "server_error", NULL, NULL, "generation failed: %s", r1_last_error());
     return "error";
@@ -393,6 +564,8 @@ static void run_job(struct sched *s, struct slot *sl, struct job *j) {
     j->status = status;
     if (finish) s->served++;
     else s->cancelled++;
+    s->tokens_in += u.prompt_tokens - u.cached_tokens;
+    s->tokens_out += u.completion_tokens;
     pthread_mutex_unlock(&s->mu);
     lp_end(&g);
     stop_free(&g.stop);
@@ -421,6 +594,7 @@ static void *worker_main(void *arg) {
         s->n_busy--;
         job_unref_locked(j);
         pthread_cond_broadcast(&s->idle_cv);
+        pthread_cond_signal(&s->engine_cv);
         dispatch_locked(s);
     }
     pthread_mutex_unlock(&s->mu);
@@ -438,25 +612,44 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
     if (s->o.n_slots < 1) s->o.n_slots = 1;
     if (s->o.queue_cap < 0) s->o.queue_cap = 0;
     s->vocab = r1_model_config(m)->vocab;
+    if (s->o.batch_tokens < s->o.n_slots) s->o.batch_tokens = s->o.n_slots; /* a row for every slot */
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle_cv, NULL);
+    pthread_cond_init(&s->engine_cv, NULL);
     add_stop_id(s, r1_model_config(m)->eos_id);
     add_stop_id(s, r1_tokenizer_eos(tok));
     add_stop_id(s, r1_tokenizer_token_id(tok, "<|im_end|>"));
     add_stop_id(s, r1_tokenizer_token_id(tok, "<|endoftext|>"));
     s->slots = calloc((size_t)s->o.n_slots, sizeof *s->slots);
     if (!s->slots) goto fail;
+    struct r1_batch_opts bo = {.n_seq = s->o.n_slots, .n_ctx = o->n_ctx, .n_batch = s->o.batch_tokens,
+                               .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
+    if (!(s->batch = r1_batch_new(m, &bo))) goto fail;
+    s->n_ctx = r1_batch_n_ctx(s->batch);
+    const size_t nb = (size_t)s->o.batch_tokens;
+    s->st_ids = malloc(nb * sizeof(int32_t));
+    s->st_seq = malloc(nb * sizeof(int32_t));
+    s->st_want = malloc(nb);
+    s->st_owner = malloc(nb * sizeof *s->st_owner);
+    s->st_take = calloc((size_t)s->o.n_slots, sizeof(int));
+    s->st_logits = malloc(((size_t)s->o.n_slots + ALL_ROWS_MAX) * s->vocab * sizeof(float));
+    if (!s->st_ids || !s->st_seq || !s->st_want || !s->st_owner || !s->st_take || !s->st_logits) {
+        r1_err("out of memory for the engine's step buffers");
+        goto fail;
+    }
+    if (pthread_create(&s->engine, NULL, engine_main, s)) {
+        r1_err("cannot start the engine thread: %s", strerror(errno));
+        goto fail;
+    }
+    s->engine_started = 1;
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
         sl->sched = s;
         sl->index = i;
-        struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
-                                     .kv_dtype = o->kv_dtype};
-        if (!(sl->sess = r1_session_new(m, &so))) goto fail;
-        s->n_ctx = r1_session_n_ctx(sl->sess);
         sl->cache = malloc((size_t)s->n_ctx * sizeof(int32_t));
         sl->logits = malloc((size_t)s->vocab * sizeof(float));
-        if (!sl->cache || !sl->logits) {
+        sl->out = malloc((size_t)s->vocab * sizeof(float));
+        if (!sl->cache || !sl->logits || !sl->out) {
             r1_err("out of memory for slot %d", i);
             goto fail;
         }
@@ -490,6 +683,7 @@ void sched_stop(struct sched *s) {
         pthread_cond_signal(&s->slots[i].cv);
     }
     pthread_cond_broadcast(&s->idle_cv);
+    pthread_cond_broadcast(&s->engine_cv);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -499,18 +693,34 @@ void sched_free(struct sched *s) {
         pthread_join(s->slots[i].thread, NULL);
         pthread_cond_destroy(&s->slots[i].cv);
     }
+    if (s->engine_started) {
+        pthread_mutex_lock(&s->mu);
+        s->engine_stop = 1;
+        pthread_cond_broadcast(&s->engine_cv);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->engine, NULL);
+    }
     for (int i = 0; s->slots && i < s->o.n_slots; i++) {
-        r1_session_free(s->slots[i].sess);
         free(s->slots[i].cache);
         free(s->slots[i].logits);
+        free(s->slots[i].out);
     }
     free(s->slots);
+    r1_batch_free(s->batch);
+    free(s->st_ids);
+    free(s->st_seq);
+    free(s->st_want);
+    free(s->st_owner);
+    free(s->st_take);
+    free(s->st_logits);
+    pthread_cond_destroy(&s->engine_cv);
     pthread_cond_destroy(&s->idle_cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
 }
 
 int sched_n_ctx(const struct sched *s) { return s->n_ctx; }
+const r1_tokenizer_t *sched_tokenizer(const struct sched *s) { return s->tok; }
 
 void sched_stats(struct sched *s, struct sched_stats *st) {
     pthread_mutex_lock(&s->mu);
@@ -518,6 +728,49 @@ void sched_stats(struct sched *s, struct sched_stats *st) {
                                .queue_cap = s->o.queue_cap, .served = s->served, .cancelled = s->cancelled,
                                .rejected = s->rejected};
     pthread_mutex_unlock(&s->mu);
+}
+
+char *sched_metrics_text(struct sched *s) {
+    struct sbuf b = {0};
+    char line[256];
+    pthread_mutex_lock(&s->mu);
+#define M(...) (snprintf(line, sizeof line, __VA_ARGS__), sbuf_add(&b, line, strlen(line)))
+    M("# HELP r1_requests_total Requests by outcome.\n# TYPE r1_requests_total counter\n");
+    M("r1_requests_total{outcome=\"served\"} %ld\n", s->served);
+    M("r1_requests_total{outcome=\"cancelled\"} %ld\n", s->cancelled);
+    M("r1_requests_total{outcome=\"rejected\"} %ld\n", s->rejected);
+    M("# HELP r1_prompt_tokens_total Prompt tokens computed (cached prefixes not counted).\n"
+      "# TYPE r1_prompt_tokens_total counter\nr1_prompt_tokens_total %ld\n", s->tokens_in);
+    M("# HELP r1_completion_tokens_total Tokens generated.\n# TYPE r1_completion_tokens_total counter\n"
+      "r1_completion_tokens_total %ld\n", s->tokens_out);
+    M("# HELP r1_queue_length Requests waiting for a slot.\n# TYPE r1_queue_length gauge\nr1_queue_length %d\n",
+      s->n_queued);
+    M("# HELP r1_queue_capacity Requests that may wait (--queue).\n# TYPE r1_queue_capacity gauge\n"
+      "r1_queue_capacity %d\n", s->o.queue_cap);
+    M("# HELP r1_slots_busy Slots generating.\n# TYPE r1_slots_busy gauge\nr1_slots_busy %d\n", s->n_busy);
+    M("# HELP r1_slots Slots (--parallel).\n# TYPE r1_slots gauge\nr1_slots %d\n", s->o.n_slots);
+    M("# HELP r1_step_rows_total Rows (tokens) computed by engine steps.\n# TYPE r1_step_rows_total counter\n"
+      "r1_step_rows_total %ld\n", s->step_rows);
+    M("# HELP r1_step_seconds Time of one engine step (a forward pass over every active slot).\n"
+      "# TYPE r1_step_seconds histogram\n");
+    long cum = 0;
+    for (int i = 0; i < N_BUCKETS; i++) {
+        cum += s->step_hist[i];
+        M("r1_step_seconds_bucket{le=\"%g\"} %ld\n", STEP_BUCKETS[i], cum);
+    }
+    cum += s->step_hist[N_BUCKETS];
+    M("r1_step_seconds_bucket{le=\"+Inf\"} %ld\nr1_step_seconds_sum %.6f\nr1_step_seconds_count %ld\n", cum,
+      s->step_sum, s->steps);
+#undef M
+    pthread_mutex_unlock(&s->mu);
+    if (b.failed) {
+        sbuf_free(&b);
+        return NULL;
+    }
+    char *out = malloc(b.len + 1);
+    if (out) memcpy(out, b.p ? b.p : "", b.len), out[b.len] = 0;
+    sbuf_free(&b);
+    return out;
 }
 
 /* ------------------------------------------------------------- submit */

@@ -1,8 +1,9 @@
 /*
  * sched.h - slots and the scheduler of the HTTP server.
  *
- * A slot is one r1_session (its own KV cache) with a worker thread; the
- * model's weights are shared read-only by all slots. Requests are turned
+ * A slot is one sequence of a shared r1_batch (its KV cache in the pool) with
+ * a worker thread; one engine thread runs every slot's next rows in one
+ * forward pass (continuous batching, chunked prefill within batch_tokens). Requests are turned
  * into jobs (tokenized on the caller's thread), run at once on a free slot
  * or wait in a bounded FIFO queue; beyond the bound they are refused (503).
  * A job goes to the free slot whose cached tokens share the longest prefix
@@ -31,7 +32,8 @@ struct sched_opts {
     int n_slots;              /* parallel conversations (>= 1) */
     int queue_cap;            /* jobs that may wait for a slot (>= 0) */
     int n_ctx;                /* per-slot context; 0 = the session default */
-    int n_threads;            /* per slot (>= 1) */
+    int n_threads;            /* of the engine, all slots together (>= 1) */
+    int batch_tokens;         /* rows in one engine step (>= n_slots): decode rows + prompt chunks */
     const char *backend;      /* NULL = best */
     enum r1_dtype kv_dtype;
     const char *model_name;   /* the id reported in responses when the request names none */
@@ -48,12 +50,17 @@ void sched_stop(struct sched *s);
  * job was released). */
 void sched_free(struct sched *s);
 int sched_n_ctx(const struct sched *s);
+const r1_tokenizer_t *sched_tokenizer(const struct sched *s);
 
 struct sched_stats {
     int slots, busy, queued, queue_cap;
     long served, cancelled, rejected;
 };
 void sched_stats(struct sched *s, struct sched_stats *st);
+/* The counters in the Prometheus text format (GET /metrics): requests,
+ * tokens in and out, queue length, slots busy, a histogram of step times.
+ * malloc'ed; NULL when out of memory. */
+char *sched_metrics_text(struct sched *s);
 
 /* Tokenize req, check it against the context and queue it. Takes ownership
  * of *req (emptied). Returns the job (held by the caller until job_release)
