@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# batch_server.sh - continuous batching in `r1infer serve`: a tiny synthetic
+# model, --parallel 4, --batch-tokens 32 (prompts prefill in chunks between
+# decode rows), --queue 16; runs tests/batch_server_test.py (200 concurrent
+# clients among others) and checks the server survived and exits cleanly.
+# R1_BIN may be an ASan build (make SAN=1): the server's exit then reports
+# leaks. Last line: "batch_server: P passed, F failed".
+set -u
+BIN=${R1_BIN:-build/r1infer}
+HERE=$(cd "$(dirname "$0")" && pwd)
+TMP=$(mktemp -d)
+PID=
+cleanup() {
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null; fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+die() { echo "batch_server.sh: $*" >&2; [ -f "$TMP/log" ] && tail -n 20 "$TMP/log" >&2; echo "batch_server: 0 passed, 1 failed"; exit 1; }
+
+"$BIN" synth --config tiny -o "$TMP/tiny" >"$TMP/synth.log" 2>&1 || die "synth failed: $(tail -n 3 "$TMP/synth.log")"
+"$BIN" serve -m "$TMP/tiny" --host 127.0.0.1 --port 0 --parallel 4 --batch-tokens 32 --queue 16 --ctx 1024 \
+    --max-conns 400 --seed 1 -t 2 >"$TMP/log" 2>&1 &
+PID=$!
+PORT=
+for _ in $(seq 300); do
+    PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$TMP/log" | head -n 1)
+    [ -n "$PORT" ] && break
+    kill -0 "$PID" 2>/dev/null || die "the server exited at start"
+    sleep 0.1
+done
+[ -n "$PORT" ] || die "the server did not start listening"
+
+timeout 300 python3 "$HERE/batch_server_test.py" --base "http://127.0.0.1:$PORT" --clients "${R1_CLIENTS:-200}"
+rc=$?
+kill -0 "$PID" 2>/dev/null || { echo "batch_server.sh: the server died during the tests" >&2; tail -n 20 "$TMP/log" >&2; rc=1; }
+# a clean shutdown; under ASan this is where leaks are reported
+kill -TERM "$PID" 2>/dev/null
+for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$PID" 2>/dev/null; then
+    echo "batch_server.sh: the server did not exit on SIGTERM" >&2
+    rc=1
+else
+    wait "$PID"
+    st=$?
+    PID=
+    if [ "$st" -ne 0 ] || grep -q "ERROR: \(Leak\|Address\)Sanitizer" "$TMP/log"; then
+        echo "batch_server.sh: the server exited with $st" >&2
+        grep -A 12 "Sanitizer" "$TMP/log" | head -n 40 >&2
+        echo "batch_server: 0 passed, 1 failed"
+        exit 1
+    fi
+fi
+exit $rc
