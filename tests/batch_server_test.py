@@ -12,6 +12,8 @@ Standard library only (http.client, threads). Checks:
   - 200 concurrent clients against a bounded queue: every response is a
     well-formed completion (200) or a well-formed 503 with Retry-After; the
     server is idle and alive afterwards;
+  - n > 1: the choices of one prompt, prefilled once, each what n = 1 gives
+    (greedy), streamed with their index and one [DONE];
   - GET /metrics is Prometheus text with the documented families, and its
     counters move; POST /tokenize and /detokenize round-trip.
 Prints "batch_server: P passed, F failed" last.
@@ -220,6 +222,53 @@ def test_metrics_tokenize(srv):
     check(st == 400, "/detokenize refuses a bad id")
 
 
+def test_n_choices(srv):
+    prompt = "Several choices from one prompt, prefilled once: " + " ".join(f"n{i}" for i in range(40))
+    alone = srv.request("POST", "/v1/completions", {"prompt": prompt, "max_tokens": 12, "temperature": 0})
+    a = json.loads(alone[2])
+    m0 = metric(srv.metrics()[2], "r1_prompt_tokens_total")
+    st, _, data = srv.request("POST", "/v1/completions", {"prompt": prompt + " again", "max_tokens": 12,
+                                                          "temperature": 0, "n": 3})
+    j = json.loads(data) if st == 200 else {}
+    ch = j.get("choices", [])
+    check(st == 200 and sorted(c["index"] for c in ch) == [0, 1, 2], f"n = 3: three choices: {st} {data[:300]!r}")
+    texts = {c["text"] for c in ch}
+    check(len(texts) == 1, f"greedy choices agree: {texts}")
+    m1 = metric(srv.metrics()[2], "r1_prompt_tokens_total")
+    pt = j.get("usage", {}).get("prompt_tokens", 0)
+    check(pt > 40 and m1 - m0 <= pt, f"the prompt is prefilled once: {m1 - m0} tokens computed, prompt {pt}")
+    check(j.get("usage", {}).get("completion_tokens") == 36, f"usage sums the choices: {j.get('usage')}")
+    # the choices continue the prompt exactly as one request alone does
+    single = json.loads(srv.request("POST", "/v1/completions", {"prompt": prompt + " again", "max_tokens": 12,
+                                                                 "temperature": 0})[2])
+    check(texts == {single["choices"][0]["text"]}, f"n = 3 greedy == n = 1: {texts} vs {single['choices'][0]['text']!r}")
+    check(a["choices"][0]["index"] == 0, "n = 1 has index 0")
+    # sampled choices differ in their seeds; streaming tags every chunk with its choice
+    c = srv.conn()
+    c.request("POST", "/v1/chat/completions", json.dumps({"messages": [{"role": "user", "content": "hi"}], "n": 2,
+                                                          "max_tokens": 10, "temperature": 1.0, "seed": 3,
+                                                          "stream": True, "stream_options": {"include_usage": True}}),
+              {"Content-Type": "application/json"})
+    r = c.getresponse()
+    lines = [ln for ln in r.read().decode().split("\n") if ln]
+    c.close()
+    check(lines and lines[-1] == "data: [DONE]" and sum(ln == "data: [DONE]" for ln in lines) == 1,
+          f"one [DONE] at the end: {lines[-3:]}")
+    finish, usage = {}, None
+    for ln in lines[:-1]:
+        ev = json.loads(ln[6:])
+        if not ev["choices"]:
+            usage = ev.get("usage")
+        for chc in ev["choices"]:
+            if chc.get("finish_reason"):
+                finish[chc["index"]] = chc["finish_reason"]
+    check(sorted(finish) == [0, 1], f"both choices finish: {finish}")
+    check(usage and usage["completion_tokens"] >= 2, f"one usage chunk for both: {usage}")
+    st, _, data = srv.request("POST", "/v1/completions", {"prompt": "x", "n": 5})
+    check(st == 400 and b"--parallel" in data, f"n > --parallel: {st} {data[:200]!r}")
+    check(srv.wait_idle(5)["slots_busy"] == 0, "idle after n > 1")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True)
@@ -229,7 +278,8 @@ def main():
     t0 = time.time()
     for name, fn in [("same as alone", lambda: test_same_as_alone(srv)), ("hang-up", lambda: test_hangup(srv)),
                      ("many clients", lambda: test_many_clients(srv, a.clients)),
-                     ("metrics+tokenize", lambda: test_metrics_tokenize(srv))]:
+                     ("metrics+tokenize", lambda: test_metrics_tokenize(srv)),
+                     ("n > 1", lambda: test_n_choices(srv))]:
         t = time.time()
         try:
             fn()

@@ -228,7 +228,7 @@ def test_bad_input(srv):
         ("unknown role", P, {"messages": [{"role": "wizard", "content": "x"}]}, 400),
         ("empty messages", P, {"messages": []}, 400),
         ("missing messages", P, {"prompt": "x"}, 400),
-        ("n = 2", P, {"messages": USER, "n": 2}, 400),
+        ("n > --parallel", P, {"messages": USER, "n": 3}, 400),
         ("stop of wrong type", P, {"messages": USER, "stop": 3}, 400),
         ("invalid UTF-8", P, b'{"messages": [{"role": "user", "content": "\xff\xfe"}]}', 400),
         ("lone surrogate", P, b'{"messages": [{"role": "user", "content": "\\ud800"}]}', 400),

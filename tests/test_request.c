@@ -119,7 +119,7 @@ static void test_rejects(void) {
         {"\"stop\":5", "stop"},                       {"\"stop\":[\"a\",5]", "stop"},
         {"\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\",\"15\","
          "\"16\",\"17\"]", "stop"},
-        {"\"n\":2", "n"},                             {"\"n\":\"1\"", "n"},
+        {"\"n\":17", "n"},                             {"\"n\":\"1\"", "n"},
         {"\"stream\":\"yes\"", "stream"},             {"\"stream\":1", "stream"},
         {"\"stream_options\":[]", "stream_options"},  {"\"model\":5", "model"},
         {"\"repetition_penalty\":0", "repetition_penalty"}, {"\"frequency_penalty\":3", "frequency_penalty"},

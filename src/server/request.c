@@ -254,9 +254,11 @@ static int parse_fields(const json_t *root, struct gen_request *r, struct api_er
 
     double x;
     int k;
-    if ((k = get_int(root, "n", 1, 128, &x, err)) < 0) return -1;
-    if (k && x != 1) return BAD("n", "only n = 1 is supported, got %.0f", x);
+    r->n = 1;
+    if ((k = get_int(root, "n", 1, 16, &x, err)) < 0) return -1;
+    if (k) r->n = (int)x;
     if (parse_logprobs(root, r, err)) return -1;
+    if (r->n > 1 && r->echo) return BAD("n", "'echo' works with n = 1 only");
     if ((k = get_int(root, "max_tokens", 0, 1 << 30, &x, err)) < 0) return -1;
     if (k) r->max_tokens = (int)x;
     if ((k = get_int(root, "max_completion_tokens", 0, 1 << 30, &x, err)) < 0) return -1;

@@ -59,6 +59,7 @@ struct gen_request {
                                  (0-20, with logprobs true), completions logprobs (0-5) */
     int echo;                 /* completions: the prompt is returned before the completion
                                  (with its log-probabilities when logprobs is on) */
+    int n;                    /* choices from the one prompt (1..16), prefilled once */
 };
 
 /* Parse body (len bytes, need not be NUL-terminated) as a request of the

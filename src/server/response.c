@@ -150,10 +150,10 @@ char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reason
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content", json_text(content, content_len));
         if (msg && reasoning_len)
             json_object_set_new(msg, "reasoning_content", json_text(reasoning, reasoning_len));
-        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "message", msg, "logprobs", logprobs_json(m, 1),
+        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", m->index, "message", msg, "logprobs", logprobs_json(m, 1),
                            "finish_reason", finish);
     } else {
-        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", 0, "text", json_text(content, content_len),
+        choice = json_pack("{s:i, s:o, s:o, s:s}", "index", m->index, "text", json_text(content, content_len),
                            "logprobs", logprobs_json(m, 1), "finish_reason", finish);
     }
     json_object_set_new(root, "choices", json_pack("[o]", choice));
@@ -185,9 +185,9 @@ void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, c
         if (role) json_object_set_new(delta, "role", json_string(role));
         if (reasoning) json_object_set_new(delta, "reasoning_content", json_text(reasoning, reasoning_len));
         if (content) json_object_set_new(delta, "content", json_text(content, content_len));
-        choice = json_pack("{s:i, s:o, s:o}", "index", 0, "delta", delta, "logprobs", logprobs_json(m, 0));
+        choice = json_pack("{s:i, s:o, s:o}", "index", m->index, "delta", delta, "logprobs", logprobs_json(m, 0));
     } else {
-        choice = json_pack("{s:i, s:o, s:o}", "index", 0, "text", json_text(content, content_len), "logprobs",
+        choice = json_pack("{s:i, s:o, s:o}", "index", m->index, "text", json_text(content, content_len), "logprobs",
                            logprobs_json(m, 0));
     }
     if (choice) json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
@@ -219,3 +219,25 @@ void resp_error_event(struct sbuf *out, const struct api_error *e) {
 }
 
 void resp_done(struct sbuf *out) { sbuf_adds(out, "data: [DONE]\n\n"); }
+
+char *resp_merge(char *const *finals, int n, const struct resp_usage *u) {
+    json_t *root = n > 0 && finals[0] ? json_loads(finals[0], 0, NULL) : NULL;
+    json_t *choices = root ? json_object_get(root, "choices") : NULL;
+    if (!json_is_array(choices)) {
+        json_decref(root);
+        return NULL;
+    }
+    for (int k = 1; k < n; k++) {
+        json_t *o = finals[k] ? json_loads(finals[k], 0, NULL) : NULL;
+        json_t *c = o ? json_array_get(json_object_get(o, "choices"), 0) : NULL;
+        if (!c) {
+            json_decref(o);
+            json_decref(root);
+            return NULL;
+        }
+        json_array_append(choices, c);
+        json_decref(o);
+    }
+    json_object_set_new(root, "usage", usage_json(u));
+    return dump(root);
+}

@@ -21,6 +21,7 @@ struct resp_meta {
     /* NULL, or the log-probabilities the request asked for: resp_final
      * reports all of them, resp_chunk those not yet sent (and marks them sent) */
     struct lp_list *lp;
+    int index; /* the choice (n > 1) */
 };
 
 struct resp_usage {
@@ -33,6 +34,11 @@ char *resp_error(const struct api_error *e);
  * "stop" or "length". reasoning (chat only) is left out when empty. */
 char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reasoning_len, const char *content,
                  size_t content_len, const char *finish, const struct resp_usage *u);
+
+/* n > 1: the non-streaming results of each choice (resp_final texts, each
+ * with its index) as one object whose choices are all of theirs, usage u.
+ * malloc'ed; NULL when out of memory or a text is not a result. */
+char *resp_merge(char *const *finals, int n, const struct resp_usage *u);
 
 /* Append one SSE event "data: {chunk}\n\n" to out. role, reasoning, content
  * and finish may be NULL (left out of the delta; finish_reason null). */

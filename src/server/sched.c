@@ -61,6 +61,15 @@ struct job {
     struct sbuf out;  /* streaming: SSE bytes not yet read */
     char *result;     /* non-streaming: the final JSON */
     int status;
+    /* n > 1: one slot per choice; choice 0's slot prefills the prompt once and
+     * copies its KV cache and last logits to the others */
+    int *slots;          /* (req.n) slot index of each choice */
+    int running;         /* choices not finished */
+    int prefill_state;   /* 0 waiting, 1 done, -1 failed */
+    float *prompt_logits; /* (vocab) the prompt's last logits, for choices > 0 */
+    char **finals;       /* (req.n) non-streaming: each choice's result */
+    struct resp_usage usage; /* all choices */
+    int n_cancelled, n_failed;
 };
 
 /* A slot's forward request to the engine (guarded by sched.mu). */
@@ -76,6 +85,7 @@ struct fwd_req {
 struct slot {
     struct sched *sched;
     int index; /* also its sequence in sched.batch */
+    int choice; /* of its job (n > 1) */
     struct fwd_req req;
     float *out;     /* (vocab) the last row's logits of the latest request */
     int32_t *cache; /* (n_ctx) ids in the KV cache, n_cache of them */
@@ -148,6 +158,10 @@ static int is_stop_id(const struct sched *s, int32_t id) {
 
 static void job_unref_locked(struct job *j) {
     if (--j->refs > 0) return;
+    for (int k = 0; j->finals && k < j->req.n; k++) free(j->finals[k]);
+    free(j->finals);
+    free(j->slots);
+    free(j->prompt_logits);
     req_free(&j->req);
     free(j->ids);
     free(j->model);
@@ -177,23 +191,29 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
 /* Give queued jobs (in order) to free slots: the slot with the longest
  * common prefix, then the least recently used. */
 static void dispatch_locked(struct sched *s) {
-    while (s->head && s->n_busy < s->o.n_slots) {
+    while (s->head && s->o.n_slots - s->n_busy >= s->head->req.n) {
         struct job *j = s->head;
-        struct slot *best = NULL;
-        int best_lcp = -1;
-        for (int i = 0; i < s->o.n_slots; i++) {
-            struct slot *sl = &s->slots[i];
-            if (sl->job) continue;
-            int lcp = common_prefix(sl->cache, sl->n_cache, j->ids, j->n_ids);
-            if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < best->last_used)) best = sl, best_lcp = lcp;
-        }
-        R1_ASSERT(best);
         queue_remove_locked(s, j);
         j->state = JOB_RUNNING;
-        best->job = j;
-        best->last_used = ++s->tick;
-        s->n_busy++;
-        pthread_cond_signal(&best->cv);
+        j->running = j->req.n;
+        j->refs += j->req.n - 1; /* the scheduler holds one per choice */
+        for (int k = 0; k < j->req.n; k++) {
+            struct slot *best = NULL;
+            int best_lcp = -1;
+            for (int i = 0; i < s->o.n_slots; i++) {
+                struct slot *sl = &s->slots[i];
+                if (sl->job) continue;
+                int lcp = k == 0 ? common_prefix(sl->cache, sl->n_cache, j->ids, j->n_ids) : 0;
+                if (lcp > best_lcp || (lcp == best_lcp && sl->last_used < best->last_used)) best = sl, best_lcp = lcp;
+            }
+            R1_ASSERT(best);
+            best->job = j;
+            best->choice = k;
+            best->last_used = ++s->tick;
+            j->slots[k] = best->index;
+            s->n_busy++;
+            pthread_cond_signal(&best->cv);
+        }
     }
 }
 
@@ -419,12 +439,51 @@ static int is_cancelled(struct gen_ctx *g) {
     return c;
 }
 
+/* n > 1, choice 0: the prompt is in this slot's cache; copy it (KV and the
+ * last logits) to the other choices' slots and let them start. */
+static int share_prompt(struct gen_ctx *g) {
+    struct sched *s = g->s;
+    struct job *j = g->j;
+    for (int k = 1; k < j->req.n; k++) {
+        struct slot *o = &s->slots[j->slots[k]];
+        if (r1_batch_seq_copy(s->batch, o->index, g->sl->index, j->n_ids)) return -1;
+        memcpy(o->cache, j->ids, (size_t)j->n_ids * sizeof(int32_t));
+        o->n_cache = j->n_ids;
+    }
+    pthread_mutex_lock(&s->mu);
+    memcpy(j->prompt_logits, g->sl->logits, (size_t)s->vocab * sizeof(float));
+    j->prefill_state = 1;
+    pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+/* n > 1, choices > 0: wait for choice 0's prefill; 1 when shared, else 0. */
+static int wait_prompt(struct gen_ctx *g) {
+    struct sched *s = g->s;
+    pthread_mutex_lock(&s->mu);
+    while (!g->j->prefill_state && !g->j->cancelled && !s->stopping) pthread_cond_wait(&s->idle_cv, &s->mu);
+    int st = g->j->prefill_state;
+    pthread_mutex_unlock(&s->mu);
+    return st == 1;
+}
+
 /* Run one job on a slot. Returns the finish reason ("stop", "length"),
  * NULL when cancelled, or "error" with *err filled. */
 static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_error *err) {
     struct sched *s = g->s;
     struct slot *sl = g->sl;
     struct job *j = g->j;
+    if (sl->choice > 0) { /* the prompt comes from choice 0's slot */
+        if (!wait_prompt(g)) {
+            if (is_cancelled(g)) return NULL;
+            api_error_set(err, 500, "server_error", NULL, NULL, "generation failed: the shared prompt failed");
+            return "error";
+        }
+        u->prompt_tokens = u->cached_tokens = j->n_ids;
+        memcpy(sl->logits, j->prompt_logits, (size_t)s->vocab * sizeof(float));
+        goto sample;
+    }
     /* prompt cache: keep the common prefix, compute the rest (at least one token) */
     int keep = common_prefix(sl->cache, sl->n_cache, j->ids, j->n_ids);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1;
@@ -448,8 +507,11 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
         sl->n_cache = at + n;
     }
     memcpy(sl->logits, logits, (size_t)s->vocab * sizeof(float));
+    if (j->req.n > 1 && share_prompt(g)) goto fail;
 
+sample:;
     struct r1_sampler_params sp = j->req.sp;
+    sp.seed += (uint64_t)sl->choice; /* n > 1: each choice its own draw */
     r1_sampler_t *smp = r1_sampler_new(&sp, s->vocab);
     r1_detok_t *dt = r1_detok_new(s->tok, 1);
     const char *finish = NULL;
@@ -526,7 +588,8 @@ static void run_job(struct sched *s, struct slot *sl, struct job *j) {
     struct gen_ctx g;
     memset(&g, 0, sizeof g);
     g.s = s, g.sl = sl, g.j = j;
-    g.meta = (struct resp_meta){.kind = j->req.kind, .id = j->id, .created = j->created, .model = j->model};
+    g.meta = (struct resp_meta){.kind = j->req.kind, .id = j->id, .created = j->created, .model = j->model,
+                                .index = sl->choice};
     stop_init(&g.stop, j->req.stops, j->req.n_stops);
     reasoning_init(&g.rs, j->in_think);
     struct resp_usage u = {0};
@@ -538,17 +601,11 @@ static void run_job(struct sched *s, struct slot *sl, struct job *j) {
     int status = 200;
     if (finish && !strcmp(finish, "error")) {
         status = err.status;
-        if (j->req.stream) {
-            resp_error_event(&g.ev, &err);
-            resp_done(&g.ev);
-        } else {
-            result = resp_error(&err);
-        }
+        if (j->req.stream) resp_error_event(&g.ev, &err);
+        else result = resp_error(&err);
     } else if (finish && j->req.stream) {
         resp_chunk(&g.ev, &g.meta, NULL, NULL, 0, j->req.kind == REQ_CHAT ? NULL : "",
                    0, finish);
-        if (j->req.include_usage) resp_usage_chunk(&g.ev, &g.meta, &u);
-        resp_done(&g.ev);
     } else if (finish) {
         result = resp_final(&g.meta, g.all_think.p, g.all_think.len, g.all_answer.p, g.all_answer.len, finish, &u);
         if (!result || g.all_think.failed || g.all_answer.failed) {
@@ -559,13 +616,45 @@ static void run_job(struct sched *s, struct slot *sl, struct job *j) {
         }
     }
     pthread_mutex_lock(&s->mu);
+    if (sl->choice == 0 && !j->prefill_state) { /* choices > 0 must not wait for a prompt that will not come */
+        j->prefill_state = -1;
+        pthread_cond_broadcast(&s->idle_cv);
+    }
     if (g.ev.len) sbuf_add(&j->out, g.ev.p, g.ev.len);
-    j->result = result;
-    j->status = status;
-    if (finish) s->served++;
-    else s->cancelled++;
+    j->usage.completion_tokens += u.completion_tokens;
+    if (sl->choice == 0) j->usage.prompt_tokens = u.prompt_tokens, j->usage.cached_tokens = u.cached_tokens;
+    if (!finish) j->n_cancelled++;
+    else if (status != 200 && !j->n_failed++) j->status = status;
+    if (!j->req.stream) j->finals[sl->choice] = result;
     s->tokens_in += u.prompt_tokens - u.cached_tokens;
     s->tokens_out += u.completion_tokens;
+    if (--j->running == 0) { /* the job's last choice: what ends the response */
+        if (j->n_cancelled) s->cancelled++;
+        else s->served++;
+        if (j->req.stream && !j->n_cancelled) {
+            sbuf_clear(&g.ev);
+            if (j->req.include_usage && !j->n_failed) resp_usage_chunk(&g.ev, &g.meta, &j->usage);
+            resp_done(&g.ev);
+            sbuf_add(&j->out, g.ev.p, g.ev.len);
+        } else if (!j->req.stream && !j->n_cancelled) {
+            int pick = -1;
+            for (int k = 0; k < j->req.n && j->n_failed && pick < 0; k++)
+                if (j->finals[k] && strstr(j->finals[k], "\"error\"") == j->finals[k] + 1) pick = k;
+            if (pick >= 0 || j->req.n == 1) { /* an error, or the one choice */
+                j->result = j->finals[pick >= 0 ? pick : 0];
+                j->finals[pick >= 0 ? pick : 0] = NULL;
+            } else {
+                j->result = resp_merge(j->finals, j->req.n, &j->usage);
+                j->status = 200;
+                if (!j->result) {
+                    api_error_set(&err, 500, "server_error", NULL, NULL, "out of memory building the response");
+                    j->result = resp_error(&err);
+                    j->status = 500;
+                }
+            }
+            if (!j->n_failed && j->req.n == 1) j->status = 200;
+        }
+    }
     pthread_mutex_unlock(&s->mu);
     lp_end(&g);
     stop_free(&g.stop);
@@ -589,7 +678,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_unlock(&s->mu);
         run_job(s, sl, j);
         pthread_mutex_lock(&s->mu);
-        j->state = JOB_DONE;
+        if (j->running == 0) j->state = JOB_DONE;
         sl->job = NULL;
         s->n_busy--;
         job_unref_locked(j);
@@ -850,9 +939,22 @@ struct job *sched_submit(struct sched *s, struct gen_request *req, struct api_er
         goto fail;
     }
     if (build_prompt(s, j, err)) goto fail;
+    if (j->req.n > s->o.n_slots) {
+        api_error_set(err, 400, "invalid_request_error", "n", NULL,
+                      "n = %d choices need as many slots; the server runs %d (--parallel)", j->req.n, s->o.n_slots);
+        goto fail;
+    }
+    j->slots = calloc((size_t)j->req.n, sizeof *j->slots);
+    j->finals = calloc((size_t)j->req.n, sizeof *j->finals);
+    if (j->req.n > 1) j->prompt_logits = malloc((size_t)s->vocab * sizeof(float));
+    if (!j->slots || !j->finals || (j->req.n > 1 && !j->prompt_logits)) {
+        api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+        goto fail;
+    }
 
     pthread_mutex_lock(&s->mu);
-    if (s->stopping || (s->n_busy == s->o.n_slots && s->n_queued >= s->o.queue_cap)) {
+    int can_start = !s->head && s->o.n_slots - s->n_busy >= j->req.n;
+    if (s->stopping || (!can_start && s->n_queued >= s->o.queue_cap)) {
         s->rejected++;
         pthread_mutex_unlock(&s->mu);
         api_error_set(err, 503, "server_error", NULL, "server_busy",
@@ -871,6 +973,9 @@ struct job *sched_submit(struct sched *s, struct gen_request *req, struct api_er
     pthread_mutex_unlock(&s->mu);
     return j;
 fail:
+    free(j->slots);
+    free(j->finals);
+    free(j->prompt_logits);
     req_free(&j->req);
     free(j->ids);
     free(j->model);
