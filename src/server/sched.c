@@ -268,6 +268,14 @@ static int plan_step_locked(struct sched *s) {
             req_finish_locked(s, sl, "cancelled");
             continue;
         }
+        int past = r1_batch_seq_n_past(s->batch, i);
+        if (past + sl->req.n - sl->req.done > s->n_ctx) { /* fails alone, not the whole step */
+            char msg[160];
+            snprintf(msg, sizeof msg, "the conversation is full: %d tokens cached + %d new > --ctx %d", past,
+                     sl->req.n - sl->req.done, s->n_ctx);
+            req_finish_locked(s, sl, msg);
+            continue;
+        }
         if (sl->req.n - sl->req.done == 1 && rows < s->o.batch_tokens && (!sl->req.all || all_rows < ALL_ROWS_MAX)) {
             s->st_take[i] = 1, rows++;
             if (sl->req.all) all_rows++;
