@@ -215,6 +215,21 @@ static void fold_parts(float *C, int tn, int mc) {
     }
 }
 
+/* The largest batch that runs the decode form: SMALL_BATCH, or
+ * R1_CPU_SMALL_BATCH=N (0: only single tokens, as before; for comparisons). */
+static _Atomic int small_batch_max = -1;
+static int small_batch(void) {
+    int n = small_batch_max;
+    if (n < 0) {
+        const char *e = getenv("R1_CPU_SMALL_BATCH");
+        n = e && *e ? atoi(e) : SMALL_BATCH;
+        if (n < 1) n = 1;
+        if (n > SMALL_BATCH) n = SMALL_BATCH;
+        small_batch_max = n;
+    }
+    return n;
+}
+
 /* The tile for w and a batch of T tokens (in *buf), or NULL when this kernel
  * must fall back to ref. */
 static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct r1_mat *w, int T,
@@ -228,8 +243,9 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
                         !(mm->batch_act == R1_CPU_ACT_F32EO && w->cols % 16);
     *buf = *mm;
     buf->batch_block = NULL;
-    buf->whole_k = T <= SMALL_BATCH;
-    if (T > SMALL_BATCH && mm->batch_tile && bact_ok &&
+    const int small_max = small_batch();
+    buf->whole_k = T <= small_max;
+    if (T > small_max && mm->batch_tile && bact_ok &&
         !(mm->batch_block && w->cols % 32) && /* the block or nothing */
         (!mm->batch_avail || mm->batch_avail())) {
         buf->whole_k = 0;
