@@ -50,5 +50,20 @@ expect "unknown synthetic shape: names the choices" grep -q "1.5b" "$tmp/e2"
 "$BIN" bench --synthetic tiny --runs 0 >/dev/null 2>&1; rc=$?
 expect "--runs 0: exit 2 (got $rc)" test "$rc" -eq 2
 
+# --batch: one decode_batch CSV row per batch size, a chart, bad lists refused
+"$BIN" bench --synthetic tiny --quick --batch 1,3 --csv "$tmp/bb.csv" --svg "$tmp/bb.svg" >"$tmp/bout" 2>"$tmp/berr"; rc=$?
+expect "--batch 1,3: exit 0 (got $rc: $(tail -n 2 "$tmp/berr"))" test "$rc" -eq 0
+expect "--batch: the report has a row per batch size" grep -Eq '^ +3 +[0-9.]+ +[0-9.]+' "$tmp/bout"
+expect "--batch: the report has the bandwidth probe" grep -q '^bandwidth [0-9.]* GB/s' "$tmp/bout"
+expect "--batch: CSV rows for batch sizes 1 and 3" test "$(awk -F, 'NR > 1 && $2 == "decode_batch" {print $5}' "$tmp/bb.csv" | tr '\n' ' ')" = "1 3 "
+expect "--batch: the CSV header has batch_size" grep -q '^device_id,kernel_id,dtype,input_shape,batch_size,' "$tmp/bb.csv"
+if command -v python3 >/dev/null; then
+    expect "--batch: the SVG parses" python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$tmp/bb.svg"
+fi
+"$BIN" bench --synthetic tiny --batch 0,2 >/dev/null 2>&1; rc=$?
+expect "--batch 0,2: exit 2 (got $rc)" test "$rc" -eq 2
+"$BIN" bench --synthetic tiny --batch 2, >/dev/null 2>&1; rc=$?
+expect "--batch 2,: exit 2 (got $rc)" test "$rc" -eq 2
+
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
