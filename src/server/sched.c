@@ -947,6 +947,7 @@ struct job *sched_submit(struct sched *s, struct gen_request *req, struct api_er
         goto fail;
     }
     if (build_prompt(s, j, err)) goto fail;
+    if (j->req.n < 1) j->req.n = 1;
     if (j->req.n > s->o.n_slots) {
         api_error_set(err, 400, "invalid_request_error", "n", NULL,
                       "n = %d choices need as many slots; the server runs %d (--parallel)", j->req.n, s->o.n_slots);
