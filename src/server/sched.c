@@ -1,6 +1,6 @@
 /*
- * sched.c - slots, queue, workers, the engine and the generation loop; see
- * sched.h.
+ * sched.c - slots, queue, workers and the generation loop; see sched.h. The
+ * engine thread that runs the forward passes is engine.c.
  *
  * Continuous batching: every slot is one sequence of a shared r1_batch (one
  * KV pool). A slot's worker runs the generation loop of its job, but its
@@ -32,101 +32,10 @@
 #include "server/response.h"
 #include "server/sbuf.h"
 #include "server/stop.h"
+#include "server/sched_impl.h"
 #include "util/util.h"
-
 #define PREFILL_CHUNK 256 /* prompt tokens per forward request (the engine splits it further) */
 #define POLL_MS 100       /* how often a waiting connection checks its client */
-#define GATHER_US 2000    /* the engine waits this long for busy slots to send their next row */
-#define ALL_ROWS_MAX 64   /* rows of a request that wants every row's logits, per step */
-static const double STEP_BUCKETS[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}; /* seconds */
-#define N_BUCKETS (int)(sizeof STEP_BUCKETS / sizeof STEP_BUCKETS[0])
-
-enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
-
-struct job {
-    struct sched *sched;
-    /* set by sched_submit, read-only afterwards */
-    struct gen_request req;
-    int32_t *ids; /* (n_ids) the prompt */
-    int n_ids;
-    int in_think; /* the prompt opened <think> (chat with the R1 template) */
-    char id[48];
-    char *model;
-    long created;
-    /* guarded by sched.mu */
-    enum job_state state;
-    int cancelled;
-    int refs;
-    struct job *next; /* queue link */
-    struct sbuf out;  /* streaming: SSE bytes not yet read */
-    char *result;     /* non-streaming: the final JSON */
-    int status;
-    /* n > 1: one slot per choice; choice 0's slot prefills the prompt once and
-     * copies its KV cache and last logits to the others */
-    int *slots;          /* (req.n) slot index of each choice */
-    int running;         /* choices not finished */
-    int prefill_state;   /* 0 waiting, 1 done, -1 failed */
-    float *prompt_logits; /* (vocab) the prompt's last logits, for choices > 0 */
-    char **finals;       /* (req.n) non-streaming: each choice's result */
-    struct resp_usage usage; /* all choices */
-    int n_cancelled, n_failed;
-};
-
-/* A slot's forward request to the engine (guarded by sched.mu). */
-struct fwd_req {
-    const int32_t *ids; /* (n) tokens continuing the slot's sequence */
-    int n, done;        /* rows computed so far */
-    float *all;         /* NULL, or (n, vocab): every row's logits */
-    float *last;        /* (vocab): the last row's logits */
-    int pending, failed;
-    char err[256];
-};
-
-struct slot {
-    struct sched *sched;
-    int index; /* also its sequence in sched.batch */
-    int choice; /* of its job (n > 1) */
-    struct fwd_req req;
-    float *out;     /* (vocab) the last row's logits of the latest request */
-    int32_t *cache; /* (n_ctx) ids in the KV cache, n_cache of them */
-    int n_cache;
-    float *logits;  /* (vocab) the sampler's working copy */
-    pthread_t thread;
-    pthread_cond_t cv;
-    struct job *job; /* guarded by sched.mu */
-    unsigned long last_used;
-};
-
-struct sched {
-    r1_model_t *model;
-    r1_batch_t *batch; /* the KV pool: slot i is sequence i */
-    pthread_t engine;
-    int engine_started;
-    pthread_cond_t engine_cv; /* a request arrived, or a slot went idle */
-    int n_pending;            /* slots with a request */
-    int32_t *st_ids, *st_seq; /* (batch_tokens) a step's rows */
-    uint8_t *st_want;
-    struct slot **st_owner; /* (batch_tokens) whose row */
-    int *st_take;           /* (n_slots) rows of each slot in the step */
-    float *st_logits;       /* (n_slots + ALL_ROWS_MAX, vocab) */
-    /* metrics */
-    long tokens_in, tokens_out, steps, step_rows;
-    double step_sum;
-    long step_hist[N_BUCKETS + 1];
-    const r1_tokenizer_t *tok;
-    struct sched_opts o;
-    int n_ctx, vocab;
-    int32_t stop_ids[4];
-    int n_stop_ids;
-    struct slot *slots;
-    int n_started;
-    pthread_mutex_t mu;
-    pthread_cond_t idle_cv;
-    struct job *head, *tail;
-    int n_queued, n_busy, stopping, engine_stop;
-    unsigned long tick, counter;
-    long served, cancelled, rejected;
-};
 
 static uint64_t mix64(uint64_t z) {
     z += 0x9e3779b97f4a7c15ull;
@@ -215,140 +124,6 @@ static void dispatch_locked(struct sched *s) {
             pthread_cond_signal(&best->cv);
         }
     }
-}
-
-/* ------------------------------------------------------------ engine */
-
-static void req_finish_locked(struct sched *s, struct slot *sl, const char *err) {
-    if (err) {
-        sl->req.failed = 1;
-        snprintf(sl->req.err, sizeof sl->req.err, "%s", err);
-    }
-    sl->req.pending = 0;
-    s->n_pending--;
-    pthread_cond_signal(&sl->cv);
-}
-
-/* Worker side: n tokens continuing the slot's sequence, computed by the
- * engine over one or more steps. Returns the last row's logits (sl->out,
- * valid until the next call; every row's into all when non-NULL), or NULL
- * with an error (the job was cancelled, the sequence is full, ...). */
-static const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all) {
-    pthread_mutex_lock(&s->mu);
-    sl->req = (struct fwd_req){.ids = ids, .n = n, .all = all, .last = sl->out, .pending = 1};
-    s->n_pending++;
-    pthread_cond_signal(&s->engine_cv);
-    while (sl->req.pending) pthread_cond_wait(&sl->cv, &s->mu);
-    char msg[256];
-    int failed = sl->req.failed;
-    if (failed) snprintf(msg, sizeof msg, "%s", sl->req.err);
-    pthread_mutex_unlock(&s->mu);
-    if (failed) {
-        r1_err("%s", msg);
-        return NULL;
-    }
-    return sl->out;
-}
-
-static void deadline_after(struct timespec *ts, long us) {
-    clock_gettime(CLOCK_REALTIME, ts);
-    ts->tv_nsec += us * 1000L;
-    while (ts->tv_nsec >= 1000000000L) ts->tv_sec++, ts->tv_nsec -= 1000000000L;
-}
-
-/* Rows of each waiting slot in the next step: one for every request with
- * one row left (decoding slots), then prompt chunks within the budget. */
-static int plan_step_locked(struct sched *s) {
-    int rows = 0, all_rows = 0;
-    for (int i = 0; i < s->o.n_slots; i++) {
-        struct slot *sl = &s->slots[i];
-        s->st_take[i] = 0;
-        if (!sl->req.pending) continue;
-        if (s->stopping || !sl->job || sl->job->cancelled) {
-            req_finish_locked(s, sl, "cancelled");
-            continue;
-        }
-        int past = r1_batch_seq_n_past(s->batch, i);
-        if (past + sl->req.n - sl->req.done > s->n_ctx) { /* fails alone, not the whole step */
-            char msg[160];
-            snprintf(msg, sizeof msg, "the conversation is full: %d tokens cached + %d new > --ctx %d", past,
-                     sl->req.n - sl->req.done, s->n_ctx);
-            req_finish_locked(s, sl, msg);
-            continue;
-        }
-        if (sl->req.n - sl->req.done == 1 && rows < s->o.batch_tokens && (!sl->req.all || all_rows < ALL_ROWS_MAX)) {
-            s->st_take[i] = 1, rows++;
-            if (sl->req.all) all_rows++;
-        }
-    }
-    for (int i = 0; i < s->o.n_slots; i++) {
-        struct slot *sl = &s->slots[i];
-        if (!sl->req.pending || s->st_take[i]) continue;
-        int take = sl->req.n - sl->req.done, cap = s->o.batch_tokens - rows;
-        if (sl->req.all && cap > ALL_ROWS_MAX - all_rows) cap = ALL_ROWS_MAX - all_rows;
-        if (take > cap) take = cap;
-        if (take <= 0) continue;
-        s->st_take[i] = take, rows += take;
-        if (sl->req.all) all_rows += take;
-    }
-    int n = 0;
-    for (int i = 0; i < s->o.n_slots; i++) {
-        struct slot *sl = &s->slots[i];
-        for (int k = 0; k < s->st_take[i]; k++, n++) {
-            int at = sl->req.done + k;
-            s->st_ids[n] = sl->req.ids[at], s->st_seq[n] = i, s->st_owner[n] = sl;
-            s->st_want[n] = sl->req.all || at == sl->req.n - 1;
-        }
-    }
-    return n;
-}
-
-static void *engine_main(void *arg) {
-    struct sched *s = arg;
-    const int V = s->vocab;
-    pthread_mutex_lock(&s->mu);
-    for (;;) {
-        while (!s->n_pending && !s->engine_stop) pthread_cond_wait(&s->engine_cv, &s->mu);
-        if (s->engine_stop) break;
-        /* let the slots still sampling their last token join this step */
-        struct timespec dl;
-        deadline_after(&dl, GATHER_US);
-        while (s->n_pending < s->n_busy && !s->engine_stop && !s->stopping)
-            if (pthread_cond_timedwait(&s->engine_cv, &s->mu, &dl) == ETIMEDOUT) break;
-        int n = plan_step_locked(s);
-        if (!n) continue;
-        pthread_mutex_unlock(&s->mu);
-        double t0 = r1_now();
-        int r = r1_batch_step(s->batch, n, s->st_ids, s->st_seq, s->st_want, s->st_logits);
-        double dt = r1_now() - t0;
-        char err[256] = "";
-        if (r < 0) snprintf(err, sizeof err, "%s", r1_last_error());
-        pthread_mutex_lock(&s->mu);
-        s->steps++, s->step_rows += n, s->step_sum += dt;
-        int b = 0;
-        while (b < N_BUCKETS && dt > STEP_BUCKETS[b]) b++;
-        s->step_hist[b]++;
-        int k = 0; /* logits row */
-        for (int t = 0; t < n; t++) {
-            struct slot *sl = s->st_owner[t];
-            struct fwd_req *q = &sl->req;
-            if (r >= 0 && s->st_want[t]) {
-                const float *row = s->st_logits + (size_t)k++ * V;
-                if (q->all) memcpy(q->all + (size_t)(q->done) * V, row, (size_t)V * sizeof(float));
-                if (q->done == q->n - 1) memcpy(q->last, row, (size_t)V * sizeof(float));
-            }
-            q->done++;
-            if (t == n - 1 || s->st_owner[t + 1] != sl) { /* the slot's last row in this step */
-                if (r < 0) req_finish_locked(s, sl, err);
-                else if (q->done == q->n) req_finish_locked(s, sl, NULL);
-            }
-        }
-    }
-    /* stopping: nobody may wait for a step any more */
-    for (int i = 0; i < s->o.n_slots; i++)
-        if (s->slots[i].req.pending) req_finish_locked(s, &s->slots[i], "the server is stopping");
-    pthread_mutex_unlock(&s->mu);
-    return NULL;
 }
 
 /* -------------------------------------------------------- generation */
@@ -825,49 +600,6 @@ void sched_stats(struct sched *s, struct sched_stats *st) {
                                .queue_cap = s->o.queue_cap, .served = s->served, .cancelled = s->cancelled,
                                .rejected = s->rejected};
     pthread_mutex_unlock(&s->mu);
-}
-
-char *sched_metrics_text(struct sched *s) {
-    struct sbuf b = {0};
-    char line[256];
-    pthread_mutex_lock(&s->mu);
-#define M(...) (snprintf(line, sizeof line, __VA_ARGS__), sbuf_add(&b, line, strlen(line)))
-    M("# HELP r1_requests_total Requests by outcome.\n# TYPE r1_requests_total counter\n");
-    M("r1_requests_total{outcome=\"served\"} %ld\n", s->served);
-    M("r1_requests_total{outcome=\"cancelled\"} %ld\n", s->cancelled);
-    M("r1_requests_total{outcome=\"rejected\"} %ld\n", s->rejected);
-    M("# HELP r1_prompt_tokens_total Prompt tokens computed (cached prefixes not counted).\n"
-      "# TYPE r1_prompt_tokens_total counter\nr1_prompt_tokens_total %ld\n", s->tokens_in);
-    M("# HELP r1_completion_tokens_total Tokens generated.\n# TYPE r1_completion_tokens_total counter\n"
-      "r1_completion_tokens_total %ld\n", s->tokens_out);
-    M("# HELP r1_queue_length Requests waiting for a slot.\n# TYPE r1_queue_length gauge\nr1_queue_length %d\n",
-      s->n_queued);
-    M("# HELP r1_queue_capacity Requests that may wait (--queue).\n# TYPE r1_queue_capacity gauge\n"
-      "r1_queue_capacity %d\n", s->o.queue_cap);
-    M("# HELP r1_slots_busy Slots generating.\n# TYPE r1_slots_busy gauge\nr1_slots_busy %d\n", s->n_busy);
-    M("# HELP r1_slots Slots (--parallel).\n# TYPE r1_slots gauge\nr1_slots %d\n", s->o.n_slots);
-    M("# HELP r1_step_rows_total Rows (tokens) computed by engine steps.\n# TYPE r1_step_rows_total counter\n"
-      "r1_step_rows_total %ld\n", s->step_rows);
-    M("# HELP r1_step_seconds Time of one engine step (a forward pass over every active slot).\n"
-      "# TYPE r1_step_seconds histogram\n");
-    long cum = 0;
-    for (int i = 0; i < N_BUCKETS; i++) {
-        cum += s->step_hist[i];
-        M("r1_step_seconds_bucket{le=\"%g\"} %ld\n", STEP_BUCKETS[i], cum);
-    }
-    cum += s->step_hist[N_BUCKETS];
-    M("r1_step_seconds_bucket{le=\"+Inf\"} %ld\nr1_step_seconds_sum %.6f\nr1_step_seconds_count %ld\n", cum,
-      s->step_sum, s->steps);
-#undef M
-    pthread_mutex_unlock(&s->mu);
-    if (b.failed) {
-        sbuf_free(&b);
-        return NULL;
-    }
-    char *out = malloc(b.len + 1);
-    if (out) memcpy(out, b.p ? b.p : "", b.len), out[b.len] = 0;
-    sbuf_free(&b);
-    return out;
 }
 
 /* ------------------------------------------------------------- submit */

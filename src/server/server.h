@@ -5,6 +5,7 @@
  *
  *   POST /v1/chat/completions   POST /v1/completions   (stream true|false)
  *   GET  /v1/models             GET  /health           GET  /  (chat page)
+ *   GET  /metrics (Prometheus)  POST /tokenize         POST /detokenize
  */
 #ifndef R1_SERVER_SERVER_H
 #define R1_SERVER_SERVER_H

@@ -1,0 +1,195 @@
+/*
+ * engine.c - the engine thread of the server: continuous batching. Every
+ * slot is one sequence of the shared r1_batch (one KV pool). A slot's worker
+ * (sched.c) sends its forward passes here as requests; each step is built
+ * from every waiting slot: one row per decoding slot first, then prompt
+ * chunks within --batch-tokens (chunked prefill: a long prompt takes several
+ * steps between the others' decode rows). A request of a cancelled job is
+ * dropped at the next step, so a client that hangs up frees its rows at
+ * once. Also the Prometheus text of the counters. Holds sched.mu except
+ * during the forward pass; never allocates per step.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/sched_impl.h"
+#include "util/util.h"
+
+static const double STEP_BUCKETS[N_BUCKETS] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}; /* seconds */
+
+static void req_finish_locked(struct sched *s, struct slot *sl, const char *err) {
+    if (err) {
+        sl->req.failed = 1;
+        snprintf(sl->req.err, sizeof sl->req.err, "%s", err);
+    }
+    sl->req.pending = 0;
+    s->n_pending--;
+    pthread_cond_signal(&sl->cv);
+}
+
+const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all) {
+    pthread_mutex_lock(&s->mu);
+    sl->req = (struct fwd_req){.ids = ids, .n = n, .all = all, .last = sl->out, .pending = 1};
+    s->n_pending++;
+    pthread_cond_signal(&s->engine_cv);
+    while (sl->req.pending) pthread_cond_wait(&sl->cv, &s->mu);
+    char msg[256];
+    int failed = sl->req.failed;
+    if (failed) snprintf(msg, sizeof msg, "%s", sl->req.err);
+    pthread_mutex_unlock(&s->mu);
+    if (failed) {
+        r1_err("%s", msg);
+        return NULL;
+    }
+    return sl->out;
+}
+
+static void deadline_after(struct timespec *ts, long us) {
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_nsec += us * 1000L;
+    while (ts->tv_nsec >= 1000000000L) ts->tv_sec++, ts->tv_nsec -= 1000000000L;
+}
+
+/* Rows of each waiting slot in the next step: one for every request with
+ * one row left (decoding slots), then prompt chunks within the budget. */
+static int plan_step_locked(struct sched *s) {
+    int rows = 0, all_rows = 0;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        s->st_take[i] = 0;
+        if (!sl->req.pending) continue;
+        if (s->stopping || !sl->job || sl->job->cancelled) {
+            req_finish_locked(s, sl, "cancelled");
+            continue;
+        }
+        int past = r1_batch_seq_n_past(s->batch, i);
+        if (past + sl->req.n - sl->req.done > s->n_ctx) { /* fails alone, not the whole step */
+            char msg[160];
+            snprintf(msg, sizeof msg, "the conversation is full: %d tokens cached + %d new > --ctx %d", past,
+                     sl->req.n - sl->req.done, s->n_ctx);
+            req_finish_locked(s, sl, msg);
+            continue;
+        }
+        if (sl->req.n - sl->req.done == 1 && rows < s->o.batch_tokens && (!sl->req.all || all_rows < ALL_ROWS_MAX)) {
+            s->st_take[i] = 1, rows++;
+            if (sl->req.all) all_rows++;
+        }
+    }
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->req.pending || s->st_take[i]) continue;
+        int take = sl->req.n - sl->req.done, cap = s->o.batch_tokens - rows;
+        if (sl->req.all && cap > ALL_ROWS_MAX - all_rows) cap = ALL_ROWS_MAX - all_rows;
+        if (take > cap) take = cap;
+        if (take <= 0) continue;
+        s->st_take[i] = take, rows += take;
+        if (sl->req.all) all_rows += take;
+    }
+    int n = 0;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *sl = &s->slots[i];
+        for (int k = 0; k < s->st_take[i]; k++, n++) {
+            int at = sl->req.done + k;
+            s->st_ids[n] = sl->req.ids[at], s->st_seq[n] = i, s->st_owner[n] = sl;
+            s->st_want[n] = sl->req.all || at == sl->req.n - 1;
+        }
+    }
+    return n;
+}
+
+void *engine_main(void *arg) {
+    struct sched *s = arg;
+    const int V = s->vocab;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->n_pending && !s->engine_stop) pthread_cond_wait(&s->engine_cv, &s->mu);
+        if (s->engine_stop) break;
+        /* let the slots still sampling their last token join this step */
+        struct timespec dl;
+        deadline_after(&dl, GATHER_US);
+        while (s->n_pending < s->n_busy && !s->engine_stop && !s->stopping)
+            if (pthread_cond_timedwait(&s->engine_cv, &s->mu, &dl) == ETIMEDOUT) break;
+        int n = plan_step_locked(s);
+        if (!n) continue;
+        pthread_mutex_unlock(&s->mu);
+        double t0 = r1_now();
+        int r = r1_batch_step(s->batch, n, s->st_ids, s->st_seq, s->st_want, s->st_logits);
+        double dt = r1_now() - t0;
+        char err[256] = "";
+        if (r < 0) snprintf(err, sizeof err, "%s", r1_last_error());
+        pthread_mutex_lock(&s->mu);
+        s->steps++, s->step_rows += n, s->step_sum += dt;
+        int b = 0;
+        while (b < N_BUCKETS && dt > STEP_BUCKETS[b]) b++;
+        s->step_hist[b]++;
+        int k = 0; /* logits row */
+        for (int t = 0; t < n; t++) {
+            struct slot *sl = s->st_owner[t];
+            struct fwd_req *q = &sl->req;
+            if (r >= 0 && s->st_want[t]) {
+                const float *row = s->st_logits + (size_t)k++ * V;
+                if (q->all) memcpy(q->all + (size_t)(q->done) * V, row, (size_t)V * sizeof(float));
+                if (q->done == q->n - 1) memcpy(q->last, row, (size_t)V * sizeof(float));
+            }
+            q->done++;
+            if (t == n - 1 || s->st_owner[t + 1] != sl) { /* the slot's last row in this step */
+                if (r < 0) req_finish_locked(s, sl, err);
+                else if (q->done == q->n) req_finish_locked(s, sl, NULL);
+            }
+        }
+    }
+    /* stopping: nobody may wait for a step any more */
+    for (int i = 0; i < s->o.n_slots; i++)
+        if (s->slots[i].req.pending) req_finish_locked(s, &s->slots[i], "the server is stopping");
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+
+char *sched_metrics_text(struct sched *s) {
+    struct sbuf b = {0};
+    char line[256];
+    pthread_mutex_lock(&s->mu);
+#define M(...) (snprintf(line, sizeof line, __VA_ARGS__), sbuf_add(&b, line, strlen(line)))
+    M("# HELP r1_requests_total Requests by outcome.\n# TYPE r1_requests_total counter\n");
+    M("r1_requests_total{outcome=\"served\"} %ld\n", s->served);
+    M("r1_requests_total{outcome=\"cancelled\"} %ld\n", s->cancelled);
+    M("r1_requests_total{outcome=\"rejected\"} %ld\n", s->rejected);
+    M("# HELP r1_prompt_tokens_total Prompt tokens computed (cached prefixes not counted).\n"
+      "# TYPE r1_prompt_tokens_total counter\nr1_prompt_tokens_total %ld\n", s->tokens_in);
+    M("# HELP r1_completion_tokens_total Tokens generated.\n# TYPE r1_completion_tokens_total counter\n"
+      "r1_completion_tokens_total %ld\n", s->tokens_out);
+    M("# HELP r1_queue_length Requests waiting for a slot.\n# TYPE r1_queue_length gauge\nr1_queue_length %d\n",
+      s->n_queued);
+    M("# HELP r1_queue_capacity Requests that may wait (--queue).\n# TYPE r1_queue_capacity gauge\n"
+      "r1_queue_capacity %d\n", s->o.queue_cap);
+    M("# HELP r1_slots_busy Slots generating.\n# TYPE r1_slots_busy gauge\nr1_slots_busy %d\n", s->n_busy);
+    M("# HELP r1_slots Slots (--parallel).\n# TYPE r1_slots gauge\nr1_slots %d\n", s->o.n_slots);
+    M("# HELP r1_step_rows_total Rows (tokens) computed by engine steps.\n# TYPE r1_step_rows_total counter\n"
+      "r1_step_rows_total %ld\n", s->step_rows);
+    M("# HELP r1_step_seconds Time of one engine step (a forward pass over every active slot).\n"
+      "# TYPE r1_step_seconds histogram\n");
+    long cum = 0;
+    for (int i = 0; i < N_BUCKETS; i++) {
+        cum += s->step_hist[i];
+        M("r1_step_seconds_bucket{le=\"%g\"} %ld\n", STEP_BUCKETS[i], cum);
+    }
+    cum += s->step_hist[N_BUCKETS];
+    M("r1_step_seconds_bucket{le=\"+Inf\"} %ld\nr1_step_seconds_sum %.6f\nr1_step_seconds_count %ld\n", cum,
+      s->step_sum, s->steps);
+#undef M
+    pthread_mutex_unlock(&s->mu);
+    if (b.failed) {
+        sbuf_free(&b);
+        return NULL;
+    }
+    char *out = malloc(b.len + 1);
+    if (out) memcpy(out, b.p ? b.p : "", b.len), out[b.len] = 0;
+    sbuf_free(&b);
+    return out;
+}
+

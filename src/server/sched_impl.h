@@ -1,0 +1,119 @@
+/*
+ * sched_impl.h - what sched.c (slots, queue, workers, generation) and
+ * engine.c (the engine thread: continuous batching) share: the job, slot and
+ * scheduler structs. Private to src/server/; nothing else includes it.
+ */
+#ifndef R1_SERVER_SCHED_IMPL_H
+#define R1_SERVER_SCHED_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "r1infer.h"
+#include "server/request.h"
+#include "server/response.h"
+#include "server/sbuf.h"
+#include "server/sched.h"
+
+#define GATHER_US 2000    /* the engine waits this long for busy slots to send their next row */
+#define ALL_ROWS_MAX 64   /* rows of a request that wants every row's logits, per step */
+#define N_BUCKETS 9      /* step-time histogram buckets (engine.c STEP_BUCKETS) */
+
+enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+
+struct job {
+    struct sched *sched;
+    /* set by sched_submit, read-only afterwards */
+    struct gen_request req;
+    int32_t *ids; /* (n_ids) the prompt */
+    int n_ids;
+    int in_think; /* the prompt opened <think> (chat with the R1 template) */
+    char id[48];
+    char *model;
+    long created;
+    /* guarded by sched.mu */
+    enum job_state state;
+    int cancelled;
+    int refs;
+    struct job *next; /* queue link */
+    struct sbuf out;  /* streaming: SSE bytes not yet read */
+    char *result;     /* non-streaming: the final JSON */
+    int status;
+    /* n > 1: one slot per choice; choice 0's slot prefills the prompt once and
+     * copies its KV cache and last logits to the others */
+    int *slots;          /* (req.n) slot index of each choice */
+    int running;         /* choices not finished */
+    int prefill_state;   /* 0 waiting, 1 done, -1 failed */
+    float *prompt_logits; /* (vocab) the prompt's last logits, for choices > 0 */
+    char **finals;       /* (req.n) non-streaming: each choice's result */
+    struct resp_usage usage; /* all choices */
+    int n_cancelled, n_failed;
+};
+
+/* A slot's forward request to the engine (guarded by sched.mu). */
+struct fwd_req {
+    const int32_t *ids; /* (n) tokens continuing the slot's sequence */
+    int n, done;        /* rows computed so far */
+    float *all;         /* NULL, or (n, vocab): every row's logits */
+    float *last;        /* (vocab): the last row's logits */
+    int pending, failed;
+    char err[256];
+};
+
+struct slot {
+    struct sched *sched;
+    int index; /* also its sequence in sched.batch */
+    int choice; /* of its job (n > 1) */
+    struct fwd_req req;
+    float *out;     /* (vocab) the last row's logits of the latest request */
+    int32_t *cache; /* (n_ctx) ids in the KV cache, n_cache of them */
+    int n_cache;
+    float *logits;  /* (vocab) the sampler's working copy */
+    pthread_t thread;
+    pthread_cond_t cv;
+    struct job *job; /* guarded by sched.mu */
+    unsigned long last_used;
+};
+
+struct sched {
+    r1_model_t *model;
+    r1_batch_t *batch; /* the KV pool: slot i is sequence i */
+    pthread_t engine;
+    int engine_started;
+    pthread_cond_t engine_cv; /* a request arrived, or a slot went idle */
+    int n_pending;            /* slots with a request */
+    int32_t *st_ids, *st_seq; /* (batch_tokens) a step's rows */
+    uint8_t *st_want;
+    struct slot **st_owner; /* (batch_tokens) whose row */
+    int *st_take;           /* (n_slots) rows of each slot in the step */
+    float *st_logits;       /* (n_slots + ALL_ROWS_MAX, vocab) */
+    /* metrics */
+    long tokens_in, tokens_out, steps, step_rows;
+    double step_sum;
+    long step_hist[N_BUCKETS + 1];
+    const r1_tokenizer_t *tok;
+    struct sched_opts o;
+    int n_ctx, vocab;
+    int32_t stop_ids[4];
+    int n_stop_ids;
+    struct slot *slots;
+    int n_started;
+    pthread_mutex_t mu;
+    pthread_cond_t idle_cv;
+    struct job *head, *tail;
+    int n_queued, n_busy, stopping, engine_stop;
+    unsigned long tick, counter;
+    long served, cancelled, rejected;
+};
+
+/* engine.c */
+/* Worker side: n tokens continuing the slot's sequence, computed by the
+ * engine over one or more steps. Returns the last row's logits (sl->out,
+ * valid until the next call; every row's into all when non-NULL), or NULL
+ * with an error (the job was cancelled, the sequence is full, ...). */
+const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all);
+/* The engine thread (pthread_create(&s->engine, NULL, engine_main, s)); it
+ * returns once s->engine_stop is set, failing requests still waiting. */
+void *engine_main(void *arg);
+
+#endif
