@@ -21,6 +21,11 @@ static int dev_dtype_ok(enum r1_dtype t) {
     return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0 ||
            t == R1_DTYPE_Q4_0;
 }
+/* The plain format of a cpu-regrouped layout (lossless, r1_dtype_regroup). */
+static enum r1_dtype plain(enum r1_dtype t) {
+    return t == R1_DTYPE_Q8_0X8 ? R1_DTYPE_Q8_0 : t == R1_DTYPE_Q4_0X8 ? R1_DTYPE_Q4_0 : t;
+}
+enum r1_dtype r1_device_dtype(enum r1_dtype t) { return plain(t); }
 static int is_quant(enum r1_dtype t) { return t == R1_DTYPE_Q8_0 || t == R1_DTYPE_Q4_0; }
 /* quant bytes per 32-weight block in the planar layout */
 static size_t quant_bytes(enum r1_dtype t) { return t == R1_DTYPE_Q8_0 ? R1_QK : R1_QK / 2; }
@@ -28,13 +33,14 @@ static size_t quant_bytes(enum r1_dtype t) { return t == R1_DTYPE_Q8_0 ? R1_QK :
 static size_t esize(enum r1_dtype t) { return t == R1_DTYPE_F32 ? 4 : 2; }
 
 size_t r1_device_mat_bytes(const struct r1_mat *src) {
-    if (!dev_dtype_ok(src->dtype) || src->rows <= 0 || src->cols <= 0) return 0;
-    if (is_quant(src->dtype)) {
+    const enum r1_dtype t = plain(src->dtype);
+    if (!dev_dtype_ok(t) || src->rows <= 0 || src->cols <= 0) return 0;
+    if (is_quant(t)) {
         if (src->cols % R1_QK) return 0;
-        return r1_align16(r1_device_quant_scales_offset(src->dtype, src->rows, src->cols) +
+        return r1_align16(r1_device_quant_scales_offset(t, src->rows, src->cols) +
                           (size_t)src->rows * (src->cols / R1_QK) * 2);
     }
-    return (size_t)src->rows * r1_align16((size_t)src->cols * esize(src->dtype));
+    return (size_t)src->rows * r1_align16((size_t)src->cols * esize(t));
 }
 
 int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct r1_mat *src,
@@ -44,10 +50,11 @@ int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct 
                       "and q4_0 can)",
                       src->rows, src->cols, r1_dtype_name(src->dtype));
     const int rows = src->rows, cols = src->cols;
+    const enum r1_dtype t = plain(src->dtype);
     const uint8_t *s = src->data;
     uint8_t *o = dst;
-    *out = (struct r1_mat){.data = dst, .dtype = src->dtype, .rows = rows, .cols = cols};
-    if (!is_quant(src->dtype)) {
+    *out = (struct r1_mat){.data = dst, .dtype = t, .rows = rows, .cols = cols};
+    if (!is_quant(t)) {
         size_t rb = r1_align16((size_t)cols * esize(src->dtype)), used = (size_t)cols * esize(src->dtype);
         out->row_bytes = rb;
         if (rb == src->row_bytes) return d->upload(dst, s, (size_t)rows * rb);
@@ -66,28 +73,38 @@ int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct 
     }
     /* q8_0 / q4_0: split each block into its quants and its scale */
     const int nb = cols / R1_QK;
-    const size_t qb = quant_bytes(src->dtype), bsz = r1_dtype_traits[src->dtype].block_size;
+    const size_t qb = quant_bytes(t), bsz = r1_dtype_traits[t].block_size;
     size_t qrb = r1_align16((size_t)nb * qb);
     out->row_bytes = qrb;
     size_t per = CHUNK_BYTES / qrb ? CHUNK_BYTES / qrb : 1;
     uint8_t *qbuf = r1_alloc(per * qrb, "the weight upload buffer");
     uint16_t *dbuf = r1_alloc(per * nb * 2, "the weight upload buffer");
     int rc = qbuf && dbuf ? 0 : -1;
-    uint8_t *scales = o + r1_device_quant_scales_offset(src->dtype, rows, cols);
+    uint8_t *scales = o + r1_device_quant_scales_offset(t, rows, cols);
+    uint8_t *plain_row = t != src->dtype ? r1_alloc((size_t)nb * bsz, "the weight upload buffer") : NULL;
+    if (t != src->dtype && !plain_row) rc = -1;
     for (int r0 = 0; r0 < rows && !rc; r0 += (int)per) {
         int n = rows - r0 < (int)per ? rows - r0 : (int)per;
         for (int r = 0; r < n; r++) {
             const uint8_t *row = s + (size_t)(r0 + r) * src->row_bytes;
+            if (plain_row) { /* the cpu's regrouped layout back to GGUF blocks */
+                if (r1_dtype_regroup(src->dtype, t, row, plain_row, cols)) {
+                    rc = r1_err("no way back from %s to %s", r1_dtype_name(src->dtype), r1_dtype_name(t));
+                    break;
+                }
+                row = plain_row;
+            }
             for (int k = 0; k < nb; k++) { /* both block types start with the f16 scale */
                 memcpy(qbuf + (size_t)r * qrb + (size_t)k * qb, row + k * bsz + 2, qb);
                 memcpy(&dbuf[(size_t)r * nb + k], row + k * bsz, 2);
             }
         }
-        rc = d->upload(o + (size_t)r0 * qrb, qbuf, (size_t)n * qrb);
+        if (!rc) rc = d->upload(o + (size_t)r0 * qrb, qbuf, (size_t)n * qrb);
         if (!rc) rc = d->upload(scales + (size_t)r0 * nb * 2, dbuf, (size_t)n * nb * 2);
     }
     free(qbuf);
     free(dbuf);
+    free(plain_row);
     return rc;
 }
 
@@ -200,9 +217,9 @@ const struct r1_model *r1_device_model_get(const struct r1_model *m, const struc
     }
     dm->host = m, dm->be = be, dm->refs = 1;
     dm->view.cfg = m->cfg;
-    dm->view.dtype = m->dtype;
+    dm->view.dtype = plain(m->dtype);
     size_t max = d->max_alloc ? d->max_alloc() : SIZE_MAX;
-    int rc = d->weights_ok(m->dtype);
+    int rc = d->weights_ok(dm->view.dtype);
     if (!rc) rc = place_all(dm, m, 0, max);
     if (!rc) {
         int n = dm->n_arena;

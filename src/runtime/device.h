@@ -38,6 +38,10 @@ static inline size_t r1_device_quant_scales_offset(enum r1_dtype t, int rows, in
     return (size_t)rows * r1_align16((size_t)cols / (t == R1_DTYPE_Q4_0 ? 2 : 1));
 }
 
+/* The dtype a matrix of host dtype t has on the device: the cpu's regrouped
+ * layouts (q8_0x8, q4_0x8) go back to their plain format at upload. */
+enum r1_dtype r1_device_dtype(enum r1_dtype t);
+
 /* Device bytes of src in device layout; 0 for a dtype the device cannot hold. */
 size_t r1_device_mat_bytes(const struct r1_mat *src);
 
