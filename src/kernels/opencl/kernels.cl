@@ -38,19 +38,19 @@ inline float8 bf16x8(__global const ushort *p) {
 #define XROW(i) (x + (size_t)min(t0 + (i), T - 1) * K)
 
 inline float4 part_f32(__global const uchar *w, ulong rb, int r, __global const float *x, int K, int t0, int T,
-                       int lid) {
+                       int lid, int ns) {
     __global const float *wr = (__global const float *)(w + (size_t)r * rb);
     __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
     float4 acc = 0;
     int K8 = K & ~7;
-    for (int c = lid * 8; c < K8; c += WG * 8) {
+    for (int c = lid * 8; c < K8; c += ns * 8) {
         float8 wv = vload8(0, wr + c);
         acc.x += sum8(wv * vload8(0, x0 + c));
         acc.y += sum8(wv * vload8(0, x1 + c));
         acc.z += sum8(wv * vload8(0, x2 + c));
         acc.w += sum8(wv * vload8(0, x3 + c));
     }
-    for (int c = K8 + lid; c < K; c += WG) {
+    for (int c = K8 + lid; c < K; c += ns) {
         float wv = wr[c];
         acc += wv * (float4)(x0[c], x1[c], x2[c], x3[c]);
     }
@@ -58,19 +58,19 @@ inline float4 part_f32(__global const uchar *w, ulong rb, int r, __global const 
 }
 
 inline float4 part_f16(__global const uchar *w, ulong rb, int r, __global const float *x, int K, int t0, int T,
-                       int lid) {
+                       int lid, int ns) {
     __global const half *wr = (__global const half *)(w + (size_t)r * rb);
     __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
     float4 acc = 0;
     int K8 = K & ~7;
-    for (int c = lid * 8; c < K8; c += WG * 8) {
+    for (int c = lid * 8; c < K8; c += ns * 8) {
         float8 wv = vload_half8(0, wr + c);
         acc.x += sum8(wv * vload8(0, x0 + c));
         acc.y += sum8(wv * vload8(0, x1 + c));
         acc.z += sum8(wv * vload8(0, x2 + c));
         acc.w += sum8(wv * vload8(0, x3 + c));
     }
-    for (int c = K8 + lid; c < K; c += WG) {
+    for (int c = K8 + lid; c < K; c += ns) {
         float wv = vload_half(c, wr);
         acc += wv * (float4)(x0[c], x1[c], x2[c], x3[c]);
     }
@@ -78,19 +78,19 @@ inline float4 part_f16(__global const uchar *w, ulong rb, int r, __global const 
 }
 
 inline float4 part_bf16(__global const uchar *w, ulong rb, int r, __global const float *x, int K, int t0, int T,
-                        int lid) {
+                        int lid, int ns) {
     __global const ushort *wr = (__global const ushort *)(w + (size_t)r * rb);
     __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
     float4 acc = 0;
     int K8 = K & ~7;
-    for (int c = lid * 8; c < K8; c += WG * 8) {
+    for (int c = lid * 8; c < K8; c += ns * 8) {
         float8 wv = bf16x8(wr + c);
         acc.x += sum8(wv * vload8(0, x0 + c));
         acc.y += sum8(wv * vload8(0, x1 + c));
         acc.z += sum8(wv * vload8(0, x2 + c));
         acc.w += sum8(wv * vload8(0, x3 + c));
     }
-    for (int c = K8 + lid; c < K; c += WG) {
+    for (int c = K8 + lid; c < K; c += ns) {
         float wv = as_float((uint)wr[c] << 16);
         acc += wv * (float4)(x0[c], x1[c], x2[c], x3[c]);
     }
@@ -101,13 +101,13 @@ inline float4 part_bf16(__global const uchar *w, ulong rb, int r, __global const
 #define Q_SCALES(w, rows, rb) ((__global const half *)((w) + (size_t)(rows) * (rb)))
 
 inline float4 part_q8(__global const uchar *w, ulong rb, int rows, int r, __global const float *x, int K, int t0,
-                      int T, int lid) {
+                      int T, int lid, int ns) {
     const int nb = K / 32;
     __global const char *q = (__global const char *)(w + (size_t)r * rb);
     __global const half *sc = Q_SCALES(w, rows, rb) + (size_t)r * nb;
     __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
     float4 acc = 0;
-    for (int b = lid; b < nb; b += WG) {
+    for (int b = lid; b < nb; b += ns) {
         float d = vload_half(b, sc);
         float16 lo = convert_float16(vload16(0, q + b * 32)), hi = convert_float16(vload16(0, q + b * 32 + 16));
         int c = b * 32;
@@ -124,13 +124,13 @@ inline float4 part_q8(__global const uchar *w, ulong rb, int rows, int r, __glob
 /* planar q4_0: GGUF nibbles (rows, rb; 16 bytes a block: low nibbles weights
  * 0..15, high 16..31, value q - 8), then f16 scales (rows, K/32) */
 inline float4 part_q4(__global const uchar *w, ulong rb, int rows, int r, __global const float *x, int K, int t0,
-                      int T, int lid) {
+                      int T, int lid, int ns) {
     const int nb = K / 32;
     __global const uchar *q = w + (size_t)r * rb;
     __global const half *sc = Q_SCALES(w, rows, rb) + (size_t)r * nb;
     __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
     float4 acc = 0;
-    for (int b = lid; b < nb; b += WG) {
+    for (int b = lid; b < nb; b += ns) {
         float d = vload_half(b, sc);
         uchar16 v = vload16(0, q + b * 16);
         float16 lo = convert_float16(v & (uchar)15) - 8.0f, hi = convert_float16(v >> (uchar)4) - 8.0f;
@@ -152,14 +152,15 @@ inline float4 part_q4(__global const uchar *w, ulong rb, int rows, int r, __glob
 #define DT_Q8_0 3
 #define DT_Q4_0 4
 
+/* item lid of ns items sharing the row */
 inline float4 part(int dt, __global const uchar *w, ulong rb, int rows, int r, __global const float *x, int K,
-                   int t0, int T, int lid) {
+                   int t0, int T, int lid, int ns) {
     switch (dt) {
-    case DT_F32: return part_f32(w, rb, r, x, K, t0, T, lid);
-    case DT_F16: return part_f16(w, rb, r, x, K, t0, T, lid);
-    case DT_BF16: return part_bf16(w, rb, r, x, K, t0, T, lid);
-    case DT_Q8_0: return part_q8(w, rb, rows, r, x, K, t0, T, lid);
-    default: return part_q4(w, rb, rows, r, x, K, t0, T, lid);
+    case DT_F32: return part_f32(w, rb, r, x, K, t0, T, lid, ns);
+    case DT_F16: return part_f16(w, rb, r, x, K, t0, T, lid, ns);
+    case DT_BF16: return part_bf16(w, rb, r, x, K, t0, T, lid, ns);
+    case DT_Q8_0: return part_q8(w, rb, rows, r, x, K, t0, T, lid, ns);
+    default: return part_q4(w, rb, rows, r, x, K, t0, T, lid, ns);
     }
 }
 
@@ -177,37 +178,71 @@ inline float4 wg_sum4(float4 v, __local float4 *red, int lid) {
 }
 
 /* out[t, r] = (mode 1: out[t, r] +) w[r,:]·x[t,:] (+ bias[r] when has_bias).
- * Global (rows * WG, ceil(T / NT)), local (WG, 1). */
+ * Work-group g: rows g*rpg .. of tokens NT*get_group_id(1) .. (rpg > 1 on
+ * CPU devices, where a work-group costs more than a row).
+ * Global (ceil(rows / rpg) * WG, ceil(T / NT)), local (WG, 1). */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void matmul(
     int dt, PTR(uchar, w), ulong rb, int rows, int K, PTR(float, x), int T, PTR(float, out), int ostride,
-    PTR(float, bias), int has_bias, int mode) {
+    PTR(float, bias), int has_bias, int mode, int rpg) {
     __local float4 red[WG];
-    const int r = get_group_id(0), lid = get_local_id(0), t0 = get_group_id(1) * NT;
-    float4 acc = part(dt, AT(uchar, w), rb, rows, r, AT(float, x), K, t0, T, lid);
-    acc = wg_sum4(acc, red, lid);
-    if (lid < NT && t0 + lid < T) {
-        float v = lid == 0 ? acc.x : lid == 1 ? acc.y : lid == 2 ? acc.z : acc.w;
-        if (has_bias) v += AT(float, bias)[r];
-        __global float *o = AT(float, out) + (size_t)(t0 + lid) * ostride + r;
-        *o = mode ? *o + v : v;
+    const int lid = get_local_id(0), t0 = get_group_id(1) * NT, r1 = min(rows, (int)(get_group_id(0) + 1) * rpg);
+    for (int r = get_group_id(0) * rpg; r < r1; r++) {
+        float4 acc = part(dt, AT(uchar, w), rb, rows, r, AT(float, x), K, t0, T, lid, WG);
+        acc = wg_sum4(acc, red, lid);
+        if (lid < NT && t0 + lid < T) {
+            float v = lid == 0 ? acc.x : lid == 1 ? acc.y : lid == 2 ? acc.z : acc.w;
+            if (has_bias) v += AT(float, bias)[r];
+            __global float *o = AT(float, out) + (size_t)(t0 + lid) * ostride + r;
+            *o = mode ? *o + v : v;
+        }
     }
 }
 
 /* w = [gate; up] (2F, K): out[t, j] = silu(gate_j·x_t) * (up_j·x_t).
- * Global (F * WG, ceil(T / NT)). */
+ * Global (ceil(F / rpg) * WG, ceil(T / NT)). */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void gate_up_silu(
-    int dt, PTR(uchar, w), ulong rb, int rows, int K, PTR(float, x), int T, PTR(float, out)) {
+    int dt, PTR(uchar, w), ulong rb, int rows, int K, PTR(float, x), int T, PTR(float, out), int rpg) {
     __local float4 red[WG];
-    const int j = get_group_id(0), lid = get_local_id(0), t0 = get_group_id(1) * NT, F = rows / 2;
-    float4 g = part(dt, AT(uchar, w), rb, rows, j, AT(float, x), K, t0, T, lid);
-    float4 u = part(dt, AT(uchar, w), rb, rows, j + F, AT(float, x), K, t0, T, lid);
-    g = wg_sum4(g, red, lid);
-    u = wg_sum4(u, red, lid);
-    if (lid < NT && t0 + lid < T) {
-        float gv = lid == 0 ? g.x : lid == 1 ? g.y : lid == 2 ? g.z : g.w;
-        float uv = lid == 0 ? u.x : lid == 1 ? u.y : lid == 2 ? u.z : u.w;
-        AT(float, out)[(size_t)(t0 + lid) * F + j] = gv / (1.0f + exp(-gv)) * uv;
+    const int F = rows / 2, lid = get_local_id(0), t0 = get_group_id(1) * NT;
+    const int j1 = min(F, (int)(get_group_id(0) + 1) * rpg);
+    for (int j = get_group_id(0) * rpg; j < j1; j++) {
+        float4 g = part(dt, AT(uchar, w), rb, rows, j, AT(float, x), K, t0, T, lid, WG);
+        float4 u = part(dt, AT(uchar, w), rb, rows, j + F, AT(float, x), K, t0, T, lid, WG);
+        g = wg_sum4(g, red, lid);
+        u = wg_sum4(u, red, lid);
+        if (lid < NT && t0 + lid < T) {
+            float gv = lid == 0 ? g.x : lid == 1 ? g.y : lid == 2 ? g.z : g.w;
+            float uv = lid == 0 ? u.x : lid == 1 ? u.y : lid == 2 ? u.z : u.w;
+            AT(float, out)[(size_t)(t0 + lid) * F + j] = gv / (1.0f + exp(-gv)) * uv;
+        }
     }
+}
+
+/* The same two kernels with one work-item per row (and group of NT tokens),
+ * no local memory: for CPU devices (PoCL), where a work-group reduction
+ * costs more than the row. Global (rows, ceil(T / NT)). */
+__kernel void matmul_item(int dt, PTR(uchar, w), ulong rb, int rows, int K, PTR(float, x), int T, PTR(float, out),
+                          int ostride, PTR(float, bias), int has_bias, int mode) {
+    const int r = get_global_id(0), t0 = get_global_id(1) * NT;
+    if (r >= rows) return;
+    float4 acc = part(dt, AT(uchar, w), rb, rows, r, AT(float, x), K, t0, T, 0, 1);
+    const float b = has_bias ? AT(float, bias)[r] : 0.0f;
+    float a[NT] = {acc.x, acc.y, acc.z, acc.w};
+    for (int i = 0; i < NT && t0 + i < T; i++) {
+        __global float *o = AT(float, out) + (size_t)(t0 + i) * ostride + r;
+        *o = mode ? *o + a[i] + b : a[i] + b;
+    }
+}
+
+__kernel void gate_up_silu_item(int dt, PTR(uchar, w), ulong rb, int rows, int K, PTR(float, x), int T,
+                                PTR(float, out)) {
+    const int F = rows / 2, j = get_global_id(0), t0 = get_global_id(1) * NT;
+    if (j >= F) return;
+    float4 g4 = part(dt, AT(uchar, w), rb, rows, j, AT(float, x), K, t0, T, 0, 1);
+    float4 u4 = part(dt, AT(uchar, w), rb, rows, j + F, AT(float, x), K, t0, T, 0, 1);
+    float g[NT] = {g4.x, g4.y, g4.z, g4.w}, u[NT] = {u4.x, u4.y, u4.z, u4.w};
+    for (int i = 0; i < NT && t0 + i < T; i++)
+        AT(float, out)[(size_t)(t0 + i) * F + j] = g[i] / (1.0f + exp(-g[i])) * u[i];
 }
 
 /* weight (r, c) of w, dequantized */

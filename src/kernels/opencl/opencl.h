@@ -21,7 +21,8 @@ extern "C" {
  * (0 when there is no platform; never fails). */
 int r1_opencl_list(FILE *f);
 
-/* Number of OpenCL devices over all platforms (0 without an ICD or platform). */
+/* Number of OpenCL devices over all platforms (0 without an ICD or platform).
+ */
 int r1_opencl_device_count(void);
 
 /* The device in use: "name (platform, driver version)" into desc[cap], global
@@ -36,6 +37,11 @@ double r1_opencl_copy_gbps(size_t bytes, int reps);
  * weights dequantized to f32 (when built with CLBlast). Default from
  * R1_CL_PREFILL=own|clblast, read at init. */
 void r1_opencl_set_prefill(int clblast);
+/* Matmul kernels: 1 = a work-item per row (default on CPU devices), 0 = a
+ * work-group per row with vector loads and a local reduction (default on
+ * GPUs). Default from R1_CL_MATMUL=item|group, read at init. Returns the
+ * previous setting. */
+int r1_opencl_set_matmul(int item);
 int r1_opencl_has_clblast(void);
 
 #ifdef __cplusplus
