@@ -42,6 +42,11 @@ void r1_opencl_set_prefill(int clblast);
  * GPUs). Default from R1_CL_MATMUL=item|group, read at init. Returns the
  * previous setting. */
 int r1_opencl_set_matmul(int item);
+
+/* Cap the size of one device allocation below the device's own limit (0:
+ * the device's), so tests can spread weights over several arenas
+ * (runtime/device.c). Returns the previous cap. */
+size_t r1_opencl_set_max_alloc(size_t bytes);
 int r1_opencl_has_clblast(void);
 
 #ifdef __cplusplus

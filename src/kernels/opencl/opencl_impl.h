@@ -22,21 +22,21 @@
 #define R1CL_ATT_G 8
 
 struct r1cl_state {
-  int ready, clblast;
-  int item; /* matmuls: 1 = a work-item per row (CPU devices), 0 = a work-group
-               per row */
-  cl_platform_id platform;
-  cl_device_id device;
-  cl_context ctx;
-  cl_command_queue queue;
-  cl_program prog;
-  cl_mem dummy; /* bound to unused buffer arguments */
-  cl_kernel k_matmul, k_gate_up, k_matmul_item, k_gate_up_item, k_embedding,
-      k_rms_norm, k_rope, k_kv_append, k_attention, k_argmax, k_dequant;
-  cl_ulong mem, max_alloc, local_mem;
-  int groups_cap; /* matmul work-groups per launch at most (CPU devices), 0: one
-                     per row */
-  char dev_name[256];
+    int ready, clblast;
+    int item; /* matmuls: 1 = a work-item per row (CPU devices), 0 = a work-group
+                 per row */
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context ctx;
+    cl_command_queue queue;
+    cl_program prog;
+    cl_mem dummy; /* bound to unused buffer arguments */
+    cl_kernel k_matmul, k_gate_up, k_matmul_item, k_gate_up_item, k_embedding, k_rms_norm, k_rope, k_kv_append,
+        k_attention, k_argmax, k_dequant;
+    cl_ulong mem, max_alloc, local_mem;
+    int groups_cap; /* matmul work-groups per launch at most (CPU devices), 0: one
+                       per row */
+    char dev_name[256];
 };
 extern struct r1cl_state r1cl;
 
@@ -55,8 +55,7 @@ int r1cl_resolve(const void *p, cl_mem *mem, cl_ulong *off);
  * (+ out when accumulate, + bias). 1 when it ran (or failed: error
  * recorded), 0 when it does not apply (no CLBlast, or the weights too large
  * for the dequantization workspace). gate_up: out (T, rows/2) = silu * up. */
-int r1cl_blas_matmul(const struct r1_op *op, const float *bias, int accumulate,
-                     int gate_up);
+int r1cl_blas_matmul(const struct r1_op *op, const float *bias, int accumulate, int gate_up);
 
 void r1cl_embedding(const struct r1_op *op, int ith, int nth);
 void r1cl_rms_norm(const struct r1_op *op, int ith, int nth);
@@ -75,7 +74,6 @@ void r1cl_arg_ptr(cl_kernel k, cl_uint *i, const void *p);
 void r1cl_arg_int(cl_kernel k, cl_uint *i, int v);
 void r1cl_arg_ulong(cl_kernel k, cl_uint *i, cl_ulong v);
 void r1cl_arg_float(cl_kernel k, cl_uint *i, float v);
-void r1cl_launch(cl_kernel k, const char *name, int dims, const size_t *global,
-                 const size_t *local);
+void r1cl_launch(cl_kernel k, const char *name, int dims, const size_t *global, const size_t *local);
 
 #endif
