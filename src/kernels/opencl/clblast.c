@@ -93,8 +93,8 @@ int r1cl_blas_matmul(const struct r1_op *op, const float *bias, int accumulate, 
         r1cl_arg_ptr(kb, &i, op->out);
         r1cl_arg_ptr(kb, &i, bias);
         r1cl_arg_int(kb, &i, (int)rows);
-        size_t g2[2] = {rows, T};
-        r1cl_launch(kb, "bias_rows", 2, g2, NULL);
+        size_t g2[2] = {(rows + 63) / 64 * 64, T}, l2[2] = {64, 1};
+        r1cl_launch(kb, "bias_rows", 2, g2, l2);
         beta = 1.0f;
     }
     if (blas_check(CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, T, rows, K, 1.0f, xm,
@@ -109,8 +109,8 @@ int r1cl_blas_matmul(const struct r1_op *op, const float *bias, int accumulate, 
         CL_CHECK(clSetKernelArg(ks, i++, sizeof zero, &zero));
         r1cl_arg_int(ks, &i, (int)rows / 2);
         r1cl_arg_ptr(ks, &i, op->out);
-        size_t g2[2] = {rows / 2, T};
-        r1cl_launch(ks, "silu_mul", 2, g2, NULL);
+        size_t g2[2] = {(rows / 2 + 63) / 64 * 64, T}, l2[2] = {64, 1};
+        r1cl_launch(ks, "silu_mul", 2, g2, l2);
     }
     return 1;
 }

@@ -275,15 +275,17 @@ __kernel void dequant_f32(int dt, PTR(uchar, w), ulong rb, int rows, int K, PTR(
     if (c < K) AT(float, out)[(size_t)r * K + c] = deq(dt, AT(uchar, w), rb, rows, K, r, c);
 }
 
-/* out[t, r] = bias[r]. Global (rows, T). */
+/* out[t, r] = bias[r]. Global (rows rounded up to 64, T). */
 __kernel void bias_rows(PTR(float, out), PTR(float, bias), int rows) {
     const int r = get_global_id(0), t = get_global_id(1);
+    if (r >= rows) return;
     AT(float, out)[(size_t)t * rows + r] = AT(float, bias)[r];
 }
 
-/* out[t, j] = silu(gu[t, j]) * gu[t, F + j]. Global (F, T). */
+/* out[t, j] = silu(gu[t, j]) * gu[t, F + j]. Global (F rounded up to 64, T). */
 __kernel void silu_mul(PTR(float, gu), int F, PTR(float, out)) {
     const int j = get_global_id(0), t = get_global_id(1);
+    if (j >= F) return;
     const float g = AT(float, gu)[(size_t)t * 2 * F + j], u = AT(float, gu)[(size_t)t * 2 * F + F + j];
     AT(float, out)[(size_t)t * F + j] = g / (1.0f + exp(-g)) * u;
 }
@@ -310,10 +312,12 @@ __kernel __attribute__((reqd_work_group_size(NORM_WG, 1, 1))) void rms_norm(PTR(
 
 /* Rotate-half RoPE of the Q and K heads of the qkv buffer, in place.
  * Position of row t: pos0 + t, pos0 read from pos when use_pos.
- * Global (hd / 2, n_head + n_kv_head, T). */
-__kernel void rope_qk(PTR(float, qkv), PTR(float, cs), PTR(float, sn), int n_head, int n_kv, int hd, int pos0,
+ * Global: (hd / 2) * (n_head + n_kv_head) * T items rounded up to 64. */
+__kernel void rope_qk(PTR(float, qkv), PTR(float, cs), PTR(float, sn), int n_head, int n_kv, int hd, int T, int pos0,
                       PTR(int, pos), int use_pos) {
-    const int k = get_global_id(0), h = get_global_id(1), t = get_global_id(2), half_ = hd / 2;
+    const int half_ = hd / 2, nh = n_head + n_kv, id = get_global_id(0);
+    if (id >= half_ * nh * T) return;
+    const int k = id % half_, h = id / half_ % nh, t = id / half_ / nh;
     const int p = (use_pos ? AT(int, pos)[0] : pos0) + t;
     __global float *v = AT(float, qkv) + (size_t)t * (n_head + 2 * n_kv) * hd + (size_t)h * hd;
     const float c = AT(float, cs)[(size_t)p * half_ + k], s = AT(float, sn)[(size_t)p * half_ + k];
@@ -323,10 +327,12 @@ __kernel void rope_qk(PTR(float, qkv), PTR(float, cs), PTR(float, sn), int n_hea
 }
 
 /* K and V rows of the qkv buffer into the cache at layer, positions pos0 + t.
- * f16 caches round to nearest even. Global (hd, n_kv, T). */
+ * f16 caches round to nearest even. Global: hd * n_kv * T rounded up to 64. */
 __kernel void kv_append(PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), int f16, int n_head, int n_kv, int hd,
-                        int n_ctx, int layer, int pos0, PTR(int, pos), int use_pos) {
-    const int k = get_global_id(0), h = get_global_id(1), t = get_global_id(2);
+                        int n_ctx, int layer, int T, int pos0, PTR(int, pos), int use_pos) {
+    const int id = get_global_id(0);
+    if (id >= hd * n_kv * T) return;
+    const int k = id % hd, h = id / hd % n_kv, t = id / hd / n_kv;
     const int p = (use_pos ? AT(int, pos)[0] : pos0) + t;
     __global const float *src = AT(float, qkv) + (size_t)t * (n_head + 2 * n_kv) * hd + (size_t)(n_head + h) * hd;
     const size_t idx = (((size_t)layer * n_kv + h) * n_ctx + p) * hd + k;

@@ -65,8 +65,8 @@ static void matmul(const struct r1_op *op, const float *bias, int mode, const ch
     r1cl_arg_int(k, &i, bias != NULL);
     r1cl_arg_int(k, &i, mode);
     if (r1cl.item) {
-        size_t gl[2] = {round_up((size_t)op->w->rows, 16), (size_t)(op->T + R1CL_NT - 1) / R1CL_NT};
-        r1cl_launch(k, name, 2, gl, NULL);
+        size_t gl[2] = {round_up((size_t)op->w->rows, 16), (size_t)(op->T + R1CL_NT - 1) / R1CL_NT}, lo[2] = {16, 1};
+        r1cl_launch(k, name, 2, gl, lo);
         return;
     }
     int rpg = rows_per_group(op->w->rows);
@@ -99,8 +99,9 @@ void r1cl_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     r1cl_arg_int(k, &i, op->T);
     r1cl_arg_ptr(k, &i, op->out);
     if (r1cl.item) {
-        size_t gl[2] = {round_up((size_t)op->w->rows / 2, 16), (size_t)(op->T + R1CL_NT - 1) / R1CL_NT};
-        r1cl_launch(k, "gate_up_silu_item", 2, gl, NULL);
+        size_t gl[2] = {round_up((size_t)op->w->rows / 2, 16), (size_t)(op->T + R1CL_NT - 1) / R1CL_NT},
+               lo[2] = {16, 1};
+        r1cl_launch(k, "gate_up_silu_item", 2, gl, lo);
         return;
     }
     int F = op->w->rows / 2, rpg = rows_per_group(F);
@@ -151,9 +152,10 @@ void r1cl_rope_qk(const struct r1_op *op, int ith, int nth) {
     r1cl_arg_int(k, &i, op->n_head);
     r1cl_arg_int(k, &i, op->n_kv_head);
     r1cl_arg_int(k, &i, op->head_dim);
+    r1cl_arg_int(k, &i, op->T);
     arg_pos(k, &i, op);
-    size_t gl[3] = {(size_t)op->head_dim / 2, (size_t)(op->n_head + op->n_kv_head), (size_t)op->T};
-    r1cl_launch(k, "rope_qk", 3, gl, NULL);
+    size_t gl[1] = {round_up((size_t)op->head_dim / 2 * (op->n_head + op->n_kv_head) * op->T, 64)}, lo[1] = {64};
+    r1cl_launch(k, "rope_qk", 1, gl, lo);
 }
 
 static void arg_kv(cl_kernel k, cl_uint *i, const struct r1_op *op) {
@@ -173,9 +175,10 @@ void r1cl_kv_append(const struct r1_op *op, int ith, int nth) {
     r1cl_arg_int(k, &i, op->head_dim);
     r1cl_arg_int(k, &i, op->kv->n_ctx);
     r1cl_arg_int(k, &i, op->layer);
+    r1cl_arg_int(k, &i, op->T);
     arg_pos(k, &i, op);
-    size_t gl[3] = {(size_t)op->head_dim, (size_t)op->n_kv_head, (size_t)op->T};
-    r1cl_launch(k, "kv_append", 3, gl, NULL);
+    size_t gl[1] = {round_up((size_t)op->head_dim * op->n_kv_head * op->T, 64)}, lo[1] = {64};
+    r1cl_launch(k, "kv_append", 1, gl, lo);
 }
 
 void r1cl_attention_gqa(const struct r1_op *op, int ith, int nth) {
