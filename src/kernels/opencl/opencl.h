@@ -35,7 +35,8 @@ double r1_opencl_copy_gbps(size_t bytes, int reps);
 
 /* Prefill matmuls (T > 4 rows): 0 = our own kernel, 1 = CLBlast SGEMM over
  * weights dequantized to f32 (when built with CLBlast). Default from
- * R1_CL_PREFILL=own|clblast, read at init. */
+ * R1_CL_PREFILL=own|clblast, read at init; default own on CPU devices (faster on
+ * PoCL), clblast on GPUs. */
 void r1_opencl_set_prefill(int clblast);
 /* Matmul kernels: 1 = a work-item per row (default on CPU devices), 0 = a
  * work-group per row with vector loads and a local reduction (default on

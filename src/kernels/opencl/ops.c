@@ -2,8 +2,10 @@
  * ops.c - the OpenCL backend's kernel entry points: each sets the arguments
  * of its kernel in kernels.cl from the r1_op and queues it (no waiting).
  * Device addresses become (buffer, offset) pairs through r1cl_resolve.
- * Prefill matmuls may go to CLBlast instead (clblast.c).
+ * Prefill matmuls may go to CLBlast instead (clblast.c). Ops from several
+ * threads are serialized (ENTRY, at the end).
  */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "kernels/opencl/opencl_impl.h"
@@ -76,21 +78,17 @@ static void matmul(const struct r1_op *op, const float *bias, int mode, const ch
     r1cl_launch(k, name, 2, gl, lo);
 }
 
-void r1cl_qkv_bias(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_qkv_bias(const struct r1_op *op) {
     matmul(op, op->b, 0, "matmul (qkv_bias)");
 }
-void r1cl_matvec_add(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_matvec_add(const struct r1_op *op) {
     matmul(op, NULL, 1, "matmul (matvec_add)");
 }
-void r1cl_lm_head(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_lm_head(const struct r1_op *op) {
     matmul(op, NULL, 0, "matmul (lm_head)");
 }
 
-void r1cl_gate_up_silu(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_gate_up_silu(const struct r1_op *op) {
     if (op->T > R1CL_NT && r1cl.clblast && r1cl_blas_matmul(op, NULL, 0, 1)) return;
     cl_kernel k = r1cl.item ? r1cl.k_gate_up_item : r1cl.k_gate_up;
     cl_uint i = 0;
@@ -111,8 +109,7 @@ void r1cl_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     r1cl_launch(k, "gate_up_silu", 2, gl, lo);
 }
 
-void r1cl_embedding(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_embedding(const struct r1_op *op) {
     cl_kernel k = r1cl.k_embedding;
     cl_uint i = 0;
     arg_mat(k, &i, op->w);
@@ -122,8 +119,7 @@ void r1cl_embedding(const struct r1_op *op, int ith, int nth) {
     r1cl_launch(k, "embedding", 2, gl, lo);
 }
 
-void r1cl_rms_norm(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_rms_norm(const struct r1_op *op) {
     cl_kernel k = r1cl.k_rms_norm;
     cl_uint i = 0;
     r1cl_arg_ptr(k, &i, op->x);
@@ -142,8 +138,7 @@ static void arg_pos(cl_kernel k, cl_uint *i, const struct r1_op *op) {
     r1cl_arg_int(k, i, op->pos_dev != NULL);
 }
 
-void r1cl_rope_qk(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_rope_qk(const struct r1_op *op) {
     cl_kernel k = r1cl.k_rope;
     cl_uint i = 0;
     r1cl_arg_ptr(k, &i, op->out);
@@ -163,8 +158,7 @@ static void arg_kv(cl_kernel k, cl_uint *i, const struct r1_op *op) {
     r1cl_arg_ptr(k, i, op->kv->v);
 }
 
-void r1cl_kv_append(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_kv_append(const struct r1_op *op) {
     cl_kernel k = r1cl.k_kv_append;
     cl_uint i = 0;
     r1cl_arg_ptr(k, &i, op->x);
@@ -181,8 +175,7 @@ void r1cl_kv_append(const struct r1_op *op, int ith, int nth) {
     r1cl_launch(k, "kv_append", 1, gl, lo);
 }
 
-void r1cl_attention_gqa(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_attention_gqa(const struct r1_op *op) {
     const int hd = op->head_dim, group = op->n_head / op->n_kv_head;
     if (hd % 4 || hd > 4 * R1CL_ATT_WG) {
         r1cl_fail("opencl attention: head_dim %d is not a multiple of 4 up to %d", hd, 4 * R1CL_ATT_WG);
@@ -208,8 +201,7 @@ void r1cl_attention_gqa(const struct r1_op *op, int ith, int nth) {
     r1cl_launch(k, "attention", 2, gl, lo);
 }
 
-void r1cl_argmax(const struct r1_op *op, int ith, int nth) {
-    (void)ith, (void)nth;
+static void op_argmax(const struct r1_op *op) {
     cl_kernel k = r1cl.k_argmax;
     cl_uint i = 0;
     r1cl_arg_ptr(k, &i, op->x);
@@ -218,3 +210,26 @@ void r1cl_argmax(const struct r1_op *op, int ith, int nth) {
     size_t gl[1] = {R1CL_NORM_WG}, lo[1] = {R1CL_NORM_WG};
     r1cl_launch(k, "argmax", 1, gl, lo);
 }
+
+/* The entry points: one op at a time over the shared kernel objects (the
+ * arguments of a cl_kernel are not safe to set from two threads), so
+ * sessions on several threads (serve --parallel N) interleave op by op on
+ * the one in-order queue. */
+static pthread_mutex_t op_mu = PTHREAD_MUTEX_INITIALIZER;
+#define ENTRY(name)                                                                                                    \
+    void r1cl_##name(const struct r1_op *op, int ith, int nth) {                                                       \
+        (void)ith, (void)nth;                                                                                          \
+        pthread_mutex_lock(&op_mu);                                                                                    \
+        op_##name(op);                                                                                                 \
+        pthread_mutex_unlock(&op_mu);                                                                                  \
+    }
+ENTRY(embedding)
+ENTRY(rms_norm)
+ENTRY(qkv_bias)
+ENTRY(rope_qk)
+ENTRY(kv_append)
+ENTRY(attention_gqa)
+ENTRY(matvec_add)
+ENTRY(gate_up_silu)
+ENTRY(lm_head)
+ENTRY(argmax)
