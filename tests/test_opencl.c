@@ -47,6 +47,7 @@ int main(void) {
                                    differs) */
 #define REL_MATVEC 1e-5         /* own matmul kernel: f32 accumulate over dequantized weights */
 #define REL_GEMM_F32 1e-5       /* CLBlast SGEMM over weights dequantized to f32 */
+#define REL_REQUANT_Q8 1e-2 /* q4_1 / q5_* / K-quants requantized to q8_0 at upload */
 #define REL_PREFILL_LOGITS 2e-3 /* fixture prefill logits, OpenCL vs CPU (max-norm rel) */
 
 static const struct r1_backend *be;
@@ -265,6 +266,36 @@ static void test_matmul(enum r1_kernel k) {
     printf("%-44s %3d cases, worst %.3g (limits by path: REL_MATVEC, "
            "REL_GEMM_F32 .. %.0e)\n",
            g.name, g.cases, g.worst, worst_limit);
+}
+
+/* formats the device does not hold: requantized to q8_0 at upload (device.c) */
+static void test_requant(void) {
+    struct group g = {"lm_head, weights requantized to q8_0", 0, REL_REQUANT_Q8, "REL_REQUANT_Q8", 0};
+    const enum r1_dtype dts[] = {R1_DTYPE_Q4_1, R1_DTYPE_Q5_0, R1_DTYPE_Q5_1, R1_DTYPE_Q4_K, R1_DTYPE_Q6_K};
+    const int shapes[][2] = {{67, 256}, {300, 512}};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++)
+        for (int si = 0; si < 2; si++)
+            for (int T = 1; T <= 5; T += 4) {
+                int rows = shapes[si][0], K = shapes[si][1];
+                struct mat m = mat_new(dts[di], rows, K);
+                CHECK(m.d.dtype == R1_DTYPE_Q8_0, "%s: device copy is %s, not q8_0", r1_dtype_name(dts[di]),
+                      r1_dtype_name(m.d.dtype));
+                size_t on = (size_t)T * rows;
+                float *x = hrand((size_t)T * K), *ref = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
+                float *dx = dup_dev(x, sizeof(float) * T * K), *dout = dv->alloc(sizeof(float) * on, "out");
+                poison(dout, sizeof(float) * on);
+                struct r1_op op = {.kernel = R1_K_LM_HEAD, .T = T, .w = &m.h, .x = x, .out = ref};
+                run_ref(R1_K_LM_HEAD, &op);
+                op.w = &m.d, op.x = dx, op.out = dout;
+                if (!run_dev(R1_K_LM_HEAD, &op) && !fetch(got, dout, sizeof(float) * on)) {
+                    char w[64];
+                    snprintf(w, sizeof w, "%s %dx%d T=%d", r1_dtype_name(dts[di]), rows, K, T);
+                    report(&g, rel(got, ref, on), w);
+                }
+                dv->free(dx), dv->free(dout), free(x), free(ref), free(got);
+                mat_free(&m);
+            }
+    done(&g);
 }
 
 /* a qkv buffer, rope tables and a KV cache with random contents */
@@ -552,6 +583,7 @@ int main(void) {
     test_matmul(R1_K_MATVEC_ADD);
     test_matmul(R1_K_LM_HEAD);
     test_matmul(R1_K_GATE_UP_SILU);
+    test_requant();
     test_rope_kv();
     test_attention();
     test_argmax();

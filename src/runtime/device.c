@@ -21,9 +21,14 @@ static int dev_dtype_ok(enum r1_dtype t) {
     return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0 ||
            t == R1_DTYPE_Q4_0;
 }
-/* The plain format of a cpu-regrouped layout (lossless, r1_dtype_regroup). */
+/* The dtype of the device copy: the plain format of a cpu-regrouped layout
+ * (lossless, r1_dtype_regroup); every other quantized format (q4_1, q5_*,
+ * K-quants and their regroupings) is requantized to q8_0 at upload. */
 static enum r1_dtype plain(enum r1_dtype t) {
-    return t == R1_DTYPE_Q8_0X8 ? R1_DTYPE_Q8_0 : t == R1_DTYPE_Q4_0X8 ? R1_DTYPE_Q4_0 : t;
+    if (t == R1_DTYPE_Q8_0X8) return R1_DTYPE_Q8_0;
+    if (t == R1_DTYPE_Q4_0X8) return R1_DTYPE_Q4_0;
+    if ((int)t >= 0 && t < R1_DTYPE_COUNT && !dev_dtype_ok(t) && r1_dtype_traits[t].to_f32) return R1_DTYPE_Q8_0;
+    return t;
 }
 enum r1_dtype r1_device_dtype(enum r1_dtype t) { return plain(t); }
 static int is_quant(enum r1_dtype t) { return t == R1_DTYPE_Q8_0 || t == R1_DTYPE_Q4_0; }
@@ -82,15 +87,16 @@ int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct 
     int rc = qbuf && dbuf ? 0 : -1;
     uint8_t *scales = o + r1_device_quant_scales_offset(t, rows, cols);
     uint8_t *plain_row = t != src->dtype ? r1_alloc((size_t)nb * bsz, "the weight upload buffer") : NULL;
-    if (t != src->dtype && !plain_row) rc = -1;
+    float *frow = t != src->dtype ? r1_alloc((size_t)cols * sizeof(float), "the weight upload buffer") : NULL;
+    if (t != src->dtype && (!plain_row || !frow)) rc = -1;
     for (int r0 = 0; r0 < rows && !rc; r0 += (int)per) {
         int n = rows - r0 < (int)per ? rows - r0 : (int)per;
         for (int r = 0; r < n; r++) {
             const uint8_t *row = s + (size_t)(r0 + r) * src->row_bytes;
-            if (plain_row) { /* the cpu's regrouped layout back to GGUF blocks */
+            if (plain_row) { /* the cpu's regrouped layout back to GGUF blocks, or requantized */
                 if (r1_dtype_regroup(src->dtype, t, row, plain_row, cols)) {
-                    rc = r1_err("no way back from %s to %s", r1_dtype_name(src->dtype), r1_dtype_name(t));
-                    break;
+                    r1_dtype_traits[src->dtype].to_f32(row, frow, cols);
+                    r1_dtype_traits[t].from_f32(frow, plain_row, cols);
                 }
                 row = plain_row;
             }
@@ -105,6 +111,7 @@ int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct 
     free(qbuf);
     free(dbuf);
     free(plain_row);
+    free(frow);
     return rc;
 }
 

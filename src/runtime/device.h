@@ -39,7 +39,9 @@ static inline size_t r1_device_quant_scales_offset(enum r1_dtype t, int rows, in
 }
 
 /* The dtype a matrix of host dtype t has on the device: the cpu's regrouped
- * layouts (q8_0x8, q4_0x8) go back to their plain format at upload. */
+ * layouts (q8_0x8, q4_0x8) go back to their plain format at upload (lossless);
+ * the other quantized formats (q4_1, q5_0, q5_1, K-quants) are requantized to
+ * q8_0 at upload (through f32: adds q8_0's rounding). */
 enum r1_dtype r1_device_dtype(enum r1_dtype t);
 
 /* Device bytes of src in device layout; 0 for a dtype the device cannot hold. */
