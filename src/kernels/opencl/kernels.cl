@@ -353,78 +353,87 @@ inline float kv_load(__global const uchar *base, int f16, size_t idx) {
     return f16 ? vload_half(idx, (__global const half *)base) : ((__global const float *)base)[idx];
 }
 
-/* Causal GQA attention, decode (T = 1) and prompt (T > 1) alike: a
- * work-group per (kv head, slice of at most ATT_G of its query heads, token
- * t) walks the cache positions 0..pos0+t in tiles of ATT_WG with an online
- * softmax, reading each K and V row of its kv head once for all its query
- * heads. hd % 4 == 0. Local: q (ng * hd floats). Global (ATT_WG * n_kv * n_slices, T). */
+/* Causal GQA attention, decode (T = 1) and prompt (T > 1) alike. A
+ * work-group takes up to ATT_G query rows of one kv head: ng of its query
+ * heads (a slice of at most ATT_G) for tq consecutive tokens (tq > 1 in the
+ * prompt when the group is small), and walks the cache positions
+ * 0..pos0+t in tiles of ATT_WG with an online softmax, reading each K and V
+ * row once for all its rows; row (token t) masks the positions past pos0+t.
+ * hd % 4 == 0, hd <= 4 * ATT_WG. Local: q (ng * tq * hd floats).
+ * Global (ATT_WG * n_kv * n_slices, ceil(T / tq)). */
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1))) void attention(
     PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), PTR(float, out), int f16, int n_head, int n_kv, int hd,
-    int n_ctx, int layer, int pos0, PTR(int, pos), int use_pos, int group, int n_slices, __local float *q) {
+    int n_ctx, int layer, int T, int pos0, PTR(int, pos), int use_pos, int group, int n_slices, int tq,
+    __local float *q) {
     __local float sc[ATT_G][ATT_WG];
     __local float mnew[ATT_G], scale[ATT_G];
-    const int lid = get_local_id(0), grp = get_group_id(0), t = get_group_id(1);
+    const int lid = get_local_id(0), grp = get_group_id(0), t0 = get_group_id(1) * tq;
     const int kvh = grp / n_slices, slice = grp % n_slices;
     const int h0 = kvh * group + slice * ATT_G, ng = min(ATT_G, group - slice * ATT_G);
-    const int n = (use_pos ? AT(int, pos)[0] : pos0) + t + 1;
+    const int nr = ng * min(tq, T - t0); /* rows: r -> head h0 + r % ng, token t0 + r / ng */
+    const int p0s = use_pos ? AT(int, pos)[0] : pos0;
+    const int nmax = p0s + t0 + nr / ng; /* positions the last token sees */
     const int stride = (n_head + 2 * n_kv) * hd;
     const float qscale = 1.0f / sqrt((float)hd);
-    __global const float *qsrc = AT(float, qkv) + (size_t)t * stride + (size_t)h0 * hd;
-    for (int i = lid; i < ng * hd; i += ATT_WG) q[i] = qsrc[i] * qscale;
+    for (int i = lid; i < nr * hd; i += ATT_WG) {
+        const int r = i / hd, k = i % hd;
+        q[i] = AT(float, qkv)[(size_t)(t0 + r / ng) * stride + (size_t)(h0 + r % ng) * hd + k] * qscale;
+    }
     const size_t head = ((size_t)layer * n_kv + kvh) * n_ctx * hd;
     __global const uchar *K = AT(uchar, kc), *V = AT(uchar, vc);
-    float m[ATT_G], l[ATT_G], acc[ATT_G][4]; /* item: output dims lid, lid + ATT_WG, ... (hd <= 4 * ATT_WG) */
-    for (int g = 0; g < ATT_G; g++) {
-        m[g] = -INFINITY, l[g] = 0;
-        for (int j = 0; j < 4; j++) acc[g][j] = 0;
+    float m[ATT_G], l[ATT_G], acc[ATT_G][4]; /* item: output dims lid, lid + ATT_WG, ... */
+    for (int r = 0; r < ATT_G; r++) {
+        m[r] = -INFINITY, l[r] = 0;
+        for (int j = 0; j < 4; j++) acc[r][j] = 0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int p0 = 0; p0 < n; p0 += ATT_WG) {
-        const int p = p0 + lid, tn = min(ATT_WG, n - p0);
-        /* scores of position p for every query head of the slice */
-        if (p < n) {
+    for (int p0 = 0; p0 < nmax; p0 += ATT_WG) {
+        const int p = p0 + lid, tn = min(ATT_WG, nmax - p0);
+        /* scores of position p for every row; -inf past the row's token */
+        if (p < nmax) {
             float s[ATT_G];
-            for (int g = 0; g < ATT_G; g++) s[g] = 0;
+            for (int r = 0; r < ATT_G; r++) s[r] = 0;
             for (int k = 0; k < hd; k += 4) {
                 float4 kv = kv_load4(K, f16, head + (size_t)p * hd + k);
-                for (int g = 0; g < ng; g++) s[g] += dot(kv, vload4(0, q + g * hd + k));
+                for (int r = 0; r < nr; r++) s[r] += dot(kv, vload4(0, q + r * hd + k));
             }
-            for (int g = 0; g < ng; g++) sc[g][lid] = s[g];
+            for (int r = 0; r < nr; r++) sc[r][lid] = p <= p0s + t0 + r / ng ? s[r] : -INFINITY;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < ng) {
+        if (lid < nr) {
             float mx = m[lid];
             for (int j = 0; j < tn; j++) mx = fmax(mx, sc[lid][j]);
             mnew[lid] = mx;
-            scale[lid] = exp(m[lid] - mx);
+            scale[lid] = mx == -INFINITY ? 1.0f : exp(m[lid] - mx);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (p < n)
-            for (int g = 0; g < ng; g++) sc[g][lid] = exp(sc[g][lid] - mnew[g]);
+        if (p < nmax)
+            for (int r = 0; r < nr; r++) sc[r][lid] = mnew[r] == -INFINITY ? 0.0f : exp(sc[r][lid] - mnew[r]);
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int g = 0; g < ng; g++) {
+        for (int r = 0; r < nr; r++) {
             float ts = 0;
-            for (int j = 0; j < tn; j++) ts += sc[g][j];
-            l[g] = l[g] * scale[g] + ts;
-            m[g] = mnew[g];
-            for (int j = 0; j < 4; j++) acc[g][j] *= scale[g];
+            for (int j = 0; j < tn; j++) ts += sc[r][j];
+            l[r] = l[r] * scale[r] + ts;
+            m[r] = mnew[r];
+            for (int j = 0; j < 4; j++) acc[r][j] *= scale[r];
         }
         for (int j = 0; j < 4; j++) {
             const int k = lid + j * ATT_WG;
             if (k >= hd) break;
             for (int i = 0; i < tn; i++) {
                 float v = kv_load(V, f16, head + (size_t)(p0 + i) * hd + k);
-                for (int g = 0; g < ng; g++) acc[g][j] += sc[g][i] * v;
+                for (int r = 0; r < nr; r++) acc[r][j] += sc[r][i] * v;
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    __global float *o = AT(float, out) + (size_t)t * n_head * hd + (size_t)h0 * hd;
-    for (int g = 0; g < ng; g++)
+    for (int r = 0; r < nr; r++) {
+        __global float *o = AT(float, out) + (size_t)(t0 + r / ng) * n_head * hd + (size_t)(h0 + r % ng) * hd;
         for (int j = 0; j < 4; j++) {
             const int k = lid + j * ATT_WG;
-            if (k < hd) o[(size_t)g * hd + k] = acc[g][j] / l[g];
+            if (k < hd) o[k] = acc[r][j] / l[r];
         }
+    }
 }
 
 /* *out = argmax of x[0..n), the lowest index on ties. One work-group of NORM_WG. */

@@ -182,6 +182,7 @@ static void op_attention_gqa(const struct r1_op *op) {
         return;
     }
     const int n_slices = (group + R1CL_ATT_G - 1) / R1CL_ATT_G, ng = group < R1CL_ATT_G ? group : R1CL_ATT_G;
+    const int tq = op->T < R1CL_ATT_G / ng ? op->T : R1CL_ATT_G / ng; /* prompt tokens per work-group */
     cl_kernel k = r1cl.k_attention;
     cl_uint i = 0;
     r1cl_arg_ptr(k, &i, op->x);
@@ -193,11 +194,14 @@ static void op_attention_gqa(const struct r1_op *op) {
     r1cl_arg_int(k, &i, hd);
     r1cl_arg_int(k, &i, op->kv->n_ctx);
     r1cl_arg_int(k, &i, op->layer);
+    r1cl_arg_int(k, &i, op->T);
     arg_pos(k, &i, op);
     r1cl_arg_int(k, &i, group);
     r1cl_arg_int(k, &i, n_slices);
-    CL_CHECK(clSetKernelArg(k, i++, sizeof(float) * (size_t)ng * hd, NULL));
-    size_t gl[2] = {(size_t)R1CL_ATT_WG * op->n_kv_head * n_slices, (size_t)op->T}, lo[2] = {R1CL_ATT_WG, 1};
+    r1cl_arg_int(k, &i, tq);
+    CL_CHECK(clSetKernelArg(k, i++, sizeof(float) * (size_t)ng * tq * hd, NULL));
+    size_t gl[2] = {(size_t)R1CL_ATT_WG * op->n_kv_head * n_slices, (size_t)(op->T + tq - 1) / tq},
+           lo[2] = {R1CL_ATT_WG, 1};
     r1cl_launch(k, "attention", 2, gl, lo);
 }
 
