@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#ifdef R1_OPENCL
+#include "kernels/opencl/opencl.h"
+#endif
 
 #define MiB ((size_t)1 << 20)
 
@@ -64,6 +67,15 @@ int bench_run(const struct bench_opts *o) {
     size_t probe = o->quick ? 64 * MiB : (4 * l3 > 1024 * MiB ? 4 * l3 : 1024 * MiB);
     size_t flush = o->quick ? 32 * MiB : (2 * l3 > 640 * MiB ? 2 * l3 : 640 * MiB);
     if (bench_bw_measure(&R->bw, pool, probe, flush, o->quick ? 3 : 5)) goto fail;
+#ifdef R1_OPENCL
+    /* an OpenCL GPU: the ceiling is its own memory's (device copy), not the host's */
+    if (!strcmp(be->name, "opencl") && !r1_opencl_is_cpu()) {
+        double g = r1_opencl_copy_gbps(probe, o->quick ? 3 : 5);
+        if (g <= 0) goto fail;
+        R->bw.best_gbps = R->bw.median_gbps = g;
+        R->bw.reader = "clEnqueueCopyBuffer (device memory)";
+    }
+#endif
 
     /* ---- kernel suite ---- */
     int ctx = R->cfg->max_pos < 512 ? R->cfg->max_pos : 512;

@@ -499,6 +499,12 @@ int r1_opencl_device_info(char *desc, size_t cap, size_t *mem, int *units) {
     return 0;
 }
 
+int r1_opencl_is_cpu(void) {
+    cl_device_type type = 0;
+    return r1cl.ready && clGetDeviceInfo(r1cl.device, CL_DEVICE_TYPE, sizeof type, &type, NULL) == CL_SUCCESS &&
+           (type & CL_DEVICE_TYPE_CPU);
+}
+
 void r1_opencl_set_prefill(int clblast) { r1cl.clblast = clblast && r1_opencl_has_clblast(); }
 int r1_opencl_set_matmul(int item) {
     int old = r1cl.item;

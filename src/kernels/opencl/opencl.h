@@ -29,6 +29,9 @@ int r1_opencl_device_count(void);
  * memory in bytes, compute units. 0, or -1 with an error. */
 int r1_opencl_device_info(char *desc, size_t cap, size_t *mem, int *units);
 
+/* 1 if the device in use is a CPU (PoCL): its memory is the host's. */
+int r1_opencl_is_cpu(void);
+
 /* Device-to-device copy bandwidth (best of reps clEnqueueCopyBuffer of
  * `bytes`, read + written counted), GB/s; -1 with an error. */
 double r1_opencl_copy_gbps(size_t bytes, int reps);
