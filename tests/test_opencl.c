@@ -47,7 +47,7 @@ int main(void) {
                                    differs) */
 #define REL_MATVEC 1e-5         /* own matmul kernel: f32 accumulate over dequantized weights */
 #define REL_GEMM_F32 1e-5       /* CLBlast SGEMM over weights dequantized to f32 */
-#define REL_REQUANT_Q8 1e-2 /* q4_1 / q5_* / K-quants requantized to q8_0 at upload */
+#define REL_REQUANT_Q8 1e-2     /* q4_1 / q5_* / K-quants requantized to q8_0 at upload */
 #define REL_PREFILL_LOGITS 2e-3 /* fixture prefill logits, OpenCL vs CPU (max-norm rel) */
 
 static const struct r1_backend *be;

@@ -78,15 +78,9 @@ static void matmul(const struct r1_op *op, const float *bias, int mode, const ch
     r1cl_launch(k, name, 2, gl, lo);
 }
 
-static void op_qkv_bias(const struct r1_op *op) {
-    matmul(op, op->b, 0, "matmul (qkv_bias)");
-}
-static void op_matvec_add(const struct r1_op *op) {
-    matmul(op, NULL, 1, "matmul (matvec_add)");
-}
-static void op_lm_head(const struct r1_op *op) {
-    matmul(op, NULL, 0, "matmul (lm_head)");
-}
+static void op_qkv_bias(const struct r1_op *op) { matmul(op, op->b, 0, "matmul (qkv_bias)"); }
+static void op_matvec_add(const struct r1_op *op) { matmul(op, NULL, 1, "matmul (matvec_add)"); }
+static void op_lm_head(const struct r1_op *op) { matmul(op, NULL, 0, "matmul (lm_head)"); }
 
 static void op_gate_up_silu(const struct r1_op *op) {
     if (op->T > R1CL_NT && r1cl.clblast && r1cl_blas_matmul(op, NULL, 0, 1)) return;
