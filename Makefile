@@ -4,6 +4,9 @@
 #   make demo        build, synthesize a tiny model, generate from it
 #   make bench       the default benchmark (synthetic 1.5b)
 #   make CUDA=1      also build the CUDA backend (needs nvcc)
+#   make OPENCL=0|1  without / with the OpenCL backend (default: built when the
+#                    OpenCL headers and ICD loader are installed; CLBlast is
+#                    used for prefill when clblast_c.h is there, CLBLAST=0 not)
 #   make format      clang-format every C source
 
 CC      ?= cc
@@ -22,7 +25,21 @@ CFLAGS   := -std=c11 -Wall -Wextra -Werror -pthread -MMD -MP $(OPT) $(EXTRA_CFLA
 LDFLAGS  := -pthread $(OPT)
 LDLIBS   := -lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm
 
-LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' | sort)
+# OpenCL (ocl-icd-opencl-dev, opencl-c-headers; CLBlast: libclblast-dev)
+OPENCL  ?= $(if $(and $(wildcard /usr/include/CL/cl.h),$(wildcard /usr/lib/*/libOpenCL.so /usr/lib/libOpenCL.so /usr/local/lib/libOpenCL.so)),1,0)
+CLBLAST ?= $(if $(wildcard /usr/include/clblast_c.h),$(OPENCL),0)
+
+LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/kernels/opencl/*' | sort)
+ifeq ($(OPENCL),1)
+LIB_SRC  += $(sort $(wildcard src/kernels/opencl/*.c))
+CPPFLAGS += -DR1_OPENCL=1
+LDLIBS   += -lOpenCL
+CL_GEN_OBJ := $(BUILD)/gen/opencl_source.o
+ifeq ($(CLBLAST),1)
+CPPFLAGS += -DR1_CLBLAST=1
+LDLIBS   := -lclblast $(LDLIBS)
+endif
+endif
 CLI_SRC  := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 
@@ -40,7 +57,7 @@ NVFLAGS   := -O3 -std=c++17 -Iinclude -Isrc -DR1_CUDA=1 -MMD -MP \
              $(EXTRA_NVFLAGS)
 endif
 
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ)
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ) $(CL_GEN_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libr1infer.a
@@ -48,7 +65,7 @@ BIN      := $(BUILD)/r1infer
 
 .PHONY: all test demo bench format clean tests fuzz deps
 all: $(BIN) $(LIB)
-	@echo "built $(BIN) (CUDA=$(CUDA) SAN=$(SAN))"
+	@echo "built $(BIN) (CUDA=$(CUDA) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -59,6 +76,17 @@ $(BIN): $(CLI_OBJ) $(LIB)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
+
+# kernels.cl embedded as a C array (od and sed: no extra tool)
+$(BUILD)/gen/opencl_source.c: src/kernels/opencl/kernels.cl
+	@mkdir -p $(dir $@)
+	{ echo '/* generated from $< by the Makefile: do not edit */'; \
+	  echo 'const char r1cl_source[] = {'; \
+	  od -An -v -tx1 $< | sed -e 's/ \([0-9a-f][0-9a-f]\)/0x\1,/g'; \
+	  echo '0x00};'; echo 'const unsigned r1cl_source_len = sizeof r1cl_source - 1;'; } > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/opencl_source.o: $(BUILD)/gen/opencl_source.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(BUILD)/%.o: %.cu

@@ -15,7 +15,7 @@ FLAGS="-std=c11 -O1 -g -Iinclude -Isrc -D_GNU_SOURCE -pthread -fno-omit-frame-po
 LIBS="-lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm"
 mkdir -p "$OUT/obj"
 objs=()
-for src in $(find src -name '*.c' ! -path 'src/cli/*' | sort); do
+for src in $(find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/kernels/opencl/*' | sort); do
     obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
     if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src include -name '*.h' -newer "$obj" | head -1)" ]; then
         if ! $CC $FLAGS -fsanitize=fuzzer-no-link -c -o "$obj" "$src"; then

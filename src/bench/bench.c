@@ -11,6 +11,9 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#ifdef R1_OPENCL
+#include "kernels/opencl/opencl.h"
+#endif
 
 #define MiB ((size_t)1 << 20)
 
@@ -32,13 +35,6 @@ int bench_run(const struct bench_opts *o) {
     const struct r1_backend *be = r1_backend_find(bname);
     r1_kernel_fn fn[R1_K_COUNT];
     if (!be || r1_backend_resolve(be, fn)) goto fail;
-    if (be->dev) {
-        /* the kernel suite calls kernels on host buffers; a device backend is
-         * benchmarked by tools/gpu_bench (scripts/gpu-check.sh) for now */
-        r1_err("bench --backend %s: the kernel suite runs host backends only; use "
-               "scripts/gpu-check.sh (tools/gpu_bench) for the GPU", be->name);
-        goto fail;
-    }
     enum r1_dtype kvt = o->kv_dtype == R1_DTYPE_AUTO ? be->kv_dtype : o->kv_dtype;
     int threads = o->n_threads > 0 ? o->n_threads : (!strcmp(be->name, "ref") ? 1 : r1_physical_cores());
     bench_machine_probe(&R->mach, be->name, threads);
@@ -71,6 +67,15 @@ int bench_run(const struct bench_opts *o) {
     size_t probe = o->quick ? 64 * MiB : (4 * l3 > 1024 * MiB ? 4 * l3 : 1024 * MiB);
     size_t flush = o->quick ? 32 * MiB : (2 * l3 > 640 * MiB ? 2 * l3 : 640 * MiB);
     if (bench_bw_measure(&R->bw, pool, probe, flush, o->quick ? 3 : 5)) goto fail;
+#ifdef R1_OPENCL
+    /* an OpenCL GPU: the ceiling is its own memory's (device copy), not the host's */
+    if (!strcmp(be->name, "opencl") && !r1_opencl_is_cpu()) {
+        double g = r1_opencl_copy_gbps(probe, o->quick ? 3 : 5);
+        if (g <= 0) goto fail;
+        R->bw.best_gbps = R->bw.median_gbps = g;
+        R->bw.reader = "clEnqueueCopyBuffer (device memory)";
+    }
+#endif
     if (o->n_batch) { /* bench --batch: aggregate decode per batch size, nothing else */
         bench_bw_free(&R->bw);
         r1_pool_free(pool);
@@ -82,7 +87,7 @@ int bench_run(const struct bench_opts *o) {
 
     /* ---- kernel suite ---- */
     int ctx = R->cfg->max_pos < 512 ? R->cfg->max_pos : 512;
-    if (bench_suite_run(&R->suite, m, fn, kvt, pool, &R->bw, o->runs, ctx, &o->sp)) goto fail;
+    if (bench_suite_run(&R->suite, m, be, fn, kvt, pool, &R->bw, o->runs, ctx, &o->sp)) goto fail;
     bench_bw_free(&R->bw); /* keep the figures, drop the 1 GiB */
     r1_pool_free(pool);
     pool = NULL;

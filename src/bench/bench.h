@@ -43,6 +43,8 @@ struct bench_machine {
     char cpu[256];       /* /proc/cpuinfo model name */
     char slug[128];      /* device_id: "intel-xeon-processor" */
     char isa[32];        /* the cpu backend's kernel set, "" if not exposed */
+    char impl_lang[16];  /* CSV impl_lang: "c", or the device backend's ("opencl", "cuda") */
+    char device[320];    /* the device backend's device, "" on host backends */
     char features[256];  /* what the CPU supports, for the record */
     char os[128];        /* uname -sr */
     char toolchain[64];  /* "gcc 12.2.0" */
@@ -146,9 +148,11 @@ void bench_flush(const struct bench_bw *bw, struct r1_pool *pool);
 void bench_bw_free(struct bench_bw *bw);
 
 /* suite.c: time every kernel of a decode step alone. */
-int bench_suite_run(struct bench_suite *s, const struct r1_model *m, const r1_kernel_fn fn[R1_K_COUNT],
-                    enum r1_dtype kv_dtype, struct r1_pool *pool, const struct bench_bw *bw, int runs,
-                    int ctx, const struct r1_sampler_params *sp);
+/* On a device backend (be->dev) the buffers and weights are the device's
+ * (runtime/device.c) and each timed run waits for the device. */
+int bench_suite_run(struct bench_suite *s, const struct r1_model *m, const struct r1_backend *be,
+                    const r1_kernel_fn fn[R1_K_COUNT], enum r1_dtype kv_dtype, struct r1_pool *pool,
+                    const struct bench_bw *bw, int runs, int ctx, const struct r1_sampler_params *sp);
 
 /* e2e.c: prefill / decode through r1_session_*; fills the in-situ profile
  * (from the decode at ctx insitu_ctx) when insitu is non-NULL. */

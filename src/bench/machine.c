@@ -12,6 +12,9 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#ifdef R1_OPENCL
+#include "kernels/opencl/opencl.h"
+#endif
 #include "kernels/cpu/cpu.h"
 
 /* Weak: a build whose cpu backend does not expose its kernel set still links. */
@@ -142,6 +145,18 @@ void bench_machine_probe(struct bench_machine *m, const char *backend, int threa
     m->threads = threads;
     m->l3_bytes = l3_bytes();
     features(m->features, sizeof m->features);
+    snprintf(m->impl_lang, sizeof m->impl_lang, "%s",
+             backend && (!strcmp(backend, "opencl") || !strcmp(backend, "cuda")) ? backend : "c");
+#ifdef R1_OPENCL
+    if (backend && !strcmp(backend, "opencl")) {
+        size_t mem = 0;
+        int units = 0;
+        char d[256];
+        if (!r1_opencl_device_info(d, sizeof d, &mem, &units))
+            snprintf(m->device, sizeof m->device, "opencl: %s, %d compute units, %.2f GiB", d, units,
+                     mem / 1073741824.0);
+    }
+#endif
     if (backend && !strcmp(backend, "cpu") && r1_cpu_current) {
         const struct r1_cpu_isa *isa = r1_cpu_current();
         if (isa && isa->name) snprintf(m->isa, sizeof m->isa, "%s", isa->name);

@@ -42,6 +42,7 @@ void bench_report_text(FILE *f, const struct bench_result *R) {
             M->threads, M->threads == 1 ? "" : "s", M->n_cpus, M->n_cpus == 1 ? "" : "s", M->l3_bytes >> 20);
     fprintf(f, "  isa       %s%s%s\n", M->isa[0] ? M->isa : "n/a (only the cpu backend picks one)",
             M->features[0] ? "; cpu has " : "", M->features);
+    if (M->device[0]) fprintf(f, "  device    %s\n", M->device);
     fprintf(f, "  software  %s, %s, git %s\n", M->os, M->toolchain, M->git_sha);
     fprintf(f, "  bandwidth %.2f GB/s best, %.2f GB/s median: read %zu MiB x %d with %d threads (the pool)\n",
             R->bw.best_gbps, R->bw.median_gbps, R->bw.bytes >> 20, R->bw.runs, M->threads);
@@ -116,7 +117,7 @@ static void csv_row(FILE *f, const struct bench_machine *M, const char *kernel, 
     csv_field(f, dtype, 0);
     csv_field(f, shape, 0);
     csv_field(f, "1", 0);
-    csv_field(f, "c", 0);
+    csv_field(f, M->impl_lang[0] ? M->impl_lang : "c", 0);
     csv_field(f, lat, 0);
     csv_field(f, thr, 0);
     csv_field(f, M->os, 0);

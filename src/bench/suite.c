@@ -8,6 +8,10 @@
  * skips the flush). Each row
  * carries an explicit traffic model (weights + activations + KV bytes).
  * Allocates its own activations and KV cache; never touches a session.
+ * On a device backend (opencl, cuda) the same buffers are copied to the
+ * device, the weights are the shared device copy (runtime/device.c), the
+ * kernel runs on the calling thread and each timed run ends with a sync, so
+ * a row is the kernel's time on the device plus one launch and one wait.
  */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +19,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "runtime/device.h"
 
 struct suite_bufs {
     float *x, *xb, *qkv, *att, *hb, *logits, *logits0, *scratch, *cos, *sin;
@@ -93,6 +98,45 @@ static int alloc_bufs(struct suite_bufs *b, const struct r1_config *c, enum r1_d
     return 0;
 }
 
+/* Device copies of every buffer of h (d's pointers are device addresses). */
+static void *dev_copy(const struct r1_device_ops *dv, const void *h, size_t bytes, int *ok) {
+    void *p = dv->alloc(bytes, "bench buffers");
+    if (!p || dv->upload(p, h, bytes)) *ok = 0;
+    return p;
+}
+static void free_dev_bufs(const struct r1_device_ops *dv, struct suite_bufs *d) {
+    void *p[] = {d->x, d->xb, d->qkv, d->att, d->hb, d->logits, d->logits0, d->scratch, d->cos, d->sin, d->kv.k, d->kv.v};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) dv->free(p[i]);
+    memset(d, 0, sizeof *d);
+}
+static int dev_bufs(const struct r1_device_ops *dv, const struct suite_bufs *h, struct suite_bufs *d,
+                    const struct r1_config *c, int ctx) {
+    const int hd = c->head_dim, qd = c->n_head * hd, nqkv = qd + 2 * c->n_kv_head * hd;
+    size_t kvn = (size_t)c->n_layer * c->n_kv_head * (size_t)ctx * hd, es = h->kv.dtype == R1_DTYPE_F16 ? 2 : 4;
+    int ok = 1;
+    memset(d, 0, sizeof *d);
+    d->x = dev_copy(dv, h->x, (size_t)c->dim * 4, &ok);
+    d->xb = dev_copy(dv, h->xb, (size_t)c->dim * 4, &ok);
+    d->qkv = dev_copy(dv, h->qkv, (size_t)nqkv * 4, &ok);
+    d->att = dev_copy(dv, h->att, (size_t)qd * 4, &ok);
+    d->hb = dev_copy(dv, h->hb, (size_t)c->ffn * 4, &ok);
+    d->logits = dev_copy(dv, h->logits0, (size_t)c->vocab * 4, &ok);
+    d->logits0 = dev_copy(dv, h->logits0, (size_t)c->vocab * 4, &ok);
+    size_t sf = dv->scratch_floats(1, c->n_head, hd, ctx);
+    d->scratch = dv->alloc(sf * 4, "bench attention scratch");
+    if (!d->scratch) ok = 0;
+    d->cos = dev_copy(dv, h->cos, (size_t)ctx * hd / 2 * 4, &ok);
+    d->sin = dev_copy(dv, h->sin, (size_t)ctx * hd / 2 * 4, &ok);
+    d->kv = h->kv;
+    d->kv.k = dev_copy(dv, h->kv.k, kvn * es, &ok);
+    d->kv.v = dev_copy(dv, h->kv.v, kvn * es, &ok);
+    if (!ok || dv->sync()) {
+        free_dev_bufs(dv, d);
+        return -1;
+    }
+    return 0;
+}
+
 /* One suite row: kernel k (or the sampler when k < 0) configured for layer l by setup. */
 struct row_spec {
     const char *id, *insitu, *dtype;
@@ -134,19 +178,33 @@ static void make_op(const struct ctx *x, const char *id, int l, int32_t *tok, in
     else op->kernel = R1_K_COUNT; /* sample */
 }
 
-int bench_suite_run(struct bench_suite *s, const struct r1_model *m, const r1_kernel_fn fn[R1_K_COUNT],
-                    enum r1_dtype kvt, struct r1_pool *pool, const struct bench_bw *bw, int runs, int ctx,
-                    const struct r1_sampler_params *sp) {
+int bench_suite_run(struct bench_suite *s, const struct r1_model *host_m, const struct r1_backend *be,
+                    const r1_kernel_fn fn[R1_K_COUNT], enum r1_dtype kvt, struct r1_pool *pool,
+                    const struct bench_bw *bw, int runs, int ctx, const struct r1_sampler_params *sp) {
+    const struct r1_device_ops *dv = be->dev;
+    const struct r1_model *m = host_m;
+    if (dv && !(m = r1_device_model_get(host_m, be))) return -1;
     const struct r1_config *c = &m->cfg;
     const int nth = r1_pool_size(pool), hd = c->head_dim, L = c->n_layer;
     const int qd = c->n_head * hd, kvd = c->n_kv_head * hd, nqkv = qd + 2 * kvd;
     const double kvs = kvt == R1_DTYPE_F16 ? 2 : 4, D = c->dim, F = c->ffn, V = c->vocab;
     const char *wd = r1_dtype_name(m->dtype), *kd = r1_dtype_name(kvt);
-    struct suite_bufs b;
-    if (alloc_bufs(&b, c, kvt, ctx, nth)) return -1;
+    struct suite_bufs b, d;
+    int32_t *d_tok = NULL, *d_id = NULL;
+    memset(&d, 0, sizeof d);
+    if (alloc_bufs(&b, c, kvt, ctx, nth)) {
+        if (dv) r1_device_model_put(m);
+        return -1;
+    }
     r1_sampler_t *smp = r1_sampler_new(sp, c->vocab);
+    if (dv && smp) {
+        d_tok = dv->alloc(16, "bench token id");
+        d_id = dv->alloc(16, "bench argmax");
+        if (!d_tok || !d_id || dev_bufs(dv, &b, &d, c, ctx)) r1_sampler_free(smp), smp = NULL;
+    }
     if (!smp) {
         free_bufs(&b);
+        if (dv) dv->free(d_tok), dv->free(d_id), r1_device_model_put(m);
         return -1;
     }
     const struct r1_layer *L0 = &m->layers[0];
@@ -179,18 +237,20 @@ int bench_suite_run(struct bench_suite *s, const struct r1_model *m, const r1_ke
     snprintf(rows[10].shape, 96, "1x%d", c->vocab);
     snprintf(rows[11].shape, 96, "1x%d t=%.2g p=%.2g", c->vocab, sp->temperature, sp->top_p);
 
-    struct ctx cx = {.m = m, .c = c, .b = &b, .pos = ctx - 1};
+    struct ctx cx = {.m = m, .c = c, .b = dv ? &d : &b, .pos = ctx - 1};
     const int warm = 2;
     double *t = malloc(sizeof(double) * (size_t)(runs + warm));
     if (!t) {
         r1_sampler_free(smp);
         free_bufs(&b);
+        if (dv) free_dev_bufs(dv, &d), dv->free(d_tok), dv->free(d_id), r1_device_model_put(m);
         return r1_err("out of memory");
     }
     memset(s, 0, sizeof *s);
     s->runs = runs;
     s->ctx = ctx;
-    for (int r = 0; r < nrows && s->n < BENCH_MAX_KERNELS; r++) {
+    int fail = 0;
+    for (int r = 0; r < nrows && s->n < BENCH_MAX_KERNELS && !fail; r++) {
         const struct row_spec *rs = &rows[r];
         /* a per-layer kernel whose other layers alone outweigh the flush is cold by rotation */
         int flush = !(rs->per_layer && rs->bytes * (L - 1) >= (double)bw->flush_bytes);
@@ -199,14 +259,23 @@ int bench_suite_run(struct bench_suite *s, const struct r1_model *m, const r1_ke
             int l = rs->per_layer ? i % L : 0;
             int32_t tok = (int32_t)((uint64_t)(i + 1) * 2654435761u % (uint64_t)c->vocab), out_id = 0;
             struct r1_op op;
-            make_op(&cx, rs->id, l, &tok, &out_id, &op);
+            make_op(&cx, rs->id, l, dv ? d_tok : &tok, dv ? d_id : &out_id, &op);
             if (rs->k == R1_K_COUNT || rs->k == R1_K_ARGMAX) memcpy(b.logits, b.logits0, (size_t)c->vocab * 4);
+            if (dv && rs->k == R1_K_ARGMAX) dv->upload(d.logits, b.logits0, (size_t)c->vocab * 4);
+            if (dv && rs->k == R1_K_EMBEDDING) dv->upload(d_tok, &tok, sizeof tok);
+            if (dv && dv->sync()) {
+                fail = 1;
+                break;
+            }
             if (flush && i >= warm) bench_flush(bw, pool);
             double t0 = r1_now();
-            if (rs->k == R1_K_COUNT) r1_sampler_sample(smp, b.logits);
+            if (rs->k == R1_K_COUNT) r1_sampler_sample(smp, b.logits); /* the sampler runs on the host */
+            else if (dv) fn[rs->k](&op, 0, 1), fail = dv->sync() != 0;
             else r1_pool_run(pool, fn[rs->k], &op);
             t[i] = (r1_now() - t0) * 1e6;
+            if (fail) break;
         }
+        if (fail) break;
         qsort(t + warm, (size_t)runs, sizeof *t, cmp_double);
         struct bench_kernel *k = &s->k[s->n++];
         snprintf(k->id, sizeof k->id, "%s", rs->id);
@@ -223,5 +292,6 @@ int bench_suite_run(struct bench_suite *s, const struct r1_model *m, const r1_ke
     free(t);
     r1_sampler_free(smp);
     free_bufs(&b);
-    return 0;
+    if (dv) free_dev_bufs(dv, &d), dv->free(d_tok), dv->free(d_id), r1_device_model_put(m);
+    return fail ? r1_err_prefix("kernel suite on '%s'", be->name), -1 : 0;
 }

@@ -20,6 +20,7 @@ static const struct {
     {"serve", cmd_serve, "OpenAI-compatible HTTP server"},
     {"convert", cmd_convert, "convert a Hugging Face checkpoint to GGUF"},
     {"perplexity", cmd_perplexity, "perplexity of a text; KL divergence against a reference run"},
+    {"devices", cmd_devices, "list the devices of every backend (cpu, opencl, cuda)"},
 };
 
 static void usage(FILE *f) {

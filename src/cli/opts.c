@@ -57,6 +57,12 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
         char idx[8];
         snprintf(idx, sizeof idx, "%d", (int)x);
         setenv("R1_GPU", idx, 1);
+    } else if (!strcmp(a, "--cl-device")) {
+        /* read by the opencl backend when it starts (kernels/opencl/backend.c) */
+        if (num(a, v, 0, 63, &x)) return -1;
+        char idx[8];
+        snprintf(idx, sizeof idx, "%d", (int)x);
+        setenv("R1_CL_DEVICE", idx, 1);
     }
     else if (!strcmp(a, "--dtype")) {
         int d = r1_dtype_parse(v);
@@ -115,8 +121,10 @@ void cli_opts_help(FILE *f) {
             "model and runtime:\n"
             "  -m, --model PATH       Hugging Face directory or .gguf file (default: $R1INFER_MODEL,\n"
             "                         else models/" CLI_DEFAULT_MODEL_FILE " if present)\n"
-            "  --backend NAME         ref | cpu | cuda (default cpu; cuda needs 'make CUDA=1')\n"
+            "  --backend NAME         ref | cpu | cuda | opencl (default cpu; cuda needs 'make CUDA=1',\n"
+            "                         opencl the OpenCL headers at build time; see 'r1infer devices')\n"
             "  --gpu N                CUDA device index for --backend cuda (default 0, or $R1_GPU)\n"
+            "  --cl-device N          OpenCL device index for --backend opencl (default 0, or $R1_CL_DEVICE)\n"
             "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q6_K q4_K q4_0 (default: the\n"
             "                         file's; a width the block does not divide falls back to q8_0)\n"
             "  --kv T                 KV cache dtype: f32 | f16 (default: the backend's, f16 on cpu)\n"

@@ -28,6 +28,9 @@ static const struct r1_backend *const backends[] = {&r1_backend_ref, &r1_backend
 #ifdef R1_CUDA
                                                     &r1_backend_cuda,
 #endif
+#ifdef R1_OPENCL
+                                                    &r1_backend_opencl,
+#endif
 };
 
 const struct r1_backend *r1_backend_find(const char *name) {
@@ -43,10 +46,26 @@ const struct r1_backend *r1_backend_find(const char *name) {
                "with the CUDA toolkit");
         return NULL;
     }
-    r1_err("unknown backend '%s' (choose ref or cpu)", name);
-#else
-    r1_err("unknown backend '%s' (choose ref, cpu or cuda)", name);
 #endif
+#ifndef R1_OPENCL
+    if (strcmp(name, "opencl") == 0) {
+        r1_err("backend 'opencl' is not in this build: install the OpenCL headers and loader "
+               "(ocl-icd-opencl-dev opencl-c-headers) and rebuild, or 'make OPENCL=1'");
+        return NULL;
+    }
+#endif
+    r1_err("unknown backend '%s' (choose ref, cpu%s%s)", name,
+#ifdef R1_CUDA
+           ", cuda",
+#else
+           "",
+#endif
+#ifdef R1_OPENCL
+           ", opencl"
+#else
+           ""
+#endif
+    );
     return NULL;
 }
 

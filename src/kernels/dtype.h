@@ -87,7 +87,7 @@ void r1_q8_0x8_from_f32(const float *src, void *dst, int64_t n);
 
 /* Lossless change of layout of a row part of n weights (as to_f32 takes it)
  * from `from` to `to` (q4_0 -> q4_0x8, q4_1 -> q4_1x8, q8_0 -> q8_0x8, the
- * K-quants -> their x8). Returns 0, or -1
+ * K-quants -> their x8; and back for q4_0x8, q4_1x8 and q8_0x8). Returns 0, or -1
  * touching nothing when the pair is not a regrouping. */
 int r1_dtype_regroup(enum r1_dtype from, enum r1_dtype to, const void *src, void *dst, int64_t n);
 

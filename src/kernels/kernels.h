@@ -115,6 +115,9 @@ struct r1_device_ops {
     void *(*graph_end)(void);
     int (*graph_launch)(void *g);
     void (*graph_free)(void *g);
+    /* Largest single alloc in bytes (NULL: no limit); the weights are then
+     * placed in several arenas (runtime/device.c). */
+    size_t (*max_alloc)(void);
 };
 
 struct r1_backend {
@@ -132,6 +135,9 @@ extern const struct r1_backend r1_backend_ref;
 extern const struct r1_backend r1_backend_cpu; /* kernels/cpu/ */
 #ifdef R1_CUDA
 extern const struct r1_backend r1_backend_cuda; /* kernels/cuda/ (make CUDA=1) */
+#endif
+#ifdef R1_OPENCL
+extern const struct r1_backend r1_backend_opencl; /* kernels/opencl/ (make OPENCL=1) */
 #endif
 
 /* Find a backend by name ("ref", "cpu"); NULL with an error if unknown or

@@ -139,5 +139,24 @@ int r1_dtype_regroup(enum r1_dtype from, enum r1_dtype to, const void *src, void
         q8_0_to_x8(src, dst, n);
         return 0;
     }
+    /* back to GGUF's blocks (device backends read the plain formats) */
+    if (from == R1_DTYPE_Q8_0X8 && to == R1_DTYPE_Q8_0 && n % R1_QK == 0) {
+        x8_to_q8_0(src, dst, n);
+        return 0;
+    }
+    if (from == R1_DTYPE_Q4_1X8 && to == R1_DTYPE_Q4_1 && n % R1_QK == 0) {
+        x8_to_q4_1(src, dst, n);
+        return 0;
+    }
+    if (from == R1_DTYPE_Q4_0X8 && to == R1_DTYPE_Q4_0 && n % R1_QK_X8 == 0) {
+        const struct r1_block_q4_0x8 *x = src;
+        struct r1_block_q4_0 *b = dst;
+        for (int64_t s = 0; s < n / R1_QK_X8; s++)
+            for (int i = 0; i < 8; i++) {
+                b[8 * s + i].d = x[s].d[i];
+                for (int c = 0; c < R1_QK / 2; c++) b[8 * s + i].qs[c] = x[s].qs[r1_q4_0x8_at(i, c)];
+            }
+        return 0;
+    }
     return r1_kx8_regroup(from, to, src, dst, n);
 }

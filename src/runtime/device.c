@@ -8,40 +8,58 @@
 #include "runtime/device.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
 
 #define CHUNK_BYTES ((size_t)64 << 20) /* host staging per upload */
+#define MAX_ARENAS 64
 
 static int dev_dtype_ok(enum r1_dtype t) {
-    return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0;
+    return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0 ||
+           t == R1_DTYPE_Q4_0;
 }
+/* The dtype of the device copy: the plain format of a cpu-regrouped layout
+ * (lossless, r1_dtype_regroup); every other quantized format (q4_1, q5_*,
+ * K-quants and their regroupings) is requantized to q8_0 at upload. */
+static enum r1_dtype plain(enum r1_dtype t) {
+    if (t == R1_DTYPE_Q8_0X8) return R1_DTYPE_Q8_0;
+    if (t == R1_DTYPE_Q4_0X8) return R1_DTYPE_Q4_0;
+    if ((int)t >= 0 && t < R1_DTYPE_COUNT && !dev_dtype_ok(t) && r1_dtype_traits[t].to_f32) return R1_DTYPE_Q8_0;
+    return t;
+}
+enum r1_dtype r1_device_dtype(enum r1_dtype t) { return plain(t); }
+static int is_quant(enum r1_dtype t) { return t == R1_DTYPE_Q8_0 || t == R1_DTYPE_Q4_0; }
+/* quant bytes per 32-weight block in the planar layout */
+static size_t quant_bytes(enum r1_dtype t) { return t == R1_DTYPE_Q8_0 ? R1_QK : R1_QK / 2; }
 
 static size_t esize(enum r1_dtype t) { return t == R1_DTYPE_F32 ? 4 : 2; }
 
 size_t r1_device_mat_bytes(const struct r1_mat *src) {
-    if (!dev_dtype_ok(src->dtype) || src->rows <= 0 || src->cols <= 0) return 0;
-    if (src->dtype == R1_DTYPE_Q8_0) {
+    const enum r1_dtype t = plain(src->dtype);
+    if (!dev_dtype_ok(t) || src->rows <= 0 || src->cols <= 0) return 0;
+    if (is_quant(t)) {
         if (src->cols % R1_QK) return 0;
-        return r1_align16(r1_device_q8_scales_offset(src->rows, src->cols) +
+        return r1_align16(r1_device_quant_scales_offset(t, src->rows, src->cols) +
                           (size_t)src->rows * (src->cols / R1_QK) * 2);
     }
-    return (size_t)src->rows * r1_align16((size_t)src->cols * esize(src->dtype));
+    return (size_t)src->rows * r1_align16((size_t)src->cols * esize(t));
 }
 
 int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct r1_mat *src,
                          struct r1_mat *out) {
     if (!r1_device_mat_bytes(src))
-        return r1_err("a %d x %d %s matrix cannot be held on the device (f32, f16, bf16 and q8_0 "
-                      "can)",
+        return r1_err("a %d x %d %s matrix cannot be held on the device (f32, f16, bf16, q8_0 "
+                      "and q4_0 can)",
                       src->rows, src->cols, r1_dtype_name(src->dtype));
     const int rows = src->rows, cols = src->cols;
+    const enum r1_dtype t = plain(src->dtype);
     const uint8_t *s = src->data;
     uint8_t *o = dst;
-    *out = (struct r1_mat){.data = dst, .dtype = src->dtype, .rows = rows, .cols = cols};
-    if (src->dtype != R1_DTYPE_Q8_0) {
+    *out = (struct r1_mat){.data = dst, .dtype = t, .rows = rows, .cols = cols};
+    if (!is_quant(t)) {
         size_t rb = r1_align16((size_t)cols * esize(src->dtype)), used = (size_t)cols * esize(src->dtype);
         out->row_bytes = rb;
         if (rb == src->row_bytes) return d->upload(dst, s, (size_t)rows * rb);
@@ -58,30 +76,42 @@ int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct 
         free(buf);
         return rc;
     }
-    /* q8_0: split each 34-byte block into its quants and its scale */
+    /* q8_0 / q4_0: split each block into its quants and its scale */
     const int nb = cols / R1_QK;
-    size_t qrb = r1_align16((size_t)cols);
+    const size_t qb = quant_bytes(t), bsz = r1_dtype_traits[t].block_size;
+    size_t qrb = r1_align16((size_t)nb * qb);
     out->row_bytes = qrb;
     size_t per = CHUNK_BYTES / qrb ? CHUNK_BYTES / qrb : 1;
     uint8_t *qbuf = r1_alloc(per * qrb, "the weight upload buffer");
     uint16_t *dbuf = r1_alloc(per * nb * 2, "the weight upload buffer");
     int rc = qbuf && dbuf ? 0 : -1;
-    uint8_t *scales = o + r1_device_q8_scales_offset(rows, cols);
+    uint8_t *scales = o + r1_device_quant_scales_offset(t, rows, cols);
+    uint8_t *plain_row = t != src->dtype ? r1_alloc((size_t)nb * bsz, "the weight upload buffer") : NULL;
+    float *frow = t != src->dtype ? r1_alloc((size_t)cols * sizeof(float), "the weight upload buffer") : NULL;
+    if (t != src->dtype && (!plain_row || !frow)) rc = -1;
     for (int r0 = 0; r0 < rows && !rc; r0 += (int)per) {
         int n = rows - r0 < (int)per ? rows - r0 : (int)per;
         for (int r = 0; r < n; r++) {
-            const struct r1_block_q8_0 *b =
-                (const struct r1_block_q8_0 *)(s + (size_t)(r0 + r) * src->row_bytes);
-            for (int k = 0; k < nb; k++) {
-                memcpy(qbuf + (size_t)r * qrb + (size_t)k * R1_QK, b[k].qs, R1_QK);
-                dbuf[(size_t)r * nb + k] = b[k].d;
+            const uint8_t *row = s + (size_t)(r0 + r) * src->row_bytes;
+            if (plain_row) { /* the cpu's regrouped layout back to GGUF blocks, or requantized */
+                if (r1_dtype_regroup(src->dtype, t, row, plain_row, cols)) {
+                    r1_dtype_traits[src->dtype].to_f32(row, frow, cols);
+                    r1_dtype_traits[t].from_f32(frow, plain_row, cols);
+                }
+                row = plain_row;
+            }
+            for (int k = 0; k < nb; k++) { /* both block types start with the f16 scale */
+                memcpy(qbuf + (size_t)r * qrb + (size_t)k * qb, row + k * bsz + 2, qb);
+                memcpy(&dbuf[(size_t)r * nb + k], row + k * bsz, 2);
             }
         }
-        rc = d->upload(o + (size_t)r0 * qrb, qbuf, (size_t)n * qrb);
+        if (!rc) rc = d->upload(o + (size_t)r0 * qrb, qbuf, (size_t)n * qrb);
         if (!rc) rc = d->upload(scales + (size_t)r0 * nb * 2, dbuf, (size_t)n * nb * 2);
     }
     free(qbuf);
     free(dbuf);
+    free(plain_row);
+    free(frow);
     return rc;
 }
 
@@ -92,6 +122,9 @@ struct dev_model {
     const struct r1_model *host;
     const struct r1_backend *be;
     int refs;
+    int n_arena;
+    void *arenas[MAX_ARENAS]; /* arenas[0] is view.arena */
+    size_t sizes[MAX_ARENAS];
     struct dev_model *next;
 };
 
@@ -101,26 +134,46 @@ static struct dev_model *models;
 static size_t vec_bytes(int n) { return r1_align16((size_t)n * 4); }
 
 static void dev_model_free(struct dev_model *dm) {
-    if (dm->view.arena) dm->be->dev->free(dm->view.arena);
+    for (int i = 0; i < dm->n_arena; i++) dm->be->dev->free(dm->arenas[i]);
     free(dm->view.layers);
     free(dm);
 }
 
-/* Walk every tensor in a fixed order: sizes when dst is NULL, else upload. */
-static int place_all(struct dev_model *dm, const struct r1_model *m, uint8_t *base, size_t *size) {
+/* Walk every tensor in a fixed order: sizes into dm->sizes / n_arena when
+ * upload is 0, else upload into dm->arenas. A tensor that would take an arena
+ * past max bytes starts the next arena. */
+static int place_all(struct dev_model *dm, const struct r1_model *m, int upload, size_t max) {
     const struct r1_device_ops *d = dm->be->dev;
     const struct r1_config *c = &m->cfg;
     size_t off = 0;
-    int rc = 0;
+    int rc = 0, seg = 0;
+    uint8_t *base = upload ? dm->arenas[0] : NULL;
+#define PLACE_SEG(need)                                                                     \
+    do {                                                                                    \
+        if (off && off + (need) > max) {                                                    \
+            if (!upload) dm->sizes[seg] = off;                                              \
+            if (++seg >= MAX_ARENAS)                                                        \
+                return r1_err("the weights need more than %d device allocations of %zu bytes", \
+                              MAX_ARENAS, max);                                             \
+            off = 0;                                                                        \
+            if (upload) base = dm->arenas[seg];                                             \
+        }                                                                                   \
+    } while (0)
 #define PLACE_MAT(dstmat, srcmat)                                                           \
     do {                                                                                    \
         size_t nb = r1_device_mat_bytes(&(srcmat));                                         \
         if (!nb) return r1_device_mat_upload(d, NULL, &(srcmat), &(dstmat));                \
+        if (nb > max)                                                                       \
+            return r1_err("a %d x %d weight matrix needs %zu bytes in one device allocation; " \
+                          "the device allows %zu",                                          \
+                          (srcmat).rows, (srcmat).cols, nb, max);                           \
+        PLACE_SEG(r1_align16(nb) + 256);                                                    \
         if (base && !rc) rc = r1_device_mat_upload(d, base + off, &(srcmat), &(dstmat));    \
         off += r1_align16(nb) + 256;                                                        \
     } while (0)
 #define PLACE_VEC(dstp, srcp, n)                                                            \
     do {                                                                                    \
+        PLACE_SEG(vec_bytes(n));                                                            \
         if (base && !rc) {                                                                  \
             (dstp) = (float *)(base + off);                                                 \
             rc = d->upload(base + off, (srcp), (size_t)(n) * 4);                            \
@@ -145,9 +198,10 @@ static int place_all(struct dev_model *dm, const struct r1_model *m, uint8_t *ba
         PLACE_MAT(D->wgu, L->wgu);
         PLACE_MAT(D->wdown, L->wdown);
     }
+#undef PLACE_SEG
 #undef PLACE_MAT
 #undef PLACE_VEC
-    *size = off;
+    if (!upload) dm->sizes[seg] = off, dm->n_arena = seg + 1;
     return rc;
 }
 
@@ -170,14 +224,20 @@ const struct r1_model *r1_device_model_get(const struct r1_model *m, const struc
     }
     dm->host = m, dm->be = be, dm->refs = 1;
     dm->view.cfg = m->cfg;
-    dm->view.dtype = m->dtype;
-    size_t size = 0;
-    int rc = d->weights_ok(m->dtype);
-    if (!rc) rc = place_all(dm, m, NULL, &size);
+    dm->view.dtype = plain(m->dtype);
+    size_t max = d->max_alloc ? d->max_alloc() : SIZE_MAX;
+    int rc = d->weights_ok(dm->view.dtype);
+    if (!rc) rc = place_all(dm, m, 0, max);
     if (!rc) {
-        dm->view.arena = d->alloc(size, "the model weights");
-        dm->view.arena_size = size;
-        rc = dm->view.arena ? place_all(dm, m, dm->view.arena, &size) : -1;
+        int n = dm->n_arena;
+        dm->n_arena = 0;
+        for (int i = 0; i < n && !rc; i++) {
+            dm->arenas[i] = d->alloc(dm->sizes[i], "the model weights");
+            if (!dm->arenas[i]) rc = -1;
+            else dm->n_arena++, dm->view.arena_size += dm->sizes[i];
+        }
+        dm->view.arena = dm->arenas[0];
+        if (!rc) rc = place_all(dm, m, 1, max);
     }
     if (!rc) rc = d->sync();
     if (rc) {

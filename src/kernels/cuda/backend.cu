@@ -314,7 +314,7 @@ static void dev_graph_free(void *gr) {
 static const struct r1_device_ops cuda_dev = {
     dev_alloc,      dev_free,           dev_upload,      dev_download,  dev_sync,
     dev_weights_ok, dev_scratch_floats, dev_graph_begin, dev_graph_end, dev_graph_launch,
-    dev_graph_free,
+    dev_graph_free, nullptr, /* max_alloc: no limit */
 };
 
 extern "C" const struct r1_backend r1_backend_cuda = {
