@@ -227,6 +227,12 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         buf->tile = mm->batch_tile;
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
     }
+    buf->batch_panel = NULL;
+    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel) { /* f32 activations, mm_block's panel */
+        buf->act = R1_CPU_ACT_F32;
+        buf->batch_block = NULL;
+        buf->batch_panel = mm->batch_panel;
+    }
     return buf;
 }
 
@@ -367,6 +373,11 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
         mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, tls_vnni, tls_vnni_plane, t0, tn, C,
                         ROW_BLOCK) == 0)
         return;
+    if (mm->batch_panel) {
+        mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,
+                        tn, C, ROW_BLOCK);
+        return;
+    }
     float tile[R1_CPU_MR * R1_CPU_NT];
     const int kc = tn <= act_parts_of(mm) ? K
                    : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
