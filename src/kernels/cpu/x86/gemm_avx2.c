@@ -30,6 +30,7 @@
 #define KP 512 /* columns per panel slice */
 #define GR 16  /* rows per group (two ymm) */
 #define NTP 6  /* tokens per pass */
+#define PF_ROWS 2 /* rows fetched ahead while dequantizing */
 
 /* A row's columns [k0, k1) as f32 into dst (k0 a multiple of 512, k1 of the
  * format's block or K). */
@@ -248,11 +249,15 @@ INL void tr8(const float *src, size_t ss, float *dst) {
 /* Rows [0, nr) of w, columns [k0, k1), into the panel group pg (pg[k * GR +
  * i] = row i, column k0 + k), rows past nr and columns past k1 (up to a
  * multiple of 8) zero. stage: GR x KP floats. */
-static TGT void fill_group(deq_fn deq, const uint8_t *w, size_t ws, int nr, int k0, int k1, float *stage,
-                           float *pg) {
+static TGT void fill_group(deq_fn deq, int K, const uint8_t *w, size_t ws, int nr, int k0, int k1,
+                           float *stage, float *pg) {
     const int kn = k1 - k0, kn8 = (kn + 7) & ~7;
+    /* the slice's bytes in a row (k0 and k1 on block boundaries or K) */
+    const size_t b0 = (size_t)((double)ws * k0 / K), b1 = (size_t)((double)ws * k1 / K);
     for (int i = 0; i < GR; i++) {
         float *s = stage + (size_t)i * KP;
+        if (i + PF_ROWS < nr) /* rows are short streams: fetch ahead of the loads */
+            for (size_t o = b0; o < b1; o += 64) _mm_prefetch((const char *)(w + (size_t)(i + PF_ROWS) * ws + o), _MM_HINT_T0);
         if (i < nr) deq(w + (size_t)i * ws, k0, k1, s);
         else memset(s, 0, (size_t)kn * sizeof(float));
         for (int k = kn; k < kn8; k++) s[k] = 0.0f;
@@ -263,49 +268,31 @@ static TGT void fill_group(deq_fn deq, const uint8_t *w, size_t ws, int nr, int 
     }
 }
 
-/* C[t * ldc + i] (= or +=) sum over k < kn of pg[k * GR + i] x[t][k], i < 16,
- * t < NT: the 12-accumulator kernel. */
+/* C[t * ldc + i] (= or +=) sum over k < kn of pg[k * GR + i] xt[t][k], i <
+ * 16, t < NT: the 12-accumulator kernel. The token pointers advance with k
+ * (an index off 6 bases made the compiler keep unrolled copies of them on
+ * the stack). */
 INL void gemm_pass(const int NT, const float *pg, int kn, const float *const *xt, float *C, int ldc, int add) {
     __m256 acc[NTP][2];
     _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-    const float *x0 = xt[0], *x1 = xt[NT > 1 ? 1 : 0], *x2 = xt[NT > 2 ? 2 : 0], *x3 = xt[NT > 3 ? 3 : 0],
-                *x4 = xt[NT > 4 ? 4 : 0], *x5 = xt[NT > 5 ? 5 : 0];
-#define GEMM_STEP(K_)                                                                              \
-    do {                                                                                           \
-        __m256 a0 = _mm256_load_ps(pg + (size_t)(K_) * GR), a1 = _mm256_load_ps(pg + (size_t)(K_) * GR + 8); \
-        __m256 b;                                                                                  \
-        b = _mm256_broadcast_ss(x0 + (K_));                                                        \
-        acc[0][0] = _mm256_fmadd_ps(a0, b, acc[0][0]), acc[0][1] = _mm256_fmadd_ps(a1, b, acc[0][1]); \
-        if (NT > 1) {                                                                              \
-            b = _mm256_broadcast_ss(x1 + (K_));                                                    \
-            acc[1][0] = _mm256_fmadd_ps(a0, b, acc[1][0]), acc[1][1] = _mm256_fmadd_ps(a1, b, acc[1][1]); \
-        }                                                                                          \
-        if (NT > 2) {                                                                              \
-            b = _mm256_broadcast_ss(x2 + (K_));                                                    \
-            acc[2][0] = _mm256_fmadd_ps(a0, b, acc[2][0]), acc[2][1] = _mm256_fmadd_ps(a1, b, acc[2][1]); \
-        }                                                                                          \
-        if (NT > 3) {                                                                              \
-            b = _mm256_broadcast_ss(x3 + (K_));                                                    \
-            acc[3][0] = _mm256_fmadd_ps(a0, b, acc[3][0]), acc[3][1] = _mm256_fmadd_ps(a1, b, acc[3][1]); \
-        }                                                                                          \
-        if (NT > 4) {                                                                              \
-            b = _mm256_broadcast_ss(x4 + (K_));                                                    \
-            acc[4][0] = _mm256_fmadd_ps(a0, b, acc[4][0]), acc[4][1] = _mm256_fmadd_ps(a1, b, acc[4][1]); \
-        }                                                                                          \
-        if (NT > 5) {                                                                              \
-            b = _mm256_broadcast_ss(x5 + (K_));                                                    \
-            acc[5][0] = _mm256_fmadd_ps(a0, b, acc[5][0]), acc[5][1] = _mm256_fmadd_ps(a1, b, acc[5][1]); \
-        }                                                                                          \
-    } while (0)
-    int k = 0;
-    for (; k + 4 <= kn; k += 4) {
-        GEMM_STEP(k);
-        GEMM_STEP(k + 1);
-        GEMM_STEP(k + 2);
-        GEMM_STEP(k + 3);
+    const float *x0 = xt[0], *x1 = xt[1], *x2 = xt[2], *x3 = xt[3], *x4 = xt[4], *x5 = xt[5];
+    _Pragma("GCC unroll 4") for (int k = 0; k < kn; k++) {
+        __m256 a0 = _mm256_load_ps(pg), a1 = _mm256_load_ps(pg + 8), b;
+#define GEMM_TOK(T_, X_)                                                                           \
+    if (NT > T_) {                                                                                 \
+        b = _mm256_broadcast_ss(X_++);                                                             \
+        acc[T_][0] = _mm256_fmadd_ps(a0, b, acc[T_][0]);                                           \
+        acc[T_][1] = _mm256_fmadd_ps(a1, b, acc[T_][1]);                                           \
     }
-    for (; k < kn; k++) GEMM_STEP(k);
-#undef GEMM_STEP
+        GEMM_TOK(0, x0)
+        GEMM_TOK(1, x1)
+        GEMM_TOK(2, x2)
+        GEMM_TOK(3, x3)
+        GEMM_TOK(4, x4)
+        GEMM_TOK(5, x5)
+#undef GEMM_TOK
+        pg += GR;
+    }
     _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {
         float *c = C + (size_t)t * ldc;
         if (add) {
@@ -338,7 +325,7 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
         const int k1 = K - k0 < KP ? K : k0 + KP, kn = k1 - k0;
         for (int g = 0; g < ng; g++) {
             int nr = mc - g * GR < GR ? mc - g * GR : GR;
-            fill_group(deq, w + (size_t)g * GR * ws, ws, nr, k0, k1, stage, panel + (size_t)g * KP * GR);
+            fill_group(deq, K, w + (size_t)g * GR * ws, ws, nr, k0, k1, stage, panel + (size_t)g * KP * GR);
         }
         for (int t = 0; t < tn; t += NTP) {
             const int nt = tn - t < NTP ? tn - t : NTP;
