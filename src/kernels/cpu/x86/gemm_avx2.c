@@ -327,14 +327,16 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
             int nr = mc - g * GR < GR ? mc - g * GR : GR;
             fill_group(deq, K, w + (size_t)g * GR * ws, ws, nr, k0, k1, stage, panel + (size_t)g * KP * GR);
         }
-        for (int t = 0; t < tn; t += NTP) {
-            const int nt = tn - t < NTP ? tn - t : NTP;
-            const float *xt[NTP];
-            for (int j = 0; j < NTP; j++)
-                xt[j] = (const float *)((const uint8_t *)x + (size_t)(t + (j < nt ? j : 0)) * xs) + k0;
-            for (int g = 0; g < ng; g++)
+        /* a row group's panel (32 KiB) stays in L1 while the tokens pass
+         * (tokens outer, re-reading the panel from L2: ~4% slower at 512) */
+        for (int g = 0; g < ng; g++)
+            for (int t = 0; t < tn; t += NTP) {
+                const int nt = tn - t < NTP ? tn - t : NTP;
+                const float *xt[NTP];
+                for (int j = 0; j < NTP; j++)
+                    xt[j] = (const float *)((const uint8_t *)x + (size_t)(t + (j < nt ? j : 0)) * xs) + k0;
                 gemm_n(nt, panel + (size_t)g * KP * GR, kn, xt, C + (size_t)t * ldc + g * GR, ldc, k0 > 0);
-        }
+            }
     }
 }
 
