@@ -250,6 +250,58 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
     }
 }
 
+/* The panel GEMM of batches (cpu.h r1_cpu_panel_fn: more than
+ * R1_CPU_PANEL_MIN_T tokens, f32 activations, weights dequantized to f32)
+ * for every dtype that has one, against ref, which also multiplies the
+ * dequantized weights with f32 activations: only summation order differs,
+ * so every format is held to the float limit. Shapes cut it everywhere: K
+ * below one 512-column slice, and past two with a tail that is not a
+ * multiple of 8 (floats) or 64 (32-blocks); rows not a multiple of 16 and
+ * more than one 64-row block; token counts not a multiple of 6, one more
+ * than R1_CPU_PANEL_MIN_T and more than one 256-token block. */
+#define NMSE_PANEL NMSE_MATMUL_F32
+static void test_panel(const struct r1_cpu_isa *isa) {
+    static const int Ts[] = {R1_CPU_PANEL_MIN_T + 1, 23, 70, 263};
+    static const enum r1_kernel ks[] = {R1_K_QKV_BIAS, R1_K_MATVEC_ADD, R1_K_GATE_UP_SILU};
+    int ncase = 0;
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+        enum r1_dtype dt = dtypes[di];
+        if (!isa->mm[dt].batch_panel) continue;
+        const int blk = r1_dtype_traits[dt].block;
+        const int shapes[2][2] = {{37, blk == 1 ? 7 : blk == 32 ? 96 : 256},
+                                  {70, blk == 1 ? 1037 : blk == 32 ? 1056 : 1280}};
+        char what[48];
+        snprintf(what, sizeof what, "panel/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_PANEL, 0, "", 0};
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int si = 0; si < 2; si++) {
+                const enum r1_kernel k = ks[ki];
+                const int on = shapes[si][0], cols = shapes[si][1], rows = k == R1_K_GATE_UP_SILU ? 2 * on : on;
+                struct mat w = mat_new(dt, rows, cols);
+                float *bias = frand_buf((size_t)rows);
+                for (int ti = 0; ti < 4; ti++) {
+                    if (quick && ti == 3) continue;
+                    const int T = Ts[ti], nth = 1 + ncase++ % 3;
+                    float *x = frand_buf((size_t)T * cols);
+                    float *o_ref = frand_buf((size_t)T * on), *o_cpu = malloc((size_t)T * on * 4);
+                    memcpy(o_cpu, o_ref, (size_t)T * on * 4);
+                    struct r1_op op = {.kernel = k, .T = T, .x = x, .w = &w.m, .b = bias, .out = o_ref};
+                    run(r1_ref_kernels[k], &op, 1);
+                    op.out = o_cpu;
+                    int claim = 0, guided = ncase % 2;
+                    if (guided) op.claim = &claim;
+                    run(r1_backend_cpu.fn[k], &op, nth);
+                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%s %dx%d T=%d nth=%d%s",
+                              r1_kernel_names[k], rows, cols, T, nth, guided ? " claimed" : "");
+                    free(x), free(o_ref), free(o_cpu);
+                }
+                free(bias);
+                free(w.buf);
+            }
+        group_print(&g);
+    }
+}
+
 /* The q8-activation tiles of the GGUF formats over column sub-ranges that
  * cpu.c does not produce today (64-aligned, inside a 256-weight super-block,
  * a last half chunk of a 32-block format), against dequantized rows and
@@ -933,6 +985,7 @@ int main(void) {
         r1_cpu_set_act_parts(2);
         test_tile_ranges(isa);
         test_tile_extremes(isa);
+        test_panel(isa);
         test_q4_0x8(isa);
         test_silu(isa);
         if (!strcmp(isa->name, "avx512")) { /* also the tiles for CPUs without VBMI / BF16 */

@@ -29,6 +29,8 @@
 
 #define TOKEN_BLOCK 64 /* tokens that share one pass over the weights in prefill */
 #define ROW_BLOCK 64   /* weight rows per block (a multiple of every isa->mr) */
+#define TOKEN_BLOCK_PANEL 256 /* the same for the panel GEMM (cpu.h r1_cpu_panel_fn): each
+                                 weight panel is dequantized once per this many tokens */
 #define KC 512         /* columns per slice in a batch (a multiple of 64) */
 #define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) and
                           q8x8 ones (x8 tiles: slices of 512 made the batch 25% slower) */
@@ -123,7 +125,7 @@ static int cpu_init(void) {
 
 /* ---- thread-local scratch: grown on first use, then reused; freed when
  * the thread exits (a pthread key destructor) ---- */
-#define N_SCRATCH 4 /* slot 3: attention blocks */
+#define N_SCRATCH 5 /* slot 3: attention blocks, 4: the panel GEMM's result blocks */
 static _Thread_local uint8_t *tls_buf[N_SCRATCH];
 static _Thread_local size_t tls_cap[N_SCRATCH];
 static _Thread_local const uint8_t *tls_vnni; /* the batch in VNNI form, if packed */
@@ -252,6 +254,12 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         buf->act = mm->batch_act;
         buf->tile = mm->batch_tile;
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
+    }
+    buf->batch_panel = NULL;
+    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel) { /* f32 activations, mm_block's panel */
+        buf->act = R1_CPU_ACT_F32;
+        buf->batch_block = NULL;
+        buf->batch_panel = mm->batch_panel;
     }
     return buf;
 }
@@ -383,7 +391,8 @@ static void split_rows(int rows, int mr, int ith, int nth, int *lo, int *hi) {
 }
 
 /* C[(t - t0) * ROW_BLOCK + i] = row r0+i of base · token t, for i < mc <= ROW_BLOCK and
- * t in [t0, t0 + tn), tn <= TOKEN_BLOCK. A batch walks K in KC-column slices so
+ * t in [t0, t0 + tn), tn <= TOKEN_BLOCK (TOKEN_BLOCK_PANEL for the panel GEMM, which
+ * makes its own slices). A batch walks K in KC-column slices so
  * the slice of ROW_BLOCK rows and of the tokens both stay in L2 while every
  * tile of them is computed; a single token streams each row group once. */
 static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
@@ -394,6 +403,11 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
         mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, tls_vnni, tls_vnni_plane, t0, tn, C,
                         ROW_BLOCK) == 0)
         return;
+    if (mm->batch_panel) {
+        mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,
+                        tn, C, ROW_BLOCK);
+        return;
+    }
     float tile[R1_CPU_MR * R1_CPU_NT];
     const int kc = mm->whole_k || tn <= act_parts_of(mm) ? K /* a token's sums in one pass */
                    : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
@@ -426,8 +440,9 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
 static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
-    float C[TOKEN_BLOCK * ROW_BLOCK];
-    const int parts = act_parts_of(mm), tblock = TOKEN_BLOCK / parts;
+    float Cs[TOKEN_BLOCK * ROW_BLOCK];
+    const int parts = act_parts_of(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
+    float *C = mm->batch_panel ? (float *)r1_cpu_scratch(4, (size_t)tblock * ROW_BLOCK * sizeof(float)) : Cs;
     for (int tb = 0; tb < T; tb += tblock) {
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
@@ -538,8 +553,12 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     size_t xs;
     const uint8_t *xa = prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
-    float g[TOKEN_BLOCK * ROW_BLOCK], u[TOKEN_BLOCK * ROW_BLOCK];
-    const int parts = act_parts_of(mm), tblock = TOKEN_BLOCK / parts;
+    float gs[TOKEN_BLOCK * ROW_BLOCK], us[TOKEN_BLOCK * ROW_BLOCK], *g = gs, *u = us;
+    const int parts = act_parts_of(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
+    if (mm->batch_panel) {
+        g = (float *)r1_cpu_scratch(4, (size_t)2 * tblock * ROW_BLOCK * sizeof(float));
+        u = g + (size_t)tblock * ROW_BLOCK;
+    }
 again:
     for (int tb = 0; tb < T; tb += tblock) {
         int tn = T - tb < tblock ? T - tb : tblock;

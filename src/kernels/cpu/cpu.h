@@ -135,6 +135,15 @@ static inline size_t r1_cpu_vnni_bytes(int K, int T) {
 }
 void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst);
 
+/* A whole block of a batch on f32 activations (the panel GEMM of the AVX2
+ * tables): C[t * ldc + r] = row r of w · token t (K floats at x + t * xs
+ * bytes), r < mc <= ldc, t < tn, over all K columns; rows of C from mc up to
+ * ldc may be overwritten. Batches of more than R1_CPU_PANEL_MIN_T tokens
+ * take it where a dtype has one (smaller ones: the tiles). */
+typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs,
+                                int tn, float *C, int ldc);
+#define R1_CPU_PANEL_MIN_T 16
+
 struct r1_cpu_mm {
     enum r1_cpu_act act;
     r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */
@@ -149,6 +158,7 @@ struct r1_cpu_mm {
      * tile call spans all K columns (the decode form, also on batches of
      * up to 16 tokens, so that each row is bit for bit a decode step's). */
     int whole_k;
+    r1_cpu_panel_fn batch_panel; /* optional: batches > R1_CPU_PANEL_MIN_T tokens, f32 activations */
 };
 
 struct r1_cpu_isa {
