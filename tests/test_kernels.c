@@ -643,6 +643,83 @@ static void test_attention(const struct r1_cpu_isa *isa) {
     }
 }
 
+/* Batches of up to 16 tokens (speculative verification) must give each row
+ * bit for bit what a single-token call gives: greedy speculative decoding
+ * is then exactly plain greedy decoding. Every matmul kernel and weight
+ * dtype, T = 2..16, against T calls with T = 1; and causal attention over
+ * a batch against one call per row. */
+static void test_small_batch(const struct r1_cpu_isa *isa) {
+    static const int shapes[][2] = {{5, 32}, {70, 256}, {33, 576}, {17, 1536}, {9, 7}};
+    static const int Ts[] = {2, 3, 5, 8, 16};
+    int cases = 0, bad = 0, ncase = 0;
+    for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++)
+        for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+            enum r1_kernel k = mm_kernels[ki];
+            enum r1_dtype dt = dtypes[di];
+            for (int si = 0; si < (quick ? 3 : 5); si++) {
+                int rows = shapes[si][0], cols = shapes[si][1];
+                if (r1_dtype_traits[dt].block > 1 && cols % r1_dtype_traits[dt].block) continue;
+                if (k == R1_K_GATE_UP_SILU) rows *= 2;
+                int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
+                struct mat w = mat_new(dt, rows, cols);
+                float *bias = frand_buf((size_t)rows);
+                for (int ti = 0; ti < (quick ? 3 : 5); ti++) {
+                    int T = Ts[ti], nth = 1 + ncase++ % 3;
+                    float *x = frand_buf((size_t)T * cols), *a = frand_buf((size_t)T * on);
+                    float *b = malloc((size_t)T * on * 4);
+                    memcpy(b, a, (size_t)T * on * 4); /* matvec_add adds to out */
+                    int claim = 0;
+                    struct r1_op op = {.kernel = k, .T = T, .x = x, .w = &w.m, .b = bias, .out = a};
+                    if (ncase % 2) op.claim = &claim;
+                    run(r1_backend_cpu.fn[k], &op, nth);
+                    for (int t = 0; t < T; t++) {
+                        struct r1_op o1 = op;
+                        claim = 0;
+                        o1.T = 1, o1.x = x + (size_t)t * cols, o1.out = b + (size_t)t * on;
+                        run(r1_backend_cpu.fn[k], &o1, 1 + (nth + t) % 3);
+                    }
+                    int same = !memcmp(a, b, (size_t)T * on * 4);
+                    CHECK(same, "%s %s/%s %dx%d: a batch of %d rows differs from %d single rows",
+                          isa->name, r1_kernel_names[k], r1_dtype_name(dt), rows, cols, T, T);
+                    bad += !same, cases++;
+                    free(x), free(a), free(b);
+                }
+                free(bias);
+                free(w.buf);
+            }
+        }
+    for (int f16 = 0; f16 < 2; f16++) {
+        int nh = 9, nkv = 3, hd = 64, nctx = 80, stride = (nh + 2 * nkv) * hd;
+        struct r1_kv_cache kv = kv_new(f16 ? R1_DTYPE_F16 : R1_DTYPE_F32, 1, nkv, nctx, hd);
+        for (int ti = 0; ti < 5; ti++) {
+            int T = Ts[ti], pos0 = 3 + 11 * ti, nth = 1 + ti % 3;
+            float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
+            float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
+            struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x,
+                               .n_head = nh, .n_kv_head = nkv, .head_dim = hd, .kv = &kv,
+                               .scratch = sc, .scratch_stride = (size_t)nctx, .out = a};
+            op.kernel = R1_K_KV_APPEND;
+            run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, nth);
+            op.kernel = R1_K_ATTENTION_GQA;
+            run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, nth);
+            for (int t = 0; t < T; t++) {
+                struct r1_op o1 = op;
+                o1.T = 1, o1.pos0 = pos0 + t, o1.x = x + (size_t)t * stride;
+                o1.out = b + (size_t)t * nh * hd;
+                run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &o1, 1 + (nth + t) % 3);
+            }
+            int same = !memcmp(a, b, (size_t)T * nh * hd * 4);
+            CHECK(same, "%s attention_gqa/%s: a batch of %d rows at %d differs from single rows",
+                  isa->name, f16 ? "f16" : "f32", T, pos0);
+            bad += !same, cases++;
+            free(x), free(sc), free(a), free(b);
+        }
+        free(kv.k), free(kv.v);
+    }
+    printf("%-8s %-24s %4d cases  %s\n", isa->name, "batch <= 16 == single rows", cases,
+           bad ? "DIFFERS" : "bit-exact");
+}
+
 static void test_argmax(const struct r1_cpu_isa *isa) {
     static const int ns[] = {1, 1000, 151936};
     int cases = 0, bad = 0;
@@ -848,9 +925,11 @@ int main(void) {
         CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
         uint64_t seed = rng;
         test_matmul(isa);
+        test_small_batch(isa);
         r1_cpu_set_act_parts(1); /* one-part q8 activations (R1_CPU_ACT=q8) */
         printf("%s with one-part q8 activations:\n", isa->name);
         test_matmul(isa);
+        test_small_batch(isa);
         r1_cpu_set_act_parts(2);
         test_tile_ranges(isa);
         test_tile_extremes(isa);

@@ -7,7 +7,8 @@
  * token of a token block while it is still in cache, so weights are read from
  * memory once per TOKEN_BLOCK tokens rather than once per token.
  *
- * A dtype may have a separate batch form (T > 1): bf16 activations and an
+ * A dtype may have a separate batch form (T > 16; smaller batches run the
+ * decode form, bit for bit a decode step per row): bf16 activations and an
  * optional whole-block function (AMX) that computes a ROW_BLOCK x TOKEN_BLOCK
  * block over all of K at once, with the tiles for what it declines.
  *
@@ -31,6 +32,13 @@
 #define KC 512         /* columns per slice in a batch (a multiple of 64) */
 #define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) and
                           q8x8 ones (x8 tiles: slices of 512 made the batch 25% slower) */
+/* Batches of at most SMALL_BATCH tokens (speculative verification, a few
+ * sequences decoding together) run the decode form: the decode tiles and
+ * activation form over all K at once, so each row's result is bit for bit
+ * what a single-token step gives (greedy speculative decoding must produce
+ * exactly the plain greedy tokens). Larger batches (prefill) take the batch
+ * form and K slices. */
+#define SMALL_BATCH 16
 
 const struct r1_cpu_isa *const r1_cpu_isas[] = {
 #if defined(__x86_64__)
@@ -207,6 +215,21 @@ static void fold_parts(float *C, int tn, int mc) {
     }
 }
 
+/* The largest batch that runs the decode form: SMALL_BATCH, or
+ * R1_CPU_SMALL_BATCH=N (0: only single tokens, as before; for comparisons). */
+static _Atomic int small_batch_max = -1;
+static int small_batch(void) {
+    int n = small_batch_max;
+    if (n < 0) {
+        const char *e = getenv("R1_CPU_SMALL_BATCH");
+        n = e && *e ? atoi(e) : SMALL_BATCH;
+        if (n < 1) n = 1;
+        if (n > SMALL_BATCH) n = SMALL_BATCH;
+        small_batch_max = n;
+    }
+    return n;
+}
+
 /* The tile for w and a batch of T tokens (in *buf), or NULL when this kernel
  * must fall back to ref. */
 static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct r1_mat *w, int T,
@@ -220,9 +243,12 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
                         !(mm->batch_act == R1_CPU_ACT_F32EO && w->cols % 16);
     *buf = *mm;
     buf->batch_block = NULL;
-    if (T > 1 && mm->batch_tile && bact_ok &&
+    const int small_max = small_batch();
+    buf->whole_k = T <= small_max;
+    if (T > small_max && mm->batch_tile && bact_ok &&
         !(mm->batch_block && w->cols % 32) && /* the block or nothing */
         (!mm->batch_avail || mm->batch_avail())) {
+        buf->whole_k = 0;
         buf->act = mm->batch_act;
         buf->tile = mm->batch_tile;
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
@@ -363,12 +389,13 @@ static void split_rows(int rows, int mr, int ith, int nth, int *lo, int *hi) {
 static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
                      const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
                      int t0, int tn, float *C) {
+    /* mm->batch_block is set only for batches past SMALL_BATCH (mm_for) */
     if (mm->batch_block && tls_vnni &&
         mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, tls_vnni, tls_vnni_plane, t0, tn, C,
                         ROW_BLOCK) == 0)
         return;
     float tile[R1_CPU_MR * R1_CPU_NT];
-    const int kc = tn <= act_parts_of(mm) ? K
+    const int kc = mm->whole_k || tn <= act_parts_of(mm) ? K /* a token's sums in one pass */
                    : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
     for (int k0 = 0; k0 < K; k0 += kc) {
         int k1 = K - k0 < kc ? K : k0 + kc;

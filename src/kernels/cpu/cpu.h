@@ -138,13 +138,17 @@ void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst);
 struct r1_cpu_mm {
     enum r1_cpu_act act;
     r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */
-    /* Optional form for batches (T > 1, prefill): its own activation form;
+    /* Optional form for batches (T > 16, prefill): its own activation form;
      * NULL: tile serves batches too. May trade exactness for speed (bf16
      * activations), within the conformance test's named limits. */
     enum r1_cpu_act batch_act;
     r1_cpu_tile_fn batch_tile;
     r1_cpu_block_fn batch_block; /* optional, with batch_act R1_CPU_ACT_BF16 */
     int (*batch_avail)(void);    /* NULL, or 0 when the batch form is off on this CPU */
+    /* Set by cpu.c on its copy for one matmul (tables leave it 0): every
+     * tile call spans all K columns (the decode form, also on batches of
+     * up to 16 tokens, so that each row is bit for bit a decode step's). */
+    int whole_k;
 };
 
 struct r1_cpu_isa {

@@ -164,7 +164,16 @@ TGT void r1_x86_silu_mul_avx2(const float *g, const float *u, float *o, int n) {
         __m256 e = exp256(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), gv), _mm256_set1_ps(88.0f)));
         _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(u + i)));
     }
-    for (; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    if (i < n) { /* the tail through a padded copy: the same arithmetic as the body, so an
+                    output does not depend on where a thread's rows start (cpu.c batches
+                    of <= 16 tokens must equal decode steps bit for bit) */
+        float gb[8] = {0}, ub[8] = {0}, ob[8];
+        for (int k = 0; k < n - i; k++) gb[k] = g[i + k], ub[k] = u[i + k];
+        __m256 gv = _mm256_loadu_ps(gb);
+        __m256 e = exp256(_mm256_min_ps(_mm256_sub_ps(_mm256_setzero_ps(), gv), _mm256_set1_ps(88.0f)));
+        _mm256_storeu_ps(ob, _mm256_mul_ps(_mm256_div_ps(gv, _mm256_add_ps(one, e)), _mm256_loadu_ps(ub)));
+        for (int k = 0; k < n - i; k++) o[i + k] = ob[k];
+    }
 }
 
 #endif /* __x86_64__ */
