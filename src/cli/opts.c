@@ -110,7 +110,7 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--draft")) {
         o->draft = v;
     } else if (!strcmp(a, "--lookup")) {
-        if (num(a, v, 1, 64, &x)) return -1;
+        if (num(a, v, 1, 8, &x)) return -1;
         o->lookup = (int)x;
     } else if (!strcmp(a, "--draft-n")) {
         if (num(a, v, 1, R1_SPEC_MAX_K, &x)) return -1;

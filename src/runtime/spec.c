@@ -19,6 +19,7 @@
 #include "util/util.h"
 
 #define PROBE_EVERY 16 /* plain steps between forced one-token drafts */
+#define R1_SPEC_MAX_LOOKUP 8 /* longest n-gram matched */
 
 struct r1_spec {
     r1_session_t *t, *d; /* target, draft (NULL: lookup) */
@@ -38,7 +39,9 @@ struct r1_spec {
     int32_t draft[R1_SPEC_MAX_K];
     int32_t out[R1_SPEC_MAX_K + 1];
     /* adaptation */
-    double acc;              /* estimated probability that a draft token is kept */
+    /* estimated probability that a draft token is kept: [0] for a draft
+     * model, [n] for lookup drafts that followed an n-token match */
+    double acc[R1_SPEC_MAX_LOOKUP + 1];
     double t_target[R1_SPEC_MAX_K + 2]; /* seconds per target forward of T rows, 0 = unknown */
     double t_draft;          /* seconds per drafted token (draft model) */
     int plain_run;           /* plain steps since the last draft */
@@ -84,6 +87,7 @@ int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_t
 r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *smp,
                        const struct r1_spec_opts *opts) {
     struct r1_spec_opts o = *opts;
+    if (o.lookup > R1_SPEC_MAX_LOOKUP) o.lookup = R1_SPEC_MAX_LOOKUP;
     if (!draft && o.lookup <= 0) {
         r1_err("speculative decoding needs a draft source: --lookup N or --draft MODEL");
         return NULL;
@@ -119,7 +123,7 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
         r1_spec_free(sp);
         return NULL;
     }
-    sp->acc = draft ? 0.6 : 0.5;
+    for (int i = 0; i <= R1_SPEC_MAX_LOOKUP; i++) sp->acc[i] = draft ? 0.6 : 0.3 + 0.1 * (i < 4 ? i : 4);
     return sp;
 }
 
@@ -159,7 +163,11 @@ int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits)
             if (ids[i] >= sp->vd)
                 return r1_err("token id %d of the prompt is outside the draft model's vocabulary",
                               ids[i]);
-        /* the draft catches up lazily (draft_model): nothing to run yet */
+        /* the prompt as the target ran it (one call), so that a draft with
+         * the target's weights computes the target's very logits */
+        double t0 = r1_now();
+        if (!r1_session_forward(sp->d, ids, n, NULL)) return -1;
+        sp->st.draft_s += r1_now() - t0;
     }
     return 0;
 }
@@ -167,8 +175,8 @@ int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits)
 /* ---- draft sources ---- */
 
 /* The most recent earlier occurrence of the last n tokens (n = lookup..1),
- * and what followed it: up to k tokens into sp->draft. */
-static int draft_lookup(struct r1_spec *sp, int k) {
+ * and what followed it: up to k tokens into sp->draft; *match = n. */
+static int draft_lookup(struct r1_spec *sp, int k, int *match) {
     const int32_t *h = sp->hist;
     const int len = sp->n_hist;
     for (int n = sp->o.lookup < len - 1 ? sp->o.lookup : len - 1; n >= 1; n--) {
@@ -180,7 +188,10 @@ static int draft_lookup(struct r1_spec *sp, int k) {
                 sp->draft[m] = h[j + n + m];
                 m++;
             }
-            if (m > 0) return m;
+            if (m > 0) {
+                *match = n;
+                return m;
+            }
         }
     }
     return 0;
@@ -197,7 +208,12 @@ static int draft_model(struct r1_spec *sp, int k) {
     int room = r1_session_n_ctx(sp->d) - sp->n_hist;
     if (k > room) k = room;
     if (k <= 0) return 0;
-    const float *l = r1_session_forward(sp->d, sp->hist + dn, sp->n_hist - dn, NULL);
+    /* in batches of <= 16 ids, which the kernels compute like single steps */
+    const float *l = NULL;
+    for (int at = dn; at < sp->n_hist; at += 16) {
+        int c = sp->n_hist - at < 16 ? sp->n_hist - at : 16;
+        if (!(l = r1_session_forward(sp->d, sp->hist + at, c, NULL))) return -1;
+    }
     for (int i = 0; i < k; i++) {
         if (!l) return -1;
         memcpy(sp->dl, l, (size_t)sp->vd * sizeof(float));
@@ -220,22 +236,32 @@ static int draft_model(struct r1_spec *sp, int k) {
 
 /* ---- how many to draft ---- */
 
-/* Seconds a target forward of T rows takes: measured, else scaled from
- * the nearest measured size below (a batch of T costs ~ one weight read). */
+/* Seconds a target forward of T rows takes: measured, else extrapolated
+ * from the measured sizes (the slope per row between the smallest and the
+ * largest; before two are known, a cautious 30% of a single step per row:
+ * on a small model a batch is compute-bound). */
 static double cost_target(const struct r1_spec *sp, int T) {
     if (sp->t_target[T] > 0) return sp->t_target[T];
-    for (int u = T - 1; u >= 1; u--)
-        if (sp->t_target[u] > 0) return sp->t_target[u] * (1.0 + 0.04 * (T - u));
-    return 1.0 + 0.04 * (T - 1);
+    int lo = 0, hi = 0;
+    for (int u = 1; u <= R1_SPEC_MAX_K + 1; u++)
+        if (sp->t_target[u] > 0) {
+            if (!lo) lo = u;
+            hi = u;
+        }
+    if (!lo) return 1.0 + 0.3 * (T - 1);
+    double slope = hi > lo ? (sp->t_target[hi] - sp->t_target[lo]) / (hi - lo) : 0.3 * sp->t_target[lo];
+    if (slope < 0.02 * sp->t_target[lo]) slope = 0.02 * sp->t_target[lo];
+    int near = T > hi ? hi : lo;
+    return sp->t_target[near] + slope * (T - near);
 }
 
-/* The k <= kmax that maximizes expected tokens per second: a step with k
- * drafts yields (1 - a^(k+1)) / (1 - a) tokens (a = chance each is kept)
- * for a target forward of k + 1 rows plus k draft tokens. */
-static int choose_k(struct r1_spec *sp) {
-    const int kmax = sp->o.k;
+/* The k <= kmax that maximizes expected tokens per second when each draft
+ * is kept with chance a: a step with k drafts yields (1 - a^(k+1)) / (1 - a)
+ * tokens for a target forward of k + 1 rows plus k draft tokens. */
+static int choose_k(struct r1_spec *sp, double a, int kmax) {
     if (sp->o.fixed_k) return kmax;
-    double a = sp->acc < 0.98 ? sp->acc : 0.98, best = 0;
+    if (a > 0.98) a = 0.98;
+    double best = 0;
     int bk = 0;
     double td = sp->d ? (sp->t_draft > 0 ? sp->t_draft : 0.1 * cost_target(sp, 1)) : 0;
     for (int k = 0; k <= kmax; k++) {
@@ -264,18 +290,19 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
     const int past = r1_session_n_past(sp->t);
     int room = r1_session_n_ctx(sp->t) - past; /* rows the target can still take */
     if (room < 1) return r1_err("context full: %d tokens cached (--ctx)", past);
-    int k = choose_k(sp);
-    if (k > room - 1) k = room - 1;
-    if (k > R1_SPEC_MAX_K) k = R1_SPEC_MAX_K;
+    int kmax = sp->o.k < room - 1 ? sp->o.k : room - 1;
     const int gen = sp->n_hist - sp->n_prompt; /* generated so far: draft i is token gen + i */
-    if (sp->o.oracle) {
-        int left = sp->o.n_oracle - gen;
-        if (k > left) k = left > 0 ? left : 0;
-    }
+    if (sp->o.oracle && kmax > sp->o.n_oracle - gen) kmax = sp->o.n_oracle - gen;
     double t0 = r1_now();
-    int nd = 0;
-    if (k > 0) nd = sp->d ? draft_model(sp, k) : draft_lookup(sp, k);
-    if (nd < 0) return -1;
+    int nd = 0, match = 0;
+    if (sp->d) {
+        int k = kmax > 0 ? choose_k(sp, sp->acc[0], kmax) : 0;
+        if (k > 0) nd = draft_model(sp, k);
+        if (nd < 0) return -1;
+    } else if (kmax > 0) { /* the match decides how far to trust it */
+        nd = draft_lookup(sp, kmax, &match);
+        if (nd > 0) nd = choose_k(sp, sp->acc[match], nd);
+    }
     if (sp->o.oracle)
         for (int i = 0; i < nd; i++) {
             int32_t x = sp->o.oracle[gen + i];
@@ -332,7 +359,7 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
         y = r1_sampler_sample(sp->smp, L);
     }
     /* per-token chance of a keep: m kept, then one rejection if m < nd */
-    if (nd > 0) ema(&sp->acc, (double)m / (m + (m < nd)), 0.25);
+    if (nd > 0) sp->acc[match] += 0.25 * ((double)m / (m + (m < nd)) - sp->acc[match]);
     sp->st.accepted += m;
     /* both caches keep the last id and the kept drafts */
     r1_session_truncate(sp->t, past + 1 + m);
