@@ -276,7 +276,7 @@ typedef struct r1_spec r1_spec_t;
 struct r1_spec_opts {
     int lookup;  /* n-gram lookup: match the last lookup..1 tokens; 0 = off */
     int k;       /* most tokens drafted per step, 1..R1_SPEC_MAX_K; 0 = default
-                    (10 for lookup, 5 for a draft model) */
+                    (15 for lookup, 5 for a draft model) */
     int fixed_k; /* 1: always draft k (no adaptation), for tests and benches */
     /* Tests and benches only: when oracle is set, each drafted token is
      * replaced by oracle[i] (oracle_wrong = 0: the token the target will

@@ -105,7 +105,7 @@ static int spec(r1_session_t *s, r1_session_t *ds, const struct r1_sampler_param
 
 /* Every greedy case on one model and backend. */
 static void greedy_cases(const char *name, r1_model_t *m, const char *backend, const int32_t *prompt,
-                         int np, int n) {
+                         int np, int n, int lite) {
     r1_session_t *s = session(m, backend), *ds = session(m, backend);
     if (!s || !ds) goto out;
     struct r1_sampler_params gp = r1_sampler_defaults();
@@ -129,6 +129,7 @@ static void greedy_cases(const char *name, r1_model_t *m, const char *backend, c
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const struct kase *k = &cases[c];
+        if (lite && (k->draft || k->penalty)) continue;
         struct r1_spec_opts so = {.lookup = k->lookup, .k = k->k, .fixed_k = k->fixed};
         if (k->oracle) so.oracle = want, so.n_oracle = n, so.oracle_wrong = k->wrong;
         struct r1_spec_stats st = {0};
@@ -156,7 +157,7 @@ out:
 /* Every kernel set this CPU runs, then ref: the model loaded for each (the
  * weight layout follows the kernel set). */
 static void greedy_all(const char *name, const char *path, enum r1_dtype dt, const int32_t *prompt,
-                       int np, int n, int with_ref) {
+                       int np, int n, int with_ref, int slow_generic) {
     const char *sets[16];
     int ns = 0;
     for (int i = 0; r1_cpu_isas[i] && ns < 15; i++)
@@ -174,9 +175,11 @@ static void greedy_all(const char *name, const char *path, enum r1_dtype dt, con
         if (prompt) memcpy(p, prompt, (size_t)np * sizeof *p);
         else pn = make_prompt(r1_model_config(m)->vocab, p);
         double t0 = r1_now();
-        greedy_cases(name, m, backend, p, pn, n);
-        printf("%-28s %-9s greedy speculative == plain (%d tokens, 11 cases; %.1fs)\n", name,
-               sets[i] ? sets[i] : "ref", n, r1_now() - t0);
+        /* plain C on a real model: fewer tokens, lookup cases only */
+        int lite = slow_generic && sets[i] && !strcmp(sets[i], "generic"), nn = lite ? 16 : n;
+        greedy_cases(name, m, backend, p, pn, nn, lite);
+        printf("%-28s %-9s greedy speculative == plain (%d tokens, %s; %.1fs)\n", name,
+               sets[i] ? sets[i] : "ref", nn, lite ? "6 lookup cases" : "11 cases", r1_now() - t0);
         r1_model_free(m);
     }
     r1_cpu_select(NULL);
@@ -206,14 +209,14 @@ static void test_fixtures(void) {
     for (int i = 0; i < nn; i++) {
         char path[400];
         snprintf(path, sizeof path, FIXTURE_DIR "/%.300s", names[i]);
-        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, 1);
+        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, 1, 0);
     }
     /* the integer and bf16 kernels on one fixture, converted at load */
     static const enum r1_dtype dts[] = {R1_DTYPE_Q8_0, R1_DTYPE_Q4_0, R1_DTYPE_BF16, R1_DTYPE_Q4_1};
     for (int i = 0; i < 4; i++) {
         char name[64];
         snprintf(name, sizeof name, "gqa2_f32 as %s", r1_dtype_name(dts[i]));
-        greedy_all(name, FIXTURE_DIR "/gqa2_f32", dts[i], NULL, 0, N_GEN, 0);
+        greedy_all(name, FIXTURE_DIR "/gqa2_f32", dts[i], NULL, 0, N_GEN, 0, 0);
     }
 }
 
@@ -231,7 +234,7 @@ static void test_default_model(void) {
     int32_t *ids = NULL;
     int n = chat ? r1_tokenizer_encode(tok, chat, strlen(chat), 0, &ids) : -1;
     CHECK(n > 0 && n <= 64, "the default model's prompt: %d tokens", n);
-    if (n > 0 && n <= 64) greedy_all("SmolLM2-135M (default)", path, R1_DTYPE_AUTO, ids, n, N_GEN_REAL, 0);
+    if (n > 0 && n <= 64) greedy_all("SmolLM2-135M (default)", path, R1_DTYPE_AUTO, ids, n, N_GEN_REAL, 0, 1);
     free(ids);
     free(chat);
     r1_tokenizer_free(tok);
@@ -247,38 +250,58 @@ static double chi2_crit(int df) {
 static void test_sampling(void) {
     r1_model_t *m = r1_model_load(FIXTURE_DIR "/trained_f32", &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
     r1_model_t *dm = r1_model_load(FIXTURE_DIR "/f16", &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
-    CHECK(m && dm, "trained_f32 / f16 fixtures: %s", r1_last_error());
-    if (!m || !dm) goto out0;
-    r1_session_t *s = session(m, "cpu"), *ds = session(dm, "cpu");
+    /* a draft close to the target (its weights in q4_0): most drafts kept */
+    r1_model_t *dq = r1_model_load(FIXTURE_DIR "/trained_f32", &(struct r1_load_opts){.dtype = R1_DTYPE_Q4_0});
+    CHECK(m && dm && dq, "trained_f32 / f16 fixtures: %s", r1_last_error());
+    if (!m || !dm || !dq) goto out0;
+    r1_session_t *s = session(m, "cpu"), *ds = session(dm, "cpu"), *dsq = session(dq, "cpu");
     const int V = r1_model_config(m)->vocab, runs = quick ? 400 : SAMPLE_RUNS;
-    int32_t prompt[64];
+    int32_t prompt[64], lprompt[128];
     int np = make_prompt(V, prompt);
-    int *cnt = calloc((size_t)3 * SAMPLE_TOKENS * V, sizeof *cnt); /* [variant][pos][id] */
-    struct r1_sampler_params sp = r1_sampler_defaults();
-    sp.temperature = 1.0f, sp.top_p = 1.0f;
-    long drafted[3] = {0}, accepted[3] = {0};
-    for (int r = 0; r < runs; r++) {
-        int32_t out[SAMPLE_TOKENS];
-        sp.seed = 1000 + (uint64_t)r;
-        CHECK(plain(s, &sp, prompt, np, SAMPLE_TOKENS, out) == SAMPLE_TOKENS, "plain sampling");
-        for (int p = 0; p < SAMPLE_TOKENS; p++) cnt[(size_t)p * V + out[p]]++;
-        for (int v = 1; v < 3; v++) {
-            struct r1_spec_opts so = {.lookup = v == 2 ? 2 : 0, .k = 3, .fixed_k = 1};
+    /* lookup's prompt: the model's own greedy continuation, then the prompt
+     * and its start again, so the n-grams at the end lead to likely tokens */
+    struct r1_sampler_params gp = r1_sampler_defaults();
+    gp.temperature = 0;
+    int32_t g[24];
+    plain(s, &gp, prompt, np, 24, g);
+    int nl = 0;
+    for (int i = 0; i < np; i++) lprompt[nl++] = prompt[i];
+    for (int i = 0; i < 24; i++) lprompt[nl++] = g[i];
+    for (int i = 0; i < np; i++) lprompt[nl++] = prompt[i];
+    for (int i = 0; i < 6; i++) lprompt[nl++] = g[i];
+    enum { NV = 3 }; /* draft f16, draft = the target in q4_0, lookup */
+    int *cnt = calloc((size_t)2 * NV * SAMPLE_TOKENS * V, sizeof *cnt); /* [variant][plain|spec][pos][id] */
+    long drafted[NV] = {0}, accepted[NV] = {0};
+    for (int v = 0; v < NV; v++) {
+        struct r1_sampler_params sp = r1_sampler_defaults();
+        sp.temperature = v == 2 ? 0.5f : 1.0f, sp.top_p = 1.0f;
+        const int32_t *pr = v == 2 ? lprompt : prompt;
+        int pn = v == 2 ? nl : np;
+        r1_session_t *d = v == 0 ? ds : v == 1 ? dsq : NULL;
+        for (int r = 0; r < runs; r++) {
+            int32_t out[SAMPLE_TOKENS];
+            int *c0 = cnt + (size_t)(2 * v) * SAMPLE_TOKENS * V, *c1 = c0 + (size_t)SAMPLE_TOKENS * V;
+            sp.seed = 1000 + (uint64_t)r;
+            CHECK(plain(s, &sp, pr, pn, SAMPLE_TOKENS, out) == SAMPLE_TOKENS, "plain sampling");
+            for (int p = 0; p < SAMPLE_TOKENS; p++) c0[(size_t)p * V + out[p]]++;
+            struct r1_spec_opts so = {.lookup = v == 2 ? 3 : 0, .k = 3, .fixed_k = 1};
             struct r1_spec_stats st = {0};
             sp.seed = 500000 + (uint64_t)r * 7 + v;
-            int ng = spec(s, v == 1 ? ds : NULL, &sp, &so, prompt, np, SAMPLE_TOKENS, out, &st);
+            int ng = spec(s, d, &sp, &so, pr, pn, SAMPLE_TOKENS, out, &st);
             CHECK(ng == SAMPLE_TOKENS, "speculative sampling made %d tokens", ng);
-            for (int p = 0; p < ng; p++) cnt[((size_t)v * SAMPLE_TOKENS + p) * V + out[p]]++;
+            for (int p = 0; p < ng; p++) c1[(size_t)p * V + out[p]]++;
             drafted[v] += st.drafted, accepted[v] += st.accepted;
         }
     }
-    static const char *const vname[3] = {"", "draft model (f16 fixture)", "lookup"};
-    for (int v = 1; v < 3; v++) {
+    static const char *const vname[NV] = {"draft model (f16 fixture)", "draft (target in q4_0)",
+                                          "lookup (temperature 0.5)"};
+    for (int v = 0; v < NV; v++) {
         CHECK(accepted[v] > 0 && accepted[v] < drafted[v],
               "%s: %ld of %ld drafts kept: both paths (keep, resample) must run", vname[v],
               accepted[v], drafted[v]);
         for (int p = 1; p < SAMPLE_TOKENS; p++) {
-            const int *a = cnt + (size_t)p * V, *b = cnt + ((size_t)v * SAMPLE_TOKENS + p) * V;
+            const int *a = cnt + ((size_t)(2 * v) * SAMPLE_TOKENS + p) * V;
+            const int *b = cnt + ((size_t)(2 * v + 1) * SAMPLE_TOKENS + p) * V;
             double x2 = 0;
             int bins = 0, pa = 0, pb = 0;
             for (int i = 0; i < V; i++) {
@@ -300,9 +323,11 @@ static void test_sampling(void) {
         }
     }
     free(cnt);
+    r1_session_free(dsq);
     r1_session_free(ds);
     r1_session_free(s);
 out0:
+    r1_model_free(dq);
     r1_model_free(dm);
     r1_model_free(m);
 }

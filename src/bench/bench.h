@@ -178,9 +178,11 @@ struct spec_bench_opts {
     const char *backend;
     enum r1_dtype dtype, kv_dtype;
     int n_threads, n, ignore_eos;
+    int runs;                                  /* each timing the fastest of runs (default 1) */
     int lookup;                                /* n-gram length (default 3) */
     int settings[MAX_SPEC_SETTINGS], n_settings; /* k > 0: fixed k; -k: adaptive up to k; 0: adaptive */
     int oracle, oracle_wrong;                  /* force the drafts right (or wrong) */
+    int wrong[MAX_SPEC_SETTINGS];              /* this setting's drafts forced wrong */
     const char *prompt_files[16];
     int n_prompt_files;
     struct r1_sampler_params sp;

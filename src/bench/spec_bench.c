@@ -195,10 +195,16 @@ int bench_spec_run(const struct spec_bench_opts *o) {
         r1_spec_t *unused = NULL;
         struct r1_spec_stats st;
         double ps;
-        lock(LOCK_EX);
-        int pn = decode(s, &unused, NULL, o, NULL, pids[p], n_pids[p], o->n, stop, n_stop, plain_out,
-                        &ps, &st);
-        lock(LOCK_SH);
+        int pn = 0;
+        ps = 1e30;
+        for (int r = 0; r < (o->runs > 0 ? o->runs : 1); r++) { /* the fastest of runs */
+            double t;
+            lock(LOCK_EX);
+            pn = decode(s, &unused, NULL, o, NULL, pids[p], n_pids[p], o->n, stop, n_stop, plain_out,
+                        &t, &st);
+            lock(LOCK_SH);
+            if (t < ps) ps = t;
+        }
         if (pn <= 0) goto fail;
         printf("%-22.22s %-12s %8d %8.2f %8s %8s %7s %6s\n", pname[p], "none (plain)", pn, pn / ps,
                "1.00x", "", "", "");
@@ -206,19 +212,27 @@ int bench_spec_run(const struct spec_bench_opts *o) {
             struct r1_spec_opts xo = {.lookup = dm ? 0 : (o->lookup > 0 ? o->lookup : 3),
                                       .k = o->settings[k] > 0 ? o->settings[k] : o->settings[k] < 0 ? -o->settings[k] : 0,
                                       .fixed_k = o->settings[k] > 0};
-            if (o->oracle) xo.oracle = plain_out, xo.n_oracle = pn, xo.oracle_wrong = o->oracle_wrong;
-            double ss;
-            r1_spec_t *sp = NULL;
-            memset(&st, 0, sizeof st);
-            lock(LOCK_EX);
-            int sn = decode(s, &sp, ds, o, &xo, pids[p], n_pids[p], pn, stop, n_stop, spec_out, &ss, &st);
-            lock(LOCK_SH);
+            if (o->oracle || o->wrong[k])
+                xo.oracle = plain_out, xo.n_oracle = pn, xo.oracle_wrong = o->oracle_wrong || o->wrong[k];
+            double ss = 1e30;
+            int sn = 0;
+            for (int r = 0; r < (o->runs > 0 ? o->runs : 1); r++) {
+                double t;
+                r1_spec_t *sp = NULL;
+                struct r1_spec_stats st1 = {0};
+                lock(LOCK_EX);
+                sn = decode(s, &sp, ds, o, &xo, pids[p], n_pids[p], pn, stop, n_stop, spec_out, &t, &st1);
+                lock(LOCK_SH);
+                if (t < ss) ss = t, st = st1;
+                if (sn < 0) break;
+            }
             if (sn < 0) goto fail;
             int same = sn == pn && !memcmp(spec_out, plain_out, (size_t)pn * sizeof(int32_t));
             if (o->sp.temperature == 0) all_same &= same;
             char what[24];
-            if (o->settings[k] > 0) snprintf(what, sizeof what, "%s k=%d", dm ? "model" : "lookup", o->settings[k]);
-            else snprintf(what, sizeof what, "%s k<=%d", dm ? "model" : "lookup", xo.k ? xo.k : (dm ? 5 : 10));
+            const char *src = xo.oracle_wrong ? (dm ? "wrong" : "lk-wrong") : dm ? "model" : "lookup";
+            if (o->settings[k] > 0) snprintf(what, sizeof what, "%s k=%d", src, o->settings[k]);
+            else snprintf(what, sizeof what, "%s k<=%d", src, xo.k ? xo.k : (dm ? 5 : 15));
             printf("%-22.22s %-12s %8d %8.2f %7.2fx %7.1f%% %7.2f %6ld %s\n", pname[p], what, sn, sn / ss,
                    (sn / ss) / (pn / ps), st.drafted ? 100.0 * st.accepted / st.drafted : 0.0,
                    st.steps ? (double)(st.generated - 1) / st.steps : 0.0, st.steps,

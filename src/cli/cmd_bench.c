@@ -30,9 +30,11 @@ static void bench_help(FILE *f) {
             "    --lookup N / --draft MODEL / --draft-synthetic NAME   the draft source (default --lookup 3)\n"
             "    --spec-k LIST        draft settings, e.g. 2,4,8,a (a number: that k fixed; a: adaptive up\n"
             "                         to --draft-n; aK: adaptive up to K); default a\n"
-            "    --oracle right|wrong force every drafted token right (kept) or wrong (rejected)\n"
+            "    --oracle right|wrong force every drafted token right (kept) or wrong (rejected);\n"
+            "                         a setting wK or wa in --spec-k forces its drafts wrong\n"
             "    --prompt-file FILE   a prompt (repeatable; chat template applied); default: synthetic ids\n"
-            "    -n N                 tokens per prompt (default 128); --ignore-eos\n");
+            "    -n N                 tokens per prompt (default 128); --ignore-eos\n"
+            "    --runs N             each figure the fastest of N runs (default 1)\n");
     cli_opts_help(f);
 }
 
@@ -42,7 +44,7 @@ int cmd_bench(int argc, char **argv) {
     co.sp.seed = 1; /* a benchmark is reproducible unless --seed says otherwise */
     struct bench_opts o = {.runs = 20};
     struct spec_bench_opts so = {.n = 128};
-    int spec = 0;
+    int spec = 0, runs_given = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&co, argc, argv, &i);
         if (r < 0) return 2;
@@ -70,11 +72,14 @@ int cmd_bench(int argc, char **argv) {
             char buf[256];
             snprintf(buf, sizeof buf, "%s", argv[++i]);
             for (char *t = strtok(buf, ","); t && so.n_settings < MAX_SPEC_SETTINGS; t = strtok(NULL, ",")) {
-                int k = t[0] == 'a' ? (t[1] ? -atoi(t + 1) : 0) : atoi(t);
-                if (k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K || (t[0] != 'a' && k < 1)) {
-                    fprintf(stderr, "r1infer bench: --spec-k takes 1..%d or a or aK, got '%s'\n", R1_SPEC_MAX_K, t);
+                int wrong = t[0] == 'w'; /* wK, wa: this setting's drafts forced wrong */
+                const char *u = t + wrong;
+                int k = u[0] == 'a' ? (u[1] ? -atoi(u + 1) : 0) : atoi(u);
+                if (k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K || (u[0] != 'a' && k < 1)) {
+                    fprintf(stderr, "r1infer bench: --spec-k takes 1..%d or a or aK (w before: forced wrong), got '%s'\n", R1_SPEC_MAX_K, t);
                     return 2;
                 }
+                so.wrong[so.n_settings] = wrong;
                 so.settings[so.n_settings++] = k;
             }
         }
@@ -92,6 +97,7 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             o.runs = (int)v;
+            runs_given = 1;
         } else {
             fprintf(stderr, "r1infer bench: unknown option or missing value: %s\n", a);
             bench_help(stderr);
@@ -104,6 +110,7 @@ int cmd_bench(int argc, char **argv) {
         so.backend = co.backend, so.dtype = co.dtype, so.kv_dtype = co.kv_dtype;
         so.n_threads = co.n_threads, so.lookup = co.lookup, so.sp = co.sp;
         if (!co.seed_set) so.sp.seed = 1;
+        so.runs = runs_given ? o.runs : 1;
         int temp_given = 0; /* greedy unless --temp says otherwise: the texts must match */
         for (int i = 1; i < argc; i++) temp_given |= !strcmp(argv[i], "--temp");
         if (!temp_given) so.sp.temperature = 0;

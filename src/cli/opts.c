@@ -141,7 +141,7 @@ void cli_opts_help(FILE *f) {
             "  --lookup N             draft by n-gram lookup: the tokens that followed the last\n"
             "                         N..1 tokens earlier in the prompt or the text so far\n"
             "  --draft MODEL          draft with a smaller model of the same vocabulary\n"
-            "  --draft-n K            most tokens drafted per step, 1..15 (default 10 for\n"
+            "  --draft-n K            most tokens drafted per step, 1..15 (default 15 for\n"
             "                         --lookup, 5 for --draft; adapted to the acceptance seen)\n"
             "sampling (R1 defaults: temperature 0.6, top-p 0.95):\n"
             "  --temp X               temperature; 0 = greedy\n"

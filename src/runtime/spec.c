@@ -45,6 +45,8 @@ struct r1_spec {
     double t_target[R1_SPEC_MAX_K + 2]; /* seconds per target forward of T rows, 0 = unknown */
     double t_draft;          /* seconds per drafted token (draft model) */
     int plain_run;           /* plain steps since the last draft */
+    int kcur;                /* drafts for the next step: doubled when all are kept, cut to
+                                the kept count + 1 on a rejection */
     struct r1_spec_stats st;
 };
 
@@ -92,7 +94,7 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
         r1_err("speculative decoding needs a draft source: --lookup N or --draft MODEL");
         return NULL;
     }
-    if (o.k == 0) o.k = draft ? 5 : 10;
+    if (o.k == 0) o.k = draft ? 5 : R1_SPEC_MAX_K;
     if (o.k < 1 || o.k > R1_SPEC_MAX_K) {
         r1_err("--draft-n must be from 1 to %d (the verification batch holds k + 1 <= 16 "
                "tokens), got %d",
@@ -123,6 +125,7 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
         r1_spec_free(sp);
         return NULL;
     }
+    sp->kcur = draft ? (o.k < 4 ? o.k : 4) : o.k; /* lookup: a match is often a long copy */
     for (int i = 0; i <= R1_SPEC_MAX_LOOKUP; i++) sp->acc[i] = draft ? 0.6 : 0.3 + 0.1 * (i < 4 ? i : 4);
     return sp;
 }
@@ -255,22 +258,25 @@ static double cost_target(const struct r1_spec *sp, int T) {
     return sp->t_target[near] + slope * (T - near);
 }
 
-/* The k <= kmax that maximizes expected tokens per second when each draft
- * is kept with chance a: a step with k drafts yields (1 - a^(k+1)) / (1 - a)
- * tokens for a target forward of k + 1 rows plus k draft tokens. */
+/* How many to draft: kcur (doubled when every draft was kept, cut to the
+ * kept count + 1 on a rejection), if it pays: a step with k drafts, each
+ * kept with chance a, yields (1 - a^(k+1)) / (1 - a) tokens for a target
+ * forward of k + 1 rows plus k draft tokens. When kcur drafts do not beat
+ * plain decoding's tokens per second, one draft is tried, else none (a
+ * plain step; one draft every PROBE_EVERY such steps keeps a measured). */
 static int choose_k(struct r1_spec *sp, double a, int kmax) {
     if (sp->o.fixed_k) return kmax;
     if (a > 0.98) a = 0.98;
-    double best = 0;
-    int bk = 0;
-    double td = sp->d ? (sp->t_draft > 0 ? sp->t_draft : 0.1 * cost_target(sp, 1)) : 0;
-    for (int k = 0; k <= kmax; k++) {
+    const double plain = 1.0 / cost_target(sp, 1);
+    const double td = sp->d ? (sp->t_draft > 0 ? sp->t_draft : 0.1 * cost_target(sp, 1)) : 0;
+    int k = sp->kcur < kmax ? sp->kcur : kmax;
+    for (; k > 0; k = k > 1 ? 1 : 0) { /* kcur, else 1, else 0 */
         double e = (1 - pow(a, k + 1)) / (1 - a), c = cost_target(sp, k + 1) + k * td;
-        if (e / c > best * 1.0000001) best = e / c, bk = k;
+        if (e / c > plain) break;
     }
-    if (bk == 0 && ++sp->plain_run >= PROBE_EVERY) bk = 1; /* keep the estimate alive */
-    if (bk > 0) sp->plain_run = 0;
-    return bk;
+    if (k == 0 && ++sp->plain_run >= PROBE_EVERY) k = 1;
+    if (k > 0) sp->plain_run = 0;
+    return k;
 }
 
 static void ema(double *v, double x, double w) { *v = *v > 0 ? *v + w * (x - *v) : x; }
@@ -359,7 +365,11 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
         y = r1_sampler_sample(sp->smp, L);
     }
     /* per-token chance of a keep: m kept, then one rejection if m < nd */
-    if (nd > 0) sp->acc[match] += 0.25 * ((double)m / (m + (m < nd)) - sp->acc[match]);
+    if (nd > 0) {
+        sp->acc[match] += 0.25 * ((double)m / (m + (m < nd)) - sp->acc[match]);
+        if (m == nd) sp->kcur = 2 * sp->kcur < sp->o.k ? 2 * sp->kcur : sp->o.k;
+        else sp->kcur = m + 1;
+    }
     sp->st.accepted += m;
     /* both caches keep the last id and the kept drafts */
     r1_session_truncate(sp->t, past + 1 + m);
