@@ -262,15 +262,16 @@ static double cost_target(const struct r1_spec *sp, int T) {
  * kept count + 1 on a rejection), if it pays: a step with k drafts, each
  * kept with chance a, yields (1 - a^(k+1)) / (1 - a) tokens for a target
  * forward of k + 1 rows plus k draft tokens. When kcur drafts do not beat
- * plain decoding's tokens per second, one draft is tried, else none (a
- * plain step; one draft every PROBE_EVERY such steps keeps a measured). */
+ * plain decoding's tokens per second, half as many are tried, and so on
+ * down to none (a plain step; one draft every PROBE_EVERY such steps keeps
+ * a measured). */
 static int choose_k(struct r1_spec *sp, double a, int kmax) {
     if (sp->o.fixed_k) return kmax;
     if (a > 0.98) a = 0.98;
     const double plain = 1.0 / cost_target(sp, 1);
     const double td = sp->d ? (sp->t_draft > 0 ? sp->t_draft : 0.1 * cost_target(sp, 1)) : 0;
     int k = sp->kcur < kmax ? sp->kcur : kmax;
-    for (; k > 0; k = k > 1 ? 1 : 0) { /* kcur, else 1, else 0 */
+    for (; k > 0; k /= 2) { /* kcur, else half of it, ..., else 0 */
         double e = (1 - pow(a, k + 1)) / (1 - a), c = cost_target(sp, k + 1) + k * td;
         if (e / c > plain) break;
     }
