@@ -151,6 +151,8 @@ int r1_session_n_past(const r1_session_t *s);
 int r1_session_truncate(r1_session_t *s, int n);
 /* Name of the backend in use. */
 const char *r1_session_backend(const r1_session_t *s);
+/* Logits per row: the model's vocab_size. */
+int r1_session_vocab(const r1_session_t *s);
 
 /* Run n tokens at positions n_past..n_past+n-1 as one batch (prefill).
  * Returns the logits of the last token (vocab floats, owned by the session,
@@ -238,6 +240,21 @@ void r1_sampler_free(r1_sampler_t *s);
 int32_t r1_sampler_sample(r1_sampler_t *s, float *logits);
 /* Tell the sampler about prompt tokens (for the repetition penalty). */
 void r1_sampler_accept(r1_sampler_t *s, int32_t id);
+/* The parameters the sampler was made with. */
+struct r1_sampler_params r1_sampler_get_params(const r1_sampler_t *s);
+/* 1 if the sampler picks the argmax (temperature 0 or top-k 1). */
+int r1_sampler_greedy(const r1_sampler_t *s);
+/* The distribution r1_sampler_sample would draw the next id from: the
+ * penalties applied to logits (in place), then probs[i] for every id of the
+ * vocabulary (caller-provided, vocab floats), summing to 1; one-hot at the
+ * argmax when greedy. Draws nothing and remembers nothing. */
+void r1_sampler_probs(r1_sampler_t *s, float *logits, float *probs);
+/* A uniform number in [0, 1) from the sampler's seeded generator. */
+double r1_sampler_uniform(r1_sampler_t *s);
+/* An index i < n drawn with probability w[i] / sum(w) (w >= 0, not
+ * necessarily normalized) from the sampler's generator; -1 if all are 0.
+ * Remembers nothing (call r1_sampler_accept for the id kept). */
+int32_t r1_sampler_draw(r1_sampler_t *s, const float *w, int n);
 
 /* -------------------------------------------------------------- tokenizer */
 
@@ -287,6 +304,78 @@ char *r1_chat_apply(const r1_tokenizer_t *t, const struct r1_chat_msg *msgs,
                     size_t n, int add_generation_prompt);
 /* "deepseek-r1" or "chatml". */
 const char *r1_chat_template_name(const r1_tokenizer_t *t);
+
+/* ---------------------------------------------------- speculative decoding */
+
+/* Decoding that verifies several tokens per target step. A draft source
+ * proposes up to k tokens: n-gram lookup over the prompt and the text so far
+ * (no second model), or a draft model with the target's vocabulary. The
+ * target runs the last token and the drafts as one batch (its prefill path;
+ * up to 16 rows, which the cpu kernels compute bit for bit like single
+ * steps), keeps the longest prefix it agrees with plus a token of its own,
+ * and both KV caches are truncated to what was kept. Greedy sampling gives
+ * exactly the tokens plain greedy decoding gives; with temperature > 0 a
+ * draft token x is kept with probability min(1, p(x) / q(x)) and otherwise
+ * replaced by a draw from max(0, p - q) normalized (for lookup q is 1 at x),
+ * so the output follows the target's sampling distribution. */
+typedef struct r1_spec r1_spec_t;
+
+#define R1_SPEC_MAX_K 15 /* drafts per step: the batch of k + 1 rows stays <= 16 */
+
+struct r1_spec_opts {
+    int lookup;  /* n-gram lookup: match the last lookup..1 tokens; 0 = off */
+    int k;       /* most tokens drafted per step, 1..R1_SPEC_MAX_K; 0 = default
+                    (15 for lookup, 5 for a draft model) */
+    int fixed_k; /* 1: always draft k (no adaptation), for tests and benches */
+    /* Tests and benches only: when oracle is set, each drafted token is
+     * replaced by oracle[i] (oracle_wrong = 0: the token the target will
+     * choose at that position i of the generated text, so every draft is
+     * kept) or by a token different from it (oracle_wrong = 1: every draft
+     * is rejected); the draft model still runs, so its cost is measured. */
+    const int32_t *oracle;
+    int n_oracle, oracle_wrong;
+};
+
+struct r1_spec_stats {
+    long steps;     /* target forwards while generating (verifications + plain steps) */
+    long drafted;   /* draft tokens sent to the target */
+    long accepted;  /* of those, kept */
+    long generated; /* tokens produced */
+    double draft_s, target_s; /* wall time in the draft source and the target */
+};
+
+/* Checks that draft can draft for target: the same vocabulary (both
+ * tokenizers, when given, hold the same token at every id; else the same
+ * number of ids). Returns 0; or -1 with an error naming the first id that
+ * differs. If the draft has more weight bytes per token than the target,
+ * sets *warn (if non-NULL) to 1: it still works, but cannot be faster. */
+int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_tok,
+                        const r1_model_t *draft, const r1_tokenizer_t *draft_tok, int *warn);
+
+/* A speculative decoder over target (whose cache holds the prompt) and an
+ * optional draft session (NULL for lookup; its cache is reset by
+ * r1_spec_begin). smp is the sampler plain decoding would use (it receives
+ * every kept token through r1_sampler_accept). The sessions and the sampler
+ * stay the caller's and must outlive the decoder. NULL with an error on bad
+ * options (no draft source, k out of range). */
+r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *smp,
+                       const struct r1_spec_opts *opts);
+void r1_spec_free(r1_spec_t *sp);
+
+/* Start after a prefill: ids (n of them) are the tokens in the target's
+ * cache, logits the target's last logits (vocab floats, copied). The draft
+ * session, if any, is truncated to 0 and prefilled with ids. 0 or -1. */
+int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits);
+
+/* Produce the next tokens: 1 or more ids in *out (owned by sp, valid until
+ * the next call), the first one exactly what plain decoding would produce
+ * next. Returns the count, or -1 with an error (context full: fewer than
+ * 2 free positions; the caller stops there). The last id returned is not
+ * yet in the target's cache, as after plain sampling. */
+int r1_spec_step(r1_spec_t *sp, const int32_t **out);
+
+/* Counters since r1_spec_new. */
+void r1_spec_get_stats(const r1_spec_t *sp, struct r1_spec_stats *st);
 
 #ifdef __cplusplus
 }

@@ -57,5 +57,16 @@ done
 printf 'hello\n/quit\n' | "$BIN" chat -m "$T/tiny" -n 4 --seed 3 >"$T/chat.out" 2>"$T/chat.err"
 check "chat answers a line from stdin and quits" test $? -eq 0 -a -s "$T/chat.out"
 
+# speculative decoding: the same greedy ids, and a draft of another vocabulary refused by name
+l=$("$BIN" run -m "$T/tiny" --prompt-ids 151646,3838,374,3838,374 -n 12 --temp 0 --print-ids --lookup 2 2>/dev/null)
+check "run --lookup gives the plain greedy ids" test "$l" = "$("$BIN" run -m "$T/tiny" --prompt-ids 151646,3838,374,3838,374 -n 12 --temp 0 --print-ids 2>/dev/null)"
+d=$("$BIN" run -m "$T/tiny" --prompt-ids 151646,3838,374 -n 12 --temp 0 --print-ids --draft "$T/tiny" --draft-n 3 --verbose 2>"$T/e")
+check "run --draft (the model itself) gives the plain greedy ids" test "$d" = "$a"
+check "run --verbose prints the speculative statistics" grep -q "^Speculative: [0-9]* drafted, [0-9]* accepted" "$T/e"
+"$BIN" synth --config tiny -o "$T/tiny_l3" --seed 6 --tokenizer tests/fixtures/tok_llama3 2>/dev/null
+"$BIN" run -m "$T/tiny" -p hi -n 2 --draft "$T/tiny_l3" >/dev/null 2>"$T/e"; rc=$?
+check "a draft of another vocabulary is refused, saying so" grep -q "must share the target's vocabulary" "$T/e"
+check "...with a non-zero exit" test $rc -ne 0
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -23,6 +23,7 @@
 #define BENCH_MAX_KERNELS 16
 #define BENCH_MAX_ROWS 8
 #define BENCH_MAX_BATCH 64 /* --batch: the largest batch size */
+#define MAX_SPEC_SETTINGS 16
 
 struct bench_opts {
     const char *model;     /* -m PATH, or NULL with synthetic */
@@ -180,5 +181,23 @@ void bench_report_text(FILE *f, const struct bench_result *r);
 int bench_write_csv(const char *path, const struct bench_result *r);
 int bench_write_json(const char *path, const struct bench_result *r);
 int bench_write_svg(const char *path, const struct bench_result *r);
+
+/* `r1infer bench --spec` (spec_bench.c): plain against speculative decoding. */
+struct spec_bench_opts {
+    const char *model, *synthetic;             /* the target: a path, or a synthetic shape */
+    const char *draft, *draft_synthetic;       /* a draft model (path or shape), or NULL: lookup */
+    const char *backend;
+    enum r1_dtype dtype, kv_dtype;
+    int n_threads, n, ignore_eos;
+    int runs;                                  /* each timing the fastest of runs (default 1) */
+    int lookup;                                /* n-gram length (default 3) */
+    int settings[MAX_SPEC_SETTINGS], n_settings; /* k > 0: fixed k; -k: adaptive up to k; 0: adaptive */
+    int oracle, oracle_wrong;                  /* force the drafts right (or wrong) */
+    int wrong[MAX_SPEC_SETTINGS];              /* this setting's drafts forced wrong */
+    const char *prompt_files[16];
+    int n_prompt_files;
+    struct r1_sampler_params sp;
+};
+int bench_spec_run(const struct spec_bench_opts *o);
 
 #endif

@@ -27,7 +27,16 @@ static void bench_help(FILE *f) {
             "                         decoding together (continuous batching), next to the bandwidth probe\n"
             "  --quick                small buffers and few tokens (for tests; figures are not meaningful)\n"
             "  --full-fill            compute every cache position before the ctx-4096 decode\n"
-            "                         (default: fast-forward them, which reads the same bytes)\n");
+            "                         (default: fast-forward them, which reads the same bytes)\n"
+            "  --spec                 instead: plain vs speculative decoding tok/s on the same prompts\n"
+            "    --lookup N / --draft MODEL / --draft-synthetic NAME   the draft source (default --lookup 3)\n"
+            "    --spec-k LIST        draft settings, e.g. 2,4,8,a (a number: that k fixed; a: adaptive up\n"
+            "                         to --draft-n; aK: adaptive up to K); default a\n"
+            "    --oracle right|wrong force every drafted token right (kept) or wrong (rejected);\n"
+            "                         a setting wK or wa in --spec-k forces its drafts wrong\n"
+            "    --prompt-file FILE   a prompt (repeatable; chat template applied); default: synthetic ids\n"
+            "    -n N                 tokens per prompt (default 128); --ignore-eos\n"
+            "    --runs N             each figure the fastest of N runs (default 1)\n");
     cli_opts_help(f);
 }
 
@@ -36,6 +45,8 @@ int cmd_bench(int argc, char **argv) {
     cli_opts_init(&co);
     co.sp.seed = 1; /* a benchmark is reproducible unless --seed says otherwise */
     struct bench_opts o = {.runs = 20};
+    struct spec_bench_opts so = {.n = 128};
+    int spec = 0, runs_given = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&co, argc, argv, &i);
         if (r < 0) return 2;
@@ -46,6 +57,34 @@ int cmd_bench(int argc, char **argv) {
             bench_help(stdout);
             return 0;
         } else if (!strcmp(a, "--quick")) o.quick = 1;
+        else if (!strcmp(a, "--spec")) spec = 1;
+        else if (!strcmp(a, "--ignore-eos")) so.ignore_eos = 1;
+        else if (has && !strcmp(a, "--draft-synthetic")) so.draft_synthetic = argv[++i];
+        else if (has && !strcmp(a, "-n")) so.n = atoi(argv[++i]);
+        else if (has && !strcmp(a, "--prompt-file") && so.n_prompt_files < 16)
+            so.prompt_files[so.n_prompt_files++] = argv[++i];
+        else if (has && !strcmp(a, "--oracle")) {
+            const char *v = argv[++i];
+            so.oracle = 1, so.oracle_wrong = !strcmp(v, "wrong");
+            if (strcmp(v, "right") && strcmp(v, "wrong")) {
+                fprintf(stderr, "r1infer bench: --oracle is right or wrong, got '%s'\n", v);
+                return 2;
+            }
+        } else if (has && !strcmp(a, "--spec-k")) {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", argv[++i]);
+            for (char *t = strtok(buf, ","); t && so.n_settings < MAX_SPEC_SETTINGS; t = strtok(NULL, ",")) {
+                int wrong = t[0] == 'w'; /* wK, wa: this setting's drafts forced wrong */
+                const char *u = t + wrong;
+                int k = u[0] == 'a' ? (u[1] ? -atoi(u + 1) : 0) : atoi(u);
+                if (k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K || (u[0] != 'a' && k < 1)) {
+                    fprintf(stderr, "r1infer bench: --spec-k takes 1..%d or a or aK (w before: forced wrong), got '%s'\n", R1_SPEC_MAX_K, t);
+                    return 2;
+                }
+                so.wrong[so.n_settings] = wrong;
+                so.settings[so.n_settings++] = k;
+            }
+        }
         else if (!strcmp(a, "--full-fill")) o.full_fill = 1;
         else if (has && !strcmp(a, "--synthetic")) o.synthetic = argv[++i];
         else if (has && !strcmp(a, "--compare")) o.compare = argv[++i];
@@ -78,11 +117,26 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             o.runs = (int)v;
+            runs_given = 1;
         } else {
             fprintf(stderr, "r1infer bench: unknown option or missing value: %s\n", a);
             bench_help(stderr);
             return 2;
         }
+    }
+    if (spec) {
+        so.model = co.model, so.synthetic = o.synthetic, so.draft = co.draft;
+        if (!so.model && !so.synthetic && !(so.model = cli_default_model("bench"))) return 2;
+        so.backend = co.backend, so.dtype = co.dtype, so.kv_dtype = co.kv_dtype;
+        so.n_threads = co.n_threads, so.lookup = co.lookup, so.sp = co.sp;
+        if (!co.seed_set) so.sp.seed = 1;
+        so.runs = runs_given ? o.runs : 1;
+        int temp_given = 0; /* greedy unless --temp says otherwise: the texts must match */
+        for (int i = 1; i < argc; i++) temp_given |= !strcmp(argv[i], "--temp");
+        if (!temp_given) so.sp.temperature = 0;
+        if (so.n < 1) so.n = 1;
+        if (!so.n_settings) so.settings[so.n_settings++] = co.draft_n ? -co.draft_n : 0;
+        return bench_spec_run(&so);
     }
     if (co.model && o.synthetic) {
         fprintf(stderr, "r1infer bench: give a model with -m DIR|FILE.gguf, or --synthetic 1.5b (one of the two)\n");

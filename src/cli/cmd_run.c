@@ -16,6 +16,9 @@ struct gen {
     r1_session_t *s;
     r1_tokenizer_t *tok; /* NULL when --prompt-ids without a tokenizer */
     r1_sampler_t *smp;
+    r1_spec_t *spec;         /* speculative decoder, or NULL */
+    const int32_t *cached;   /* with spec: the ids in the session's cache */
+    int n_cached;
     int32_t stop[4];
     int n_stop, ignore_eos, print_ids, dim_think, vocab;
 };
@@ -51,8 +54,27 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
     double t0 = r1_now();
     if (g->print_ids) fputc('[', stdout);
     if (in_think) fputs("\033[2m", stdout);
+    const int32_t *ids = NULL;
+    int n_ids = 0, at = 0;
+    if (g->spec && r1_spec_begin(g->spec, g->cached, g->n_cached, logits)) {
+        fprintf(stderr, "\nr1infer: %s\n", r1_last_error());
+        n = 0;
+    }
     while (made < n) {
-        int32_t id = r1_sampler_sample(g->smp, logits);
+        int32_t id;
+        if (g->spec) { /* the next of the ids the last speculative step gave */
+            if (at == n_ids) {
+                n_ids = r1_spec_step(g->spec, &ids);
+                at = 0;
+                if (n_ids < 0) {
+                    fprintf(stderr, "\n[%s: stopping]\n", r1_last_error());
+                    break;
+                }
+            }
+            id = ids[at++];
+        } else {
+            id = r1_sampler_sample(g->smp, logits);
+        }
         if (is_stop(g, id)) break;
         made++;
         if (out) {
@@ -75,7 +97,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
         }
         fflush(stdout);
-        if (made == n) break;
+        if (made == n || g->spec) continue;
         if (r1_session_n_past(g->s) >= r1_session_n_ctx(g->s)) {
             fprintf(stderr, "\n[context full at %d tokens (--ctx): stopping]\n", r1_session_n_ctx(g->s));
             break;
@@ -87,6 +109,10 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
         }
         memcpy(logits, l, (size_t)vocab * sizeof(float));
     }
+    /* the cache holds no more than the ids the caller knows of (a step may
+     * have run past a stop token or -n) */
+    if (g->spec && r1_session_n_past(g->s) > g->n_cached + made)
+        r1_session_truncate(g->s, g->n_cached + made);
     if (dt) fputs(r1_detok_flush(dt), stdout);
     if (in_think) fputs("\033[0m", stdout);
     if (g->print_ids) fputs("]\n", stdout);
@@ -206,7 +232,10 @@ int cmd_run(int argc, char **argv) {
     int rc = 1;
     int32_t *ids = NULL;
     int n_ids = 0;
+    r1_model_t *dm = NULL;
+    r1_session_t *ds = NULL;
     if (setup_gen(&g, &o, m, s, pids == NULL || !print_ids)) goto out;
+    if (cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     g.ignore_eos = ignore_eos;
     g.print_ids = print_ids;
     if (pids) {
@@ -255,12 +284,17 @@ int cmd_run(int argc, char **argv) {
     fprintf(stderr, "Prefill: %.2fs (%.1f tok/s)\n", tp, n_ids / tp);
     if (o.profile) r1_session_profile_reset(s);
     double secs;
+    g.cached = ids, g.n_cached = n_ids;
     int made = generate(&g, logits, n, &secs, NULL, NULL);
     if (made < 0) goto out;
     fprintf(stderr, "Generated %d tokens in %.2fs (%.2f tok/s)\n", made, secs, made > 0 ? made / secs : 0.0);
+    if (g.spec && o.verbose) cli_print_spec_stats(g.spec);
     if (o.profile) print_profile(s);
     rc = 0;
 out:
+    r1_spec_free(g.spec);
+    r1_session_free(ds);
+    r1_model_free(dm);
     free(ids);
     r1_sampler_free(g.smp);
     r1_tokenizer_free(g.tok);
@@ -309,7 +343,10 @@ int cmd_chat(int argc, char **argv) {
     int32_t *cached = NULL; /* ids currently in the KV cache */
     int n_cached = 0;
     char line[65536];
+    r1_model_t *dm = NULL;
+    r1_session_t *ds = NULL;
     if (setup_gen(&g, &o, m, s, 1)) goto out;
+    if (cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     msgs = calloc(1024, sizeof *msgs);
     if (system) msgs[n_msgs++] = (struct r1_chat_msg){"system", strdup(system)};
     for (;;) {
@@ -362,6 +399,7 @@ int cmd_chat(int argc, char **argv) {
         double secs;
         int32_t *gen_ids = NULL;
         int n_gen = 0;
+        g.cached = cached, g.n_cached = n_cached;
         int made = generate(&g, logits, n, &secs, &gen_ids, &n_gen);
         if (made < 0) goto out;
         /* the cache now also holds the generated ids (all but the last one) */
@@ -378,9 +416,13 @@ int cmd_chat(int argc, char **argv) {
         /* on stderr: a pipe that wants only the answers drops it */
         fprintf(stderr, "[prefill %d new tokens (%d cached) at %.1f tok/s; %d tokens at %.2f tok/s]\n",
                 n_ids - keep, keep, (n_ids - keep) / tp, made, made > 0 ? made / secs : 0.0);
+        if (g.spec && o.verbose) cli_print_spec_stats(g.spec);
     }
     rc = 0;
 out:
+    r1_spec_free(g.spec);
+    r1_session_free(ds);
+    r1_model_free(dm);
     for (size_t i = 0; i < n_msgs; i++) free((char *)msgs[i].content);
     free(msgs);
     free(cached);

@@ -117,6 +117,10 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "r1infer serve: --api-key must not be empty\n");
         return 2;
     }
+    if (o.lookup || o.draft) { /* the server's decode loop is being rewritten for batching */
+        fprintf(stderr, "r1infer serve: --lookup and --draft are not supported by serve yet (use run or chat)\n");
+        return 2;
+    }
     if (!o.model && !(o.model = cli_default_model("serve"))) return 1;
     /* workers and connection threads inherit this mask: only the main thread takes the signals */
     signal(SIGPIPE, SIG_IGN);

@@ -32,13 +32,18 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     static const char *const with_value[] = {"-m", "--model", "--backend", "--dtype", "--kv", "--ctx",
                                              "--threads", "-t", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed",
-                                             "--presence-penalty", "--frequency-penalty", "--gpu"};
+                                             "--presence-penalty", "--frequency-penalty", "--gpu",
+                                             "--draft", "--lookup", "--draft-n"};
     int takes = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(a, with_value[k])) takes = 1;
     if (!takes) {
         if (!strcmp(a, "--profile")) {
             o->profile = 1;
+            return 1;
+        }
+        if (!strcmp(a, "--verbose")) {
+            o->verbose = 1;
             return 1;
         }
         return 0;
@@ -108,6 +113,14 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--frequency-penalty")) {
         if (num(a, v, -2, 2, &x)) return -1;
         o->sp.frequency_penalty = (float)x;
+    } else if (!strcmp(a, "--draft")) {
+        o->draft = v;
+    } else if (!strcmp(a, "--lookup")) {
+        if (num(a, v, 1, 8, &x)) return -1;
+        o->lookup = (int)x;
+    } else if (!strcmp(a, "--draft-n")) {
+        if (num(a, v, 1, R1_SPEC_MAX_K, &x)) return -1;
+        o->draft_n = (int)x;
     } else if (!strcmp(a, "--seed")) {
         if (num(a, v, 0, 1.8e19, &x)) return -1;
         o->sp.seed = (uint64_t)x;
@@ -131,6 +144,13 @@ void cli_opts_help(FILE *f) {
             "  --ctx N                context length (default min(4096, max_position_embeddings))\n"
             "  -t, --threads N        threads (default: physical cores)\n"
             "  --profile              print each kernel's share of a decode step at the end\n"
+            "  --verbose              print speculative decoding statistics at the end\n"
+            "speculative decoding (the same text as without; faster when drafts are kept):\n"
+            "  --lookup N             draft by n-gram lookup: the tokens that followed the last\n"
+            "                         N..1 tokens earlier in the prompt or the text so far\n"
+            "  --draft MODEL          draft with a smaller model of the same vocabulary\n"
+            "  --draft-n K            most tokens drafted per step, 1..15 (default 15 for\n"
+            "                         --lookup, 5 for --draft; adapted to the acceptance seen)\n"
             "sampling (R1 defaults: temperature 0.6, top-p 0.95):\n"
             "  --temp X               temperature; 0 = greedy\n"
             "  --top-k N              keep the N most likely tokens (0 = off)\n"
@@ -186,4 +206,64 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
         return -1;
     }
     return 0;
+}
+
+int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok,
+                  r1_session_t *s, r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm,
+                  r1_session_t **ds) {
+    *sp = NULL, *dm = NULL, *ds = NULL;
+    if (!o->draft && !o->lookup) {
+        if (o->draft_n) fprintf(stderr, "r1infer: --draft-n does nothing without --draft or --lookup\n");
+        return 0;
+    }
+    if (o->draft && o->lookup) {
+        fprintf(stderr, "r1infer: give one draft source: --draft MODEL or --lookup N\n");
+        return -1;
+    }
+    if (o->draft) {
+        struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
+        *dm = r1_model_load(o->draft, &lo);
+        if (!*dm) {
+            fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());
+            return -1;
+        }
+        r1_tokenizer_t *dtok = tok ? r1_tokenizer_load(o->draft) : NULL;
+        int warn = 0;
+        if (r1_spec_check_draft(m, tok, *dm, dtok, &warn)) {
+            fprintf(stderr, "r1infer: --draft %s: %s\n", o->draft, r1_last_error());
+            r1_tokenizer_free(dtok);
+            goto fail;
+        }
+        r1_tokenizer_free(dtok);
+        if (warn)
+            fprintf(stderr, "r1infer: warning: the draft model %s reads more weight bytes per token "
+                            "(%.2f GB) than the target (%.2f GB): drafting with it cannot be faster\n",
+                    o->draft, r1_model_decode_bytes(*dm) / 1e9, r1_model_decode_bytes(m) / 1e9);
+        struct r1_session_opts so = {.n_ctx = r1_session_n_ctx(s), .backend = o->backend,
+                                     .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
+        *ds = r1_session_new(*dm, &so);
+        if (!*ds) {
+            fprintf(stderr, "r1infer: the draft model's session: %s\n", r1_last_error());
+            goto fail;
+        }
+    }
+    struct r1_spec_opts so = {.lookup = o->lookup, .k = o->draft_n};
+    *sp = r1_spec_new(s, *ds, smp, &so);
+    if (*sp) return 0;
+    fprintf(stderr, "r1infer: %s\n", r1_last_error());
+fail:
+    r1_session_free(*ds);
+    r1_model_free(*dm);
+    *ds = NULL, *dm = NULL;
+    return -1;
+}
+
+void cli_print_spec_stats(const r1_spec_t *sp) {
+    struct r1_spec_stats st;
+    r1_spec_get_stats(sp, &st);
+    fprintf(stderr,
+            "Speculative: %ld drafted, %ld accepted (%.1f%%), %.2f tokens per target step "
+            "(%ld steps; %.2fs drafting, %.2fs in the target)\n",
+            st.drafted, st.accepted, st.drafted ? 100.0 * st.accepted / st.drafted : 0.0,
+            st.steps ? (double)(st.generated - 1) / st.steps : 0.0, st.steps, st.draft_s, st.target_s);
 }

@@ -15,6 +15,11 @@ struct cli_opts {
     enum r1_dtype dtype, kv_dtype;
     int n_ctx, n_threads, profile, seed_set;
     struct r1_sampler_params sp;
+    /* speculative decoding (run, chat, bench --spec) */
+    const char *draft; /* --draft MODEL */
+    int lookup;        /* --lookup N */
+    int draft_n;       /* --draft-n K (0: the default) */
+    int verbose;       /* --verbose: statistics at the end */
 };
 
 void cli_opts_init(struct cli_opts *o);
@@ -33,5 +38,17 @@ const char *cli_default_model(const char *cmd);
 /* Load model and make a session per the options (the default model when
  * o->model is NULL); prints the error and returns -1 on failure. */
 int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s);
+
+/* The speculative decoder the options ask for (--lookup, --draft), on
+ * target session s of model m (tokenizer tok, may be NULL) with sampler smp:
+ * *sp = NULL when none is asked for. With --draft the draft model is loaded
+ * (checked against the target: a different vocabulary is refused, a larger
+ * model warned about) and gets its own session, returned in *dm and *ds for
+ * the caller to free after *sp. Prints the error and returns -1 on failure. */
+int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok,
+                  r1_session_t *s, r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm,
+                  r1_session_t **ds);
+/* "drafted N, accepted N (P%), T tokens per target step ..." on stderr. */
+void cli_print_spec_stats(const r1_spec_t *sp);
 
 #endif

@@ -133,13 +133,17 @@ static int cmp_cand(const void *a, const void *b) {
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
+/* The candidates the sampler draws from after penalties: s->c[0..*keep)
+ * with unnormalized probabilities (best = 1) summing to *total. Returns the
+ * argmax; *keep = 0 when the choice is greedy (temperature 0 or top-k 1). */
+static int32_t candidates(r1_sampler_t *s, float *logits, int *keep_out, double *total_out) {
     const struct r1_sampler_params *p = &s->p;
     apply_penalties(s, logits);
     int best = 0;
     for (int i = 1; i < s->vocab; i++)
         if (logits[i] > logits[best]) best = i;
-    int32_t chosen = best;
+    *keep_out = 0;
+    *total_out = 0;
     if (p->temperature > 0 && p->top_k != 1) {
         const float mx = logits[best], invt = 1.0f / p->temperature;
         /* min-p keeps p >= min_p * p_best, i.e. (mx - l) / T <= -log(min_p) */
@@ -199,6 +203,17 @@ int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
             total = 0;
             for (int i = 0; i < keep; i++) total += s->c[i].logit;
         }
+        *keep_out = keep;
+        *total_out = total;
+    }
+    return best;
+}
+
+int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
+    int keep;
+    double total;
+    int32_t chosen = candidates(s, logits, &keep, &total);
+    if (keep > 0) {
         double r = next_unit(s->rng) * total, acc = 0;
         chosen = s->c[keep - 1].id;
         for (int i = 0; i < keep; i++) {
@@ -211,4 +226,37 @@ int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
     }
     r1_sampler_accept(s, chosen);
     return chosen;
+}
+
+struct r1_sampler_params r1_sampler_get_params(const r1_sampler_t *s) { return s->p; }
+
+int r1_sampler_greedy(const r1_sampler_t *s) { return !(s->p.temperature > 0 && s->p.top_k != 1); }
+
+void r1_sampler_probs(r1_sampler_t *s, float *logits, float *probs) {
+    int keep;
+    double total;
+    int32_t best = candidates(s, logits, &keep, &total);
+    memset(probs, 0, (size_t)s->vocab * sizeof *probs);
+    if (keep == 0) {
+        probs[best] = 1.0f;
+        return;
+    }
+    for (int i = 0; i < keep; i++) probs[s->c[i].id] = (float)(s->c[i].logit / total);
+}
+
+double r1_sampler_uniform(r1_sampler_t *s) { return next_unit(s->rng); }
+
+int32_t r1_sampler_draw(r1_sampler_t *s, const float *w, int n) {
+    double total = 0;
+    int32_t last = -1;
+    for (int i = 0; i < n; i++)
+        if (w[i] > 0) total += w[i], last = i;
+    if (last < 0) return -1;
+    double r = next_unit(s->rng) * total, acc = 0;
+    for (int i = 0; i < n; i++) {
+        if (!(w[i] > 0)) continue;
+        acc += w[i];
+        if (r < acc) return i;
+    }
+    return last;
 }

@@ -288,6 +288,7 @@ r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts) 
 int r1_session_n_ctx(const r1_session_t *s) { return s->n_ctx; }
 int r1_session_n_past(const r1_session_t *s) { return s->n_past; }
 const char *r1_session_backend(const r1_session_t *s) { return s->be->name; }
+int r1_session_vocab(const r1_session_t *s) { return s->m->cfg.vocab; }
 
 int r1_session_skip(r1_session_t *s, int n) {
     if (n < 0 || n > s->n_ctx - s->n_past)
