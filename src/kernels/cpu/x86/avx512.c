@@ -74,7 +74,7 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
  * prefetcher to ramp up: fetch the same bytes of the next 4 rows ahead. */
 #define PF_NEXT(NT, OFF)                                                                           \
     do {                                                                                           \
-        if (NT <= 2) { /* one token (or its two activation parts) */                              \
+        if (NT <= 4) { /* decode rows (a small batch reads them whole-K) */                             \
             _mm_prefetch((const char *)(w0 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w1 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w2 + 4 * ws + (OFF)), _MM_HINT_T0);                        \

@@ -108,7 +108,7 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * gb;
-            if (NT <= 2) prefetch_rows(bp, ws, gb); /* decode: 1 token (or its 2 parts) */
+            prefetch_rows(bp, ws, gb); /* decode and small batches (whole K) */
             __m512i q[4];
             __m512 dd, mm = _mm512_setzero_ps();
             if (DT == F_Q41) {
