@@ -126,6 +126,7 @@ static int cpu_init(void) {
 #define N_SCRATCH 4 /* slot 3: attention blocks */
 static _Thread_local uint8_t *tls_buf[N_SCRATCH];
 static _Thread_local size_t tls_cap[N_SCRATCH];
+_Thread_local int r1_cpu_tile_prefetch = 1;
 static _Thread_local const uint8_t *tls_vnni; /* the batch in VNNI form, if packed */
 static _Thread_local size_t tls_vnni_plane;   /* bytes of each of its three parts */
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
@@ -406,6 +407,7 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
             int nr = mc - r < isa->mr ? mc - r : isa->mr;
             for (int t = 0; t < tn; t += isa->nt) {
                 int nt = tn - t < isa->nt ? tn - t : isa->nt;
+                r1_cpu_tile_prefetch = t == 0; /* the first pass brings the rows in */
                 mm->tile(K, 0, K, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
                          xs, nt, tile);
                 for (int j = 0; j < nt; j++) {
@@ -415,6 +417,7 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
                 }
             }
         }
+        r1_cpu_tile_prefetch = 1;
         return;
     }
     for (int k0 = 0; k0 < K; k0 += kc) {

@@ -135,6 +135,11 @@ static inline size_t r1_cpu_vnni_bytes(int K, int T) {
 }
 void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst);
 
+/* 0 while cpu.c calls a tile on rows an earlier call of this small batch
+ * (the same rows, other tokens) has just read, so they are in cache: the
+ * decode tiles then skip their prefetch of the next rows. 1 otherwise. */
+extern _Thread_local int r1_cpu_tile_prefetch;
+
 struct r1_cpu_mm {
     enum r1_cpu_act act;
     r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */
