@@ -70,11 +70,12 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
-/* Decode (one token) streams 4 rows at a time, too short for the hardware
- * prefetcher to ramp up: fetch the same bytes of the next 4 rows ahead. */
+/* Decode (and a small batch, rows outer) streams 4 rows at a time, too
+ * short for the hardware prefetcher to ramp up: fetch the same bytes of the
+ * next 4 rows ahead, except on rows a call has just brought in. */
 #define PF_NEXT(PF, OFF)                                                                           \
     do {                                                                                           \
-        if (PF) { /* not when the rows are in cache (r1_cpu_tile_prefetch) */                     \
+        if (PF) { /* 0 when the rows are in cache (r1_cpu_tile_prefetch) */                      \
             _mm_prefetch((const char *)(w0 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w1 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w2 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
