@@ -128,6 +128,7 @@ static int cpu_init(void) {
 #define N_SCRATCH 5 /* slot 3: attention blocks, 4: the panel GEMM's result blocks */
 static _Thread_local uint8_t *tls_buf[N_SCRATCH];
 static _Thread_local size_t tls_cap[N_SCRATCH];
+_Thread_local int r1_cpu_tile_prefetch = 1;
 static _Thread_local const uint8_t *tls_vnni; /* the batch in VNNI form, if packed */
 static _Thread_local size_t tls_vnni_plane;   /* bytes of each of its three parts */
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
@@ -411,6 +412,28 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
     float tile[R1_CPU_MR * R1_CPU_NT];
     const int kc = mm->whole_k || tn <= act_parts_of(mm) ? K /* a token's sums in one pass */
                    : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
+    if (kc == K && tn > act_parts_of(mm)) {
+        /* a small batch over all K: rows outer, so a group of isa->mr
+         * rows comes from memory once and stays in L1 (L2 for long rows)
+         * while every token group uses it; tokens outer streamed the
+         * ROW_BLOCK rows again from L2 or memory for each token group */
+        for (int r = 0; r < mc; r += isa->mr) {
+            int nr = mc - r < isa->mr ? mc - r : isa->mr;
+            for (int t = 0; t < tn; t += isa->nt) {
+                int nt = tn - t < isa->nt ? tn - t : isa->nt;
+                r1_cpu_tile_prefetch = t == 0; /* the first pass brings the rows in */
+                mm->tile(K, 0, K, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
+                         xs, nt, tile);
+                for (int j = 0; j < nt; j++) {
+                    float *c = C + (size_t)(t + j) * ROW_BLOCK + r;
+                    const float *v = tile + j * R1_CPU_MR;
+                    for (int i = 0; i < nr; i++) c[i] = v[i];
+                }
+            }
+        }
+        r1_cpu_tile_prefetch = 1;
+        return;
+    }
     for (int k0 = 0; k0 < K; k0 += kc) {
         int k1 = K - k0 < kc ? K : k0 + kc;
         /* tokens outer: a group's activation slice stays in L1 while the

@@ -144,6 +144,11 @@ typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, cons
                                 int tn, float *C, int ldc);
 #define R1_CPU_PANEL_MIN_T 16
 
+/* 0 while cpu.c calls a tile on rows an earlier call of this small batch
+ * (the same rows, other tokens) has just read, so they are in cache: the
+ * decode tiles then skip their prefetch of the next rows. 1 otherwise. */
+extern _Thread_local int r1_cpu_tile_prefetch;
+
 struct r1_cpu_mm {
     enum r1_cpu_act act;
     r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */

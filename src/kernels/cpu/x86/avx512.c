@@ -70,11 +70,12 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
 }
 
-/* Decode (one token) streams 4 rows at a time, too short for the hardware
- * prefetcher to ramp up: fetch the same bytes of the next 4 rows ahead. */
-#define PF_NEXT(NT, OFF)                                                                           \
+/* Decode (and a small batch, rows outer) streams 4 rows at a time, too
+ * short for the hardware prefetcher to ramp up: fetch the same bytes of the
+ * next 4 rows ahead, except on rows a call has just brought in. */
+#define PF_NEXT(PF, OFF)                                                                           \
     do {                                                                                           \
-        if (NT <= 2) { /* one token (or its two activation parts) */                              \
+        if (PF) { /* 0 when the rows are in cache (r1_cpu_tile_prefetch) */                      \
             _mm_prefetch((const char *)(w0 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w1 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
             _mm_prefetch((const char *)(w2 + 4 * ws + (OFF)), _MM_HINT_T0);                        \
@@ -88,9 +89,9 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
     XT_TYPE xt[NT];                                                                                \
     for (int t = 0; t < NT; t++) xt[t] = (XT_TYPE)(x + (size_t)(t < nt ? t : 0) * xs);
 
-#define FSTEP(NT, LD, M)                                                                           \
+#define FSTEP(NT, LD, M, PF)                                                                       \
     do {                                                                                           \
-        PF_NEXT(NT, (size_t)k * es);                                                               \
+        PF_NEXT(PF, (size_t)k * es);                                                               \
         __m512 a0 = LD(w0, k, M), a1 = LD(w1, k, M), a2 = LD(w2, k, M), a3 = LD(w3, k, M);         \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
             __m512 xv = _mm512_maskz_loadu_ps(M, xt[t] + k);                                       \
@@ -111,10 +112,13 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
         int k = k0;                                                                                \
-        for (; k + 16 <= k1; k += 16) FSTEP(NT, LD, (__mmask16)0xffff);                             \
+        if (r1_cpu_tile_prefetch)                                                                  \
+            for (; k + 16 <= k1; k += 16) FSTEP(NT, LD, (__mmask16)0xffff, 1);                      \
+        else                                                                                       \
+            for (; k + 16 <= k1; k += 16) FSTEP(NT, LD, (__mmask16)0xffff, 0);                      \
         if (k < k1) {                                                                               \
             __mmask16 m = (__mmask16)((1u << (k1 - k)) - 1);                                        \
-            FSTEP(NT, LD, m);                                                                      \
+            FSTEP(NT, LD, m, 1);                                                                   \
         }                                                                                          \
         R1_X86_TILE_OUT(NT);                                                               \
     }

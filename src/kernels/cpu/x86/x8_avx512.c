@@ -91,7 +91,7 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
     __m512 acc[4][NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
-    const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G;
+    const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G, pf = r1_cpu_tile_prefetch;
     for (int s = k0 / 256; s < s1; s++) {
         __m512 dx[NT], sx[NT];
         __m512i d0[NT]; /* where each token's dot products start */
@@ -108,7 +108,7 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * gb;
-            if (NT <= 2) prefetch_rows(bp, ws, gb); /* decode: 1 token (or its 2 parts) */
+            if (pf) prefetch_rows(bp, ws, gb); /* not when the rows are in cache */
             __m512i q[4];
             __m512 dd, mm = _mm512_setzero_ps();
             if (DT == F_Q41) {
