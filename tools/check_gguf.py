@@ -20,7 +20,6 @@ import sys
 import numpy as np
 import gguf
 from gguf.quants import dequantize
-from safetensors.numpy import load_file
 
 # relative RMS error of a tensor written in each type (f16/bf16 rounding, quantizers)
 MAX_ERR = {"F32": 0.0, "F16": 1e-3, "BF16": 5e-3, "Q8_0": 0.01, "Q6_K": 0.03, "Q4_0": 0.12, "Q4_K": 0.10,
@@ -43,15 +42,32 @@ def hf_name(n):
     return f"model.layers.{l}.{LAYER[rest]}"
 
 
+def read_safetensors(path):
+    """The tensors of one .safetensors file as float32 arrays. Read here with
+    numpy (an 8-byte header length, a JSON header, raw little-endian data), so
+    bf16 needs no torch: a bf16 value is the top half of an f32's bits."""
+    with open(path, "rb") as f:
+        n = int.from_bytes(f.read(8), "little")
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    kinds = {"F32": np.float32, "F16": np.float16, "BF16": np.uint16}
+    out = {}
+    for k, v in hdr.items():
+        if k == "__metadata__":
+            continue
+        b, e = v["data_offsets"]
+        a = np.frombuffer(data[b:e], dtype=kinds[v["dtype"]]).reshape(v["shape"])
+        if v["dtype"] == "BF16":
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        out[k] = a
+    return out
+
+
 def load_hf(d):
     sd = {}
     for fn in sorted(os.listdir(d)):
         if fn.endswith(".safetensors"):
-            try:
-                sd.update(load_file(os.path.join(d, fn)))
-            except TypeError:  # bf16: numpy has no dtype; go through torch
-                from safetensors.torch import load_file as lt
-                sd.update({k: v.float().numpy() for k, v in lt(os.path.join(d, fn)).items()})
+            sd.update(read_safetensors(os.path.join(d, fn)))
     return {k: np.asarray(v, dtype=np.float32) for k, v in sd.items()}
 
 
