@@ -60,9 +60,8 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
     const float *xt[4];
     for (int t = 0; t < NT; t++)
         xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);
-    float32x4_t acc[4][4], acc2[4];
+    float32x4_t acc[4][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
-        acc2[r] = vdupq_n_f32(0.0f);
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
     }
     int k = k0;
@@ -80,20 +79,18 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
                 ld8_f16(wr[r], k, &lo, &hi);
             else
                 ld8_bf16(wr[r], k, &lo, &hi);
-            if (NT == 1) {
-                acc[r][0] = vfmaq_f32(acc[r][0], lo, xl[0]);
-                acc2[r] = vfmaq_f32(acc2[r], hi, xh[0]);
-            } else {
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    acc[r][t] = vfmaq_f32(vfmaq_f32(acc[r][t], lo, xl[t]), hi, xh[t]);
-                }
+            /* one chain per token, the same for every NT: a token's sum
+             * must not depend on how many tokens share the tile (a batch of
+             * up to 16 rows is bit for bit that many decode steps) */
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                acc[r][t] = vfmaq_f32(vfmaq_f32(acc[r][t], lo, xl[t]), hi, xh[t]);
             }
         }
     }
     float res[4][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-            res[r][t] = vaddvq_f32(NT == 1 ? vaddq_f32(acc[r][0], acc2[r]) : acc[r][t]);
+            res[r][t] = vaddvq_f32(acc[r][t]);
         }
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < nr; r++) {
