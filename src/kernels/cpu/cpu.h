@@ -2,7 +2,7 @@
  * cpu.h - the inside of the cpu backend: one table of per-ISA primitives
  * (matmul tiles per weight dtype, activation quantization, the small vector
  * helpers attention needs). cpu.c owns the kernels, the thread split and the
- * blocking; an ISA file (generic.c, x86/avx2.c, x86/avx512.c, arm/neon.c)
+ * blocking (cpu_attn.c the attention); an ISA file (generic.c, x86/avx2.c, x86/avx512.c, arm/neon.c)
  * only fills a table. The table is chosen once at init from what the CPU
  * supports; tests may select any available one with r1_cpu_select.
  * Nothing here allocates or knows about threads.
@@ -239,5 +239,9 @@ void r1_cpu_set_static(int on);
 
 /* Generic q8 activation quantization (plain C), shared by the ISA files. */
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K);
+
+/* The attention kernels of the suite (cpu_attn.c), in cpu.c's kernel table. */
+void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth);
+void r1_cpu_k_attention_gqa(const struct r1_op *op, int ith, int nth);
 
 #endif

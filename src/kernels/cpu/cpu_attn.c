@@ -1,0 +1,257 @@
+/*
+ * cpu_attn.c - the cpu backend's KV append and grouped-query attention:
+ * blocked attention with an online softmax (each K/V row converted once and
+ * used by every query of its group), one head at a time on ISAs without the
+ * block helpers, and runs of several sequences (continuous batching) as
+ * causal blocks of their own. The kernel table is in cpu.c.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+#include "util/util.h"
+
+static size_t kv_index(const struct r1_kv_cache *kv, int layer, int h,
+                       int pos) {
+  return (((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos) * kv->head_dim;
+}
+
+void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth) {
+  const struct r1_cpu_isa *isa = r1_cpu_current();
+  const int hd = op->head_dim, nkv = op->n_kv_head;
+  const int stride = (op->n_head + 2 * nkv) * hd;
+  int lo, hi;
+  r1_split(op->T * nkv, ith, nth, &lo, &hi);
+  for (int i = lo; i < hi; i++) {
+    int t = i / nkv, h = i % nkv;
+    const float *k = op->x + (size_t)t * stride + (size_t)(op->n_head + h) * hd;
+    const float *v = k + (size_t)nkv * hd;
+    const struct r1_kv_cache *kv = r1_op_kv(op, t);
+    size_t idx = kv_index(kv, op->layer, h, r1_op_pos(op, t));
+    if (kv->dtype == R1_DTYPE_F16) {
+      isa->f32_to_f16(k, (uint16_t *)kv->k + idx, hd);
+      isa->f32_to_f16(v, (uint16_t *)kv->v + idx, hd);
+    } else {
+      memcpy((float *)kv->k + idx, k, (size_t)hd * sizeof(float));
+      memcpy((float *)kv->v + idx, v, (size_t)hd * sizeof(float));
+    }
+  }
+}
+
+/* One query head at a time (ISAs without the attention block helpers). */
+static void attention_heads(const struct r1_cpu_isa *isa,
+                            const struct r1_op *op, int ith, int nth) {
+  const struct r1_kv_cache *kv = op->kv;
+  const int hd = op->head_dim, nh = op->n_head, group = nh / op->n_kv_head;
+  const int stride = (nh + 2 * op->n_kv_head) * hd;
+  const int f16 = kv->dtype == R1_DTYPE_F16;
+  const float scale = 1.0f / sqrtf((float)hd);
+  float *att = op->scratch + (size_t)ith * op->scratch_stride;
+  int lo, hi;
+  r1_split(op->T * nh, ith, nth, &lo, &hi);
+  for (int i = lo; i < hi; i++) {
+    int t = i / nh, h = i % nh, kvh = h / group, n = op->pos0 + t + 1;
+    const float *q = op->x + (size_t)t * stride + (size_t)h * hd;
+    float *o = op->out + (size_t)t * nh * hd + (size_t)h * hd;
+    size_t base = kv_index(kv, op->layer, kvh, 0);
+    float mx = -INFINITY;
+    for (int p = 0; p < n; p++) {
+      size_t at = base + (size_t)p * hd;
+      float s = f16 ? isa->dot_f16(q, (const uint16_t *)kv->k + at, hd)
+                    : isa->dot_f32(q, (const float *)kv->k + at, hd);
+      att[p] = s * scale;
+      if (att[p] > mx)
+        mx = att[p];
+    }
+    float sum = 0.0f;
+    for (int p = 0; p < n; p++) {
+      att[p] = expf(att[p] - mx);
+      sum += att[p];
+    }
+    float inv = 1.0f / sum;
+    memset(o, 0, (size_t)hd * sizeof(float));
+    for (int p = 0; p < n; p++) {
+      size_t at = base + (size_t)p * hd;
+      if (f16)
+        isa->axpy_f16(att[p] * inv, (const uint16_t *)kv->v + at, o, hd);
+      else
+        isa->axpy_f32(att[p] * inv, (const float *)kv->v + at, o, hd);
+    }
+  }
+}
+
+/* Blocked attention: a unit is a block of up to tq query rows (tokens) times
+ * the heads of one KV head's group (or a slice of them when there are fewer
+ * units than threads), M = rows x heads query vectors in all. The unit walks
+ * the cache in chunks of ATT_P positions: each K and V row is converted to
+ * f32 once and used by all M queries, with an online softmax (running max
+ * and sum per query row). Units are split between threads by their cost
+ * (positions x queries), as causal rows further on read more of the cache. */
+#define ATT_P 64 /* cache positions per chunk (a multiple of 4) */
+#define ATT_M 96 /* query vectors a unit aims for */
+
+static void attention_blocked(const struct r1_cpu_isa *isa,
+                              const struct r1_op *op, int ith, int nth) {
+  const struct r1_kv_cache *kv = op->kv;
+  const int hd = op->head_dim, nh = op->n_head, nkv = op->n_kv_head,
+            group = nh / nkv;
+  const int stride = (nh + 2 * nkv) * hd, T = op->T, pos0 = op->pos0;
+  const int f16 = kv->dtype == R1_DTYPE_F16;
+  const int direct =
+      f16 && isa->attn_qk_f16 && isa->attn_pv_f16; /* no f32 copy of K/V */
+  const float scale = 1.0f / sqrtf((float)hd);
+  int tq = ATT_M / group;
+  if (tq < 1)
+    tq = 1;
+  if (tq > T)
+    tq = T;
+  const int nqb = (T + tq - 1) / tq;
+  int hs = 1;
+  if (nqb * nkv < nth) {
+    hs = (nth + nqb * nkv - 1) / (nqb * nkv);
+    if (hs > group)
+      hs = group;
+  }
+  const int gh = (group + hs - 1) / hs, nu = nqb * nkv * hs;
+  /* cost of unit u: its queries x the positions its last row reads */
+#define UNIT_COST(u, hc_, tc_, c_)                                             \
+  do {                                                                         \
+    int qb_ = (u) / (nkv * hs), hsi_ = (u) % hs;                               \
+    hc_ = group - hsi_ * gh < gh ? group - hsi_ * gh : gh;                     \
+    tc_ = T - qb_ * tq < tq ? T - qb_ * tq : tq;                               \
+    c_ = hc_ > 0 ? (double)hc_ * tc_ * (pos0 + qb_ * tq + tc_) : 0.0;          \
+  } while (0)
+  double total = 0;
+  for (int u = 0; u < nu; u++) {
+    int hc, tc;
+    double c;
+    UNIT_COST(u, hc, tc, c);
+    total += c;
+  }
+  const int mmax = (tq * gh + 3) & ~3;
+  const size_t need = (size_t)2 * mmax * hd + (size_t)mmax * ATT_P +
+                      (size_t)2 * ATT_P * hd + (size_t)2 * mmax;
+  float *buf = NULL, *Q = NULL, *O = NULL, *S = NULL, *Kc = NULL, *Vc = NULL,
+        *mr = NULL, *lr = NULL;
+  double pre = 0;
+  for (int u = 0; u < nu; u++) {
+    int hc, tc;
+    double c;
+    UNIT_COST(u, hc, tc, c);
+    double mid = pre + c / 2;
+    pre += c;
+    if (hc <= 0)
+      continue;
+    int owner = (int)(mid * nth / total);
+    if (owner >= nth)
+      owner = nth - 1;
+    if (owner != ith)
+      continue;
+    if (!buf) {
+      buf = (float *)r1_cpu_scratch(3, need * sizeof(float));
+      Q = buf, O = Q + (size_t)mmax * hd, S = O + (size_t)mmax * hd;
+      Kc = S + (size_t)mmax * ATT_P, Vc = Kc + (size_t)ATT_P * hd;
+      mr = Vc + (size_t)ATT_P * hd, lr = mr + mmax;
+    }
+    const int qb = u / (nkv * hs), kvh = (u / hs) % nkv, hsi = u % hs;
+    const int t0 = qb * tq, h0 = kvh * group + hsi * gh;
+    const int M = tc * hc, Mp = (M + 3) & ~3;
+    for (int ti = 0; ti < tc; ti++)
+      for (int hj = 0; hj < hc; hj++)
+        memcpy(Q + (size_t)(ti * hc + hj) * hd,
+               op->x + (size_t)(t0 + ti) * stride + (size_t)(h0 + hj) * hd,
+               (size_t)hd * sizeof(float));
+    memset(Q + (size_t)M * hd, 0, (size_t)(Mp - M) * hd * sizeof(float));
+    memset(O, 0, (size_t)Mp * hd * sizeof(float));
+    for (int m = 0; m < Mp; m++)
+      mr[m] = -INFINITY, lr[m] = 0.0f;
+    const size_t base = kv_index(kv, op->layer, kvh, 0);
+    const int nmax = pos0 + t0 + tc; /* positions the last row reads */
+    for (int c0 = 0; c0 < nmax; c0 += ATT_P) {
+      const int P = nmax - c0 < ATT_P ? nmax - c0 : ATT_P, Pp = (P + 3) & ~3;
+      const size_t at = base + (size_t)c0 * hd;
+      if (direct) {
+        isa->attn_qk_f16(Q, Mp, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
+      } else if (f16) {
+        isa->f16_to_f32((const uint16_t *)kv->k + at, Kc, P * hd);
+        isa->f16_to_f32((const uint16_t *)kv->v + at, Vc, P * hd);
+      } else {
+        memcpy(Kc, (const float *)kv->k + at, (size_t)P * hd * sizeof(float));
+        memcpy(Vc, (const float *)kv->v + at, (size_t)P * hd * sizeof(float));
+      }
+      if (!direct) {
+        memset(Kc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
+        memset(Vc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
+        isa->attn_qk(Q, Mp, Kc, Pp, hd, S, ATT_P);
+      }
+      for (int m = 0; m < Mp; m++) {
+        float *sr = S + (size_t)m * ATT_P;
+        int n = m < M ? pos0 + t0 + m / hc + 1 - c0 : 0;
+        if (n > P)
+          n = P;
+        if (n <= 0) {
+          memset(sr, 0, (size_t)Pp * sizeof(float));
+          continue;
+        }
+        float mold = mr[m];
+        float sum = isa->attn_softmax(sr, n, scale, &mr[m]);
+        for (int p = n; p < Pp; p++)
+          sr[p] = 0.0f;
+        if (mr[m] != mold) {
+          float corr = expf(mold - mr[m]);
+          lr[m] *= corr;
+          float *o = O + (size_t)m * hd;
+          for (int d = 0; d < hd; d++)
+            o[d] *= corr;
+        }
+        lr[m] += sum;
+      }
+      if (direct)
+        isa->attn_pv_f16(S, ATT_P, Mp, (const uint16_t *)kv->v + at, P, hd, O);
+      else
+        isa->attn_pv(S, ATT_P, Mp, Vc, Pp, hd, O);
+    }
+    for (int ti = 0; ti < tc; ti++)
+      for (int hj = 0; hj < hc; hj++) {
+        int m = ti * hc + hj;
+        float inv = 1.0f / lr[m];
+        const float *o = O + (size_t)m * hd;
+        float *dst =
+            op->out + (size_t)(t0 + ti) * nh * hd + (size_t)(h0 + hj) * hd;
+        for (int d = 0; d < hd; d++)
+          dst[d] = o[d] * inv;
+      }
+  }
+#undef UNIT_COST
+}
+
+static void attention_one(const struct r1_cpu_isa *isa, const struct r1_op *op,
+                          int ith, int nth) {
+  if (isa->attn_qk && isa->attn_pv && isa->attn_softmax && isa->f16_to_f32 &&
+      op->head_dim % 16 == 0)
+    attention_blocked(isa, op, ith, nth);
+  else
+    attention_heads(isa, op, ith, nth);
+}
+
+/* Rows of several sequences (continuous batching): each run of one
+ * sequence is a causal block of its own, computed by all threads in turn. */
+void r1_cpu_k_attention_gqa(const struct r1_op *op, int ith, int nth) {
+  const struct r1_cpu_isa *isa = r1_cpu_current();
+  if (!op->seq && !op->pos) {
+    attention_one(isa, op, ith, nth);
+    return;
+  }
+  const int hd = op->head_dim, nh = op->n_head,
+            stride = (nh + 2 * op->n_kv_head) * hd;
+  for (int t0 = 0; t0 < op->T;) {
+    int t1 = r1_op_run_end(op, t0);
+    struct r1_op sub = *op;
+    sub.T = t1 - t0, sub.pos0 = r1_op_pos(op, t0), sub.kv = r1_op_kv(op, t0);
+    sub.seq = NULL, sub.pos = NULL;
+    sub.x = op->x + (size_t)t0 * stride;
+    sub.out = op->out + (size_t)t0 * nh * hd;
+    attention_one(isa, &sub, ith, nth);
+    t0 = t1;
+  }
+}
