@@ -12,7 +12,8 @@
  *
  * Errors: each OpenCL call is checked by CL_CHECK, which names the call and
  * the error code's name; kernels return nothing, so a failure is recorded
- * and reported by the next sync or download (as the cuda backend does).
+ * and reported by the next sync or download (runtime/device_common.c, as
+ * for the cuda backend).
  * Environment names read here, in one place:
  *   R1_CL_DEVICE=N           device index over all platforms (--cl-device N)
  *   R1_CL_PREFILL=own|clblast  prefill matmuls (clblast.c)
