@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test program (build/tests/test_*) and every shell test
-# (tests/*.sh), each printing "name: P passed, F failed" as its last line,
+# (tests/*.sh but the *_common.sh they source), each printing "name: P passed, F failed" as its last line,
 # and prints the total as the last line: "N passed, N failed".
 set -u
 BUILD=${BUILD:-build}
@@ -45,6 +45,7 @@ for t in "$BUILD"/tests/test_*; do
 done
 for t in tests/*.sh; do
     [ -f "$t" ] || continue
+    case $t in *_common.sh) continue ;; esac # sourced by the tests, not one
     run_one "$(basename "$t" .sh)" bash "$t"
 done
 echo

@@ -8,33 +8,16 @@
 # decode step per row, so "concurrent == alone" holds exactly, whatever rows
 # the engine happens to put together. Last line: "batch_server: P passed, F failed".
 set -u
-BIN=${R1_BIN:-build/r1infer}
 HERE=$(cd "$(dirname "$0")" && pwd)
-TMP=$(mktemp -d)
-PID=
-cleanup() {
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then kill -KILL "$PID" 2>/dev/null; fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-die() { echo "batch_server.sh: $*" >&2; [ -f "$TMP/log" ] && tail -n 20 "$TMP/log" >&2; echo "batch_server: 0 passed, 1 failed"; exit 1; }
+NAME=batch_server STOP_GRACE=0 # the clean shutdown is checked below; at exit, SIGKILL
+. "$HERE/server_common.sh"
 
 "$BIN" synth --config tiny -o "$TMP/tiny" >"$TMP/synth.log" 2>&1 || die "synth failed: $(tail -n 3 "$TMP/synth.log")"
-"$BIN" serve -m "$TMP/tiny" --host 127.0.0.1 --port 0 --parallel 4 --batch-tokens 16 --queue 16 --ctx 1024 \
-    --max-conns 400 --seed 1 -t 2 >"$TMP/log" 2>&1 &
-PID=$!
-PORT=
-for _ in $(seq 300); do
-    PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$TMP/log" | head -n 1)
-    [ -n "$PORT" ] && break
-    kill -0 "$PID" 2>/dev/null || die "the server exited at start"
-    sleep 0.1
-done
-[ -n "$PORT" ] || die "the server did not start listening"
+start_server 300 -m "$TMP/tiny" --parallel 4 --batch-tokens 16 --queue 16 --ctx 1024 --max-conns 400 --seed 1 -t 2
 
 timeout 300 python3 "$HERE/batch_server_test.py" --base "http://127.0.0.1:$PORT" --clients "${R1_CLIENTS:-200}"
 rc=$?
-kill -0 "$PID" 2>/dev/null || { echo "batch_server.sh: the server died during the tests" >&2; tail -n 20 "$TMP/log" >&2; rc=1; }
+server_alive || rc=1
 # a clean shutdown; under ASan this is where leaks are reported
 kill -TERM "$PID" 2>/dev/null
 for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done

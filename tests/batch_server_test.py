@@ -19,61 +19,21 @@ Standard library only (http.client, threads). Checks:
 Prints "batch_server: P passed, F failed" last.
 """
 import argparse
-import http.client
 import json
 import re
 import socket
 import sys
 import threading
 import time
-import traceback
-import urllib.parse
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}", file=sys.stderr)
-    return cond
+import server_common
+from server_common import check, run_groups
 
 
-class Server:
-    def __init__(self, base):
-        u = urllib.parse.urlparse(base)
-        self.host, self.port = u.hostname, u.port
+class Server(server_common.Server):
+    """--parallel 4 with chunked prefill: a request may wait its turn"""
 
-    def conn(self, timeout=60):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-
-    def request(self, method, path, body=None, timeout=120):
-        c = self.conn(timeout)
-        try:
-            c.request(method, path, body=json.dumps(body) if body is not None else None,
-                      headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            return r.status, dict(r.getheaders()), r.read()
-        finally:
-            c.close()
-
-    def health(self):
-        return json.loads(self.request("GET", "/health")[2])
-
-    def metrics(self):
-        st, hd, data = self.request("GET", "/metrics")
-        return st, hd, data.decode()
-
-    def wait_idle(self, seconds=5.0):
-        end = time.time() + seconds
-        h = self.health()
-        while time.time() < end and (h["slots_busy"] or h["queued"]):
-            time.sleep(0.02)
-            h = self.health()
-        return h
+    timeout, conn_timeout, poll = 120, 60, 0.02
 
 
 def metric(text, name):
@@ -275,21 +235,10 @@ def main():
     ap.add_argument("--clients", type=int, default=200)
     a = ap.parse_args()
     srv = Server(a.base)
-    t0 = time.time()
-    for name, fn in [("same as alone", lambda: test_same_as_alone(srv)), ("hang-up", lambda: test_hangup(srv)),
-                     ("many clients", lambda: test_many_clients(srv, a.clients)),
-                     ("metrics+tokenize", lambda: test_metrics_tokenize(srv)),
-                     ("n > 1", lambda: test_n_choices(srv))]:
-        t = time.time()
-        try:
-            fn()
-        except Exception as e:  # noqa: BLE001
-            traceback.print_exc()
-            check(False, f"{name}: {type(e).__name__}: {e}")
-        print(f"  {name}: {time.time() - t:.1f}s", file=sys.stderr)
-    print(f"  total {time.time() - t0:.1f}s", file=sys.stderr)
-    print(f"batch_server: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_groups("batch_server", [
+        ("same as alone", lambda: test_same_as_alone(srv)), ("hang-up", lambda: test_hangup(srv)),
+        ("many clients", lambda: test_many_clients(srv, a.clients)),
+        ("metrics+tokenize", lambda: test_metrics_tokenize(srv)), ("n > 1", lambda: test_n_choices(srv))])
 
 
 if __name__ == "__main__":

@@ -6,22 +6,11 @@
 # bad input (empty or short text, --ctx beyond the model, a base from
 # another model). Last line: "logprobs: P passed, F failed".
 set -u
-BIN=${R1_BIN:-build/r1infer}
 MODEL=${R1_TEST_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 CORPUS=${R1_TEST_CORPUS:-build/corpus/debian-faq.txt}
 HERE=$(cd "$(dirname "$0")" && pwd)
-TMP=$(mktemp -d)
-PID=
-cleanup() {
-    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
-        kill -TERM "$PID" 2>/dev/null
-        for _ in $(seq 50); do kill -0 "$PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$PID" 2>/dev/null
-    fi
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-die() { echo "logprobs.sh: $*" >&2; [ -f "$TMP/log" ] && tail -n 20 "$TMP/log" >&2; echo "logprobs: 0 passed, 1 failed"; exit 1; }
+NAME=logprobs
+. "$HERE/server_common.sh"
 [ -f "$MODEL" ] || die "the default model $MODEL is absent (scripts/get-model.sh)"
 [ -f "$CORPUS" ] || die "the corpus $CORPUS is absent (apt-get install debian-faq; scripts/run-tests.sh unpacks it)"
 
@@ -61,16 +50,7 @@ if grep -q "same top-1:   100.000%" <<<"$out"; then p=$((p + 1)); else f=$((f + 
 python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))' < "$CORPUS" |
     "$BIN" tokenize -m "$MODEL" --jsonl > "$TMP/ids.json" || die "tokenize failed"
 
-"$BIN" serve -m "$MODEL" --host 127.0.0.1 --port 0 --parallel 1 --ctx 1024 --seed 1 >"$TMP/log" 2>&1 &
-PID=$!
-PORT=
-for _ in $(seq 300); do
-    PORT=$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$TMP/log" | head -n 1)
-    [ -n "$PORT" ] && break
-    kill -0 "$PID" 2>/dev/null || die "the server exited at start"
-    sleep 0.1
-done
-[ -n "$PORT" ] || die "the server did not start listening"
+start_server 300 -m "$MODEL" --parallel 1 --ctx 1024 --seed 1
 out=$(timeout 300 python3 "$HERE/logprobs_test.py" --base "http://127.0.0.1:$PORT" --ids "$TMP/ids.json" \
       --kld-base "$TMP/base.kld" 2>&1)
 rc=$?
@@ -79,6 +59,6 @@ line=$(printf '%s\n' "$out" | grep -E '^logprobs: [0-9]+ passed, [0-9]+ failed$'
 pp=$(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"); ff=$(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"$line")
 [ -n "$line" ] || { pp=0; ff=1; }
 [ $rc -eq 0 ] || [ "$ff" -gt 0 ] || ff=1
-kill -0 "$PID" 2>/dev/null || { echo "logprobs.sh: the server died during the tests" >&2; tail -n 20 "$TMP/log" >&2; ff=$((ff + 1)); }
+server_alive || ff=$((ff + 1))
 echo "logprobs: $((p + pp)) passed, $((f + ff)) failed"
 [ $((f + ff)) -eq 0 ]

@@ -16,12 +16,13 @@ corpus). Checks:
 Prints "logprobs: P passed, F failed" last.
 """
 import argparse
-import http.client
 import json
 import math
 import struct
 import sys
-import urllib.parse
+
+import server_common
+from server_common import check, finish
 
 # the same logits rows, computed in one batch (server) or split in two at
 # ctx/2 (perplexity), differ by float summation order; logprobs stored as f32
@@ -31,36 +32,11 @@ ECHO_TOL = 2e-4
 # 1.5e-4 on the default model
 REPEAT_TOL = 1e-3
 
-passed = failed = 0
 
+class Server(server_common.Server):
+    """the default model on one slot: a long prompt takes a while"""
 
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}", file=sys.stderr)
-    return cond
-
-
-class Server:
-    def __init__(self, base):
-        u = urllib.parse.urlparse(base)
-        self.host, self.port = u.hostname, u.port
-
-    def post(self, path, body, stream=False):
-        c = http.client.HTTPConnection(self.host, self.port, timeout=120)
-        try:
-            c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            data = r.read().decode()
-        finally:
-            c.close()
-        if not stream or r.status != 200:
-            return r.status, json.loads(data)
-        events = [json.loads(l[6:]) for l in data.split("\n") if l.startswith("data: ") and l != "data: [DONE]"]
-        return r.status, events
+    timeout = 120
 
 
 def read_base(path):
@@ -215,8 +191,7 @@ def main():
         import traceback
         traceback.print_exc()
         check(False, f"exception {e!r}")
-    print(f"logprobs: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return finish("logprobs")
 
 
 if __name__ == "__main__":

@@ -8,67 +8,15 @@ oversized requests). Every request has a timeout; the run is bounded.
 Prints "server: P passed, F failed" last.
 """
 import argparse
-import http.client
 import json
 import socket
 import sys
 import threading
 import time
-import traceback
-import urllib.parse
 
 import openai
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}", file=sys.stderr)
-    return cond
-
-
-class Server:
-    def __init__(self, base, key):
-        u = urllib.parse.urlparse(base)
-        self.host, self.port, self.key = u.hostname, u.port, key
-
-    def conn(self, timeout=30):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-
-    def request(self, method, path, body=None, headers=None, auth=True, timeout=30):
-        h = {"Content-Type": "application/json"}
-        if auth and self.key:
-            h["Authorization"] = "Bearer " + self.key
-        h.update(headers or {})
-        if isinstance(body, (dict, list)):
-            body = json.dumps(body)
-        if isinstance(body, str):
-            body = body.encode()
-        c = self.conn(timeout)
-        try:
-            c.request(method, path, body=body, headers=h)
-            r = c.getresponse()
-            data = r.read()
-            return r.status, dict(r.getheaders()), data
-        finally:
-            c.close()
-
-    def health(self):
-        return json.loads(self.request("GET", "/health", auth=False)[2])
-
-    def wait_idle(self, seconds=5.0):
-        end = time.time() + seconds
-        while time.time() < end:
-            h = self.health()
-            if h["slots_busy"] == 0 and h["queued"] == 0:
-                return h
-            time.sleep(0.05)
-        return self.health()
+from server_common import Server, check, run_groups
 
 
 def is_error(status, data, want_status, what, code=None):
@@ -373,22 +321,12 @@ def main():
     KEY = a.key
     srv = Server(a.base, a.key)
     client = openai.OpenAI(base_url=a.base + "/v1", api_key=a.key, max_retries=0, timeout=60)
-    t0 = time.time()
-    for name, fn in [("basic", lambda: test_basic(srv, client)), ("chat", lambda: test_chat(srv, client)),
-                     ("completion+stop", lambda: test_stop(srv, client, test_completion(srv, client))),
-                     ("auth", lambda: test_auth(srv, a.base)), ("bad input", lambda: test_bad_input(srv)),
-                     ("limits", lambda: test_limits(srv)), ("parallel", lambda: test_parallel(a.base)),
-                     ("queue+disconnect", lambda: test_queue_and_disconnect(srv))]:
-        t = time.time()
-        try:
-            fn()
-        except Exception as e:  # a crash of one group is a failure, not the end of the run
-            traceback.print_exc()
-            check(False, f"{name}: {type(e).__name__}: {e}")
-        print(f"  {name}: {time.time() - t:.1f}s", file=sys.stderr)
-    print(f"  total {time.time() - t0:.1f}s", file=sys.stderr)
-    print(f"server: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return run_groups("server", [
+        ("basic", lambda: test_basic(srv, client)), ("chat", lambda: test_chat(srv, client)),
+        ("completion+stop", lambda: test_stop(srv, client, test_completion(srv, client))),
+        ("auth", lambda: test_auth(srv, a.base)), ("bad input", lambda: test_bad_input(srv)),
+        ("limits", lambda: test_limits(srv)), ("parallel", lambda: test_parallel(a.base)),
+        ("queue+disconnect", lambda: test_queue_and_disconnect(srv))])
 
 
 if __name__ == "__main__":

@@ -1,23 +1,18 @@
 /*
  * test_cuda.c - the cuda backend against the reference kernels, then the
- * whole model on the GPU against the CPU on the Hugging Face fixtures.
+ * whole model on the GPU against the CPU on the Hugging Face fixtures (the
+ * suite is device_conformance.h).
  *
- * Kernels: every kernel, random inputs drawn fresh for each case, device
- * outputs poisoned with NaN before each run (an unwritten element fails),
- * T = 1 and batches on both sides of the matvec/GEMM switch (T = 8 | 9),
- * odd sizes, f32/f16/bf16/q8_0 weights, f32/f16 KV caches, both prefill
- * precisions, the position from device memory (graph replays). Error is
- * ||out - ref|| / ||ref|| against a named limit; every group prints its worst.
- * Fixtures: greedy ids on the GPU (argmax on the device, decode graphs on and
- * off) equal the CPU's, and prefill logits agree within a named limit.
+ * What is CUDA's: T = 1 and batches on both sides of the matvec/GEMM switch
+ * (T = 8 | 9), f32/f16/bf16/q8_0 weights, both prefill precisions (and
+ * their limits), the position from device memory (graph replays), and the
+ * fixtures with decode graphs on and off.
  *
  * Built by every build; without CUDA, or with no device, it reports a skip
  * and passes.
  */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "test.h"
 
@@ -27,498 +22,90 @@ int main(void) {
     return TEST_DONE("test_cuda");
 }
 #else
-#include <dirent.h>
-#include <sys/stat.h>
-
+#include "device_conformance.h"
 #include "kernels/cuda/cuda.h"
-#include "kernels/kernels.h"
-#include "r1infer.h"
-#include "runtime/device.h"
-#include "runtime/session.h"
-#include "util/util.h"
 
-/* Named limits, ||out - ref|| / ||ref|| */
-#define REL_EXACT 1e-7        /* same conversions: embedding, kv_append, argmax */
-#define REL_F32 2e-6          /* f32 arithmetic, other summation order: norm, rope, attention */
-#define REL_MATVEC 1e-5       /* matvec path (T <= 8): f32 accumulate over dequantized weights */
-#define REL_GEMM_F32 1e-5     /* cuBLAS Sgemm, f32 weights */
-#define REL_GEMM_EXACT 1e-5   /* bf16/f16 weights, activations split hi + lo */
-#define REL_GEMM_16BIT 1e-2   /* bf16 activations (8 bits): the 1e-3..1e-2 of bf16 operands */
-#define REL_GEMM_Q8 1.5e-2    /* q8_0 dequantized to bf16 for the GEMM, + activation rounding */
+/* Named limits of this backend, ||out - ref|| / ||ref|| */
+#define REL_GEMM_EXACT 1e-5    /* bf16/f16 weights, activations split hi + lo */
+#define REL_GEMM_16BIT 1e-2    /* bf16 activations (8 bits): the 1e-3..1e-2 of bf16 operands */
+#define REL_GEMM_Q8 1.5e-2     /* q8_0 dequantized to bf16 for the GEMM, + activation rounding */
 #define REL_GEMM_Q8_EXACT 1e-2 /* q8_0 -> bf16 weights only */
-#define REL_PREFILL_LOGITS 2e-3 /* fixture prefill logits, GPU vs CPU, exact prefill (max-norm rel) */
-
-static const struct r1_backend *be;
-static const struct r1_device_ops *dv;
-static int verbose;
-
-/* ---- random data ---- */
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    float s = 0;
-    for (int i = 0; i < 4; i++) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
-    }
-    return s * 1.7320508f;
-}
-static int irand(int n) {
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-    return (int)(rng % (uint64_t)n);
-}
-static float *hrand(size_t n) {
-    float *p = malloc(n * sizeof(float) + 64);
-    for (size_t i = 0; i < n; i++) p[i] = frand();
-    return p;
-}
-
-/* ---- device buffers ---- */
-static void *dup_dev(const void *h, size_t bytes) {
-    void *d = dv->alloc(bytes, "test buffer");
-    if (d && h) dv->upload(d, h, bytes);
-    return d;
-}
-static void poison(void *d, size_t bytes) {
-    float *nan = malloc(bytes + 4);
-    for (size_t i = 0; i < bytes / 4; i++) nan[i] = NAN;
-    dv->upload(d, nan, bytes);
-    free(nan);
-}
-static int fetch(void *h, const void *d, size_t bytes) { return dv->download(h, d, bytes); }
-
-/* ||a - b|| / ||b||; NaN or an unwritten (NaN-poisoned) element gives INFINITY */
-static double rel(const float *a, const float *b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (a[i] != a[i]) return INFINITY;
-        double d = (double)a[i] - b[i];
-        num += d * d, den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
-
-struct group {
-    const char *name;
-    double worst, limit;
-    const char *limit_name;
-    int cases;
-};
-static void report(struct group *g, double e, const char *what) {
-    g->cases++;
-    if (!(e <= g->worst)) g->worst = e;
-    if (verbose) printf("  %-40s %s %.3g\n", g->name, what, e);
-    CHECK(e <= g->limit, "%s %s: rel err %.3g > %s %.0e", g->name, what, e, g->limit_name, g->limit);
-}
-static void done(struct group *g) {
-    printf("%-44s %3d cases, worst %.3g (%s %.0e)\n", g->name, g->cases, g->worst, g->limit_name, g->limit);
-}
-
-/* ---- weights: a host matrix and its device copy ---- */
-struct mat {
-    struct r1_mat h, d;
-    void *hbuf, *dbuf;
-};
-static struct mat mat_new(enum r1_dtype dt, int rows, int cols) {
-    struct mat m;
-    size_t rb = r1_dtype_row_bytes(dt, cols);
-    m.hbuf = malloc(rb * rows + 64);
-    float *row = malloc(sizeof(float) * cols);
-    for (int r = 0; r < rows; r++) {
-        for (int c = 0; c < cols; c++) row[c] = frand() * 0.5f;
-        r1_dtype_traits[dt].from_f32(row, (uint8_t *)m.hbuf + (size_t)r * rb, cols);
-    }
-    free(row);
-    m.h = (struct r1_mat){.data = m.hbuf, .dtype = dt, .rows = rows, .cols = cols, .row_bytes = rb};
-    m.dbuf = dv->alloc(r1_device_mat_bytes(&m.h), "test matrix");
-    CHECK(m.dbuf && r1_device_mat_upload(dv, m.dbuf, &m.h, &m.d) == 0, "upload %s %dx%d: %s", r1_dtype_name(dt),
-          rows, cols, r1_last_error());
-    return m;
-}
-static void mat_free(struct mat *m) {
-    free(m->hbuf);
-    dv->free(m->dbuf);
-}
-
-static void run_ref(enum r1_kernel k, const struct r1_op *op) { r1_ref_kernels[k](op, 0, 1); }
-static int run_dev(enum r1_kernel k, const struct r1_op *op) {
-    be->fn[k](op, 0, 1);
-    int rc = dv->sync();
-    CHECK(rc == 0, "%s: %s", r1_kernel_names[k], r1_last_error());
-    return rc;
-}
 
 static const enum r1_dtype WDT[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_BF16, R1_DTYPE_Q8_0};
 static const int TS[] = {1, 3, 8, 9, 40};
+static const int HEADS[][3] = {{12, 2, 128}, {28, 4, 128}, {4, 4, 16}, {20, 2, 64}, {6, 3, 32}};
 
-/* ---- kernels ---- */
-static void test_embedding(void) {
-    struct group g = {"embedding", 0, REL_EXACT, "REL_EXACT", 0};
-    for (size_t di = 0; di < 4; di++) {
-        int cols = WDT[di] == R1_DTYPE_Q8_0 ? 96 : 37, V = 101;
-        struct mat m = mat_new(WDT[di], V, cols);
-        for (int T = 1; T <= 6; T += 5) {
-            int32_t ids[6];
-            for (int t = 0; t < T; t++) ids[t] = irand(V);
-            float *ref = malloc(sizeof(float) * T * cols), *got = malloc(sizeof(float) * T * cols);
-            void *dids = dup_dev(ids, sizeof ids), *dout = dv->alloc(sizeof(float) * T * cols, "out");
-            poison(dout, sizeof(float) * T * cols);
-            struct r1_op op = {.kernel = R1_K_EMBEDDING, .T = T, .w = &m.h, .ids = ids, .out = ref};
-            run_ref(R1_K_EMBEDDING, &op);
-            op.w = &m.d, op.ids = dids, op.out = dout;
-            if (!run_dev(R1_K_EMBEDDING, &op) && !fetch(got, dout, sizeof(float) * T * cols)) {
-                char w[64];
-                snprintf(w, sizeof w, "%s T=%d", r1_dtype_name(WDT[di]), T);
-                report(&g, rel(got, ref, (size_t)T * cols), w);
-            }
-            dv->free(dids), dv->free(dout), free(ref), free(got);
-        }
-        mat_free(&m);
-    }
-    done(&g);
+/* matmul paths: inner = the prefill precision of T > 8 (0 fast, 1 exact) */
+static int n_inner(int T) { return T > 8 ? 2 : 1; }
+static int path_set(int outer, int exact, int T) {
+    (void)outer, (void)T;
+    r1_cuda_set_prefill_exact(exact);
+    return 1;
 }
-
-static void test_rms_norm(void) {
-    struct group g = {"rms_norm", 0, REL_F32, "REL_F32", 0};
-    const int NS[] = {1, 37, 1536, 3584};
-    for (int ni = 0; ni < 4; ni++)
-        for (int T = 1; T <= 7; T += 6) {
-            int n = NS[ni];
-            float *x = hrand((size_t)T * n), *b = hrand(n), *ref = malloc(sizeof(float) * T * n),
-                  *got = malloc(sizeof(float) * T * n);
-            float *dx = dup_dev(x, sizeof(float) * T * n), *db = dup_dev(b, sizeof(float) * n),
-                  *dout = dv->alloc(sizeof(float) * T * n, "out");
-            poison(dout, sizeof(float) * T * n);
-            struct r1_op op = {.kernel = R1_K_RMS_NORM, .T = T, .n = n, .eps = 1e-6f, .x = x, .b = b, .out = ref};
-            run_ref(R1_K_RMS_NORM, &op);
-            op.x = dx, op.b = db, op.out = dout;
-            if (!run_dev(R1_K_RMS_NORM, &op) && !fetch(got, dout, sizeof(float) * T * n)) {
-                char w[64];
-                snprintf(w, sizeof w, "n=%d T=%d", n, T);
-                report(&g, rel(got, ref, (size_t)T * n), w);
-            }
-            dv->free(dx), dv->free(db), dv->free(dout), free(x), free(b), free(ref), free(got);
-        }
-    done(&g);
-}
-
-/* qkv_bias, matvec_add, lm_head, gate_up_silu over dtypes x shapes x T */
-static double matmul_limit(enum r1_dtype dt, int T, int exact, const char **name) {
+static void path_end(void) { r1_cuda_set_prefill_exact(0); }
+static double path_limit(enum r1_dtype dt, int T, int outer, int exact, const char **name) {
+    (void)outer;
     if (T <= 8) return *name = "REL_MATVEC", REL_MATVEC;
     if (dt == R1_DTYPE_F32) return *name = "REL_GEMM_F32", REL_GEMM_F32;
     if (dt == R1_DTYPE_Q8_0)
         return exact ? (*name = "REL_GEMM_Q8_EXACT", REL_GEMM_Q8_EXACT) : (*name = "REL_GEMM_Q8", REL_GEMM_Q8);
     return exact ? (*name = "REL_GEMM_EXACT", REL_GEMM_EXACT) : (*name = "REL_GEMM_16BIT", REL_GEMM_16BIT);
 }
-
-static void test_matmul(enum r1_kernel k) {
-    struct group g = {r1_kernel_names[k], 0, 0, "per case (below)", 0};
-    double worst_limit = 0;
-    const int shapes[][2] = {{67, 96}, {131, 320}, {1536, 1536}, {37, 250}, {300, 37}}; /* rows, cols */
-    for (size_t di = 0; di < 4; di++)
-        for (int si = 0; si < 5; si++) {
-            enum r1_dtype dt = WDT[di];
-            int rows = shapes[si][0], K = shapes[si][1];
-            if (dt == R1_DTYPE_Q8_0 && K % 32) continue;
-            if (k == R1_K_GATE_UP_SILU) rows *= 2;
-            struct mat m = mat_new(dt, rows, K);
-            int orows = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
-            for (size_t ti = 0; ti < sizeof TS / sizeof TS[0]; ti++)
-                for (int exact = 0; exact < (TS[ti] > 8 ? 2 : 1); exact++) {
-                    int T = TS[ti];
-                    r1_cuda_set_prefill_exact(exact);
-                    size_t on = (size_t)T * orows;
-                    float *x = hrand((size_t)T * K), *b = hrand(rows), *init = hrand(on);
-                    float *ref = malloc(sizeof(float) * on), *got = malloc(sizeof(float) * on);
-                    memcpy(ref, init, sizeof(float) * on);
-                    float *dx = dup_dev(x, sizeof(float) * T * K), *db = dup_dev(b, sizeof(float) * rows);
-                    float *dout = dup_dev(NULL, sizeof(float) * on);
-                    if (k == R1_K_MATVEC_ADD) dv->upload(dout, init, sizeof(float) * on);
-                    else poison(dout, sizeof(float) * on);
-                    struct r1_op op = {.kernel = k, .T = T, .w = &m.h, .x = x, .b = b, .out = ref};
-                    run_ref(k, &op);
-                    op.w = &m.d, op.x = dx, op.b = db, op.out = dout;
-                    if (!run_dev(k, &op) && !fetch(got, dout, sizeof(float) * on)) {
-                        const char *ln;
-                        double lim = matmul_limit(dt, T, exact, &ln);
-                        double e = rel(got, ref, on);
-                        char w[96];
-                        snprintf(w, sizeof w, "%s %dx%d T=%d%s", r1_dtype_name(dt), rows, K, T,
-                                 T > 8 ? (exact ? " exact" : " fast") : "");
-                        g.limit = lim, g.limit_name = ln;
-                        report(&g, e, w);
-                        if (lim > worst_limit) worst_limit = lim;
-                    }
-                    dv->free(dx), dv->free(db), dv->free(dout);
-                    free(x), free(b), free(init), free(ref), free(got);
-                }
-            mat_free(&m);
-        }
-    r1_cuda_set_prefill_exact(0);
-    printf("%-44s %3d cases, worst %.3g (limits by path: REL_MATVEC .. %.0e)\n", g.name, g.cases, g.worst,
-           worst_limit);
+static void path_label(char *buf, size_t cap, int T, int outer, int exact) {
+    (void)outer;
+    snprintf(buf, cap, "%s", T > 8 ? (exact ? " exact" : " fast") : "");
 }
 
-/* a qkv buffer, rope tables and a KV cache with random contents */
-struct attn_fix {
-    int nh, nkv, hd, n_ctx, stride;
-    enum r1_dtype kvt;
-    struct r1_kv_cache hkv, dkv;
-    float *cs, *sn, *dcs, *dsn;
-};
-static void attn_fix_new(struct attn_fix *f, int nh, int nkv, int hd, int n_ctx, enum r1_dtype kvt) {
-    f->nh = nh, f->nkv = nkv, f->hd = hd, f->n_ctx = n_ctx, f->kvt = kvt;
-    f->stride = (nh + 2 * nkv) * hd;
-    size_t n = (size_t)2 * nkv * n_ctx * hd, es = kvt == R1_DTYPE_F16 ? 2 : 4;
-    f->hkv = (struct r1_kv_cache){.dtype = kvt, .n_layer = 2, .n_kv_head = nkv, .n_ctx = n_ctx, .head_dim = hd};
-    f->hkv.k = malloc(n * es), f->hkv.v = malloc(n * es);
-    for (size_t i = 0; i < n; i++) {
-        float a = frand(), b = frand();
-        if (es == 2) ((uint16_t *)f->hkv.k)[i] = r1_f32_to_f16(a), ((uint16_t *)f->hkv.v)[i] = r1_f32_to_f16(b);
-        else ((float *)f->hkv.k)[i] = a, ((float *)f->hkv.v)[i] = b;
-    }
-    f->dkv = f->hkv;
-    f->dkv.k = dup_dev(f->hkv.k, n * es), f->dkv.v = dup_dev(f->hkv.v, n * es);
-    size_t nt = (size_t)n_ctx * hd / 2;
-    f->cs = malloc(nt * 4), f->sn = malloc(nt * 4);
-    for (int p = 0; p < n_ctx; p++)
-        for (int i = 0; i < hd / 2; i++) {
-            float ang = (float)p * powf(10000.0f, -2.0f * i / hd);
-            f->cs[(size_t)p * hd / 2 + i] = cosf(ang), f->sn[(size_t)p * hd / 2 + i] = sinf(ang);
-        }
-    f->dcs = dup_dev(f->cs, nt * 4), f->dsn = dup_dev(f->sn, nt * 4);
+/* fixture modes: exact prefill + graphs, exact without graphs, fast prefill
+ * (printed, not checked: its limits are the kernels') */
+static const char *const MODES[] = {"exact prefill, graphs", "exact prefill, no graphs", "fast prefill"};
+static int mode_set(int mode, const char *fixture) {
+    (void)fixture;
+    r1_cuda_set_prefill_exact(mode < 2);
+    r1_cuda_set_graphs(mode != 1);
+    return mode < 2;
 }
-static void attn_fix_free(struct attn_fix *f) {
-    free(f->hkv.k), free(f->hkv.v), free(f->cs), free(f->sn);
-    dv->free(f->dkv.k), dv->free(f->dkv.v), dv->free(f->dcs), dv->free(f->dsn);
-}
-
-static const int HEADS[][3] = {{12, 2, 128}, {28, 4, 128}, {4, 4, 16}, {20, 2, 64}, {6, 3, 32}};
-
-static void test_rope_kv(void) {
-    struct group gr = {"rope_qk", 0, REL_F32, "REL_F32", 0}, gk = {"kv_append", 0, REL_EXACT, "REL_EXACT", 0};
-    for (int hi = 0; hi < 5; hi++)
-        for (int kvi = 0; kvi < 2; kvi++)
-            for (int T = 1; T <= 5; T += 4)
-                for (int via_dev = 0; via_dev < 2; via_dev++) {
-                    struct attn_fix f;
-                    attn_fix_new(&f, HEADS[hi][0], HEADS[hi][1], HEADS[hi][2], 96,
-                                 kvi ? R1_DTYPE_F16 : R1_DTYPE_F32);
-                    int pos0 = irand(f.n_ctx - T);
-                    size_t nq = (size_t)T * f.stride;
-                    float *q = hrand(nq), *ref = malloc(nq * 4), *got = malloc(nq * 4);
-                    memcpy(ref, q, nq * 4);
-                    float *dq = dup_dev(q, nq * 4);
-                    int32_t *dpos = dup_dev(&pos0, 4);
-                    struct r1_op op = {.kernel = R1_K_ROPE_QK, .T = T, .pos0 = pos0, .n_head = f.nh,
-                                       .n_kv_head = f.nkv, .head_dim = f.hd, .rope_cos = f.cs, .rope_sin = f.sn,
-                                       .out = ref, .layer = 1, .kv = &f.hkv};
-                    run_ref(R1_K_ROPE_QK, &op);
-                    struct r1_op dop = op;
-                    dop.rope_cos = f.dcs, dop.rope_sin = f.dsn, dop.out = dq, dop.kv = &f.dkv;
-                    if (via_dev) dop.pos0 = -1000000, dop.pos_dev = dpos; /* must read the device copy */
-                    char w[96];
-                    snprintf(w, sizeof w, "%d/%d hd %d T=%d kv %s%s", f.nh, f.nkv, f.hd, T, r1_dtype_name(f.kvt),
-                             via_dev ? " pos on device" : "");
-                    if (!run_dev(R1_K_ROPE_QK, &dop) && !fetch(got, dq, nq * 4)) report(&gr, rel(got, ref, nq), w);
-                    /* kv_append of the rotated rows */
-                    op.kernel = dop.kernel = R1_K_KV_APPEND;
-                    op.x = ref, dop.x = dq;
-                    run_ref(R1_K_KV_APPEND, &op);
-                    if (!run_dev(R1_K_KV_APPEND, &dop)) {
-                        size_t n = (size_t)2 * f.nkv * f.n_ctx * f.hd, es = f.kvt == R1_DTYPE_F16 ? 2 : 4;
-                        uint8_t *hk = malloc(n * es), *hv = malloc(n * es);
-                        fetch(hk, f.dkv.k, n * es), fetch(hv, f.dkv.v, n * es);
-                        /* the ref rows were rotated on the host from the same q: compare bytes */
-                        int same = !memcmp(hk, f.hkv.k, n * es) && !memcmp(hv, f.hkv.v, n * es);
-                        double e = 0;
-                        if (!same) { /* rope rounding may differ: report the value error */
-                            float *a = malloc(n * 4), *b = malloc(n * 4);
-                            for (size_t i = 0; i < n; i++) {
-                                a[i] = es == 2 ? r1_f16_to_f32(((uint16_t *)hk)[i]) : ((float *)hk)[i];
-                                b[i] = es == 2 ? r1_f16_to_f32(((uint16_t *)f.hkv.k)[i]) : ((float *)f.hkv.k)[i];
-                            }
-                            e = rel(a, b, n);
-                            free(a), free(b);
-                            gk.limit = 1e-3, gk.limit_name = "REL_EXACT (rope-rounded: 1e-3)";
-                        }
-                        report(&gk, e, w);
-                        free(hk), free(hv);
-                    }
-                    dv->free(dq), dv->free(dpos), free(q), free(ref), free(got);
-                    attn_fix_free(&f);
-                }
-    done(&gr);
-    done(&gk);
-}
-
-static void test_attention(void) {
-    struct group g = {"attention_gqa", 0, REL_F32, "REL_F32", 0};
-    struct {
-        int T, pos0, n_ctx;
-    } cases[] = {{1, 0, 64}, {1, 5, 64}, {1, 300, 1200}, {1, 1100, 1200}, {3, 0, 64}, {17, 0, 64}, {17, 40, 96}, {9, 500, 1200}};
-    for (int hi = 0; hi < 5; hi++)
-        for (int kvi = 0; kvi < 2; kvi++)
-            for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
-                for (int via_dev = 0; via_dev < (cases[ci].T == 1 ? 2 : 1); via_dev++) {
-                    struct attn_fix f;
-                    int T = cases[ci].T, pos0 = cases[ci].pos0;
-                    attn_fix_new(&f, HEADS[hi][0], HEADS[hi][1], HEADS[hi][2], cases[ci].n_ctx,
-                                 kvi ? R1_DTYPE_F16 : R1_DTYPE_F32);
-                    size_t nq = (size_t)T * f.stride, no = (size_t)T * f.nh * f.hd;
-                    float *q = hrand(nq), *ref = malloc(no * 4), *got = malloc(no * 4);
-                    float *scr = malloc(sizeof(float) * f.n_ctx);
-                    size_t sf = r1_backend_cuda.dev->scratch_floats(T, f.nh, f.hd, f.n_ctx);
-                    float *dq = dup_dev(q, nq * 4), *dout = dv->alloc(no * 4, "out"), *dscr = dv->alloc(sf * 4, "scratch");
-                    int32_t *dpos = dup_dev(&pos0, 4);
-                    poison(dout, no * 4);
-                    struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .n_head = f.nh,
-                                       .n_kv_head = f.nkv, .head_dim = f.hd, .layer = 1, .kv = &f.hkv, .x = q,
-                                       .out = ref, .scratch = scr, .scratch_stride = (size_t)f.n_ctx};
-                    run_ref(R1_K_ATTENTION_GQA, &op);
-                    op.kv = &f.dkv, op.x = dq, op.out = dout, op.scratch = dscr;
-                    if (via_dev) op.pos0 = -1000000, op.pos_dev = dpos;
-                    char w[96];
-                    snprintf(w, sizeof w, "%d/%d hd %d T=%d pos %d ctx %d kv %s%s", f.nh, f.nkv, f.hd, T, pos0,
-                             f.n_ctx, r1_dtype_name(f.kvt), via_dev ? " graph plan" : "");
-                    if (!run_dev(R1_K_ATTENTION_GQA, &op) && !fetch(got, dout, no * 4)) report(&g, rel(got, ref, no), w);
-                    dv->free(dq), dv->free(dout), dv->free(dscr), dv->free(dpos);
-                    free(q), free(ref), free(got), free(scr);
-                    attn_fix_free(&f);
-                }
-    done(&g);
-}
-
-static void test_argmax(void) {
-    struct group g = {"argmax", 0, REL_EXACT, "REL_EXACT", 0};
-    const int NS[] = {1, 33, 1000, 151936};
-    for (int ni = 0; ni < 4; ni++)
-        for (int tie = 0; tie < 2; tie++) {
-            int n = NS[ni];
-            float *x = hrand(n);
-            if (tie && n > 2) {
-                int a = irand(n), b = irand(n);
-                x[a] = x[b] = 100.0f;
-            }
-            int32_t want = -1, got = -2;
-            struct r1_op op = {.kernel = R1_K_ARGMAX, .n = n, .x = x, .out_id = &want};
-            run_ref(R1_K_ARGMAX, &op);
-            float *dx = dup_dev(x, sizeof(float) * n);
-            int32_t *did = dv->alloc(16, "id");
-            op.x = dx, op.out_id = did;
-            if (!run_dev(R1_K_ARGMAX, &op) && !fetch(&got, did, 4)) {
-                char w[64];
-                snprintf(w, sizeof w, "n=%d%s", n, tie ? " tie" : "");
-                report(&g, got == want ? 0.0 : INFINITY, w);
-            }
-            dv->free(dx), dv->free(did), free(x);
-        }
-    done(&g);
-}
-
-/* ---- fixtures: GPU vs CPU ---- */
-#define N_GEN 32
-static int greedy(r1_model_t *m, const char *backend, enum r1_dtype kv, const int32_t *prompt, int n, float *all,
-                  int32_t *ids) {
-    r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = 256, .backend = backend, .n_threads = 2,
-                                                                  .kv_dtype = kv});
-    CHECK(s != NULL, "%s session: %s", backend, r1_last_error());
-    if (!s) return -1;
-    int rc = r1_session_forward(s, prompt, n, all) ? 0 : -1;
-    r1_session_truncate(s, 0);
-    int32_t id = rc ? -1 : r1_session_forward_argmax(s, prompt, n);
-    for (int i = 0; i < N_GEN && id >= 0; i++) {
-        ids[i] = id;
-        if (i + 1 < N_GEN) id = r1_session_forward_argmax(s, &id, 1);
-    }
-    if (id < 0) rc = -1;
-    CHECK(rc == 0, "%s forward: %s", backend, r1_last_error());
-    r1_session_free(s);
-    return rc;
-}
-
-static void test_fixtures(void) {
-    DIR *d = opendir("tests/fixtures");
-    CHECK(d != NULL, "no tests/fixtures (run from the repo root)");
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char dir[512], p[600];
-        struct stat st;
-        snprintf(dir, sizeof dir, "tests/fixtures/%s", e->d_name);
-        snprintf(p, sizeof p, "%s/config.json", dir);
-        if (e->d_name[0] == '.' || stat(p, &st) != 0) continue;
-        r1_model_t *m = r1_model_load(dir, &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
-        CHECK(m != NULL, "%s: %s", dir, r1_last_error());
-        if (!m) continue;
-        const int V = r1_model_config(m)->vocab, n = 13;
-        int32_t prompt[13];
-        for (int i = 0; i < n; i++) prompt[i] = (int32_t)((i * 7919 + 11) % V);
-        float *ac = malloc(sizeof(float) * n * V), *ag = malloc(sizeof(float) * n * V);
-        for (int kvi = 0; kvi < 2; kvi++)
-            for (int mode = 0; mode < 3; mode++) { /* exact prefill + graphs, exact no graphs, fast prefill */
-                enum r1_dtype kv = kvi ? R1_DTYPE_F16 : R1_DTYPE_F32;
-                int32_t ic[N_GEN], ig[N_GEN];
-                r1_cuda_set_prefill_exact(mode < 2);
-                r1_cuda_set_graphs(mode != 1);
-                if (greedy(m, "cpu", kv, prompt, n, ac, ic) || greedy(m, "cuda", kv, prompt, n, ag, ig)) continue;
-                double worst = 0;
-                for (int r = 0; r < n; r++) {
-                    double mx = 0, md = 0;
-                    for (int j = 0; j < V; j++) {
-                        mx = fmax(mx, fabs(ac[(size_t)r * V + j]));
-                        double dd = fabs((double)ac[(size_t)r * V + j] - ag[(size_t)r * V + j]);
-                        md = dd == dd ? fmax(md, dd) : INFINITY;
-                    }
-                    worst = fmax(worst, md / (mx > 0 ? mx : 1));
-                }
-                int first = -1;
-                for (int i = 0; i < N_GEN && first < 0; i++)
-                    if (ic[i] != ig[i]) first = i;
-                static const char *const modes[] = {"exact prefill, graphs", "exact prefill, no graphs",
-                                                    "fast prefill"};
-                printf("%-16s kv %-3s %-26s prefill logits vs cpu %.3g; greedy %s", e->d_name, r1_dtype_name(kv),
-                       modes[mode], worst, first < 0 ? "32/32 ids equal\n" : "");
-                if (first >= 0) printf("first mismatch at %d: cpu %d, gpu %d\n", first, ic[first], ig[first]);
-                if (mode < 2) {
-                    CHECK(worst <= REL_PREFILL_LOGITS, "%s kv %s %s: prefill logits differ by %.3g > %s", e->d_name,
-                          r1_dtype_name(kv), modes[mode], worst, "REL_PREFILL_LOGITS");
-                    CHECK(first < 0, "%s kv %s %s: greedy ids differ from step %d", e->d_name, r1_dtype_name(kv),
-                          modes[mode], first);
-                }
-            }
-        free(ac), free(ag);
-        r1_model_free(m);
-    }
-    closedir(d);
+static void mode_end(void) {
     r1_cuda_set_prefill_exact(0);
     r1_cuda_set_graphs(1);
 }
 
+static const struct dc_backend CUDA = {
+    .name = "cuda",
+    .dev_label = "gpu",
+    .wdt = WDT,
+    .n_wdt = sizeof WDT / sizeof WDT[0],
+    .ts = TS,
+    .n_ts = sizeof TS / sizeof TS[0],
+    .heads = HEADS,
+    .n_heads = sizeof HEADS / sizeof HEADS[0],
+    .pos_dev_label = " graph plan",
+    .n_outer = 1,
+    .n_inner = n_inner,
+    .path_set = path_set,
+    .path_limit = path_limit,
+    .path_label = path_label,
+    .path_end = path_end,
+    .path_limits = "REL_MATVEC ..",
+    .modes = MODES,
+    .n_modes = 3,
+    .mode_width = 26,
+    .mode_set = mode_set,
+    .mode_end = mode_end,
+};
+
 int main(void) {
-    verbose = getenv("R1_TEST_VERBOSE") != NULL;
     if (r1_cuda_device_count() == 0) {
         printf("skipped: no CUDA device\n");
         return TEST_DONE("test_cuda");
     }
-    be = r1_backend_find("cuda");
-    CHECK(be != NULL, "r1_backend_find(cuda): %s", r1_last_error());
-    if (!be) return TEST_DONE("test_cuda");
-    dv = be->dev;
+    if (dc_open(&CUDA)) return TEST_DONE("test_cuda");
     char name[128];
     int sms = 0, cc = 0;
     size_t mem = 0;
     r1_cuda_device_info(name, sizeof name, &sms, &mem, &cc);
     printf("device: %s (cc %d.%d, %d SMs, %.0f GiB)\n", name, cc / 10, cc % 10, sms, mem / 1073741824.0);
-    test_embedding();
-    test_rms_norm();
-    test_matmul(R1_K_QKV_BIAS);
-    test_matmul(R1_K_MATVEC_ADD);
-    test_matmul(R1_K_LM_HEAD);
-    test_matmul(R1_K_GATE_UP_SILU);
-    test_rope_kv();
-    test_attention();
-    test_argmax();
-    if (!getenv("R1_TEST_KERNELS_ONLY")) test_fixtures();
+    dc_run(&CUDA, NULL);
     return TEST_DONE("test_cuda");
 }
 #endif

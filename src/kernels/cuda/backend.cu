@@ -20,6 +20,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/device_common.h"
 
 extern "C" int r1cu_attention_init(void);
 
@@ -29,64 +30,33 @@ static struct {
     cublasHandle_t blas;
     void *ws[R1CU_WS_COUNT];
     size_t ws_size[R1CU_WS_COUNT];
-    char err[512]; /* first failure since the last report */
-    int failed;
 } g;
-static pthread_mutex_t err_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct r1_device_error errs = R1_DEVICE_ERROR_INIT; /* first failure since the last report */
 
 /* ---------------------------------------------------------------- errors */
 
-static void record(const char *msg) {
-    pthread_mutex_lock(&err_mu);
-    if (!g.failed) {
-        snprintf(g.err, sizeof g.err, "%s", msg);
-        g.failed = 1;
-    }
-    pthread_mutex_unlock(&err_mu);
-}
-
 int r1cu_check(cudaError_t e, const char *what, const char *file, int line) {
     if (e == cudaSuccess) return 0;
-    char msg[512];
-    snprintf(msg, sizeof msg, "CUDA error %s (%s) in %s at %s:%d", cudaGetErrorName(e), cudaGetErrorString(e),
-             what, file, line);
-    record(msg);
-    r1_err("%s", msg);
-    return -1;
+    return r1_device_error_set(&errs, "CUDA error %s (%s) in %s at %s:%d", cudaGetErrorName(e),
+                               cudaGetErrorString(e), what, file, line);
 }
 
 int r1cu_check_blas(cublasStatus_t e, const char *what, const char *file, int line) {
     if (e == CUBLAS_STATUS_SUCCESS) return 0;
-    char msg[512];
-    snprintf(msg, sizeof msg, "cuBLAS error %s (%s) in %s at %s:%d", cublasGetStatusName(e),
-             cublasGetStatusString(e), what, file, line);
-    record(msg);
-    r1_err("%s", msg);
-    return -1;
+    return r1_device_error_set(&errs, "cuBLAS error %s (%s) in %s at %s:%d", cublasGetStatusName(e),
+                               cublasGetStatusString(e), what, file, line);
 }
 
 int r1cu_fail(const char *fmt, ...) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = r1_device_error_vset(&errs, fmt, ap);
     va_end(ap);
-    record(msg);
-    r1_err("%s", msg);
-    return -1;
+    return rc;
 }
 
 /* Report (and clear) a failure recorded since the last call. */
-static int take_failure(void) {
-    pthread_mutex_lock(&err_mu);
-    int f = g.failed;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", g.err);
-    g.failed = 0;
-    pthread_mutex_unlock(&err_mu);
-    if (f) r1_err("%s", msg);
-    return f ? -1 : 0;
-}
+static int take_failure(void) { return r1_device_error_take(&errs); }
 
 /* -------------------------------------------------------------- services */
 
@@ -112,20 +82,6 @@ void *r1cu_workspace(int slot, size_t bytes) {
 
 /* ------------------------------------------------------------------ init */
 
-static int env_choice(const char *name, const char *const *values, int n, int dflt) {
-    const char *v = getenv(name);
-    if (!v || !*v) return dflt;
-    for (int i = 0; i < n; i++)
-        if (!strcmp(v, values[i])) return i;
-    char list[128] = "";
-    for (int i = 0; i < n; i++) {
-        strncat(list, values[i], sizeof list - strlen(list) - 1);
-        if (i + 1 < n) strncat(list, " or ", sizeof list - strlen(list) - 1);
-    }
-    r1_err("environment %s=%s: expected %s", name, v, list);
-    return -1;
-}
-
 extern "C" int r1_cuda_device_count(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -148,19 +104,11 @@ static int cuda_init_locked(void) {
                       "and its driver, or choose --backend cpu",
                       why);
     }
-    int dev = 0;
-    const char *gv = getenv("R1_GPU");
-    if (gv && *gv) {
-        char *end;
-        long d = strtol(gv, &end, 10);
-        if (*end || d < 0 || d >= n)
-            return r1_err("--gpu / R1_GPU=%s: this machine has %d CUDA device%s (0..%d)", gv, n, n == 1 ? "" : "s",
-                          n - 1);
-        dev = (int)d;
-    }
+    const int dev = r1_device_env_index("R1_GPU", "--gpu", n, "CUDA", "");
     static const char *const onoff[] = {"0", "1"}, *const prec[] = {"fast", "exact"};
-    int graphs = env_choice("R1_CUDA_GRAPH", onoff, 2, 1);
-    int exact = env_choice("R1_CUDA_PREFILL", prec, 2, 0);
+    if (dev < 0) return -1;
+    int graphs = r1_env_choice("R1_CUDA_GRAPH", onoff, 2, 1);
+    int exact = r1_env_choice("R1_CUDA_PREFILL", prec, 2, 0);
     if (graphs < 0 || exact < 0) return -1;
     if (CUDA_CHECK(cudaSetDevice(dev))) return take_failure(), -1;
     cudaDeviceProp p;
@@ -268,10 +216,9 @@ static int dev_download(void *dst, const void *src, size_t bytes) {
 }
 
 static int dev_weights_ok(enum r1_dtype t) {
-    if (t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0) return 0;
-    return r1_err("the cuda backend holds f32, f16, bf16 and q8_0 weights, not %s: load with --dtype bf16 "
-                  "or --dtype q8_0",
-                  r1_dtype_name(t));
+    static const enum r1_dtype held[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_BF16, R1_DTYPE_Q8_0};
+    return r1_device_weights_check("cuda", t, held, sizeof held / sizeof held[0],
+                                   "load with --dtype bf16 or --dtype q8_0");
 }
 
 static size_t dev_scratch_floats(int n_batch, int n_head, int head_dim, int n_ctx) {

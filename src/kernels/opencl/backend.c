@@ -12,7 +12,8 @@
  *
  * Errors: each OpenCL call is checked by CL_CHECK, which names the call and
  * the error code's name; kernels return nothing, so a failure is recorded
- * and reported by the next sync or download (as the cuda backend does).
+ * and reported by the next sync or download (runtime/device_common.c, as
+ * for the cuda backend).
  * Environment names read here, in one place:
  *   R1_CL_DEVICE=N           device index over all platforms (--cl-device N)
  *   R1_CL_PREFILL=own|clblast  prefill matmuls (clblast.c)
@@ -37,6 +38,7 @@
 
 #include "kernels/opencl/opencl.h"
 #include "kernels/opencl/opencl_impl.h"
+#include "runtime/device_common.h"
 #include "util/util.h"
 
 extern const char r1cl_source[]; /* kernels.cl, generated C array (Makefile) */
@@ -53,10 +55,9 @@ static struct {
     struct buf *bufs;
     int n, cap;
     uintptr_t next; /* next free address */
-    char err[512];
-    int failed;
 } g = {.next = (uintptr_t)1 << 44};
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER; /* g */
+static struct r1_device_error errs = R1_DEVICE_ERROR_INIT;
 
 /* ---------------------------------------------------------------- errors */
 
@@ -132,23 +133,12 @@ const char *r1cl_err_name(cl_int e) {
     return "unknown OpenCL error";
 }
 
-static void record(const char *msg) {
-    pthread_mutex_lock(&mu);
-    if (!g.failed) {
-        snprintf(g.err, sizeof g.err, "%s", msg);
-        g.failed = 1;
-    }
-    pthread_mutex_unlock(&mu);
-}
-
 int r1cl_fail(const char *fmt, ...) {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int rc = r1_device_error_vset(&errs, fmt, ap);
     va_end(ap);
-    record(msg);
-    return r1_err("%s", msg);
+    return rc;
 }
 
 int r1cl_check(cl_int e, const char *call, const char *file, int line) {
@@ -157,15 +147,7 @@ int r1cl_check(cl_int e, const char *call, const char *file, int line) {
 }
 
 /* Report (and clear) a failure recorded since the last call. */
-static int take_failure(void) {
-    pthread_mutex_lock(&mu);
-    int f = g.failed;
-    char msg[512];
-    snprintf(msg, sizeof msg, "%s", g.err);
-    g.failed = 0;
-    pthread_mutex_unlock(&mu);
-    return f ? r1_err("%s", msg) : 0;
-}
+static int take_failure(void) { return r1_device_error_take(&errs); }
 
 /* ------------------------------------------------------------- addresses */
 
@@ -419,36 +401,18 @@ static int opencl_init_locked(void) {
                       "pocl-opencl-icd for the CPU, or your GPU vendor's), check "
                       "with 'clinfo -l', or choose "
                       "--backend cpu");
-    int idx = 0;
-    const char *ev = getenv("R1_CL_DEVICE");
-    if (ev && *ev) {
-        char *end;
-        long d = strtol(ev, &end, 10);
-        if (*end || d < 0 || d >= n)
-            return r1_err("--cl-device / R1_CL_DEVICE=%s: this machine has %d OpenCL "
-                          "device%s (0..%d; see "
-                          "'r1infer devices')",
-                          ev, n, n == 1 ? "" : "s", n - 1);
-        idx = (int)d;
-    }
-    const char *pv = getenv("R1_CL_PREFILL");
-    if (pv && *pv) {
-        if (!strcmp(pv, "own"))
-            r1cl.clblast = 0;
-        else if (!strcmp(pv, "clblast")) {
-            if (!r1_opencl_has_clblast())
-                return r1_err("R1_CL_PREFILL=clblast: this build has no CLBlast "
-                              "(install libclblast-dev and "
-                              "rebuild)");
-            r1cl.clblast = 1;
-        } else
-            return r1_err("environment R1_CL_PREFILL=%s: expected own or clblast", pv);
-    } else {
-        r1cl.clblast = -1; /* by device type, below */
-    }
-    const char *cv = getenv("R1_CL_CACHE");
-    if (cv && *cv && strcmp(cv, "0") && strcmp(cv, "1"))
-        return r1_err("environment R1_CL_CACHE=%s: expected 0 or 1", cv);
+    const int idx = r1_device_env_index("R1_CL_DEVICE", "--cl-device", n, "OpenCL", "; see 'r1infer devices'");
+    if (idx < 0) return -1;
+    static const char *const prefills[] = {"own", "clblast"}, *const onoff[] = {"0", "1"},
+                             *const forms[] = {"group", "item"};
+    const int prefill = r1_env_choice("R1_CL_PREFILL", prefills, 2, 2); /* 2: unset */
+    if (prefill < 0) return -1;
+    if (prefill == 1 && !r1_opencl_has_clblast())
+        return r1_err("R1_CL_PREFILL=clblast: this build has no CLBlast "
+                      "(install libclblast-dev and "
+                      "rebuild)");
+    r1cl.clblast = prefill == 2 ? -1 : prefill; /* -1: by device type, below */
+    if (r1_env_choice("R1_CL_CACHE", onoff, 2, 1) < 0) return -1;
     r1cl.platform = plat[idx], r1cl.device = dev[idx];
     dev_str(r1cl.device, CL_DEVICE_NAME, r1cl.dev_name, sizeof r1cl.dev_name);
     char profile[64];
@@ -486,15 +450,9 @@ static int opencl_init_locked(void) {
      * tokens, 1.5b bf16, README); on GPUs CLBlast's tiled SGEMM is expected
      * to win (unmeasured) */
     if (r1cl.clblast < 0) r1cl.clblast = !(type & CL_DEVICE_TYPE_CPU) && r1_opencl_has_clblast();
-    const char *mv = getenv("R1_CL_MATMUL");
-    if (mv && *mv) {
-        if (!strcmp(mv, "group"))
-            r1cl.item = 0;
-        else if (!strcmp(mv, "item"))
-            r1cl.item = 1;
-        else
-            return r1_err("environment R1_CL_MATMUL=%s: expected group or item", mv);
-    }
+    const int form = r1_env_choice("R1_CL_MATMUL", forms, 2, r1cl.item);
+    if (form < 0) return -1;
+    r1cl.item = form;
     cl_int e;
     r1cl.ctx = clCreateContext(NULL, 1, &r1cl.device, NULL, NULL, &e);
     if (CL_CHECK_E(e, "clCreateContext")) return take_failure();
@@ -627,12 +585,9 @@ static int dev_download(void *dst, const void *src, size_t bytes) {
 }
 
 static int dev_weights_ok(enum r1_dtype t) {
-    if (t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0 || t == R1_DTYPE_Q4_0)
-        return 0;
-    return r1_err("the opencl backend holds f32, f16, bf16, q8_0 and q4_0 "
-                  "weights, not %s: load with --dtype "
-                  "q8_0 (or bf16, q4_0), which converts at load",
-                  r1_dtype_name(t));
+    static const enum r1_dtype held[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_BF16, R1_DTYPE_Q8_0, R1_DTYPE_Q4_0};
+    return r1_device_weights_check("opencl", t, held, sizeof held / sizeof held[0],
+                                   "load with --dtype q8_0 (or bf16, q4_0), which converts at load");
 }
 
 static size_t dev_scratch_floats(int n_batch, int n_head, int head_dim, int n_ctx) {

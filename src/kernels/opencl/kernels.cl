@@ -34,116 +34,85 @@ inline float8 bf16x8(__global const ushort *p) {
 }
 
 /* ---- per-dtype partial dot products of row r with NT tokens of x ----
- * acc.sN: token t0 + N (tokens past T read row T - 1 and are not stored). */
+ * acc.sN: token t0 + N (tokens past T read row T - 1 and are not stored).
+ * One loop per layout family; a dtype adds only its decoder. */
 #define XROW(i) (x + (size_t)min(t0 + (i), T - 1) * K)
 
-inline float4 part_f32(__global const uchar *w, ulong rb, int r, __global const float *x, int K, int t0, int T,
-                       int lid, int ns) {
-    __global const float *wr = (__global const float *)(w + (size_t)r * rb);
-    __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
-    float4 acc = 0;
-    int K8 = K & ~7;
-    for (int c = lid * 8; c < K8; c += ns * 8) {
-        float8 wv = vload8(0, wr + c);
-        acc.x += sum8(wv * vload8(0, x0 + c));
-        acc.y += sum8(wv * vload8(0, x1 + c));
-        acc.z += sum8(wv * vload8(0, x2 + c));
-        acc.w += sum8(wv * vload8(0, x3 + c));
+/* f32 / f16 / bf16 rows: item lid takes 8 weights at a time, strided by ns,
+ * then single weights past the last full 8. W is the stored element type,
+ * LOAD8(p) the 8 weights at p as a float8, LOAD1(p, c) weight c as a float. */
+#define PART_FLOAT(name, W, LOAD8, LOAD1)                                                                          \
+    inline float4 name(__global const uchar *w, ulong rb, int r, __global const float *x, int K, int t0, int T,     \
+                       int lid, int ns) {                                                                          \
+        __global const W *wr = (__global const W *)(w + (size_t)r * rb);                                          \
+        __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);                          \
+        float4 acc = 0;                                                                                            \
+        int K8 = K & ~7;                                                                                           \
+        for (int c = lid * 8; c < K8; c += ns * 8) {                                                               \
+            float8 wv = LOAD8(wr + c);                                                                             \
+            acc.x += sum8(wv * vload8(0, x0 + c));                                                                 \
+            acc.y += sum8(wv * vload8(0, x1 + c));                                                                 \
+            acc.z += sum8(wv * vload8(0, x2 + c));                                                                 \
+            acc.w += sum8(wv * vload8(0, x3 + c));                                                                 \
+        }                                                                                                          \
+        for (int c = K8 + lid; c < K; c += ns) {                                                                   \
+            float wv = LOAD1(wr, c);                                                                               \
+            acc += wv * (float4)(x0[c], x1[c], x2[c], x3[c]);                                                      \
+        }                                                                                                          \
+        return acc;                                                                                                \
     }
-    for (int c = K8 + lid; c < K; c += ns) {
-        float wv = wr[c];
-        acc += wv * (float4)(x0[c], x1[c], x2[c], x3[c]);
-    }
-    return acc;
-}
 
-inline float4 part_f16(__global const uchar *w, ulong rb, int r, __global const float *x, int K, int t0, int T,
-                       int lid, int ns) {
-    __global const half *wr = (__global const half *)(w + (size_t)r * rb);
-    __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
-    float4 acc = 0;
-    int K8 = K & ~7;
-    for (int c = lid * 8; c < K8; c += ns * 8) {
-        float8 wv = vload_half8(0, wr + c);
-        acc.x += sum8(wv * vload8(0, x0 + c));
-        acc.y += sum8(wv * vload8(0, x1 + c));
-        acc.z += sum8(wv * vload8(0, x2 + c));
-        acc.w += sum8(wv * vload8(0, x3 + c));
-    }
-    for (int c = K8 + lid; c < K; c += ns) {
-        float wv = vload_half(c, wr);
-        acc += wv * (float4)(x0[c], x1[c], x2[c], x3[c]);
-    }
-    return acc;
-}
+#define F32_LOAD8(p) vload8(0, p)
+#define F32_LOAD1(p, c) (p)[c]
+#define F16_LOAD8(p) vload_half8(0, p)
+#define F16_LOAD1(p, c) vload_half(c, p)
+#define BF16_LOAD8(p) bf16x8(p)
+#define BF16_LOAD1(p, c) as_float((uint)(p)[c] << 16)
+PART_FLOAT(part_f32, float, F32_LOAD8, F32_LOAD1)
+PART_FLOAT(part_f16, half, F16_LOAD8, F16_LOAD1)
+PART_FLOAT(part_bf16, ushort, BF16_LOAD8, BF16_LOAD1)
 
-inline float4 part_bf16(__global const uchar *w, ulong rb, int r, __global const float *x, int K, int t0, int T,
-                        int lid, int ns) {
-    __global const ushort *wr = (__global const ushort *)(w + (size_t)r * rb);
-    __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
-    float4 acc = 0;
-    int K8 = K & ~7;
-    for (int c = lid * 8; c < K8; c += ns * 8) {
-        float8 wv = bf16x8(wr + c);
-        acc.x += sum8(wv * vload8(0, x0 + c));
-        acc.y += sum8(wv * vload8(0, x1 + c));
-        acc.z += sum8(wv * vload8(0, x2 + c));
-        acc.w += sum8(wv * vload8(0, x3 + c));
-    }
-    for (int c = K8 + lid; c < K; c += ns) {
-        float wv = as_float((uint)wr[c] << 16);
-        acc += wv * (float4)(x0[c], x1[c], x2[c], x3[c]);
-    }
-    return acc;
-}
-
-/* planar q8_0: int8 quants (rows, rb), then f16 scales (rows, K/32) */
+/* planar quants: the quants of each 32-weight block (rows, rb), then f16
+ * scales (rows, K/32) */
 #define Q_SCALES(w, rows, rb) ((__global const half *)((w) + (size_t)(rows) * (rb)))
 
-inline float4 part_q8(__global const uchar *w, ulong rb, int rows, int r, __global const float *x, int K, int t0,
-                      int T, int lid, int ns) {
-    const int nb = K / 32;
-    __global const char *q = (__global const char *)(w + (size_t)r * rb);
-    __global const half *sc = Q_SCALES(w, rows, rb) + (size_t)r * nb;
-    __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
-    float4 acc = 0;
-    for (int b = lid; b < nb; b += ns) {
-        float d = vload_half(b, sc);
-        float16 lo = convert_float16(vload16(0, q + b * 32)), hi = convert_float16(vload16(0, q + b * 32 + 16));
-        int c = b * 32;
-        float4 s;
-        s.x = sum16(lo * vload16(0, x0 + c) + hi * vload16(0, x0 + c + 16));
-        s.y = sum16(lo * vload16(0, x1 + c) + hi * vload16(0, x1 + c + 16));
-        s.z = sum16(lo * vload16(0, x2 + c) + hi * vload16(0, x2 + c + 16));
-        s.w = sum16(lo * vload16(0, x3 + c) + hi * vload16(0, x3 + c + 16));
-        acc += d * s;
+/* planar 32-weight blocks: item lid takes blocks strided by ns. Q is the
+ * stored quant type, QB its bytes per block, DECODE(p, lo, hi) the block at
+ * p as weights 0..15 (lo) and 16..31 (hi), unscaled. */
+#define PART_BLOCK(name, Q, QB, DECODE)                                                                            \
+    inline float4 name(__global const uchar *w, ulong rb, int rows, int r, __global const float *x, int K, int t0,  \
+                       int T, int lid, int ns) {                                                                   \
+        const int nb = K / 32;                                                                                     \
+        __global const Q *q = (__global const Q *)(w + (size_t)r * rb);                                            \
+        __global const half *sc = Q_SCALES(w, rows, rb) + (size_t)r * nb;                                          \
+        __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);                          \
+        float4 acc = 0;                                                                                            \
+        for (int b = lid; b < nb; b += ns) {                                                                       \
+            float d = vload_half(b, sc);                                                                           \
+            float16 lo, hi;                                                                                        \
+            DECODE(q + b * QB, lo, hi);                                                                            \
+            int c = b * 32;                                                                                        \
+            float4 s;                                                                                              \
+            s.x = sum16(lo * vload16(0, x0 + c) + hi * vload16(0, x0 + c + 16));                                   \
+            s.y = sum16(lo * vload16(0, x1 + c) + hi * vload16(0, x1 + c + 16));                                   \
+            s.z = sum16(lo * vload16(0, x2 + c) + hi * vload16(0, x2 + c + 16));                                   \
+            s.w = sum16(lo * vload16(0, x3 + c) + hi * vload16(0, x3 + c + 16));                                   \
+            acc += d * s;                                                                                          \
+        }                                                                                                          \
+        return acc;                                                                                                \
     }
-    return acc;
-}
 
-/* planar q4_0: GGUF nibbles (rows, rb; 16 bytes a block: low nibbles weights
- * 0..15, high 16..31, value q - 8), then f16 scales (rows, K/32) */
-inline float4 part_q4(__global const uchar *w, ulong rb, int rows, int r, __global const float *x, int K, int t0,
-                      int T, int lid, int ns) {
-    const int nb = K / 32;
-    __global const uchar *q = w + (size_t)r * rb;
-    __global const half *sc = Q_SCALES(w, rows, rb) + (size_t)r * nb;
-    __global const float *x0 = XROW(0), *x1 = XROW(1), *x2 = XROW(2), *x3 = XROW(3);
-    float4 acc = 0;
-    for (int b = lid; b < nb; b += ns) {
-        float d = vload_half(b, sc);
-        uchar16 v = vload16(0, q + b * 16);
-        float16 lo = convert_float16(v & (uchar)15) - 8.0f, hi = convert_float16(v >> (uchar)4) - 8.0f;
-        int c = b * 32;
-        float4 s;
-        s.x = sum16(lo * vload16(0, x0 + c) + hi * vload16(0, x0 + c + 16));
-        s.y = sum16(lo * vload16(0, x1 + c) + hi * vload16(0, x1 + c + 16));
-        s.z = sum16(lo * vload16(0, x2 + c) + hi * vload16(0, x2 + c + 16));
-        s.w = sum16(lo * vload16(0, x3 + c) + hi * vload16(0, x3 + c + 16));
-        acc += d * s;
-    }
-    return acc;
-}
+/* q8_0: 32 int8 quants a block */
+#define Q8_DECODE(p, lo, hi) (lo = convert_float16(vload16(0, (p))), hi = convert_float16(vload16(0, (p) + 16)))
+/* q4_0: GGUF nibbles, 16 bytes a block: low nibbles weights 0..15, high
+ * 16..31, value q - 8 */
+#define Q4_DECODE(p, lo, hi)                                                                                       \
+    do {                                                                                                           \
+        uchar16 v = vload16(0, (p));                                                                               \
+        lo = convert_float16(v & (uchar)15) - 8.0f, hi = convert_float16(v >> (uchar)4) - 8.0f;                    \
+    } while (0)
+PART_BLOCK(part_q8, char, 32, Q8_DECODE)
+PART_BLOCK(part_q4, uchar, 16, Q4_DECODE)
 
 /* dtype codes: the host's enum r1_dtype values are passed as DT_* below */
 #define DT_F32 0

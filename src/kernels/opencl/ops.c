@@ -53,55 +53,42 @@ static int rows_per_group(int rows) {
     return rpg > 0 ? rpg : 1;
 }
 
-/* matmul kernel: mode 0 store, 1 accumulate */
-static void matmul(const struct r1_op *op, const float *bias, int mode, const char *name) {
-    if (op->T > R1CL_NT && r1cl.clblast && r1cl_blas_matmul(op, bias, mode, 0)) return;
-    cl_kernel k = r1cl.item ? r1cl.k_matmul_item : r1cl.k_matmul;
+/* The matmul kernels (kernels.cl), in either form (r1cl.item: a work-item
+ * per row, else a work-group per rpg rows), or CLBlast for prefill:
+ * gate_up 0: out = w x (+ bias), mode 0 store, 1 accumulate;
+ * gate_up 1: out = silu(gate x) * (up x) over w = [gate; up] (bias, mode unused). */
+static void matmul(const struct r1_op *op, const float *bias, int mode, int gate_up, const char *name) {
+    if (op->T > R1CL_NT && r1cl.clblast && r1cl_blas_matmul(op, bias, mode, gate_up)) return;
+    cl_kernel k = gate_up ? (r1cl.item ? r1cl.k_gate_up_item : r1cl.k_gate_up)
+                          : (r1cl.item ? r1cl.k_matmul_item : r1cl.k_matmul);
+    const int out_rows = gate_up ? op->w->rows / 2 : op->w->rows;
+    const size_t tgroups = (size_t)(op->T + R1CL_NT - 1) / R1CL_NT;
     cl_uint i = 0;
     arg_mat(k, &i, op->w);
     r1cl_arg_ptr(k, &i, op->x);
     r1cl_arg_int(k, &i, op->T);
     r1cl_arg_ptr(k, &i, op->out);
-    r1cl_arg_int(k, &i, op->w->rows);
-    r1cl_arg_ptr(k, &i, bias);
-    r1cl_arg_int(k, &i, bias != NULL);
-    r1cl_arg_int(k, &i, mode);
+    if (!gate_up) {
+        r1cl_arg_int(k, &i, op->w->rows);
+        r1cl_arg_ptr(k, &i, bias);
+        r1cl_arg_int(k, &i, bias != NULL);
+        r1cl_arg_int(k, &i, mode);
+    }
     if (r1cl.item) {
-        size_t gl[2] = {round_up((size_t)op->w->rows, 16), (size_t)(op->T + R1CL_NT - 1) / R1CL_NT}, lo[2] = {16, 1};
+        size_t gl[2] = {round_up((size_t)out_rows, 16), tgroups}, lo[2] = {16, 1};
         r1cl_launch(k, name, 2, gl, lo);
         return;
     }
-    int rpg = rows_per_group(op->w->rows);
+    int rpg = rows_per_group(out_rows);
     r1cl_arg_int(k, &i, rpg);
-    size_t gl[2] = {(size_t)(op->w->rows + rpg - 1) / rpg * R1CL_WG, (size_t)(op->T + R1CL_NT - 1) / R1CL_NT},
-           lo[2] = {R1CL_WG, 1};
+    size_t gl[2] = {(size_t)(out_rows + rpg - 1) / rpg * R1CL_WG, tgroups}, lo[2] = {R1CL_WG, 1};
     r1cl_launch(k, name, 2, gl, lo);
 }
 
-static void op_qkv_bias(const struct r1_op *op) { matmul(op, op->b, 0, "matmul (qkv_bias)"); }
-static void op_matvec_add(const struct r1_op *op) { matmul(op, NULL, 1, "matmul (matvec_add)"); }
-static void op_lm_head(const struct r1_op *op) { matmul(op, NULL, 0, "matmul (lm_head)"); }
-
-static void op_gate_up_silu(const struct r1_op *op) {
-    if (op->T > R1CL_NT && r1cl.clblast && r1cl_blas_matmul(op, NULL, 0, 1)) return;
-    cl_kernel k = r1cl.item ? r1cl.k_gate_up_item : r1cl.k_gate_up;
-    cl_uint i = 0;
-    arg_mat(k, &i, op->w);
-    r1cl_arg_ptr(k, &i, op->x);
-    r1cl_arg_int(k, &i, op->T);
-    r1cl_arg_ptr(k, &i, op->out);
-    if (r1cl.item) {
-        size_t gl[2] = {round_up((size_t)op->w->rows / 2, 16), (size_t)(op->T + R1CL_NT - 1) / R1CL_NT},
-               lo[2] = {16, 1};
-        r1cl_launch(k, "gate_up_silu_item", 2, gl, lo);
-        return;
-    }
-    int F = op->w->rows / 2, rpg = rows_per_group(F);
-    r1cl_arg_int(k, &i, rpg);
-    size_t gl[2] = {(size_t)(F + rpg - 1) / rpg * R1CL_WG, (size_t)(op->T + R1CL_NT - 1) / R1CL_NT},
-           lo[2] = {R1CL_WG, 1};
-    r1cl_launch(k, "gate_up_silu", 2, gl, lo);
-}
+static void op_qkv_bias(const struct r1_op *op) { matmul(op, op->b, 0, 0, "matmul (qkv_bias)"); }
+static void op_matvec_add(const struct r1_op *op) { matmul(op, NULL, 1, 0, "matmul (matvec_add)"); }
+static void op_lm_head(const struct r1_op *op) { matmul(op, NULL, 0, 0, "matmul (lm_head)"); }
+static void op_gate_up_silu(const struct r1_op *op) { matmul(op, NULL, 0, 1, "gate_up_silu"); }
 
 static void op_embedding(const struct r1_op *op) {
     cl_kernel k = r1cl.k_embedding;
