@@ -30,7 +30,7 @@ finish() { echo "spec_server: $pass passed, $fail failed"; [ "$fail" -eq 0 ]; ex
 # start NAME ARGS...: a server in the background; sets PORT_NAME
 start() {
     local name=$1; shift
-    "$BIN" serve "$@" --host 127.0.0.1 --port 0 --parallel 3 --batch-tokens 16 --ctx 1024 --seed 1 -t 1 \
+    "$BIN" serve --host 127.0.0.1 --port 0 --parallel 3 --batch-tokens 16 --ctx 1024 --seed 1 -t 1 "$@" \
         >"$TMP/$name.log" 2>&1 &
     local pid=$!
     PIDS+=("$pid")
@@ -95,11 +95,13 @@ rc=$?
 check "two draft sources: exit 2 (got $rc)" test "$rc" -eq 2
 check "... and the message says so" grep -q "one draft source" "$TMP/two.err"
 
-# the tiny model: plain, lookup, itself as its draft, another draft
+# the tiny model: plain, lookup (verifications cut to the step's budget),
+# itself as its draft, another draft
 start tplain -m "$TMP/tiny"
-start tlookup -m "$TMP/tiny" --lookup 2
-start tself -m "$TMP/tiny" --draft "$TMP/tiny" --draft-n 4
-start tother -m "$TMP/tiny" --draft "$TMP/tiny_b" --draft-n 3
+start tlookup -m "$TMP/tiny" --lookup 2 --batch-tokens 5 # 3 slots verifying: a step holds a share of each
+# R1_SPEC_FIXED_K: every step drafts --draft-n (no adaptation), so every step verifies
+R1_SPEC_FIXED_K=1 start tself -m "$TMP/tiny" --draft "$TMP/tiny" --draft-n 4 --batch-tokens 8
+R1_SPEC_FIXED_K=1 start tother -m "$TMP/tiny" --draft "$TMP/tiny_b" --draft-n 3
 run_group tiny tplain tlookup tself tother -- --max-tokens 40
 stop_all
 
@@ -107,7 +109,7 @@ MODEL=${R1_TEST_MODEL:-models/SmolLM2-135M-Instruct.Q4_1.gguf}
 if [ -f "$MODEL" ]; then
     start rplain -m "$MODEL"
     start rlookup -m "$MODEL" --lookup 3
-    start rself -m "$MODEL" --draft "$MODEL" --draft-n 4
+    R1_SPEC_FIXED_K=1 start rself -m "$MODEL" --draft "$MODEL" --draft-n 4
     run_group default rplain rlookup rself -- --max-tokens 32 --quote data/spec/fix_typos_email.txt \
         --prompts data/spec/fix_typos_email.txt data/spec/rewrite_paragraph.txt data/spec/code_rename.txt \
         data/spec/list_reorder.txt

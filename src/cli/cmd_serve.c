@@ -165,7 +165,9 @@ int cmd_serve(int argc, char **argv) {
                              .kv_dtype = o.kv_dtype, .model_name = name, .seed_set = o.seed_set,
                              .spec_lookup = o.lookup, .spec_k = o.draft_n, .draft = dm,
                              /* the drafts of the slots run side by side, beside the engine */
-                             .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1};
+                             .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1,
+                             /* tests: every step drafts --draft-n tokens (a lookup: when it matches) */
+                             .spec_fixed_k = getenv("R1_SPEC_FIXED_K") != NULL};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;

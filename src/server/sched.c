@@ -282,7 +282,7 @@ static r1_spec_t *spec_open(struct gen_ctx *g, r1_sampler_t *smp, int *err) {
     if (k < 1) k = 1;
     struct r1_spec_target t = {.ctx = g, .vocab = s->vocab, .n_past = tgt_n_past, .n_ctx = tgt_n_ctx,
                                .forward = tgt_forward, .truncate = tgt_truncate};
-    struct r1_spec_opts so = {.lookup = s->o.spec_lookup, .k = k};
+    struct r1_spec_opts so = {.lookup = s->o.spec_lookup, .k = k, .fixed_k = s->o.spec_fixed_k};
     r1_spec_t *sp = r1_spec_new_target(&t, g->sl->draft, smp, &so);
     if (sp && r1_spec_begin(sp, g->j->ids, g->j->n_ids, g->sl->logits)) {
         r1_spec_free(sp);

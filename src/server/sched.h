@@ -43,6 +43,7 @@ struct sched_opts {
      * session per slot of draft_threads threads); spec_k drafts at most per
      * step (0 = r1_spec's default), within --batch-tokens */
     int spec_lookup, spec_k, draft_threads;
+    int spec_fixed_k; /* tests: always draft spec_k (r1_spec_opts.fixed_k), no adaptation */
     r1_model_t *draft;
 };
 
