@@ -298,7 +298,7 @@ def main():
             (f"{tag} greedy", lambda spec=spec: test_greedy(plain, spec, prompts, a.max_tokens)),
             (f"{tag} limits", lambda spec=spec: test_limits(plain, spec, prompts[1])),
             (f"{tag} follow-up", lambda spec=spec: test_followup(plain, spec, prompts[0])),
-            (f"{tag} hang-up", lambda spec=spec: test_hangup(plain, spec, prompts[2])),
+            (f"{tag} hang-up", lambda spec=spec: test_hangup(plain, spec, prompts[2 % len(prompts)])),
             (f"{tag} logprobs", lambda spec=spec: test_logprobs(plain, spec, prompts[0])),
             (f"{tag} sampling", lambda spec=spec: test_sampling(spec, prompts)),
             (f"{tag} metrics", lambda spec=spec, tag=tag: test_metrics(spec, quote, tag)),
