@@ -3,7 +3,7 @@
 speculative decoding, one client, greedy.
 
     tools/spec_serve_bench.py [--bin build/r1infer] [-m MODEL] [--spec "--lookup 3"]
-                              [--runs 3] [--max-tokens 160] [-t 2] data/spec/*.txt
+                              [--runs 3] [--max-tokens 160] [-t 2] [--clients N] data/spec/*.txt
 
 Starts two servers of the same model (plain, and with the --spec flags),
 then for each prompt file sends the same greedy streaming chat request to
@@ -11,6 +11,9 @@ each in turn, --runs times (alternating, so machine noise hits both alike).
 Decode tok/s = (tokens - 1) / (time of the last token - time of the first),
 so prefill is left out; the best run of each is reported, with the drafts
 kept (usage.completion_tokens_details) and whether the texts are identical.
+With --clients N (servers with --parallel N): N clients at once, each
+prompt file in turn, and the figure is all tokens / wall time of the round
+(prefill included), best of --runs per server.
 Run it alone on the machine (flock -x /tmp/r1-cpu.lock on the shared box).
 """
 import argparse
@@ -21,6 +24,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 
@@ -66,6 +70,33 @@ def one(port, prompt, max_tokens):
     return text, n, (n - 1) / dt if dt > 0 else float("nan"), usage
 
 
+def many(a, porta, portb):
+    prompts = [open(p).read() for p in a.prompts]
+    print(f"model {a.model}, {a.threads} threads, greedy, {a.clients} clients at once over {len(prompts)} prompts, "
+          f"{a.max_tokens} tokens at most, best of {a.runs}; speculative: {a.spec}")
+    best, texts = {"plain": 0.0, "spec": 0.0}, {}
+    for _ in range(a.runs):
+        for name, port in (("plain", porta), ("spec", portb)):
+            out = [None] * len(prompts)
+
+            def client(c):
+                for i in range(c, len(prompts), a.clients):
+                    out[i] = one(port, prompts[i], a.max_tokens)
+
+            t0 = time.perf_counter()
+            ts = [threading.Thread(target=client, args=(c,)) for c in range(a.clients)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            wall = time.perf_counter() - t0
+            best[name] = max(best[name], sum(o[1] for o in out) / wall)
+            texts.setdefault(name, [o[0] for o in out])
+    same = sum(x == y for x, y in zip(texts["plain"], texts["spec"]))
+    print(f"plain {best['plain']:.1f} tok/s, speculative {best['spec']:.1f} tok/s "
+          f"({best['spec'] / best['plain']:.2f}x); texts identical: {same}/{len(prompts)}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("prompts", nargs="+")
@@ -75,11 +106,20 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=160)
     ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--clients", type=int, default=1)
     a = ap.parse_args()
     tmp = tempfile.mkdtemp()
     la, lb = open(os.path.join(tmp, "plain.log"), "w"), open(os.path.join(tmp, "spec.log"), "w")
-    pa, porta = start(a.bin, a.model, a.threads, [], la)
-    pb, portb = start(a.bin, a.model, a.threads, a.spec.split(), lb)
+    par = ["--parallel", str(a.clients)]
+    pa, porta = start(a.bin, a.model, a.threads, par, la)
+    pb, portb = start(a.bin, a.model, a.threads, par + a.spec.split(), lb)
+    if a.clients > 1:
+        try:
+            return many(a, porta, portb)
+        finally:
+            for p in (pa, pb):
+                p.terminate()
+                p.wait()
     print(f"model {a.model}, {a.threads} threads, greedy, {a.max_tokens} tokens at most, best of {a.runs}; "
           f"speculative: {a.spec}")
     print(f"{'prompt':<22} {'tokens':>6} {'plain tok/s':>11} {'spec tok/s':>10} {'speedup':>7} {'kept':>11} same")
