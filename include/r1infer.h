@@ -362,6 +362,27 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
                        const struct r1_spec_opts *opts);
 void r1_spec_free(r1_spec_t *sp);
 
+/* A target that is not a session (the server's: one sequence of its KV pool,
+ * whose forward passes its engine thread batches with other sequences'):
+ * the calls r1_spec makes on it, each given ctx. forward runs ids[0..n)
+ * continuing the cache and may compute only the first *done of them
+ * (1 <= *done <= n, e.g. a step's row budget; set *done = n otherwise); it
+ * returns the last computed row's logits (vocab floats, valid until the next
+ * call) and, when all is non-NULL, every computed row's into all; NULL with
+ * an error. Fewer rows than asked verify fewer drafts, nothing else. */
+struct r1_spec_target {
+    void *ctx;
+    int vocab;
+    int (*n_past)(void *ctx);
+    int (*n_ctx)(void *ctx);
+    const float *(*forward)(void *ctx, const int32_t *ids, int n, float *all, int *done);
+    int (*truncate)(void *ctx, int n); /* keep the first n cached positions */
+};
+/* r1_spec_new over such a target (copied; ctx must outlive the decoder).
+ * r1_spec_new(s, ...) is this with a target that calls r1_session_*(s). */
+r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t *draft, r1_sampler_t *smp,
+                              const struct r1_spec_opts *opts);
+
 /* Start after a prefill: ids (n of them) are the tokens in the target's
  * cache, logits the target's last logits (vocab floats, copied). The draft
  * session, if any, is truncated to 0 and prefilled with ids. 0 or -1. */

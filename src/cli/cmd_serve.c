@@ -36,6 +36,13 @@ static void serve_help(FILE *f) {
                "  --ctx N                context per slot (default min(4096, max_position_embeddings))\n"
                "  -t, --threads N        threads of the engine (all slots share its forward passes)\n"
                "                         (default: physical cores)\n"
+               "  --lookup N, --draft MODEL [--draft-n K]   speculative decoding for every request without\n"
+               "                         logprobs: each slot drafts (n-gram lookup over its prompt and\n"
+               "                         output, or the draft model in a session of its own) and its\n"
+               "                         last token + drafts are verified as rows of the engine's step\n"
+               "                         (all slots' verifications <= 16 rows per step, within\n"
+               "                         --batch-tokens); greedy text is the same as without.\n"
+               "                         /metrics: r1_spec_drafted_tokens_total, r1_spec_accepted_tokens_total\n"
                "The sampling options set the defaults of requests that leave a field out.\n");
     cli_opts_help(f);
 }
@@ -117,10 +124,12 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "r1infer serve: --api-key must not be empty\n");
         return 2;
     }
-    if (o.lookup || o.draft) { /* the server's decode loop is being rewritten for batching */
-        fprintf(stderr, "r1infer serve: --lookup and --draft are not supported by serve yet (use run or chat)\n");
+    if (o.lookup && o.draft) {
+        fprintf(stderr, "r1infer serve: give one draft source: --draft MODEL or --lookup N\n");
         return 2;
     }
+    if (o.draft_n && !o.lookup && !o.draft)
+        fprintf(stderr, "r1infer serve: --draft-n does nothing without --draft or --lookup\n");
     if (!o.model && !(o.model = cli_default_model("serve"))) return 1;
     /* workers and connection threads inherit this mask: only the main thread takes the signals */
     signal(SIGPIPE, SIG_IGN);
@@ -139,10 +148,12 @@ int cmd_serve(int argc, char **argv) {
     char *name = model_name(o.model);
     struct sched *s = NULL;
     struct server *srv = NULL;
+    r1_model_t *dm = NULL;
     if (!m || !tok || !name) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;
     }
+    if (o.draft && !(dm = cli_load_draft(&o, m, tok))) goto out; /* e.g. another vocabulary: refused by name */
     int cores = o.n_threads > 0 ? o.n_threads : r1_physical_cores();
     if (batch_tokens < parallel) {
         fprintf(stderr, "r1infer serve: --batch-tokens %ld is raised to --parallel %ld (a row for every slot)\n",
@@ -151,7 +162,12 @@ int cmd_serve(int argc, char **argv) {
     }
     struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue, .n_ctx = o.n_ctx,
                              .n_threads = cores, .batch_tokens = (int)batch_tokens, .backend = o.backend,
-                             .kv_dtype = o.kv_dtype, .model_name = name, .seed_set = o.seed_set};
+                             .kv_dtype = o.kv_dtype, .model_name = name, .seed_set = o.seed_set,
+                             .spec_lookup = o.lookup, .spec_k = o.draft_n, .draft = dm,
+                             /* the drafts of the slots run side by side, beside the engine */
+                             .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1,
+                             /* tests: every step drafts --draft-n tokens (a lookup: when it matches) */
+                             .spec_fixed_k = getenv("R1_SPEC_FIXED_K") != NULL};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;
@@ -162,10 +178,12 @@ int cmd_serve(int argc, char **argv) {
     if (!(srv = server_start(&so, s))) goto out;
     fprintf(stderr,
             "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s, %d thread%s, ctx %d per slot, %ld tokens "
-            "per step, queue %ld%s)\n",
+            "per step, queue %ld%s%s%s)\n",
             strchr(so.host, ':') ? "[" : "", so.host, strchr(so.host, ':') ? "]" : "", server_port(srv), parallel,
             parallel == 1 ? "" : "s", cores, cores == 1 ? "" : "s", sched_n_ctx(s), batch_tokens, queue,
-            so.api_key ? ", API key required" : "");
+            so.api_key ? ", API key required" : "",
+            o.lookup ? ", speculative: n-gram lookup" : dm ? ", speculative: draft model " : "",
+            dm ? o.draft : "");
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -176,6 +194,7 @@ out:
     server_stop(srv);
     sched_free(s);
     r1_tokenizer_free(tok);
+    r1_model_free(dm);
     r1_model_free(m);
     free(name);
     return rc;

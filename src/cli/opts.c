@@ -208,6 +208,29 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
     return 0;
 }
 
+r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const r1_tokenizer_t *tok) {
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
+    r1_model_t *dm = r1_model_load(o->draft, &lo);
+    if (!dm) {
+        fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());
+        return NULL;
+    }
+    r1_tokenizer_t *dtok = tok ? r1_tokenizer_load(o->draft) : NULL;
+    int warn = 0;
+    if (r1_spec_check_draft(m, tok, dm, dtok, &warn)) {
+        fprintf(stderr, "r1infer: --draft %s: %s\n", o->draft, r1_last_error());
+        r1_tokenizer_free(dtok);
+        r1_model_free(dm);
+        return NULL;
+    }
+    r1_tokenizer_free(dtok);
+    if (warn)
+        fprintf(stderr, "r1infer: warning: the draft model %s reads more weight bytes per token "
+                        "(%.2f GB) than the target (%.2f GB): drafting with it cannot be faster\n",
+                o->draft, r1_model_decode_bytes(dm) / 1e9, r1_model_decode_bytes(m) / 1e9);
+    return dm;
+}
+
 int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok,
                   r1_session_t *s, r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm,
                   r1_session_t **ds) {
@@ -221,24 +244,7 @@ int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t 
         return -1;
     }
     if (o->draft) {
-        struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
-        *dm = r1_model_load(o->draft, &lo);
-        if (!*dm) {
-            fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());
-            return -1;
-        }
-        r1_tokenizer_t *dtok = tok ? r1_tokenizer_load(o->draft) : NULL;
-        int warn = 0;
-        if (r1_spec_check_draft(m, tok, *dm, dtok, &warn)) {
-            fprintf(stderr, "r1infer: --draft %s: %s\n", o->draft, r1_last_error());
-            r1_tokenizer_free(dtok);
-            goto fail;
-        }
-        r1_tokenizer_free(dtok);
-        if (warn)
-            fprintf(stderr, "r1infer: warning: the draft model %s reads more weight bytes per token "
-                            "(%.2f GB) than the target (%.2f GB): drafting with it cannot be faster\n",
-                    o->draft, r1_model_decode_bytes(*dm) / 1e9, r1_model_decode_bytes(m) / 1e9);
+        if (!(*dm = cli_load_draft(o, m, tok))) return -1;
         struct r1_session_opts so = {.n_ctx = r1_session_n_ctx(s), .backend = o->backend,
                                      .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
         *ds = r1_session_new(*dm, &so);

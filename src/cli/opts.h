@@ -48,6 +48,10 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s);
 int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok,
                   r1_session_t *s, r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm,
                   r1_session_t **ds);
+/* --draft: load the draft model and check it against target m (tokenizer
+ * tok, may be NULL): a different vocabulary is refused, a larger model
+ * warned about. Prints the error and returns NULL on failure. */
+r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const r1_tokenizer_t *tok);
 /* "drafted N, accepted N (P%), T tokens per target step ..." on stderr. */
 void cli_print_spec_stats(const r1_spec_t *sp);
 

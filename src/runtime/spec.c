@@ -22,7 +22,8 @@
 #define R1_SPEC_MAX_LOOKUP 8 /* longest n-gram matched */
 
 struct r1_spec {
-    r1_session_t *t, *d; /* target, draft (NULL: lookup) */
+    struct r1_spec_target t; /* a session's (r1_spec_new) or the caller's */
+    r1_session_t *d;         /* draft (NULL: lookup) */
     r1_sampler_t *smp;   /* the caller's: sees every kept token */
     r1_sampler_t *dsmp;  /* the draft model's proposals (temperature > 0) */
     struct r1_spec_opts o;
@@ -86,8 +87,24 @@ int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_t
     return 0;
 }
 
+/* A session as a target: every row is computed. */
+static int sess_n_past(void *s) { return r1_session_n_past(s); }
+static int sess_n_ctx(void *s) { return r1_session_n_ctx(s); }
+static int sess_truncate(void *s, int n) { return r1_session_truncate(s, n); }
+static const float *sess_forward(void *s, const int32_t *ids, int n, float *all, int *done) {
+    *done = n;
+    return r1_session_forward(s, ids, n, all);
+}
+
 r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *smp,
                        const struct r1_spec_opts *opts) {
+    struct r1_spec_target t = {.ctx = target, .vocab = r1_session_vocab(target), .n_past = sess_n_past,
+                               .n_ctx = sess_n_ctx, .forward = sess_forward, .truncate = sess_truncate};
+    return r1_spec_new_target(&t, draft, smp, opts);
+}
+
+r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t *draft, r1_sampler_t *smp,
+                              const struct r1_spec_opts *opts) {
     struct r1_spec_opts o = *opts;
     if (o.lookup > R1_SPEC_MAX_LOOKUP) o.lookup = R1_SPEC_MAX_LOOKUP;
     if (!draft && o.lookup <= 0) {
@@ -106,8 +123,8 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
         r1_err("out of memory");
         return NULL;
     }
-    sp->t = target, sp->d = draft, sp->smp = smp, sp->o = o;
-    sp->vt = r1_session_vocab(target);
+    sp->t = *target, sp->d = draft, sp->smp = smp, sp->o = o;
+    sp->vt = target->vocab;
     sp->vd = draft ? r1_session_vocab(draft) : 0;
     sp->greedy = r1_sampler_greedy(smp);
     sp->logits0 = r1_alloc((size_t)sp->vt * sizeof(float), "speculative decoding");
@@ -294,8 +311,8 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
         sp->st.generated++;
         return 1;
     }
-    const int past = r1_session_n_past(sp->t);
-    int room = r1_session_n_ctx(sp->t) - past; /* rows the target can still take */
+    const int past = sp->t.n_past(sp->t.ctx);
+    int room = sp->t.n_ctx(sp->t.ctx) - past; /* rows the target can still take */
     if (room < 1) return r1_err("context full: %d tokens cached (--ctx)", past);
     int kmax = sp->o.k < room - 1 ? sp->o.k : room - 1;
     const int gen = sp->n_hist - sp->n_prompt; /* generated so far: draft i is token gen + i */
@@ -322,9 +339,11 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
     int32_t ids[R1_SPEC_MAX_K + 1];
     ids[0] = sp->hist[sp->n_hist - 1];
     memcpy(ids + 1, sp->draft, (size_t)nd * sizeof *ids);
-    const float *l = r1_session_forward(sp->t, ids, nd + 1, nd > 0 ? sp->all : NULL);
+    int rows = nd + 1; /* a target may compute fewer (the server's step budget): fewer drafts */
+    const float *l = sp->t.forward(sp->t.ctx, ids, nd + 1, nd > 0 ? sp->all : NULL, &rows);
     if (!l) return -1;
     if (nd == 0) memcpy(sp->all, l, (size_t)sp->vt * sizeof(float));
+    if (rows >= 1 && rows <= nd) nd = rows - 1;
     double t2 = r1_now();
     ema(&sp->t_target[nd + 1], t2 - t1, 0.2);
     sp->st.target_s += t2 - t1;
@@ -373,7 +392,7 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
     }
     sp->st.accepted += m;
     /* both caches keep the last id and the kept drafts */
-    r1_session_truncate(sp->t, past + 1 + m);
+    sp->t.truncate(sp->t.ctx, past + 1 + m);
     if (sp->d) {
         int dn = r1_session_n_past(sp->d), keep = sp->n_hist + m;
         if (dn > keep) r1_session_truncate(sp->d, keep);

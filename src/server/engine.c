@@ -31,14 +31,16 @@ static void req_finish_locked(struct sched *s, struct slot *sl, const char *err)
     pthread_cond_signal(&sl->cv);
 }
 
-const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all) {
+static const float *request(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all, int verify,
+                            int *done) {
     pthread_mutex_lock(&s->mu);
-    sl->req = (struct fwd_req){.ids = ids, .n = n, .all = all, .last = sl->out, .pending = 1};
+    sl->req = (struct fwd_req){.ids = ids, .n = n, .all = all, .last = sl->out, .verify = verify, .pending = 1};
     s->n_pending++;
     pthread_cond_signal(&s->engine_cv);
     while (sl->req.pending) pthread_cond_wait(&sl->cv, &s->mu);
     char msg[256];
     int failed = sl->req.failed;
+    if (done) *done = sl->req.n;
     if (failed) snprintf(msg, sizeof msg, "%s", sl->req.err);
     pthread_mutex_unlock(&s->mu);
     if (failed) {
@@ -48,6 +50,14 @@ const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids
     return sl->out;
 }
 
+const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all) {
+    return request(s, sl, ids, n, all, 0, NULL);
+}
+
+const float *engine_verify(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all, int *done) {
+    return request(s, sl, ids, n, all, 1, done);
+}
+
 static void deadline_after(struct timespec *ts, long us) {
     clock_gettime(CLOCK_REALTIME, ts);
     ts->tv_nsec += us * 1000L;
@@ -55,7 +65,9 @@ static void deadline_after(struct timespec *ts, long us) {
 }
 
 /* Rows of each waiting slot in the next step: one for every request with
- * one row left (decoding slots), then prompt chunks within the budget. */
+ * one row left (decoding slots), then the verifications of speculating
+ * slots (whole, or cut to a fair share of SPEC_ROWS: fewer drafts
+ * verified, no wait), then prompt chunks within the budget. */
 static int plan_step_locked(struct sched *s) {
     int rows = 0, all_rows = 0;
     for (int i = 0; i < s->o.n_slots; i++) {
@@ -79,9 +91,25 @@ static int plan_step_locked(struct sched *s) {
             if (sl->req.all) all_rows++;
         }
     }
+    int n_ver = 0;
+    for (int i = 0; i < s->o.n_slots; i++)
+        n_ver += s->slots[i].req.pending && !s->st_take[i] && s->slots[i].req.verify;
+    const int ver_cap = s->o.batch_tokens < SPEC_ROWS ? s->o.batch_tokens : SPEC_ROWS;
+    for (int i = 0; i < s->o.n_slots && n_ver; i++) {
+        struct slot *sl = &s->slots[i];
+        if (!sl->req.pending || s->st_take[i] || !sl->req.verify) continue;
+        int share = (ver_cap > rows ? ver_cap - rows : 0) / n_ver--;
+        if (share < 1) share = 1; /* at least the slot's last token, as a plain decode row */
+        if (share > s->o.batch_tokens - rows) share = s->o.batch_tokens - rows;
+        if (share > ALL_ROWS_MAX - all_rows) share = ALL_ROWS_MAX - all_rows;
+        int take = sl->req.n - sl->req.done < share ? sl->req.n - sl->req.done : share;
+        if (take <= 0) continue; /* the next step */
+        sl->req.n = sl->req.done + take; /* the drafts beyond are not verified */
+        s->st_take[i] = take, rows += take, all_rows += take;
+    }
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
-        if (!sl->req.pending || s->st_take[i]) continue;
+        if (!sl->req.pending || s->st_take[i] || sl->req.verify) continue;
         int take = sl->req.n - sl->req.done, cap = s->o.batch_tokens - rows;
         if (sl->req.all && cap > ALL_ROWS_MAX - all_rows) cap = ALL_ROWS_MAX - all_rows;
         if (take > cap) take = cap;
@@ -169,6 +197,12 @@ char *sched_metrics_text(struct sched *s) {
       "r1_queue_capacity %d\n", s->o.queue_cap);
     M("# HELP r1_slots_busy Slots generating.\n# TYPE r1_slots_busy gauge\nr1_slots_busy %d\n", s->n_busy);
     M("# HELP r1_slots Slots (--parallel).\n# TYPE r1_slots gauge\nr1_slots %d\n", s->o.n_slots);
+    M("# HELP r1_spec_drafted_tokens_total Draft tokens verified by the target (speculative decoding).\n"
+      "# TYPE r1_spec_drafted_tokens_total counter\nr1_spec_drafted_tokens_total %ld\n", s->spec_drafted);
+    M("# HELP r1_spec_accepted_tokens_total Draft tokens kept (each one a token without its own step).\n"
+      "# TYPE r1_spec_accepted_tokens_total counter\nr1_spec_accepted_tokens_total %ld\n", s->spec_accepted);
+    M("# HELP r1_spec_steps_total Target forwards of speculating requests (verifications and plain steps).\n"
+      "# TYPE r1_spec_steps_total counter\nr1_spec_steps_total %ld\n", s->spec_steps);
     M("# HELP r1_step_rows_total Rows (tokens) computed by engine steps.\n# TYPE r1_step_rows_total counter\n"
       "r1_step_rows_total %ld\n", s->step_rows);
     M("# HELP r1_step_seconds Time of one engine step (a forward pass over every active slot).\n"

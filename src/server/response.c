@@ -122,9 +122,14 @@ static char *dump(json_t *j) {
 }
 
 static json_t *usage_json(const struct resp_usage *u) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
-                     u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens,
-                     "prompt_tokens_details", "cached_tokens", u->cached_tokens);
+    json_t *j = json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", u->prompt_tokens, "completion_tokens",
+                          u->completion_tokens, "total_tokens", u->prompt_tokens + u->completion_tokens,
+                          "prompt_tokens_details", "cached_tokens", u->cached_tokens);
+    if (j && u->spec)
+        json_object_set_new(j, "completion_tokens_details",
+                            json_pack("{s:i, s:i}", "accepted_prediction_tokens", u->accepted_tokens,
+                                      "rejected_prediction_tokens", u->drafted_tokens - u->accepted_tokens));
+    return j;
 }
 
 static json_t *head(const struct resp_meta *m, int chunk) {

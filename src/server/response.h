@@ -26,6 +26,9 @@ struct resp_meta {
 
 struct resp_usage {
     int prompt_tokens, completion_tokens, cached_tokens;
+    /* speculative decoding (spec = 1): draft tokens verified, of them kept;
+     * reported as completion_tokens_details accepted/rejected_prediction_tokens */
+    int spec, drafted_tokens, accepted_tokens;
 };
 
 /* {"error": {...}} as malloc'ed text (NULL only when out of memory). */

@@ -251,6 +251,47 @@ static int wait_prompt(struct gen_ctx *g) {
     return st == 1;
 }
 
+/* ------------------------------------------- speculative decoding */
+
+/* The slot's sequence in the KV pool as the target of an r1_spec: its
+ * forward passes are verifications the engine batches with the others'. */
+static int tgt_n_past(void *c) {
+    struct gen_ctx *g = c;
+    return r1_batch_seq_n_past(g->s->batch, g->sl->index);
+}
+static int tgt_n_ctx(void *c) { return ((struct gen_ctx *)c)->s->n_ctx; }
+static int tgt_truncate(void *c, int n) {
+    struct gen_ctx *g = c;
+    return r1_batch_seq_truncate(g->s->batch, g->sl->index, n);
+}
+static const float *tgt_forward(void *c, const int32_t *ids, int n, float *all, int *done) {
+    struct gen_ctx *g = c;
+    return engine_verify(g->s, g->sl, ids, n, all, done);
+}
+
+/* The speculative decoder of this job (after its prompt is cached and
+ * sl->logits holds the prompt's last logits), or NULL when the server does
+ * not speculate or the job asks for logprobs (they need every position's
+ * raw logits); *err set when it cannot be made. */
+static r1_spec_t *spec_open(struct gen_ctx *g, r1_sampler_t *smp, int *err) {
+    struct sched *s = g->s;
+    *err = 0;
+    if ((!s->o.spec_lookup && !s->o.draft) || g->lp_raw) return NULL;
+    int k = s->o.spec_k ? s->o.spec_k : s->o.draft ? 5 : R1_SPEC_MAX_K;
+    if (k > s->o.batch_tokens - 1) k = s->o.batch_tokens - 1;
+    if (k < 1) k = 1;
+    struct r1_spec_target t = {.ctx = g, .vocab = s->vocab, .n_past = tgt_n_past, .n_ctx = tgt_n_ctx,
+                               .forward = tgt_forward, .truncate = tgt_truncate};
+    struct r1_spec_opts so = {.lookup = s->o.spec_lookup, .k = k, .fixed_k = s->o.spec_fixed_k};
+    r1_spec_t *sp = r1_spec_new_target(&t, g->sl->draft, smp, &so);
+    if (sp && r1_spec_begin(sp, g->j->ids, g->j->n_ids, g->sl->logits)) {
+        r1_spec_free(sp);
+        sp = NULL;
+    }
+    *err = !sp;
+    return sp;
+}
+
 /* Run one job on a slot. Returns the finish reason ("stop", "length"),
  * NULL when cancelled, or "error" with *err filled. */
 static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_error *err) {
@@ -309,12 +350,34 @@ sample:;
         flush_events(g);
     }
     echo_prompt(g);
-    int hit = 0;
+    int hit = 0, spec_err = 0;
+    r1_spec_t *spec = j->req.max_tokens != 0 ? spec_open(g, smp, &spec_err) : NULL;
+    const int32_t *spec_ids = NULL;
+    int spec_n = 0, spec_at = 0, n_gen = 0; /* the step's ids, the next to take, ids taken */
+    if (spec_err) {
+        r1_sampler_free(smp);
+        r1_detok_free(dt);
+        goto fail;
+    }
     if (j->req.max_tokens == 0) finish = "length"; /* echo only: the prompt scored, nothing generated */
     while (!finish) {
         if (is_cancelled(g)) break;
-        if (g->lp_raw) memcpy(g->lp_raw, sl->logits, (size_t)s->vocab * sizeof(float));
-        int32_t id = r1_sampler_sample(smp, sl->logits);
+        int32_t id;
+        if (spec) { /* the ids of one speculative step: the last one is not cached yet, as in plain decoding */
+            if (spec_at == spec_n) {
+                spec_n = r1_spec_step(spec, &spec_ids);
+                spec_at = 0;
+                if (spec_n <= 0) break; /* below: cancelled or failed */
+                for (int t = 0; t < spec_n; t++)
+                    if (j->n_ids + n_gen + t < s->n_ctx) sl->cache[j->n_ids + n_gen + t] = spec_ids[t];
+                sl->n_cache = r1_batch_seq_n_past(s->batch, sl->index);
+            }
+            id = spec_ids[spec_at++];
+        } else {
+            if (g->lp_raw) memcpy(g->lp_raw, sl->logits, (size_t)s->vocab * sizeof(float));
+            id = r1_sampler_sample(smp, sl->logits);
+        }
+        n_gen++;
         if (is_stop_id(s, id)) {
             finish = "stop";
             break;
@@ -332,10 +395,12 @@ sample:;
             finish = "length";
             break;
         }
-        if (r1_batch_seq_n_past(s->batch, sl->index) >= s->n_ctx) {
+        /* the cache is full once it would hold id (speculating: id's position, as it may hold more) */
+        if (spec ? j->n_ids + n_gen - 1 >= s->n_ctx : r1_batch_seq_n_past(s->batch, sl->index) >= s->n_ctx) {
             finish = "length";
             break;
         }
+        if (spec) continue;
         const float *l = engine_forward(s, sl, &id, 1, NULL);
         if (!l) {
             r1_sampler_free(smp);
@@ -349,6 +414,23 @@ sample:;
         }
         sl->cache[sl->n_cache++] = id;
         memcpy(sl->logits, l, (size_t)s->vocab * sizeof(float));
+    }
+    if (spec) {
+        struct r1_spec_stats st;
+        r1_spec_get_stats(spec, &st);
+        r1_spec_free(spec);
+        u->spec = 1, u->drafted_tokens = (int)st.drafted, u->accepted_tokens = (int)st.accepted;
+        pthread_mutex_lock(&s->mu);
+        s->spec_drafted += st.drafted, s->spec_accepted += st.accepted, s->spec_steps += st.steps;
+        pthread_mutex_unlock(&s->mu);
+        if (!finish) { /* cancelled, or a step failed */
+            r1_sampler_free(smp);
+            r1_detok_free(dt);
+            if (!is_cancelled(g)) goto fail;
+            r1_batch_seq_truncate(s->batch, sl->index, 0); /* a step's rows may or may not be cached */
+            sl->n_cache = 0;
+            return NULL;
+        }
     }
     if (finish && !hit) {
         const char *rest = r1_detok_flush(dt);
@@ -405,6 +487,7 @@ static void run_job(struct sched *s, struct slot *sl, struct job *j) {
     }
     if (g.ev.len) sbuf_add(&j->out, g.ev.p, g.ev.len);
     j->usage.completion_tokens += u.completion_tokens;
+    j->usage.spec |= u.spec, j->usage.drafted_tokens += u.drafted_tokens, j->usage.accepted_tokens += u.accepted_tokens;
     if (sl->choice == 0) j->usage.prompt_tokens = u.prompt_tokens, j->usage.cached_tokens = u.cached_tokens;
     if (!finish) j->n_cancelled++;
     else if (status != 200 && !j->n_failed++) j->status = status;
@@ -525,6 +608,17 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
             r1_err("out of memory for slot %d", i);
             goto fail;
         }
+        if (o->draft) {
+            struct r1_session_opts dso = {.n_ctx = s->n_ctx, .backend = o->backend,
+                                          .n_threads = o->draft_threads > 0 ? o->draft_threads : 1,
+                                          .kv_dtype = o->kv_dtype};
+            if (!(sl->draft = r1_session_new(o->draft, &dso))) {
+                char msg[256];
+                snprintf(msg, sizeof msg, "%s", r1_last_error());
+                r1_err("the draft model's session for slot %d: %s", i, msg);
+                goto fail;
+            }
+        }
         pthread_cond_init(&sl->cv, NULL);
         if (pthread_create(&sl->thread, NULL, worker_main, sl)) {
             pthread_cond_destroy(&sl->cv);
@@ -576,6 +670,7 @@ void sched_free(struct sched *s) {
         free(s->slots[i].cache);
         free(s->slots[i].logits);
         free(s->slots[i].out);
+        r1_session_free(s->slots[i].draft);
     }
     free(s->slots);
     r1_batch_free(s->batch);

@@ -38,6 +38,13 @@ struct sched_opts {
     enum r1_dtype kv_dtype;
     const char *model_name;   /* the id reported in responses when the request names none */
     int seed_set;             /* the server was given --seed: requests without a seed use it */
+    /* speculative decoding (r1_spec) of every request without logprobs:
+     * n-gram lookup (spec_lookup > 0) or a draft model (draft, with a
+     * session per slot of draft_threads threads); spec_k drafts at most per
+     * step (0 = r1_spec's default), within --batch-tokens */
+    int spec_lookup, spec_k, draft_threads;
+    int spec_fixed_k; /* tests: always draft spec_k (r1_spec_opts.fixed_k), no adaptation */
+    r1_model_t *draft;
 };
 
 /* Create the slots (one session each) and start their workers. NULL on error

@@ -18,6 +18,10 @@
 #define GATHER_US 2000    /* the engine waits this long for busy slots to send their next row */
 #define ALL_ROWS_MAX 64   /* rows of a request that wants every row's logits, per step */
 #define N_BUCKETS 9      /* step-time histogram buckets (engine.c STEP_BUCKETS) */
+/* Verification rows (speculative decoding) of all slots together in one
+ * step: R1_SPEC_MAX_K + 1, the batch the cpu kernels compute bit for bit
+ * like single decode steps, so a slot's tokens do not depend on speculation */
+#define SPEC_ROWS (R1_SPEC_MAX_K + 1)
 
 enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
 
@@ -56,6 +60,7 @@ struct fwd_req {
     int n, done;        /* rows computed so far */
     float *all;         /* NULL, or (n, vocab): every row's logits */
     float *last;        /* (vocab): the last row's logits */
+    int verify;         /* speculative verification: taken in one step, n cut to the rows it got */
     int pending, failed;
     char err[256];
 };
@@ -69,6 +74,7 @@ struct slot {
     int32_t *cache; /* (n_ctx) ids in the KV cache, n_cache of them */
     int n_cache;
     float *logits;  /* (vocab) the sampler's working copy */
+    r1_session_t *draft; /* --draft: this slot's session of the draft model, else NULL */
     pthread_t thread;
     pthread_cond_t cv;
     struct job *job; /* guarded by sched.mu */
@@ -89,6 +95,7 @@ struct sched {
     float *st_logits;       /* (n_slots + ALL_ROWS_MAX, vocab) */
     /* metrics */
     long tokens_in, tokens_out, steps, step_rows;
+    long spec_drafted, spec_accepted, spec_steps; /* speculative decoding, all requests */
     double step_sum;
     long step_hist[N_BUCKETS + 1];
     const r1_tokenizer_t *tok;
@@ -112,6 +119,11 @@ struct sched {
  * valid until the next call; every row's into all when non-NULL), or NULL
  * with an error (the job was cancelled, the sequence is full, ...). */
 const float *engine_forward(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all);
+/* Speculative verification: like engine_forward, but the rows are computed in
+ * one step, cut to that step's share of SPEC_ROWS and --batch-tokens: *done
+ * (>= 1) rows were computed, their logits in all (when non-NULL), the last
+ * one's returned. */
+const float *engine_verify(struct sched *s, struct slot *sl, const int32_t *ids, int n, float *all, int *done);
 /* The engine thread (pthread_create(&s->engine, NULL, engine_main, s)); it
  * returns once s->engine_stop is set, failing requests still waiting. */
 void *engine_main(void *arg);
