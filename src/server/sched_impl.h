@@ -1,5 +1,5 @@
 /*
- * sched_impl.h - what sched.c (slots, queue, workers, generation) and
+ * sched_impl.h - what sched.c (slots, queue, workers), gen.c (generation) and
  * engine.c (the engine thread: continuous batching) share: the job, slot and
  * scheduler structs. Private to src/server/; nothing else includes it.
  */
@@ -127,5 +127,23 @@ const float *engine_verify(struct sched *s, struct slot *sl, const int32_t *ids,
 /* The engine thread (pthread_create(&s->engine, NULL, engine_main, s)); it
  * returns once s->engine_stop is set, failing requests still waiting. */
 void *engine_main(void *arg);
+
+#define PREFILL_CHUNK 256 /* prompt tokens per forward request (the engine splits it further) */
+
+/* The generation loop of one choice of a job on a slot (gen.c), run by the
+ * slot's worker thread (sched.c) without the scheduler's mutex. */
+void sched_run_job(struct sched *s, struct slot *sl, struct job *j);
+
+static inline int is_stop_id(const struct sched *s, int32_t id) {
+    for (int i = 0; i < s->n_stop_ids; i++)
+        if (s->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+static inline int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int n = na < nb ? na : nb, i = 0;
+    while (i < n && a[i] == b[i]) i++;
+    return i;
+}
 
 #endif
