@@ -32,6 +32,15 @@ void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K);
 /* q8_0 weights against q8w activations (batches, plain AVX2) */
 void r1_x86_tile_q8_0_q8w_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
+/* The integer panel GEMM of batches (gemm_q16_avx2.c; cpu.h r1_cpu_panel_fn
+ * with panel_act R1_CPU_ACT_Q16) and its activation quantizer */
+#define R1_X86_PANEL_Q16_AVX2(NAME)                                                                \
+    void r1_x86_panel_q16_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x,  \
+                                      size_t xs, int tn, float *C, int ldc);
+R1_X86_PANEL_Q16_AVX2(q8_0)
+R1_X86_PANEL_Q16_AVX2(q4_0)
+R1_X86_PANEL_Q16_AVX2(q4_0x8)
+void r1_x86_quant_q16_avx2(const float *x, uint8_t *dst, int K);
 /* The panel GEMM of batches (gemm_avx2.c; cpu.h r1_cpu_panel_fn), per format */
 #define R1_X86_PANEL_AVX2(NAME)                                                                    \
     void r1_x86_panel_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, \
