@@ -257,7 +257,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
     }
     buf->batch_panel = NULL;
-    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel &&
+    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel && !buf->batch_block && /* AMX blocks first */
         !(mm->panel_act == R1_CPU_ACT_Q16 && w->cols % 32)) { /* mm_block's panel */
         buf->act = mm->panel_act;
         buf->batch_block = NULL;
