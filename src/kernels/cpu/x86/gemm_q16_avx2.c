@@ -156,8 +156,12 @@ INL void ipass(const int NT, const int32_t *pg, const float *ps, int nb, int bb,
         _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) s[t] = _mm256_madd_epi16(w, _mm256_set1_epi32(q[t][0]));
         _Pragma("GCC unroll 15") for (int j = 1; j < 16; j++) {
             w = _mm256_load_si256((const __m256i *)(pg + j * GR));
-            _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++)
+            _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {
                 s[t] = _mm256_add_epi32(s[t], _mm256_madd_epi16(w, _mm256_set1_epi32(q[t][j])));
+                /* keep the chain: integer adds reassociate, and gcc then
+                 * computed all 96 products first and spilled them */
+                __asm__("" : "+x"(s[t]));
+            }
         }
         const __m256 dw = _mm256_load_ps(ps + b * GR);
         _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {
