@@ -260,6 +260,11 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
  * more than one 64-row block; token counts not a multiple of 6, one more
  * than R1_CPU_PANEL_MIN_T and more than one 256-token block. */
 #define NMSE_PANEL NMSE_MATMUL_F32
+/* Integer panels (panel_act R1_CPU_ACT_Q16): int16 activations, a step of
+ * 1/32767 of the block max where two-part int8 has 1/(127 x 254), so the
+ * two-part limits. */
+#define NMSE_PANEL_Q16 NMSE_MATMUL_Q8X2
+#define NMSE_PANEL_Q16_GATE_UP NMSE_GATE_UP_Q8X2
 static void test_panel(const struct r1_cpu_isa *isa) {
     static const int Ts[] = {R1_CPU_PANEL_MIN_T + 1, 23, 70, 263};
     static const enum r1_kernel ks[] = {R1_K_QKV_BIAS, R1_K_MATVEC_ADD, R1_K_GATE_UP_SILU};
@@ -267,15 +272,19 @@ static void test_panel(const struct r1_cpu_isa *isa) {
     for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
         enum r1_dtype dt = dtypes[di];
         if (!isa->mm[dt].batch_panel) continue;
+        if (isa->mm[dt].batch_block && isa->mm[dt].batch_avail && isa->mm[dt].batch_avail())
+            continue; /* AMX blocks take these batches (test_matmul's limits) */
         const int blk = r1_dtype_traits[dt].block;
         const int shapes[2][2] = {{37, blk == 1 ? 7 : blk == 32 ? 96 : 256},
                                   {70, blk == 1 ? 1037 : blk == 32 ? 1056 : 1280}};
         char what[48];
-        snprintf(what, sizeof what, "panel/%s", r1_dtype_name(dt));
-        struct group g = {isa->name, what, NMSE_PANEL, 0, "", 0};
+        const int q16 = isa->mm[dt].panel_act == R1_CPU_ACT_Q16;
+        snprintf(what, sizeof what, "panel%s/%s", q16 ? "-q16" : "", r1_dtype_name(dt));
+        struct group g = {isa->name, what, q16 ? NMSE_PANEL_Q16_GATE_UP : NMSE_PANEL, 0, "", 0};
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
             for (int si = 0; si < 2; si++) {
                 const enum r1_kernel k = ks[ki];
+                if (q16) g.limit = k == R1_K_GATE_UP_SILU ? NMSE_PANEL_Q16_GATE_UP : NMSE_PANEL_Q16;
                 const int on = shapes[si][0], cols = shapes[si][1], rows = k == R1_K_GATE_UP_SILU ? 2 * on : on;
                 struct mat w = mat_new(dt, rows, cols);
                 float *bias = frand_buf((size_t)rows);

@@ -257,8 +257,9 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
     }
     buf->batch_panel = NULL;
-    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel) { /* f32 activations, mm_block's panel */
-        buf->act = R1_CPU_ACT_F32;
+    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel && !buf->batch_block && /* AMX blocks first */
+        !(mm->panel_act == R1_CPU_ACT_Q16 && w->cols % 32)) { /* mm_block's panel */
+        buf->act = mm->panel_act;
         buf->batch_block = NULL;
         buf->batch_panel = mm->batch_panel;
     }
@@ -267,6 +268,19 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
 
 static void quant_bf16_c(const float *x, uint16_t *dst, int K) {
     for (int i = 0; i < K; i++) dst[i] = r1_f32_to_bf16(x[i]);
+}
+
+/* q16 form (cpu.h R1_CPU_ACT_Q16), plain C */
+static void quant_q16_c(const float *x, uint8_t *dst, int K) {
+    float *d = (float *)dst;
+    int16_t *q = (int16_t *)(dst + r1_cpu_q8_qoff(K));
+    for (int b = 0; b < K / 32; b++) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
+        d[b] = amax / 32767.0f;
+        const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
+        for (int i = 0; i < 32; i++) q[32 * b + i] = (int16_t)lrintf(x[32 * b + i] * id);
+    }
 }
 
 /* Activations of tokens [0, T) in the form the tile reads; *xs = token stride. */
@@ -309,6 +323,14 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
             tls_vnni = v;
             tls_vnni_plane = plane;
         }
+        return buf;
+    }
+    if (mm->act == R1_CPU_ACT_Q16) {
+        size_t s = r1_cpu_q8w_stride(K);
+        uint8_t *buf = scratch((size_t)T * s);
+        void (*q)(const float *, uint8_t *, int) = isa->quant_q16 ? isa->quant_q16 : quant_q16_c;
+        for (int t = 0; t < T; t++) q(x + (size_t)t * K, buf + (size_t)t * s, K);
+        *xs = s;
         return buf;
     }
     if (mm->act == R1_CPU_ACT_F32EO) {

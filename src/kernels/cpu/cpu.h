@@ -29,6 +29,7 @@ enum r1_cpu_act {
     R1_CPU_ACT_Q8S,
     R1_CPU_ACT_Q8W,
     R1_CPU_ACT_F32EO,
+    R1_CPU_ACT_Q16,
 };
 static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
 
@@ -61,6 +62,10 @@ void r1_cpu_q8s_sums(uint8_t *tok, int K);
  * r1_cpu_q8_qoff(K)), for tiles that multiply with vpmaddwd; the next token
  * r1_cpu_q8w_stride(K) bytes further. */
 static inline size_t r1_cpu_q8w_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K * 2 + 63) & ~(size_t)63); }
+/* A token's activations in q16 form (R1_CPU_ACT_Q16, the integer panel
+ * GEMMs of batches), K % 32 == 0: per block of 32 a scale d = max|x| / 32767
+ * (float d[K/32]) and int16 q[K] = x / d rounded, at r1_cpu_q8_qoff(K); the
+ * next token r1_cpu_q8w_stride(K) bytes further (the q8w layout, 15 bits). */
 /* A token's activations in f32eo form (R1_CPU_ACT_F32EO, batches), K % 16
  * == 0: f32, each 16 columns in the order 0, 2, ..., 14, 1, 3, ..., 15 (the
  * order in which a 32-byte load of bf16 weights splits into two vectors with
@@ -164,6 +169,9 @@ struct r1_cpu_mm {
      * up to 16 tokens, so that each row is bit for bit a decode step's). */
     int whole_k;
     r1_cpu_panel_fn batch_panel; /* optional: batches > R1_CPU_PANEL_MIN_T tokens, f32 activations */
+    /* The form batch_panel reads its tokens in: R1_CPU_ACT_F32 (0, f32 rows)
+     * or R1_CPU_ACT_Q16 (x then points at q16 tokens, xs bytes apart). */
+    enum r1_cpu_act panel_act;
 };
 
 struct r1_cpu_isa {
@@ -180,6 +188,7 @@ struct r1_cpu_isa {
     void (*quant_q8_2)(const float *x, uint8_t *hi, uint8_t *lo, int K);
     void (*quant_q8x8_2)(const float *x, uint8_t *hi, uint8_t *lo, int K);
     void (*quant_bf16)(const float *x, uint16_t *dst, int K); /* one token; NULL: plain C */
+    void (*quant_q16)(const float *x, uint8_t *dst, int K);   /* one token, K % 32 == 0; NULL: plain C */
     /* Optional: h1 = bf16(x - h0), h2 = bf16(x - h0 - h1) for i < K, h0 =
      * bf16(x) given (round to nearest even; the same bits as plain C). */
     void (*split_bf16)(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K);

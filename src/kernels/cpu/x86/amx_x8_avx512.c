@@ -24,9 +24,12 @@
 #include "kernels/cpu/x86/x86.h"
 #include "util/util.h"
 
-#define TGT_B "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,avx512bf16"
+#define TGT_S "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c" /* the avx512 table's */
+#define TGT_B TGT_S ",avx512bf16"
+#define TGTS __attribute__((target(TGT_S)))
 #define TGTB __attribute__((target(TGT_B)))
 #define INL static inline __attribute__((always_inline, target(TGT_B)))
+#define INLS static inline __attribute__((always_inline, target(TGT_S))) /* no bf16 needed */
 
 static float h2f(const uint8_t *p) { return r1_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
 
@@ -43,7 +46,7 @@ static void kq_scale_min(const uint8_t *sc12, int s, int *sc, int *m) {
 
 /* One group of 256 weights at g: quants in lane order (q[p], unsigned
  * bytes) and a[c], b[c] for the 16 chunks c = 2 * block + half. */
-INL void group_unpack(enum r1_dtype dt, const uint8_t *g, __m512i *q, float *a, float *b) {
+INLS void group_unpack(enum r1_dtype dt, const uint8_t *g, __m512i *q, float *a, float *b) {
     const __m512i lo4 = _mm512_set1_epi8(0x0f);
     if (dt == R1_DTYPE_Q8_0X8) {
         for (int p = 0; p < 4; p++) q[p] = _mm512_loadu_si512(g + 16 + 64 * p);
@@ -131,19 +134,54 @@ INL void tail_block(enum r1_dtype dt, const uint8_t *p, uint16_t *o) {
     _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
 }
 
-static TGTB void x8_rows_to_bf16(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K,
-                                 uint16_t *dst) {
-    const size_t gb = dt == R1_DTYPE_Q4_1X8 ? 160 : dt == R1_DTYPE_Q8_0X8 ? 272 : r1_dtype_traits[dt].block_size;
-    const size_t tbs = dt == R1_DTYPE_Q4_1X8 ? 20 : 34; /* a plain tail block */
-    /* natural dword n of block 2j + L / 8 at output lane L sits in vector
-     * 2 (n / 4) + (n % 4) / 2, lane 2j + L / 8 + 8 (n % 2); vpermt2d over the
-     * vector pair (0,1) or (2,3): index 16 ((n % 4) / 2) + that lane */
+/* natural dword n of block 2j + L / 8 at output lane L sits in vector
+ * 2 (n / 4) + (n % 4) / 2, lane 2j + L / 8 + 8 (n % 2); vpermt2d over the
+ * vector pair (0,1) or (2,3): index 16 ((n % 4) / 2) + that lane */
+INLS __m512i natural_idx(void) {
     int base[16];
     for (int L = 0; L < 16; L++) {
         int n = L % 8 % 4;
         base[L] = 16 * (n / 2) + L / 8 + 8 * (n % 2);
     }
-    const __m512i idx0 = _mm512_loadu_si512(base);
+    return _mm512_loadu_si512(base);
+}
+/* blocks 2j and 2j + 1 of a group unpacked by group_unpack, 64 bytes in
+ * natural order (natural_idx() as idx0) */
+INLS __m512i blocks_natural(const __m512i *q, __m512i idx0, int j) {
+    __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * j));
+    __m512i v01 = _mm512_permutex2var_epi32(q[0], idx, q[1]);
+    __m512i v23 = _mm512_permutex2var_epi32(q[2], idx, q[3]);
+    return _mm512_mask_blend_epi32(0xF0F0, v01, v23);
+}
+
+/* 16 weights a q + b of the bytes in 128-bit quarter i of v, as f32 */
+INLS void deq16f(__m512i v, int i, float a, float b, float *o) {
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, i)));
+    _mm512_storeu_ps(o, _mm512_fmadd_ps(f, _mm512_set1_ps(a), _mm512_set1_ps(b)));
+}
+
+TGTS void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1, float *dst) {
+    const size_t gb = r1_dtype_traits[dt].block_size;
+    const __m512i idx0 = natural_idx();
+    for (int k = k0; k < k1; k += 256, dst += 256) {
+        __m512i q[4];
+        float a[16], b[16];
+        group_unpack(dt, row + (size_t)(k / 256) * gb, q, a, b);
+        for (int j = 0; j < 4; j++) { /* blocks 2j, 2j + 1: chunks 4j .. 4j + 3 */
+            __m512i v = blocks_natural(q, idx0, j);
+            deq16f(v, 0, a[4 * j], b[4 * j], dst + 64 * j);
+            deq16f(v, 1, a[4 * j + 1], b[4 * j + 1], dst + 64 * j + 16);
+            deq16f(v, 2, a[4 * j + 2], b[4 * j + 2], dst + 64 * j + 32);
+            deq16f(v, 3, a[4 * j + 3], b[4 * j + 3], dst + 64 * j + 48);
+        }
+    }
+}
+
+static TGTB void x8_rows_to_bf16(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K,
+                                 uint16_t *dst) {
+    const size_t gb = dt == R1_DTYPE_Q4_1X8 ? 160 : dt == R1_DTYPE_Q8_0X8 ? 272 : r1_dtype_traits[dt].block_size;
+    const size_t tbs = dt == R1_DTYPE_Q4_1X8 ? 20 : 34; /* a plain tail block */
+    const __m512i idx0 = natural_idx();
     for (int r = 0; r < nr; r++) {
         const uint8_t *row = w + (size_t)r * ws;
         uint16_t *o = dst + (size_t)r * K;
@@ -153,10 +191,7 @@ static TGTB void x8_rows_to_bf16(enum r1_dtype dt, const uint8_t *w, size_t ws, 
             float a[16], b[16];
             group_unpack(dt, row + (size_t)(k / 256) * gb, q, a, b);
             for (int j = 0; j < 4; j++) { /* blocks 2j, 2j + 1 */
-                __m512i idx = _mm512_add_epi32(idx0, _mm512_set1_epi32(2 * j));
-                __m512i v01 = _mm512_permutex2var_epi32(q[0], idx, q[1]);
-                __m512i v23 = _mm512_permutex2var_epi32(q[2], idx, q[3]);
-                __m512i v = _mm512_mask_blend_epi32(0xF0F0, v01, v23);
+                __m512i v = blocks_natural(q, idx0, j);
                 deq32(v, 0, a, b, 4 * j, o + k + 64 * j);
                 deq32(v, 1, a, b, 4 * j + 2, o + k + 64 * j + 32);
             }

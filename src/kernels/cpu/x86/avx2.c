@@ -289,13 +289,16 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
  * (gemm_avx2.c) for every format, .batch_panel (designated: the other batch
  * fields stay as the positional ones before it). */
 #define PANEL_OF(NAME) .batch_panel = r1_x86_panel_avx2_##NAME
+/* q8_0, q4_0 and q4_0x8: the integer panel (gemm_q16_avx2.c), int16
+ * activations and quants with vpmaddwd */
+#define PANEL_Q16(NAME) .batch_panel = r1_x86_panel_q16_avx2_##NAME, .panel_act = R1_CPU_ACT_Q16
 #define Q8_0_avx2                                                                                  \
-    {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2, R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_OF(q8_0)}
-#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, PANEL_OF(q8_0)}
+    {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2, R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_Q16(q8_0)}
+#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, PANEL_Q16(q8_0)}
 /* q4_0x8 with vpdpbusd keeps its tiles in batches: 134 against the panel's
  * 128 GFLOP/s at 64 tokens, the same at 512 (one thread, 1.5b qkv shape,
  * two-part activations); without VNNI the panel wins (127 against 93). */
-#define Q4_0X8_PANEL_avx2 PANEL_OF(q4_0x8)
+#define Q4_0X8_PANEL_avx2 PANEL_Q16(q4_0x8)
 #define Q4_0X8_PANEL_avx2vnni .batch_panel = NULL
 #define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
     {                                                                                              \
@@ -307,7 +310,7 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,      \
                                    PANEL_OF(bf16)},                                                \
                 [R1_DTYPE_Q8_0] = Q8_0_##V,                                                        \
-                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V, PANEL_OF(q4_0)},          \
+                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V, PANEL_Q16(q4_0)},          \
                 [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V, PANEL_OF(q4_1)},          \
                 [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V, PANEL_OF(q5_0)},          \
                 [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V, PANEL_OF(q5_1)},          \
@@ -317,6 +320,7 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V},   \
             },                                                                                     \
         .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
+        .quant_q16 = r1_x86_quant_q16_avx2,                                                        \
         .dot_f32 = r1_x86_dot_f32_avx2,                          \
         .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
         .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \

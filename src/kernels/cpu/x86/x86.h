@@ -32,6 +32,15 @@ void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K);
 /* q8_0 weights against q8w activations (batches, plain AVX2) */
 void r1_x86_tile_q8_0_q8w_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
+/* The integer panel GEMM of batches (gemm_q16_avx2.c; cpu.h r1_cpu_panel_fn
+ * with panel_act R1_CPU_ACT_Q16) and its activation quantizer */
+#define R1_X86_PANEL_Q16_AVX2(NAME)                                                                \
+    void r1_x86_panel_q16_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x,  \
+                                      size_t xs, int tn, float *C, int ldc);
+R1_X86_PANEL_Q16_AVX2(q8_0)
+R1_X86_PANEL_Q16_AVX2(q4_0)
+R1_X86_PANEL_Q16_AVX2(q4_0x8)
+void r1_x86_quant_q16_avx2(const float *x, uint8_t *dst, int K);
 /* The panel GEMM of batches (gemm_avx2.c; cpu.h r1_cpu_panel_fn), per format */
 #define R1_X86_PANEL_AVX2(NAME)                                                                    \
     void r1_x86_panel_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, \
@@ -96,6 +105,16 @@ void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
                                   size_t xplane, int t0, int tn, float *C, int ldc);               \
     void r1_x86_tile_##NAME##_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,    \
                                    const uint8_t *x, size_t xs, int nt, float *out);
+/* Columns [k0, k1) (multiples of 256) of a q4_Kx8, q5_Kx8 or q6_Kx8 row
+ * as f32 (amx_x8_avx512.c; the avx512 table's features, no BF16) */
+void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1, float *dst);
+/* The f32 panel GEMM of their batches where AMX is off (gemm_avx512.c) */
+#define R1_X86_PANEL_AVX512(NAME)                                                                  \
+    void r1_x86_panel_avx512_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x,    \
+                                    size_t xs, int tn, float *C, int ldc);
+R1_X86_PANEL_AVX512(q4_Kx8)
+R1_X86_PANEL_AVX512(q5_Kx8)
+R1_X86_PANEL_AVX512(q6_Kx8)
 R1_X86_X8_AMX(q4_1x8)
 R1_X86_X8_AMX(q8_0x8)
 R1_X86_X8_AMX(q4_Kx8)

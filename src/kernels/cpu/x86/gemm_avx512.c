@@ -1,0 +1,155 @@
+/*
+ * gemm_avx512.c - batches (prefill, more than R1_CPU_PANEL_MIN_T tokens) of
+ * the regrouped K-quants (q4_Kx8, q5_Kx8, q6_Kx8; Q4_K_M files) on AVX-512
+ * machines without AMX, through an f32 GEMM (cpu.h r1_cpu_panel_fn; where
+ * AMX runs, cpu.c keeps its blocks). It is gemm_avx2.c's panel on zmm: per
+ * block of up to 64 weight rows and slice of KP = 256 columns, the weights
+ * are dequantized once to f32 (amx_x8_avx512.c's r1_x86_x8_row_f32) into a
+ * panel that stores each group of 32 rows column by column (two zmm per
+ * column, 32 KiB per group: in L1 while the tokens pass); then 32 rows x 8
+ * tokens per pass in 16 zmm accumulators, each activation an embedded
+ * broadcast. The activations stay f32, so the products are f32-exact and the
+ * sums differ from ref's only in order. The decode tiles it replaces in
+ * batches run on two-part int8 activations: twice the integer work.
+ *
+ * Must not: allocate (thread scratch slot 2), read activations past column
+ * K. x86-64 only; target attributes.
+ */
+#include "kernels/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/cpu/x86/x86.h"
+#include "kernels/dtype.h"
+
+#define TGT_S "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TGT __attribute__((target(TGT_S)))
+#define INL static inline __attribute__((always_inline, target(TGT_S)))
+
+#define KP 256 /* columns per panel slice (one x8 group) */
+#define GR 32  /* rows per group (two zmm) */
+#define NTP 8  /* tokens per pass */
+#define PF_ROWS 2
+
+/* 8 rows of 8 floats (src, row stride ss) transposed: column j to dst + j * GR */
+INL void tr8(const float *src, size_t ss, float *dst) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss), r2 = _mm256_loadu_ps(src + 2 * ss),
+           r3 = _mm256_loadu_ps(src + 3 * ss), r4 = _mm256_loadu_ps(src + 4 * ss),
+           r5 = _mm256_loadu_ps(src + 5 * ss), r6 = _mm256_loadu_ps(src + 6 * ss),
+           r7 = _mm256_loadu_ps(src + 7 * ss);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    _mm256_store_ps(dst + 0 * GR, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_store_ps(dst + 1 * GR, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_store_ps(dst + 2 * GR, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_store_ps(dst + 3 * GR, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_store_ps(dst + 4 * GR, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_store_ps(dst + 5 * GR, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_store_ps(dst + 6 * GR, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_store_ps(dst + 7 * GR, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* Rows [0, nr) of w, columns [k0, k0 + KP), into the group pg (pg[k * GR +
+ * i] = row i, column k0 + k), rows past nr zero. stage: GR x KP floats. */
+static TGT void fill_group(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int k0, float *stage, float *pg) {
+    const size_t bs = r1_dtype_traits[dt].block_size, b0 = (size_t)(k0 / 256) * bs;
+    for (int i = 0; i < GR; i++) {
+        float *s = stage + (size_t)i * KP;
+        if (i + PF_ROWS < nr)
+            for (size_t o = 0; o < bs; o += 64)
+                _mm_prefetch((const char *)(w + (size_t)(i + PF_ROWS) * ws + b0 + o), _MM_HINT_T0);
+        if (i < nr) r1_x86_x8_row_f32(dt, w + (size_t)i * ws, k0, k0 + KP, s);
+        else memset(s, 0, KP * sizeof(float));
+    }
+    for (int r = 0; r < GR; r += 8)
+        for (int k = 0; k < KP; k += 8) tr8(stage + (size_t)r * KP + k, KP, pg + (size_t)k * GR + r);
+}
+
+/* C[t * ldc + i] (= or +=) sum over k < KP of pg[k * GR + i] xt[t][k], i <
+ * 32, t < NT */
+INL void gemm_pass(const int NT, const float *pg, const float *const *xt, float *C, int ldc, int add) {
+    __m512 acc[NTP][2];
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
+    const float *x0 = xt[0], *x1 = xt[1], *x2 = xt[2], *x3 = xt[3], *x4 = xt[4], *x5 = xt[5], *x6 = xt[6],
+                *x7 = xt[7];
+    _Pragma("GCC unroll 2") for (int k = 0; k < KP; k++) {
+        __m512 a0 = _mm512_load_ps(pg), a1 = _mm512_load_ps(pg + 16), b;
+#define GEMM_TOK(T_, X_)                                                                           \
+    if (NT > T_) {                                                                                 \
+        b = _mm512_set1_ps(*X_++);                                                                 \
+        acc[T_][0] = _mm512_fmadd_ps(a0, b, acc[T_][0]);                                           \
+        acc[T_][1] = _mm512_fmadd_ps(a1, b, acc[T_][1]);                                           \
+    }
+        GEMM_TOK(0, x0)
+        GEMM_TOK(1, x1)
+        GEMM_TOK(2, x2)
+        GEMM_TOK(3, x3)
+        GEMM_TOK(4, x4)
+        GEMM_TOK(5, x5)
+        GEMM_TOK(6, x6)
+        GEMM_TOK(7, x7)
+#undef GEMM_TOK
+        pg += GR;
+    }
+    _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) {
+        float *c = C + (size_t)t * ldc;
+        if (add) {
+            acc[t][0] = _mm512_add_ps(acc[t][0], _mm512_loadu_ps(c));
+            acc[t][1] = _mm512_add_ps(acc[t][1], _mm512_loadu_ps(c + 16));
+        }
+        _mm512_storeu_ps(c, acc[t][0]);
+        _mm512_storeu_ps(c + 16, acc[t][1]);
+    }
+}
+
+static TGT void gemm_n(int nt, const float *pg, const float *const *xt, float *C, int ldc, int add) {
+    switch (nt) {
+    case 8: gemm_pass(8, pg, xt, C, ldc, add); break;
+    case 7: gemm_pass(7, pg, xt, C, ldc, add); break;
+    case 6: gemm_pass(6, pg, xt, C, ldc, add); break;
+    case 5: gemm_pass(5, pg, xt, C, ldc, add); break;
+    case 4: gemm_pass(4, pg, xt, C, ldc, add); break;
+    case 3: gemm_pass(3, pg, xt, C, ldc, add); break;
+    case 2: gemm_pass(2, pg, xt, C, ldc, add); break;
+    default: gemm_pass(1, pg, xt, C, ldc, add); break;
+    }
+}
+
+/* r1_cpu_panel_fn for one regrouped K-quant (K % 256 == 0) */
+static TGT void panel_run(enum r1_dtype dt, int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs,
+                          int tn, float *C, int ldc) {
+    const int ng = (mc + GR - 1) / GR;
+    float *panel = (float *)r1_cpu_scratch(2, (size_t)(ng + 1) * KP * GR * sizeof(float));
+    float *stage = panel + (size_t)ng * KP * GR;
+    for (int k0 = 0; k0 < K; k0 += KP) {
+        for (int g = 0; g < ng; g++)
+            fill_group(dt, w + (size_t)g * GR * ws, ws, mc - g * GR < GR ? mc - g * GR : GR, k0, stage,
+                       panel + (size_t)g * KP * GR);
+        for (int g = 0; g < ng; g++)
+            for (int t = 0; t < tn; t += NTP) {
+                const int nt = tn - t < NTP ? tn - t : NTP;
+                const float *xt[NTP];
+                for (int j = 0; j < NTP; j++)
+                    xt[j] = (const float *)((const uint8_t *)x + (size_t)(t + (j < nt ? j : 0)) * xs) + k0;
+                gemm_n(nt, panel + (size_t)g * KP * GR, xt, C + (size_t)t * ldc + g * GR, ldc, k0 > 0);
+            }
+    }
+}
+
+#define PANEL(NAME, DT)                                                                            \
+    TGT void r1_x86_panel_avx512_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, \
+                                        int tn, float *C, int ldc) {                               \
+        panel_run(DT, K, w, ws, mc, x, xs, tn, C, ldc);                                            \
+    }
+PANEL(q4_Kx8, R1_DTYPE_Q4_KX8)
+PANEL(q5_Kx8, R1_DTYPE_Q5_KX8)
+PANEL(q6_Kx8, R1_DTYPE_Q6_KX8)
+
+#endif /* __x86_64__ */
