@@ -19,7 +19,7 @@
 #include "util/util.h"
 
 #define PROBE_EVERY 16 /* plain steps between forced one-token drafts */
-#define MATCH_MAX 32     /* longest suffix match measured (lookup) */
+#define MATCH_MAX 32     /* longest suffix match measured (lookup), unless --lookup asks more */
 #define LOOKUP_RATE 0.15 /* weight of a new observation in a lookup estimate */
 #define N_BUCKET 8       /* lookup acceptance estimates, by match length (bucket()) */
 
@@ -191,20 +191,21 @@ static int bucket(int len) {
 }
 
 /* The earlier place whose preceding tokens match the longest suffix of the
- * text (up to MATCH_MAX tokens; the most recent among equals), and what
+ * text (up to max(lookup, MATCH_MAX) tokens; the most recent among equals), and what
  * followed it: up to k tokens into sp->draft; *match = the match length
  * (0 and no draft when not even the last token occurred before). */
 static int draft_lookup(struct r1_spec *sp, int k, int *match) {
     const int32_t *h = sp->hist;
     const int len = sp->n_hist;
     const int32_t last = h[len - 1];
+    const int lmax = sp->o.lookup > MATCH_MAX ? sp->o.lookup : MATCH_MAX;
     int best = 0, at = -1;
     for (int c = len - 1; c >= 1; c--) { /* c: where the continuation starts */
         if (h[c - 1] != last) continue;
-        int cap = c < MATCH_MAX ? c : MATCH_MAX, l = 1;
+        int cap = c < lmax ? c : lmax, l = 1;
         while (l < cap && h[c - 1 - l] == h[len - 1 - l]) l++;
         if (l > best) best = l, at = c;
-        if (best == MATCH_MAX) break;
+        if (best == lmax) break;
     }
     *match = best;
     if (at < 0) return 0;
