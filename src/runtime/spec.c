@@ -129,7 +129,9 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
     }
     sp->kcur = draft ? (o.k < 4 ? o.k : 4) : o.k; /* lookup: a match is often a long copy */
     sp->acc_model = 0.6;
-    static const double prior[N_BUCKET] = {0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85};
+    /* an edit prompt's copy resumes a token or two after each change:
+     * short matches start trusted, and what is seen corrects them */
+    static const double prior[N_BUCKET] = {0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9};
     memcpy(sp->acc, prior, sizeof prior);
     return sp;
 }
@@ -319,7 +321,7 @@ static int choose_k_lookup(struct r1_spec *sp, int match, int m) {
         p *= a > 0.98 ? 0.98 : a;
         e += p;
         double r = e / cost_target(sp, i + 1);
-        if (r > best * 1.02) best = r, k = i; /* a longer batch must pay a little more */
+        if (r > best * 1.01) best = r, k = i; /* a longer batch must pay a little more */
     }
     if (k == 0 && ++sp->plain_run >= PROBE_EVERY) k = 1;
     if (k > 0) sp->plain_run = 0;
