@@ -323,7 +323,9 @@ typedef struct r1_spec r1_spec_t;
 #define R1_SPEC_MAX_K 15 /* drafts per step: the batch of k + 1 rows stays <= 16 */
 
 struct r1_spec_opts {
-    int lookup;  /* n-gram lookup: match the last lookup..1 tokens; 0 = off */
+    int lookup;  /* n-gram lookup (> 0): what followed the earlier place matching the longest
+                    end of the text, 1 to max(lookup, 32) tokens (the most recent of equals);
+                    0 = off */
     int k;       /* most tokens drafted per step, 1..R1_SPEC_MAX_K; 0 = default
                     (15 for lookup, 5 for a draft model) */
     int fixed_k; /* 1: always draft k (no adaptation), for tests and benches */

@@ -19,7 +19,9 @@
 #include "util/util.h"
 
 #define PROBE_EVERY 16 /* plain steps between forced one-token drafts */
-#define R1_SPEC_MAX_LOOKUP 8 /* longest n-gram matched */
+#define MATCH_MAX 32     /* longest suffix match measured (lookup), unless --lookup asks more */
+#define LOOKUP_RATE 0.15 /* weight of a new observation in a lookup estimate */
+#define N_BUCKET 8       /* lookup acceptance estimates, by match length (bucket()) */
 
 struct r1_spec {
     struct r1_spec_target t; /* a session's (r1_spec_new) or the caller's */
@@ -39,10 +41,11 @@ struct r1_spec {
     float *dl;           /* (vd) draft logits copy */
     int32_t draft[R1_SPEC_MAX_K];
     int32_t out[R1_SPEC_MAX_K + 1];
-    /* adaptation */
-    /* estimated probability that a draft token is kept: [0] for a draft
-     * model, [n] for lookup drafts that followed an n-token match */
-    double acc[R1_SPEC_MAX_LOOKUP + 1];
+    /* adaptation: the estimated probability that a draft token is kept
+     * (given that those before it were), for a draft model, and for a
+     * lookup draft by the length of the match it continues (bucket()) */
+    double acc_model;
+    double acc[N_BUCKET];
     double t_target[R1_SPEC_MAX_K + 2]; /* seconds per target forward of T rows, 0 = unknown */
     double t_draft;          /* seconds per drafted token (draft model) */
     int plain_run;           /* plain steps since the last draft */
@@ -106,7 +109,6 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
 r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t *draft, r1_sampler_t *smp,
                               const struct r1_spec_opts *opts) {
     struct r1_spec_opts o = *opts;
-    if (o.lookup > R1_SPEC_MAX_LOOKUP) o.lookup = R1_SPEC_MAX_LOOKUP;
     if (!draft && o.lookup <= 0) {
         r1_err("speculative decoding needs a draft source: --lookup N or --draft MODEL");
         return NULL;
@@ -143,7 +145,11 @@ r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t 
         return NULL;
     }
     sp->kcur = draft ? (o.k < 4 ? o.k : 4) : o.k; /* lookup: a match is often a long copy */
-    for (int i = 0; i <= R1_SPEC_MAX_LOOKUP; i++) sp->acc[i] = draft ? 0.6 : 0.3 + 0.1 * (i < 4 ? i : 4);
+    sp->acc_model = 0.6;
+    /* an edit prompt's copy resumes a token or two after each change:
+     * short matches start trusted, and what is seen corrects them */
+    static const double prior[N_BUCKET] = {0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9};
+    memcpy(sp->acc, prior, sizeof prior);
     return sp;
 }
 
@@ -194,27 +200,40 @@ int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits)
 
 /* ---- draft sources ---- */
 
-/* The most recent earlier occurrence of the last n tokens (n = lookup..1),
- * and what followed it: up to k tokens into sp->draft; *match = n. */
+/* Lookup acceptance buckets by match length: 1, 2, 3, 4-5, 6-8, 9-12,
+ * 13-20, 21+ tokens (a long match is a copy in progress). */
+static int bucket(int len) {
+    static const int upto[N_BUCKET - 1] = {1, 2, 3, 5, 8, 12, 20};
+    int b = 0;
+    while (b < N_BUCKET - 1 && len > upto[b]) b++;
+    return b;
+}
+
+/* The earlier place whose preceding tokens match the longest suffix of the
+ * text (up to max(lookup, MATCH_MAX) tokens; the most recent among equals), and what
+ * followed it: up to k tokens into sp->draft; *match = the match length
+ * (0 and no draft when not even the last token occurred before). */
 static int draft_lookup(struct r1_spec *sp, int k, int *match) {
     const int32_t *h = sp->hist;
     const int len = sp->n_hist;
-    for (int n = sp->o.lookup < len - 1 ? sp->o.lookup : len - 1; n >= 1; n--) {
-        const int32_t *pat = h + len - n;
-        for (int j = len - n - 1; j >= 0; j--) {
-            if (h[j] != pat[0] || memcmp(h + j, pat, (size_t)n * sizeof *h)) continue;
-            int m = 0;
-            while (m < k && j + n + m < len) {
-                sp->draft[m] = h[j + n + m];
-                m++;
-            }
-            if (m > 0) {
-                *match = n;
-                return m;
-            }
-        }
+    const int32_t last = h[len - 1];
+    const int lmax = sp->o.lookup > MATCH_MAX ? sp->o.lookup : MATCH_MAX;
+    int best = 0, at = -1;
+    for (int c = len - 1; c >= 1; c--) { /* c: where the continuation starts */
+        if (h[c - 1] != last) continue;
+        int cap = c < lmax ? c : lmax, l = 1;
+        while (l < cap && h[c - 1 - l] == h[len - 1 - l]) l++;
+        if (l > best) best = l, at = c;
+        if (best == lmax) break;
     }
-    return 0;
+    *match = best;
+    if (at < 0) return 0;
+    int m = 0;
+    while (m < k && at + m < len) {
+        sp->draft[m] = h[at + m];
+        m++;
+    }
+    return m;
 }
 
 /* The draft model: catch up on the ids it has not seen, then k tokens one
@@ -256,41 +275,70 @@ static int draft_model(struct r1_spec *sp, int k) {
 
 /* ---- how many to draft ---- */
 
-/* Seconds a target forward of T rows takes: measured, else extrapolated
- * from the measured sizes (the slope per row between the smallest and the
- * largest; before two are known, a cautious 30% of a single step per row:
- * on a small model a batch is compute-bound). */
+/* Seconds a target forward of T rows takes: measured, else interpolated
+ * between the nearest measured sizes, else extrapolated with the slope of
+ * the two nearest (at least 5% of a single step per row); before two are
+ * known, 30% of a single step per row (in the unit of a single step when
+ * nothing is measured). */
 static double cost_target(const struct r1_spec *sp, int T) {
-    if (sp->t_target[T] > 0) return sp->t_target[T];
-    int lo = 0, hi = 0;
-    for (int u = 1; u <= R1_SPEC_MAX_K + 1; u++)
-        if (sp->t_target[u] > 0) {
-            if (!lo) lo = u;
-            hi = u;
-        }
-    if (!lo) return 1.0 + 0.3 * (T - 1);
-    double slope = hi > lo ? (sp->t_target[hi] - sp->t_target[lo]) / (hi - lo) : 0.3 * sp->t_target[lo];
-    if (slope < 0.02 * sp->t_target[lo]) slope = 0.02 * sp->t_target[lo];
-    int near = T > hi ? hi : lo;
-    return sp->t_target[near] + slope * (T - near);
+    const double *t = sp->t_target;
+    if (t[T] > 0) return t[T];
+    int below = 0, above = 0;
+    for (int u = T - 1; u >= 1 && !below; u--)
+        if (t[u] > 0) below = u;
+    for (int u = T + 1; u <= R1_SPEC_MAX_K + 1 && !above; u++)
+        if (t[u] > 0) above = u;
+    if (below && above) return t[below] + (t[above] - t[below]) * (T - below) / (above - below);
+    int a = below ? below : above, b = 0; /* the nearest, and the next one on the same side */
+    if (!a) return 1.0 + 0.3 * (T - 1);
+    for (int u = a + (below ? -1 : 1); u >= 1 && u <= R1_SPEC_MAX_K + 1 && !b; u += below ? -1 : 1)
+        if (t[u] > 0) b = u;
+    const double one = t[1] > 0 ? t[1] : t[a] / (1.0 + 0.3 * (a - 1));
+    double slope = b ? (t[a] - t[b]) / (a - b) : 0.3 * one;
+    if (slope < 0.05 * one) slope = 0.05 * one;
+    double c = t[a] + slope * (T - a);
+    return c > 0.5 * one ? c : 0.5 * one;
 }
 
-/* How many to draft: kcur (doubled when every draft was kept, cut to the
- * kept count + 1 on a rejection), if it pays: a step with k drafts, each
- * kept with chance a, yields (1 - a^(k+1)) / (1 - a) tokens for a target
- * forward of k + 1 rows plus k draft tokens. When kcur drafts do not beat
- * plain decoding's tokens per second, half as many are tried, and so on
- * down to none (a plain step; one draft every PROBE_EVERY such steps keeps
- * a measured). */
+/* How many of a draft model's tokens to draft: kcur (doubled when every
+ * draft was kept, cut to the kept count + 1 on a rejection), if it pays: a
+ * step with k drafts, each kept with chance a, yields (1 - a^(k+1)) / (1 -
+ * a) tokens for a target forward of k + 1 rows plus k draft tokens. When
+ * kcur drafts do not beat plain decoding's tokens per second, half as many
+ * are tried, and so on down to none (a plain step; one draft every
+ * PROBE_EVERY such steps keeps a measured). */
 static int choose_k(struct r1_spec *sp, double a, int kmax) {
     if (sp->o.fixed_k) return kmax;
     if (a > 0.98) a = 0.98;
     const double plain = 1.0 / cost_target(sp, 1);
-    const double td = sp->d ? (sp->t_draft > 0 ? sp->t_draft : 0.1 * cost_target(sp, 1)) : 0;
+    const double td = sp->t_draft > 0 ? sp->t_draft : 0.1 * cost_target(sp, 1);
     int k = sp->kcur < kmax ? sp->kcur : kmax;
     for (; k > 0; k /= 2) { /* kcur, else half of it, ..., else 0 */
         double e = (1 - pow(a, k + 1)) / (1 - a), c = cost_target(sp, k + 1) + k * td;
         if (e / c > plain) break;
+    }
+    if (k == 0 && ++sp->plain_run >= PROBE_EVERY) k = 1;
+    if (k > 0) sp->plain_run = 0;
+    return k;
+}
+
+/* How many of the m tokens a lookup match of length `match` offers to
+ * draft: the k (0..m) with the most expected tokens per second, draft i
+ * (continuing a match of match + i tokens) kept with chance acc[bucket]
+ * given the ones before it; 0 (a plain step) unless that beats plain
+ * decoding, except one draft after PROBE_EVERY plain steps in a row, so
+ * estimates that fell too low can recover. */
+static int choose_k_lookup(struct r1_spec *sp, int match, int m) {
+    if (sp->o.fixed_k) return m;
+    const double c1 = cost_target(sp, 1);
+    double best = 1.0 / c1, e = 1.0, p = 1.0;
+    int k = 0;
+    for (int i = 1; i <= m; i++) {
+        double a = sp->acc[bucket(match + i - 1)];
+        p *= a > 0.98 ? 0.98 : a;
+        e += p;
+        double r = e / cost_target(sp, i + 1);
+        if (r > best * 1.01) best = r, k = i; /* a longer batch must pay a little more */
     }
     if (k == 0 && ++sp->plain_run >= PROBE_EVERY) k = 1;
     if (k > 0) sp->plain_run = 0;
@@ -320,12 +368,12 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
     double t0 = r1_now();
     int nd = 0, match = 0;
     if (sp->d) {
-        int k = kmax > 0 ? choose_k(sp, sp->acc[0], kmax) : 0;
+        int k = kmax > 0 ? choose_k(sp, sp->acc_model, kmax) : 0;
         if (k > 0) nd = draft_model(sp, k);
         if (nd < 0) return -1;
     } else if (kmax > 0) { /* the match decides how far to trust it */
         nd = draft_lookup(sp, kmax, &match);
-        if (nd > 0) nd = choose_k(sp, sp->acc[match], nd);
+        if (nd > 0) nd = choose_k_lookup(sp, match, nd);
     }
     if (sp->o.oracle)
         for (int i = 0; i < nd; i++) {
@@ -385,10 +433,16 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
         y = r1_sampler_sample(sp->smp, L);
     }
     /* per-token chance of a keep: m kept, then one rejection if m < nd */
-    if (nd > 0) {
-        sp->acc[match] += 0.25 * ((double)m / (m + (m < nd)) - sp->acc[match]);
+    if (nd > 0 && sp->d) {
+        sp->acc_model += 0.25 * ((double)m / (m + (m < nd)) - sp->acc_model);
         if (m == nd) sp->kcur = 2 * sp->kcur < sp->o.k ? 2 * sp->kcur : sp->o.k;
         else sp->kcur = m + 1;
+    }
+    /* lookup: each draft seen (the kept ones, then the rejected one) is an
+     * observation of its bucket's chance */
+    for (int i = 0; !sp->d && i <= m && i < nd; i++) {
+        double *a = &sp->acc[bucket(match + i)];
+        *a += LOOKUP_RATE * ((i < m) - *a);
     }
     sp->st.accepted += m;
     /* both caches keep the last id and the kept drafts */

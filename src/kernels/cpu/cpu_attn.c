@@ -105,6 +105,16 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
     tq = 1;
   if (tq > T)
     tq = T;
+  /* a few rows (speculative verification) and fewer KV heads than twice
+   * the threads: blocks of fewer rows, so the units spread evenly (3 units
+   * on 2 threads left one thread half idle); a row's result does not
+   * depend on which rows share its unit */
+  if (T > 1 && ((T + tq - 1) / tq) * nkv < 2 * nth) {
+    int want = (2 * nth + nkv - 1) / nkv;
+    if (want > T)
+      want = T;
+    tq = (T + want - 1) / want;
+  }
   const int nqb = (T + tq - 1) / tq;
   int hs = 1;
   if (nqb * nkv < nth) {
