@@ -154,9 +154,10 @@ INLS __m512i blocks_natural(const __m512i *q, __m512i idx0, int j) {
     return _mm512_mask_blend_epi32(0xF0F0, v01, v23);
 }
 
-/* 16 weights a q + b of the bytes in 128-bit quarter i of v, as f32 */
-INLS void deq16f(__m512i v, int i, float a, float b, float *o) {
-    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, i)));
+/* 16 weights a q + b of the 16 bytes in x, as f32 (x: a 128-bit quarter of
+ * blocks_natural's vector; the quarter index must be a constant for clang) */
+INLS void deq16f(__m128i x, float a, float b, float *o) {
+    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(x));
     _mm512_storeu_ps(o, _mm512_fmadd_ps(f, _mm512_set1_ps(a), _mm512_set1_ps(b)));
 }
 
@@ -169,10 +170,10 @@ TGTS void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1
         group_unpack(dt, row + (size_t)(k / 256) * gb, q, a, b);
         for (int j = 0; j < 4; j++) { /* blocks 2j, 2j + 1: chunks 4j .. 4j + 3 */
             __m512i v = blocks_natural(q, idx0, j);
-            deq16f(v, 0, a[4 * j], b[4 * j], dst + 64 * j);
-            deq16f(v, 1, a[4 * j + 1], b[4 * j + 1], dst + 64 * j + 16);
-            deq16f(v, 2, a[4 * j + 2], b[4 * j + 2], dst + 64 * j + 32);
-            deq16f(v, 3, a[4 * j + 3], b[4 * j + 3], dst + 64 * j + 48);
+            deq16f(_mm512_extracti32x4_epi32(v, 0), a[4 * j], b[4 * j], dst + 64 * j);
+            deq16f(_mm512_extracti32x4_epi32(v, 1), a[4 * j + 1], b[4 * j + 1], dst + 64 * j + 16);
+            deq16f(_mm512_extracti32x4_epi32(v, 2), a[4 * j + 2], b[4 * j + 2], dst + 64 * j + 32);
+            deq16f(_mm512_extracti32x4_epi32(v, 3), a[4 * j + 3], b[4 * j + 3], dst + 64 * j + 48);
         }
     }
 }
