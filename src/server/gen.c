@@ -313,7 +313,15 @@ sample:;
         struct r1_spec_stats st;
         r1_spec_get_stats(spec, &st);
         r1_spec_free(spec);
-        u->spec = 1, u->drafted_tokens = (int)st.drafted, u->accepted_tokens = (int)st.accepted;
+        /* usage counts the drafted tokens that appear in the completion (as
+         * OpenAI's accepted_prediction_tokens): a step's ids after the one
+         * that ended the text were kept drafts (all but its last, the
+         * target's own token) but never emitted, and an end token is not
+         * part of completion_tokens */
+        long acc = (long)st.accepted - (spec_n - spec_at > 1 ? spec_n - spec_at - 1 : 0);
+        if (acc > u->completion_tokens) acc = u->completion_tokens;
+        if (acc < 0) acc = 0;
+        u->spec = 1, u->drafted_tokens = (int)st.drafted, u->accepted_tokens = (int)acc;
         pthread_mutex_lock(&s->mu);
         s->spec_drafted += st.drafted, s->spec_accepted += st.accepted, s->spec_steps += st.steps;
         pthread_mutex_unlock(&s->mu);
