@@ -19,7 +19,6 @@ Standard library only. For every speculating server, against the plain one:
 Prints "spec_server: P passed, F failed" last.
 """
 import argparse
-import http.client
 import json
 import re
 import socket
@@ -27,53 +26,18 @@ import sys
 import threading
 import time
 import traceback
-import urllib.parse
 
-passed = failed = 0
-
-
-def check(cond, what):
-    global passed, failed
-    if cond:
-        passed += 1
-    else:
-        failed += 1
-        print(f"FAIL {what}", file=sys.stderr)
-    return cond
+import server_common
+from server_common import check
 
 
-class Server:
-    def __init__(self, base):
-        u = urllib.parse.urlparse(base)
-        self.base, self.host, self.port = base, u.hostname, u.port
+class Server(server_common.Server):
+    """a speculating server: long requests (ASan builds), /metrics as text"""
 
-    def conn(self, timeout=300):
-        return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-
-    def request(self, method, path, body=None):
-        c = self.conn()
-        try:
-            c.request(method, path, body=json.dumps(body) if body is not None else None,
-                      headers={"Content-Type": "application/json"})
-            r = c.getresponse()
-            return r.status, r.read()
-        finally:
-            c.close()
-
-    def post(self, path, body):
-        st, data = self.request("POST", path, body)
-        return st, json.loads(data) if data else None
+    timeout, conn_timeout, poll = 300, 300, 0.02
 
     def metrics(self):
-        return self.request("GET", "/metrics")[1].decode()
-
-    def wait_idle(self, seconds=10.0):
-        end = time.time() + seconds
-        while True:
-            h = json.loads(self.request("GET", "/health")[1])
-            if (not h["slots_busy"] and not h["queued"]) or time.time() > end:
-                return h
-            time.sleep(0.02)
+        return super().metrics()[2]
 
 
 def metric(text, name):
@@ -312,8 +276,7 @@ def main():
             check(False, f"{name}: {type(e).__name__}: {e}")
         print(f"  {a.tag} {name}: {time.time() - t:.1f}s", file=sys.stderr)
     print(f"  {a.tag} total {time.time() - t0:.1f}s", file=sys.stderr)
-    print(f"{a.tag}: {passed} passed, {failed} failed")
-    return 1 if failed else 0
+    return server_common.finish(a.tag)
 
 
 if __name__ == "__main__":
