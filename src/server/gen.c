@@ -323,7 +323,7 @@ sample:;
         if (acc < 0) acc = 0;
         u->spec = 1, u->drafted_tokens = (int)st.drafted, u->accepted_tokens = (int)acc;
         pthread_mutex_lock(&s->mu);
-        s->spec_drafted += st.drafted, s->spec_accepted += st.accepted, s->spec_steps += st.steps;
+        s->spec_drafted += st.drafted, s->spec_accepted += acc, s->spec_steps += st.steps;
         pthread_mutex_unlock(&s->mu);
         if (!finish) { /* cancelled, or a step failed */
             r1_sampler_free(smp);
