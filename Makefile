@@ -139,7 +139,7 @@ clean:
 
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d)
 
-# Cross-build the kernel test for aarch64 and run it under qemu (NEON, dotprod).
+# Cross-build the kernel tests for aarch64 and run it under qemu (NEON, dotprod).
 .PHONY: test-arm
 test-arm:
 	BUILD=$(BUILD) bash scripts/test-arm.sh

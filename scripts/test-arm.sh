@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Cross-builds r1infer for aarch64 with a static gcc (the project's Makefile
 # with CC=aarch64-linux-gnu-gcc, in $BUILD/aarch64) and runs under qemu-user:
-#   - test_kernels (R1_TEST_QUICK: a small set of shapes) with -cpu max (NEON
-#     + dotprod: the "neon-dot" and "neon" tables are both tested), the same
-#     built with ASan + UBSan, and with -cpu cortex-a53 (ARMv8.0, no dotprod:
-#     the dispatch must pick "neon");
+#   - test_matmul and test_kernels (R1_TEST_QUICK: a small set of shapes)
+#     with -cpu max (NEON + dotprod: the "neon-dot" and "neon" tables are
+#     both tested), the same built with ASan + UBSan, and with -cpu
+#     cortex-a53 (ARMv8.0, no dotprod: the dispatch must pick "neon");
 #   - test_gguf and test_fixtures (the whole model against its oracles) with
 #     R1_CPU_ISA=neon-dot and R1_CPU_ISA=neon.
 # Needs gcc-aarch64-linux-gnu, qemu-user and arm64 builds of the static
@@ -35,28 +35,30 @@ out="$BUILD/aarch64"
 # test rule links with CFLAGS and LDLIBS, so -static goes into LDLIBS)
 make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 OPENCL=0 \
     LDLIBS="-static -L$LIBDIR -lpcre2-8 -lutf8proc -ljansson -lm" \
-    "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
-# test_kernels under ASan + UBSan as well (dynamic: qemu finds the arm64
-# loader and libasan in the cross toolchain's root, /usr/aarch64-linux-gnu)
-san="$out/tests/test_kernels_san"
-newer=$(find src/kernels src/util tests/test_kernels.c -newer "$san" -print -quit 2>/dev/null || true)
-if [ ! -x "$san" ] || [ -n "$newer" ]; then
-    # shellcheck disable=SC2046
-    "$CC" -std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined \
-        -fno-sanitize-recover=undefined -fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests \
-        -D_GNU_SOURCE -o "$san" $(find src/kernels -name '*.c' ! -path 'src/kernels/opencl/*' | sort) src/util/util.c \
-        tests/test_kernels.c -lm
-fi
+    "$out/tests/test_matmul" "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
 SYSROOT=${ARM_SYSROOT:-/usr/aarch64-linux-gnu}
 status=0
-echo "== test_kernels under ASan + UBSan, qemu-aarch64 -cpu max =="
-R1_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=0 "$QEMU" -L "$SYSROOT" -cpu max "$san" 2>&1 |
-    grep -E "FAIL|ERROR|runtime error|passed, [0-9]+ failed$" || status=1
-echo "== test_kernels, qemu-aarch64 -cpu max (dotprod) =="
-R1_TEST_QUICK=1 "$QEMU" -cpu max "$out/tests/test_kernels" || status=1
-echo "== test_kernels, qemu-aarch64 -cpu cortex-a53 (no dotprod) =="
-R1_TEST_QUICK=1 "$QEMU" -cpu cortex-a53 "$out/tests/test_kernels" 2>&1 |
-    grep -E "FAIL|best ISA|not available|passed" || status=1
+for t in test_matmul test_kernels; do
+    # under ASan + UBSan as well (dynamic: qemu finds the arm64 loader and
+    # libasan in the cross toolchain's root, /usr/aarch64-linux-gnu)
+    san="$out/tests/${t}_san"
+    newer=$(find src/kernels src/util tests/$t.c tests/kernel_test.h -newer "$san" -print -quit 2>/dev/null || true)
+    if [ ! -x "$san" ] || [ -n "$newer" ]; then
+        # shellcheck disable=SC2046
+        "$CC" -std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined \
+            -fno-sanitize-recover=undefined -fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests \
+            -D_GNU_SOURCE -o "$san" $(find src/kernels -name '*.c' ! -path 'src/kernels/opencl/*' | sort) \
+            src/util/util.c tests/$t.c -lm
+    fi
+    echo "== $t under ASan + UBSan, qemu-aarch64 -cpu max =="
+    R1_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=0 "$QEMU" -L "$SYSROOT" -cpu max "$san" 2>&1 |
+        grep -E "FAIL|ERROR|runtime error|passed, [0-9]+ failed$" || status=1
+    echo "== $t, qemu-aarch64 -cpu max (dotprod) =="
+    R1_TEST_QUICK=1 "$QEMU" -cpu max "$out/tests/$t" || status=1
+    echo "== $t, qemu-aarch64 -cpu cortex-a53 (no dotprod) =="
+    R1_TEST_QUICK=1 "$QEMU" -cpu cortex-a53 "$out/tests/$t" 2>&1 |
+        grep -E "FAIL|best ISA|not available|passed" || status=1
+done
 for isa in neon-dot neon; do
     for t in test_gguf test_fixtures; do
         echo "== $t, R1_CPU_ISA=$isa, qemu-aarch64 -cpu max =="

@@ -42,7 +42,7 @@
  * top-1 margins of ~2%. Measured (ref kernels, weights-only quantization):
  * bf16 100%, q8_0 96-98%, q4_0 28-45% (logit error 80-120%). The q8_0 and
  * q4_0 limits are therefore floors for these fixtures, not quality claims;
- * kernel-level accuracy is pinned by test_kernels and the dequant tests. */
+ * kernel-level accuracy is pinned by test_matmul and the dequant tests. */
 #define TOP1_MIN_BF16 0.99
 #define TOP1_MIN_Q8_0 0.88
 #define TOP1_MIN_Q4_0 0.20 /* chance is 1/vocab */

@@ -1,6 +1,6 @@
 /*
  * test_x8.c - the regrouped weight layouts (dtype.h: q4_1x8, ...) and their
- * tiles, beside test_kernels.c's whole-kernel conformance (which runs them
+ * tiles, beside test_matmul.c's whole-kernel conformance (which runs them
  * through every matmul kernel): the layouts are lossless (same numbers as
  * the GGUF format they come from, rows with and without a tail of plain
  * blocks), the q8x8 activation form's tail is the q8 form of the last
@@ -25,7 +25,7 @@
 #endif
 
 /* error over the sum of |products| of each output: only float summation
- * order may differ (test_kernels.c's NMSE_TILE_RANGE, the same measure) */
+ * order may differ (test_matmul.c's NMSE_TILE_RANGE, the same measure) */
 #define ERR_TILE_RANGE 1e-9
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;

@@ -2,7 +2,7 @@
  * kquants.h - cpu matmul tiles (r1_cpu_tile_fn) for the GGUF formats beyond
  * q8_0/q4_0: the K-quants q4_K, q5_K, q6_K (256-weight super-blocks) and the
  * 32-weight q4_1, q5_0, q5_1. All take q8 activations (R1_CPU_ACT_Q8) and are
- * checked against the reference kernels by tests/test_kernels.c.
+ * checked against the reference kernels by tests/test_matmul.c.
  *
  * Column ranges: every tile works in chunks of 64 columns (two 32-weight
  * groups: a pair of K-quant sub-blocks, or two 32-blocks), so any [k0, k1)
