@@ -68,6 +68,24 @@ static TGT void residual(const float *x, const uint8_t *q8, size_t qoff, int n, 
     }
 }
 
+/* The lo part (cpu.h r1_cpu_quant_q8_lo_c): n columns (n % 32 == 0) of the
+ * residual r in q8 form (scales at dst, quants at dst + qoff), block b's
+ * scale dh[b] / 256; the same bits as the plain C */
+static TGT void quant_lo(const float *r, const float *dh, uint8_t *dst, size_t qoff, int n) {
+    float *d = (float *)dst;
+    int8_t *qs = (int8_t *)(dst + qoff);
+    const __m128i m127 = _mm_set1_epi8(-127);
+    for (int b = 0; b < n / 32; b++) {
+        const float dl = dh[b] * (1.0f / 256.0f), id = dl ? 1.0f / dl : 0.0f;
+        d[b] = dl;
+        const __m512 s = _mm512_set1_ps(id);
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r + 32 * b), s));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r + 32 * b + 16), s));
+        _mm_storeu_si128((__m128i *)(qs + 32 * b), _mm_max_epi8(_mm512_cvtsepi32_epi8(i0), m127));
+        _mm_storeu_si128((__m128i *)(qs + 32 * b + 16), _mm_max_epi8(_mm512_cvtsepi32_epi8(i1), m127));
+    }
+}
+
 /* Two-part activations (cpu.h): hi = q8x8 of x, lo = q8x8 of x - hi, 256
  * columns at a time (the tail as q8 form, as quant_q8x8) */
 TGT void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K) {
@@ -78,7 +96,7 @@ TGT void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, in
         const float *xs = x + (size_t)s * 256;
         r1_x86_quant_q8_avx2(xs, qh, 256);
         residual(xs, qh, 64, 256, r);
-        r1_x86_quant_q8_avx2(r, ql, 256);
+        quant_lo(r, (const float *)qh, ql, 64, 256);
         group_to_x8(qh, hi + (size_t)s * R1_CPU_Q8X8_BYTES);
         group_to_x8(ql, lo + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
@@ -86,7 +104,7 @@ TGT void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, in
         uint8_t *th = hi + (size_t)G * R1_CPU_Q8X8_BYTES, *tl = lo + (size_t)G * R1_CPU_Q8X8_BYTES;
         r1_x86_quant_q8_avx2(x + (size_t)G * 256, th, Kt);
         residual(x + (size_t)G * 256, th, r1_cpu_q8_qoff(Kt), Kt, r);
-        r1_x86_quant_q8_avx2(r, tl, Kt);
+        quant_lo(r, (const float *)th, tl, r1_cpu_q8_qoff(Kt), Kt);
     }
 }
 
@@ -100,7 +118,7 @@ TGT void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int 
         const size_t off = (size_t)r1_cpu_q8_qoff(n);
         r1_x86_quant_q8_avx2(x + c, qh, n);
         residual(x + c, qh, off, n, r);
-        r1_x86_quant_q8_avx2(r, ql, n);
+        quant_lo(r, (const float *)qh, ql, off, n);
         memcpy((float *)hi + c / 32, qh, (size_t)n / 32 * sizeof(float));
         memcpy((float *)lo + c / 32, ql, (size_t)n / 32 * sizeof(float));
         memcpy(hi + qoff + c, qh + off, (size_t)n);
