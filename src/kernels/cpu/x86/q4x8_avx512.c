@@ -184,6 +184,80 @@ X8_TILE(tile_x8_1, 1)
 X8_TILE(tile_x8_2, 2)
 X8_TILE(tile_x8_4, 4)
 
+/* Two-part pairs (cpu.h r1_cpu_mm.pair_tile): token t's hi part at x + t xs,
+ * its lo part (scale d_lo = d_hi / 256) r1_cpu_q8x8_stride(K) bytes further,
+ * folded in int32: (w·hi << 8) + w·lo + the combined offset -8 x (hi << 8
+ * plus lo lane sums), then one conversion and one FMA with d_w d_lo. Bounds
+ * per lane: |w·hi| <= 16 x 15 x 127 (< 2^15, << 8 < 2^23), the offset
+ * < 2^24: no int32 overflow. Prefetch as X8_ROW. */
+static inline __attribute__((always_inline, target(TGT_S))) void
+pair_body(const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+          size_t xs, int nt, float *out) {
+    const size_t lo = r1_cpu_q8x8_stride(K);
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *xt[NT];
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    __m512 acc[4][NT];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int s = k0 / 256; s < k1 / 256; s++) {
+        __m512i off[NT];
+        __m512 dx[NT];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+            off[t] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 8),
+                                      _mm512_loadu_si512(xp + lo + 256));
+            dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320));
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            const uint8_t *bp = wr[r] + (size_t)s * 144;
+            _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + 8 * ws), _MM_HINT_T1);
+            _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);
+            _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);
+            __m512i q0 = _mm512_loadu_si512(bp + 16), q1 = _mm512_loadu_si512(bp + 80);
+            __m512 dw = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bp)));
+            __m512i l0 = _mm512_and_si512(q0, lo4), h0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
+            __m512i l1 = _mm512_and_si512(q1, lo4), h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+                __m512i a = _mm512_dpbusd_epi32(zero, l0, _mm512_loadu_si512(xp));
+                a = _mm512_dpbusd_epi32(a, l1, _mm512_loadu_si512(xp + 64));
+                a = _mm512_dpbusd_epi32(a, h0, _mm512_loadu_si512(xp + 128));
+                a = _mm512_dpbusd_epi32(a, h1, _mm512_loadu_si512(xp + 192));
+                __m512i b = _mm512_dpbusd_epi32(off[t], l0, _mm512_loadu_si512(xp + lo));
+                b = _mm512_dpbusd_epi32(b, l1, _mm512_loadu_si512(xp + lo + 64));
+                b = _mm512_dpbusd_epi32(b, h0, _mm512_loadu_si512(xp + lo + 128));
+                b = _mm512_dpbusd_epi32(b, h1, _mm512_loadu_si512(xp + lo + 192));
+                __m512i di = _mm512_add_epi32(_mm512_slli_epi32(a, 8), b);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), _mm512_mul_ps(dw, dx[t]), acc[r][t]);
+            }
+        }
+    }
+    R1_X86_TILE_OUT(NT);
+}
+static TGT void tile_pair_1(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                            size_t xs, int nt, float *out) {
+    pair_body(1, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+static TGT void tile_pair_2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                            size_t xs, int nt, float *out) {
+    pair_body(2, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+static TGT void tile_pair_4(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                            size_t xs, int nt, float *out) {
+    pair_body(4, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                                    const uint8_t *x, size_t xs, int nt, float *out) {
+    if (nt == 1) tile_pair_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else if (nt == 2) tile_pair_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else tile_pair_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+
 void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out) {
     if (nt == 1) tile_x8_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
