@@ -211,8 +211,9 @@ static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
     }
 }
 
-/* Two-part activations: token t's result is the sum of rows 2t and 2t+1 of
- * C (ROW_BLOCK apart), folded in place into row t for t < tn. */
+/* Two-part activations on tiles without a pair form: token t's result is
+ * the sum of rows 2t and 2t+1 of C (ROW_BLOCK apart), folded in place into
+ * row t for t < tn (pair tiles fold in int32 and write row t themselves). */
 static void fold_parts(float *C, int tn, int mc) {
     for (int t = 0; t < tn; t++) {
         float *o = C + (size_t)t * ROW_BLOCK;

@@ -97,8 +97,10 @@ void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K);
  * were ~0.9 off f32's, enough to flip a greedy token. With 2 parts (the
  * default) each token is quantized twice: hi = q8(x), lo = q8(x - deq(hi)),
  * and every integer matmul computes w·hi + w·lo, i.e. the tile runs on two
- * activation rows for the weights it loaded once: twice the integer work,
- * the same memory traffic, logits within ~5e-3 of f32 on that model.
+ * activation rows for the weights it loaded once: twice the integer dot
+ * products, the same memory traffic, logits within ~5e-3 of f32 on that
+ * model. Tiles with a pair form (r1_cpu_mm.pair_tile: the AVX-512 x8 ones)
+ * fold both rows in int32 and convert, scale and reduce once per token.
  * 1 part (R1_CPU_ACT=q8) is what llama.cpp does. Call between steps.
  * The lo part's scale is the hi part's / 256 exactly (r1_cpu_quant_q8_lo_c),
  * so a tile may fold both parts in int32: (w·q_hi << 8) + w·q_lo, times d_lo. */
