@@ -27,6 +27,10 @@
 /* error over the sum of |products| of each output: only float summation
  * order may differ (test_matmul.c's NMSE_TILE_RANGE, the same measure) */
 #define ERR_TILE_RANGE 1e-9
+/* |x - (hi + lo)| in units of the lo part's scale d_lo = d_hi / 256: half
+ * a step from rounding, up to a whole one where the clamp to 127 cuts
+ * (|r| / d_lo in (127.5, 128]), plus the rounding of r = x - d_hi q_hi */
+#define ERR_LO_PART 1.01
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
@@ -196,6 +200,96 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
     }
 }
 
+/* The pair tiles (cpu.h r1_cpu_mm.pair_tile): two-part activations folded
+ * in int32, over the same column ranges as test_tiles, against dequantized
+ * rows times hi + lo dequantized, in double; and each token's result bit
+ * for bit the same whatever else the call computes (nt tokens at once vs
+ * that token alone), which batch == single decode rests on. */
+static void test_pair_tiles(const struct r1_cpu_isa *isa) {
+    static const int rng_k[][3] = {/* K, k0, k1 */
+                                   {576, 0, 576},      {576, 0, 512},     {576, 512, 576},
+                                   {1536, 0, 1536},    {1536, 512, 1024}, {2240, 0, 2240},
+                                   {2240, 2048, 2240}, {96, 0, 96},       {256, 0, 256},
+                                   {1248, 0, 1248},    {32, 0, 32},       {768, 256, 768}};
+    static const enum r1_dtype dts[] = {R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_0X8,
+                                        R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
+    for (size_t gi = 0; gi < sizeof dts / sizeof dts[0]; gi++) {
+        enum r1_dtype gx = dts[gi];
+        const struct r1_cpu_mm *mm = &isa->mm[gx];
+        if (!mm->pair_tile) continue;
+        CHECK(mm->act == R1_CPU_ACT_Q8X8 && mm->pair_nt >= 1 && mm->pair_nt <= R1_CPU_NT,
+              "%s %s pair tile: act %d, pair_nt %d", isa->name, r1_dtype_name(gx), mm->act, mm->pair_nt);
+        double worst = 0;
+        int cases = 0, differ = 0;
+        for (size_t ci = 0; ci < sizeof rng_k / sizeof rng_k[0]; ci++) {
+            int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
+            if (K % r1_dtype_traits[gx].block) continue;
+            size_t rb = r1_dtype_row_bytes(gx, K), xs = r1_cpu_q8x8_stride(K), qs = r1_cpu_q8_stride(K);
+            uint8_t *w = malloc(rb * R1_CPU_MR);
+            float *wf = malloc((size_t)K * 4 * R1_CPU_MR), *xr = malloc((size_t)K * 4),
+                  *res = malloc((size_t)K * 4);
+            for (int r = 0; r < R1_CPU_MR; r++) {
+                fill(xr, K, 0.05f);
+                if (r == 1) memset(xr, 0, 32 * 4); /* a block of zeros: scale 0 */
+                r1_dtype_traits[gx].from_f32(xr, w + r * rb, K);
+                r1_dtype_traits[gx].to_f32(w + r * rb, wf + (size_t)r * K, K);
+            }
+            /* token t: hi at xq + 2t xs, lo xs further (cpu.c's layout);
+             * the q8 forms of both parts in q8 for the reference */
+            uint8_t *xq = aligned_alloc(64, 2 * xs * R1_CPU_NT), *q8 = aligned_alloc(64, 2 * qs * R1_CPU_NT);
+            for (int t = 0; t < R1_CPU_NT; t++) {
+                fill(xr, K, t == 2 ? 30.0f : 1.0f);
+                if (t == 1) xr[K / 2] = 60.0f; /* an outlier block */
+                if (t == 3) memset(xr, 0, (size_t)(K < 64 ? K : 64) * 4); /* zero activation blocks */
+                uint8_t *h = q8 + 2 * t * qs, *l = h + qs;
+                isa->quant_q8(xr, h, K);
+                const float *d = (const float *)h;
+                const int8_t *q = (const int8_t *)(h + r1_cpu_q8_qoff(K));
+                for (int k = 0; k < K; k++) res[k] = xr[k] - d[k / 32] * (float)q[k];
+                r1_cpu_quant_q8_lo_c(res, d, l, K);
+                r1_cpu_q8_to_q8x8(h, xq + 2 * t * xs, K);
+                r1_cpu_q8_to_q8x8(l, xq + (2 * t + 1) * xs, K);
+            }
+            float one[R1_CPU_MR * R1_CPU_NT]; /* token t alone */
+            for (int t = 0; t < R1_CPU_NT; t++)
+                mm->pair_tile(K, k0, k1, w, rb, R1_CPU_MR, xq + 2 * t * xs, 2 * xs, 1, one + t * R1_CPU_MR);
+            for (int nt = 1; nt <= mm->pair_nt; nt++)
+                for (int nr = 1; nr <= isa->mr; nr++) {
+                    float out[R1_CPU_MR * R1_CPU_NT];
+                    mm->pair_tile(K, k0, k1, w, rb, nr, xq, 2 * xs, nt, out);
+                    double err = 0, mag = 0;
+                    for (int r = 0; r < nr; r++)
+                        for (int t = 0; t < nt; t++) {
+                            double s = 0, sa = 0;
+                            for (int part = 0; part < 2; part++) {
+                                const uint8_t *p = q8 + (2 * t + part) * qs;
+                                const float *d = (const float *)p;
+                                const int8_t *q = (const int8_t *)(p + r1_cpu_q8_qoff(K));
+                                for (int k = k0; k < k1; k++) {
+                                    double v = (double)wf[(size_t)r * K + k] * d[k / 32] * q[k];
+                                    s += v, sa += fabs(v);
+                                }
+                            }
+                            double e = out[t * R1_CPU_MR + r] - s;
+                            err += e * e, mag += sa * sa;
+                            differ += memcmp(&out[t * R1_CPU_MR + r], &one[t * R1_CPU_MR + r], 4) != 0;
+                        }
+                    double e = mag > 0 ? err / mag : err;
+                    CHECK(e <= ERR_TILE_RANGE, "%s %s pairs K=%d [%d,%d) nr=%d nt=%d: error %.3g > %.0e",
+                          isa->name, r1_dtype_name(gx), K, k0, k1, nr, nt, e, ERR_TILE_RANGE);
+                    if (e > worst) worst = e;
+                    cases++;
+                }
+            free(w), free(wf), free(xr), free(res), free(xq), free(q8);
+        }
+        CHECK(differ == 0, "%s %s pair tile: %d results differ from the token alone", isa->name,
+              r1_dtype_name(gx), differ);
+        printf("%-8s pair tile/%-10s %4d cases  worst error %9.3g (limit %.0e), %s\n", isa->name,
+               r1_dtype_name(gx), cases, worst, ERR_TILE_RANGE,
+               differ ? "DIFFERS from one token alone" : "each token as alone");
+    }
+}
+
 /* The two-part quantizers of an ISA (cpu.h quant_q8_2, quant_q8x8_2) give
  * the bytes cpu.c's plain path makes from the ISA's quant_q8: hi = q8(x),
  * lo = q8(x - d q), the x8 form rearranged from those. */
@@ -215,7 +309,18 @@ static void test_two_parts(const struct r1_cpu_isa *isa) {
         const float *d = (const float *)h;
         const int8_t *q = (const int8_t *)(h + r1_cpu_q8_qoff(K));
         for (int k = 0; k < K; k++) r[k] = x[k] - d[k / 32] * (float)q[k];
-        isa->quant_q8(r, l, K);
+        r1_cpu_quant_q8_lo_c(r, d, l, K);
+        /* the lo part's fixed scale: d_lo = d_hi / 256, |q_lo| <= 127, and
+         * hi + lo within d_lo / 2 of x (plus the rounding of r) */
+        const int8_t *ql = (const int8_t *)(l + r1_cpu_q8_qoff(K));
+        float lerr = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float dl = ((const float *)l)[k / 32];
+            bad += dl != d[k / 32] / 256.0f || ql[k] < -127;
+            float e = fabsf(x[k] - (d[k / 32] * (float)q[k] + dl * (float)ql[k]));
+            if (dl > 0.0f && e / dl > lerr) lerr = e / dl;
+        }
+        CHECK(lerr <= ERR_LO_PART, "K=%d: hi + lo is %.3g d_lo from x (limit %.2g)", K, lerr, ERR_LO_PART);
         if (isa->quant_q8_2) {
             memset(a, 0, mx), memset(b, 0, mx);
             isa->quant_q8_2(x, a, b, K);
@@ -357,6 +462,7 @@ int main(void) {
         test_q8x8_tail(isa);
         test_two_parts(isa);
         test_tiles(isa);
+        test_pair_tiles(isa);
 #if defined(__x86_64__)
         test_amx_side(isa);
 #endif

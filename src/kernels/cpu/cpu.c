@@ -197,6 +197,9 @@ static int act_parts_of(const struct r1_cpu_mm *mm) {
                ? r1_cpu_act_parts()
                : 1;
 }
+/* Activation rows per token a tile call reads: 1 for the pair tiles, which
+ * read both parts of a token as one (cpu.h r1_cpu_mm.pair_tile). */
+static int rows_per_token(const struct r1_cpu_mm *mm) { return mm->pairs ? 1 : act_parts_of(mm); }
 /* A q8 token (quantized in place) completed into its form: the sums of q8s,
  * the quants widened to int16 in q8w (in place, from the end). */
 static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
@@ -208,8 +211,9 @@ static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
     }
 }
 
-/* Two-part activations: token t's result is the sum of rows 2t and 2t+1 of
- * C (ROW_BLOCK apart), folded in place into row t for t < tn. */
+/* Two-part activations on tiles without a pair form: token t's result is
+ * the sum of rows 2t and 2t+1 of C (ROW_BLOCK apart), folded in place into
+ * row t for t < tn (pair tiles fold in int32 and write row t themselves). */
 static void fold_parts(float *C, int tn, int mc) {
     for (int t = 0; t < tn; t++) {
         float *o = C + (size_t)t * ROW_BLOCK;
@@ -255,6 +259,12 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         buf->act = mm->batch_act;
         buf->tile = mm->batch_tile;
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
+    }
+    buf->pairs = 0;
+    if (buf->act == R1_CPU_ACT_Q8X8 && buf->tile == mm->tile && mm->pair_tile &&
+        r1_cpu_act_parts() == 2) {
+        buf->tile = mm->pair_tile;
+        buf->pairs = 1;
     }
     buf->batch_panel = NULL;
     if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel && !buf->batch_block && /* AMX blocks first */
@@ -378,7 +388,7 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
             q2(x + (size_t)t * K, h, l, K);
             if (!x8) act_finish(mm, h, K), act_finish(mm, l, K); /* q8s sums, q8w widening */
         }
-        *xs = s;
+        *xs = mm->pairs ? 2 * s : s; /* a pair tile's token: both rows */
         return buf;
     }
     uint8_t *buf = scratch((size_t)T * 2 * s + 2 * s8 + (size_t)K * sizeof(float));
@@ -392,7 +402,7 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         const float *d = (const float *)h;
         const int8_t *q = (const int8_t *)(h + qoff);
         for (int k = 0; k < K; k++) r[k] = xt[k] - d[k / 32] * (float)q[k];
-        isa->quant_q8(r, l, K);
+        r1_cpu_quant_q8_lo_c(r, d, l, K);
         if (x8) {
             r1_cpu_q8_to_q8x8(h, buf + (size_t)(2 * t) * s, K);
             r1_cpu_q8_to_q8x8(l, buf + (size_t)(2 * t + 1) * s, K);
@@ -401,7 +411,7 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
             act_finish(mm, l, K);
         }
     }
-    *xs = s;
+    *xs = mm->pairs ? 2 * s : s;
     return buf;
 }
 
@@ -432,17 +442,18 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
         return;
     }
     float tile[R1_CPU_MR * R1_CPU_NT];
-    const int kc = mm->whole_k || tn <= act_parts_of(mm) ? K /* a token's sums in one pass */
+    const int tstep = mm->pairs ? mm->pair_nt : isa->nt;
+    const int kc = mm->whole_k || tn <= rows_per_token(mm) ? K /* a token's sums in one pass */
                    : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
-    if (kc == K && tn > act_parts_of(mm)) {
+    if (kc == K && tn > rows_per_token(mm)) {
         /* a small batch over all K: rows outer, so a group of isa->mr
          * rows comes from memory once and stays in L1 (L2 for long rows)
          * while every token group uses it; tokens outer streamed the
          * ROW_BLOCK rows again from L2 or memory for each token group */
         for (int r = 0; r < mc; r += isa->mr) {
             int nr = mc - r < isa->mr ? mc - r : isa->mr;
-            for (int t = 0; t < tn; t += isa->nt) {
-                int nt = tn - t < isa->nt ? tn - t : isa->nt;
+            for (int t = 0; t < tn; t += tstep) {
+                int nt = tn - t < tstep ? tn - t : tstep;
                 r1_cpu_tile_prefetch = t == 0; /* the first pass brings the rows in */
                 mm->tile(K, 0, K, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
                          xs, nt, tile);
@@ -462,8 +473,8 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
          * ROW_BLOCK rows' slice comes from L2 (rows outer re-read every
          * token's slice from L2 for each group of rows; measured 5-10%
          * slower prefill for bf16 and q8_0 on avx2, bf16 on avx512) */
-        for (int t = 0; t < tn; t += isa->nt) {
-            int nt = tn - t < isa->nt ? tn - t : isa->nt;
+        for (int t = 0; t < tn; t += tstep) {
+            int nt = tn - t < tstep ? tn - t : tstep;
             for (int r = 0; r < mc; r += isa->mr) {
                 int nr = mc - r < isa->mr ? mc - r : isa->mr;
                 mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr,
@@ -486,7 +497,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
     float Cs[TOKEN_BLOCK * ROW_BLOCK];
-    const int parts = act_parts_of(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
+    const int parts = rows_per_token(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
     float *C = mm->batch_panel ? (float *)r1_cpu_scratch(4, (size_t)tblock * ROW_BLOCK * sizeof(float)) : Cs;
     for (int tb = 0; tb < T; tb += tblock) {
         int tn = T - tb < tblock ? T - tb : tblock;
@@ -599,7 +610,7 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     const uint8_t *xa = prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
     float gs[TOKEN_BLOCK * ROW_BLOCK], us[TOKEN_BLOCK * ROW_BLOCK], *g = gs, *u = us;
-    const int parts = act_parts_of(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
+    const int parts = rows_per_token(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
     if (mm->batch_panel) {
         g = (float *)r1_cpu_scratch(4, (size_t)2 * tblock * ROW_BLOCK * sizeof(float));
         u = g + (size_t)tblock * ROW_BLOCK;

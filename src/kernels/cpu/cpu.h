@@ -16,7 +16,7 @@
 #include "kernels/kernels.h"
 
 #define R1_CPU_MR 4 /* most weight rows one tile call computes (also the out stride) */
-#define R1_CPU_NT 4 /* most tokens one tile call computes */
+#define R1_CPU_NT 4 /* most tokens one tile call computes (pair_nt too) */
 
 /* How a weight dtype wants its activations: plain f32 rows, q8 blocks, or
  * bf16 rows (R1_CPU_ACT_BF16: K bf16 values rounded to nearest even, the
@@ -97,9 +97,13 @@ void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K);
  * were ~0.9 off f32's, enough to flip a greedy token. With 2 parts (the
  * default) each token is quantized twice: hi = q8(x), lo = q8(x - deq(hi)),
  * and every integer matmul computes w·hi + w·lo, i.e. the tile runs on two
- * activation rows for the weights it loaded once: twice the integer work,
- * the same memory traffic, logits within ~5e-3 of f32 on that model.
- * 1 part (R1_CPU_ACT=q8) is what llama.cpp does. Call between steps. */
+ * activation rows for the weights it loaded once: twice the integer dot
+ * products, the same memory traffic, logits within ~5e-3 of f32 on that
+ * model. Tiles with a pair form (r1_cpu_mm.pair_tile: the AVX-512 x8 ones)
+ * fold both rows in int32 and convert, scale and reduce once per token.
+ * 1 part (R1_CPU_ACT=q8) is what llama.cpp does. Call between steps.
+ * The lo part's scale is the hi part's / 256 exactly (r1_cpu_quant_q8_lo_c),
+ * so a tile may fold both parts in int32: (w·q_hi << 8) + w·q_lo, times d_lo. */
 void r1_cpu_set_act_parts(int parts);
 int r1_cpu_act_parts(void);
 /* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their best
@@ -172,6 +176,16 @@ struct r1_cpu_mm {
     /* The form batch_panel reads its tokens in: R1_CPU_ACT_F32 (0, f32 rows)
      * or R1_CPU_ACT_Q16 (x then points at q16 tokens, xs bytes apart). */
     enum r1_cpu_act panel_act;
+    /* Optional, for act R1_CPU_ACT_Q8X8 with two-part activations
+     * (r1_cpu_act_parts() == 2): the tile on pairs. Token t is the pair cpu.c
+     * lays out, its hi part at x + t * xs and its lo part (scale hi's / 256)
+     * r1_cpu_q8x8_stride(K) bytes further; out gets the token's whole dot
+     * product (both parts folded in int32 inside the tile), t < nt <=
+     * pair_nt. */
+    r1_cpu_tile_fn pair_tile;
+    int pair_nt;
+    /* Set by cpu.c on its copy (tables leave it 0): tile is pair_tile. */
+    int pairs;
 };
 
 struct r1_cpu_isa {
@@ -248,6 +262,13 @@ void r1_cpu_set_static(int on);
 
 /* Generic q8 activation quantization (plain C), shared by the ISA files. */
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K);
+/* The lo part of two-part activations (r1_cpu_set_act_parts), plain C: the
+ * residual r (K floats, K % 32 == 0) in q8 form with block b's scale fixed at
+ * dh[b] / 256 (the hi part's scale; exact, a power of two) and q = r / that,
+ * rounded to nearest even, clamped to [-127, 127] (|r| <= dh / 2, so only
+ * rounding reaches the clamp); dh[b] == 0 gives d = 0, q = 0. Every two-part
+ * quantizer gives these bits. */
+void r1_cpu_quant_q8_lo_c(const float *r, const float *dh, uint8_t *dst, int K);
 
 /* The attention kernels of the suite (cpu_attn.c), in cpu.c's kernel table. */
 void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth);

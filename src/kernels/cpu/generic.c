@@ -115,6 +115,19 @@ void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K) {
     }
 }
 
+void r1_cpu_quant_q8_lo_c(const float *r, const float *dh, uint8_t *dst, int K) {
+    float *d = (float *)dst;
+    int8_t *qs = (int8_t *)(dst + r1_cpu_q8_qoff(K));
+    for (int b = 0; b < K / 32; b++) {
+        const float dl = dh[b] * (1.0f / 256.0f), id = dl ? 1.0f / dl : 0.0f;
+        d[b] = dl;
+        for (int j = 0; j < 32; j++) {
+            float v = rintf(r[b * 32 + j] * id);
+            qs[b * 32 + j] = (int8_t)(v > 127.0f ? 127 : v < -127.0f ? -127 : (int)v);
+        }
+    }
+}
+
 static float dot_f32(const float *a, const float *b, int n) {
     float s = 0.0f;
     for (int i = 0; i < n; i++) s += a[i] * b[i];

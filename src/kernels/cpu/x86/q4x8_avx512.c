@@ -68,6 +68,24 @@ static TGT void residual(const float *x, const uint8_t *q8, size_t qoff, int n, 
     }
 }
 
+/* The lo part (cpu.h r1_cpu_quant_q8_lo_c): n columns (n % 32 == 0) of the
+ * residual r in q8 form (scales at dst, quants at dst + qoff), block b's
+ * scale dh[b] / 256; the same bits as the plain C */
+static TGT void quant_lo(const float *r, const float *dh, uint8_t *dst, size_t qoff, int n) {
+    float *d = (float *)dst;
+    int8_t *qs = (int8_t *)(dst + qoff);
+    const __m128i m127 = _mm_set1_epi8(-127);
+    for (int b = 0; b < n / 32; b++) {
+        const float dl = dh[b] * (1.0f / 256.0f), id = dl ? 1.0f / dl : 0.0f;
+        d[b] = dl;
+        const __m512 s = _mm512_set1_ps(id);
+        __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r + 32 * b), s));
+        __m512i i1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(r + 32 * b + 16), s));
+        _mm_storeu_si128((__m128i *)(qs + 32 * b), _mm_max_epi8(_mm512_cvtsepi32_epi8(i0), m127));
+        _mm_storeu_si128((__m128i *)(qs + 32 * b + 16), _mm_max_epi8(_mm512_cvtsepi32_epi8(i1), m127));
+    }
+}
+
 /* Two-part activations (cpu.h): hi = q8x8 of x, lo = q8x8 of x - hi, 256
  * columns at a time (the tail as q8 form, as quant_q8x8) */
 TGT void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K) {
@@ -78,7 +96,7 @@ TGT void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, in
         const float *xs = x + (size_t)s * 256;
         r1_x86_quant_q8_avx2(xs, qh, 256);
         residual(xs, qh, 64, 256, r);
-        r1_x86_quant_q8_avx2(r, ql, 256);
+        quant_lo(r, (const float *)qh, ql, 64, 256);
         group_to_x8(qh, hi + (size_t)s * R1_CPU_Q8X8_BYTES);
         group_to_x8(ql, lo + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
@@ -86,7 +104,7 @@ TGT void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, in
         uint8_t *th = hi + (size_t)G * R1_CPU_Q8X8_BYTES, *tl = lo + (size_t)G * R1_CPU_Q8X8_BYTES;
         r1_x86_quant_q8_avx2(x + (size_t)G * 256, th, Kt);
         residual(x + (size_t)G * 256, th, r1_cpu_q8_qoff(Kt), Kt, r);
-        r1_x86_quant_q8_avx2(r, tl, Kt);
+        quant_lo(r, (const float *)th, tl, r1_cpu_q8_qoff(Kt), Kt);
     }
 }
 
@@ -100,7 +118,7 @@ TGT void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int 
         const size_t off = (size_t)r1_cpu_q8_qoff(n);
         r1_x86_quant_q8_avx2(x + c, qh, n);
         residual(x + c, qh, off, n, r);
-        r1_x86_quant_q8_avx2(r, ql, n);
+        quant_lo(r, (const float *)qh, ql, off, n);
         memcpy((float *)hi + c / 32, qh, (size_t)n / 32 * sizeof(float));
         memcpy((float *)lo + c / 32, ql, (size_t)n / 32 * sizeof(float));
         memcpy(hi + qoff + c, qh + off, (size_t)n);
@@ -165,6 +183,83 @@ TGT void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int 
 X8_TILE(tile_x8_1, 1)
 X8_TILE(tile_x8_2, 2)
 X8_TILE(tile_x8_4, 4)
+
+/* Two-part pairs (cpu.h r1_cpu_mm.pair_tile): token t's hi part at x + t xs,
+ * its lo part (scale d_lo = d_hi / 256) r1_cpu_q8x8_stride(K) bytes further,
+ * folded in int32: (w·hi << 8) + w·lo + the combined offset -8 x (hi << 8
+ * plus lo lane sums), then one conversion and one FMA with d_w d_lo. Bounds
+ * per lane: |w·hi| <= 16 x 15 x 127 (< 2^15, << 8 < 2^23), the offset
+ * < 2^24: no int32 overflow. Prefetch as X8_ROW. */
+static inline __attribute__((always_inline, target(TGT_S))) void
+pair_body(const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+          size_t xs, int nt, float *out) {
+    const size_t lo = r1_cpu_q8x8_stride(K);
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *xt[NT];
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    __m512 acc[4][NT];
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    for (int s = k0 / 256; s < k1 / 256; s++) {
+        __m512i off[NT];
+        __m512 dx[NT];
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+            off[t] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 8),
+                                      _mm512_loadu_si512(xp + lo + 256));
+            dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320));
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            const uint8_t *bp = wr[r] + (size_t)s * 144;
+            _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T0);
+            _mm_prefetch((const char *)(bp + 8 * ws), _MM_HINT_T1);
+            _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);
+            _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);
+            __m512i q0 = _mm512_loadu_si512(bp + 16), q1 = _mm512_loadu_si512(bp + 80);
+            __m512 dw = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bp)));
+            __m512i l0 = _mm512_and_si512(q0, lo4), h0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
+            __m512i l1 = _mm512_and_si512(q1, lo4), h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+                __m512i a = _mm512_dpbusd_epi32(zero, l0, _mm512_loadu_si512(xp));
+                a = _mm512_dpbusd_epi32(a, l1, _mm512_loadu_si512(xp + 64));
+                a = _mm512_dpbusd_epi32(a, h0, _mm512_loadu_si512(xp + 128));
+                a = _mm512_dpbusd_epi32(a, h1, _mm512_loadu_si512(xp + 192));
+                __m512i b = _mm512_dpbusd_epi32(off[t], l0, _mm512_loadu_si512(xp + lo));
+                b = _mm512_dpbusd_epi32(b, l1, _mm512_loadu_si512(xp + lo + 64));
+                b = _mm512_dpbusd_epi32(b, h0, _mm512_loadu_si512(xp + lo + 128));
+                b = _mm512_dpbusd_epi32(b, h1, _mm512_loadu_si512(xp + lo + 192));
+                __m512i di = _mm512_add_epi32(_mm512_slli_epi32(a, 8), b);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), _mm512_mul_ps(dw, dx[t]), acc[r][t]);
+            }
+        }
+    }
+    R1_X86_TILE_OUT(NT);
+}
+static TGT void tile_pair_1(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                            size_t xs, int nt, float *out) {
+    pair_body(1, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+static TGT void tile_pair_2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                            size_t xs, int nt, float *out) {
+    pair_body(2, K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+/* 3 or 4 tokens as 2 + the rest: 4 x 4 accumulators and the tokens' offsets
+ * and scales spill (measured 2.2-2.7 ns per row, token and 256 columns for
+ * the old 4-row form, 3.0 for pair_body(4), 2.1 for pair_body(2)) */
+void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                                    const uint8_t *x, size_t xs, int nt, float *out) {
+    if (nt == 1) tile_pair_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else if (nt == 2) tile_pair_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else {
+        tile_pair_2(K, k0, k1, w, ws, nr, x, xs, 2, out);
+        if (nt == 3) tile_pair_1(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 1, out + 2 * R1_CPU_MR);
+        else tile_pair_2(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 2, out + 2 * R1_CPU_MR);
+    }
+}
 
 void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out) {

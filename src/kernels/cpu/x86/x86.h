@@ -126,6 +126,13 @@ void r1_x86_tile_q4_1x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t w
                                const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_tile_q8_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
+/* the same on two-part pairs, folded in int32 (cpu.h r1_cpu_mm.pair_tile) */
+void r1_x86_tile_q4_1x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                                    const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                                    const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q8_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                                    const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_silu_mul_avx512(const float *g, const float *u, float *o, int n);
 void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, int hd, float *s,
                                int ss);

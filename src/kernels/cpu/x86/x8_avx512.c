@@ -78,8 +78,15 @@ INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m51
     return _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
 }
 
-INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws,
-                 int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+/* PAIR: two-part activations (cpu.h), token t's hi part at x + t xs and its
+ * lo part (scale d_lo = d_hi / 256) lo bytes further; the parts are folded
+ * in int32, (w·hi << 8) + w·lo, then converted once and scaled by d_w d_lo.
+ * Bounds per 32-bit lane (16 products): q8_0 |w·hi| <= 16 x 255 x 127 before
+ * its offset, << 8 < 2^27, the offset -128 x (the lanes' sums, hi << 8 plus
+ * lo) < 2^26; q4_1 smaller. No int32 overflow. */
+INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int k1, const uint8_t *w,
+                 size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+    const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[NT];
@@ -98,7 +105,9 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             __m512i nx = _mm512_loadu_si512(xp + 256);
-            dx[t] = _mm512_loadu_ps((const float *)(xp + 320));
+            if (PAIR) /* the combined lane sums, hi x 256 + lo, at d_lo */
+                nx = _mm512_add_epi32(_mm512_slli_epi32(nx, 8), _mm512_loadu_si512(xp + lo + 256));
+            dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320));
             if (DT == F_Q41) {
                 sx[t] = _mm512_mul_ps(_mm512_mul_ps(dx[t], _mm512_set1_ps(-0.125f)), _mm512_cvtepi32_ps(nx));
                 d0[t] = zero;
@@ -123,10 +132,17 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
-                __m512i di = _mm512_dpbusd_epi32(d0[t], q[0], _mm512_loadu_si512(xp));
+                __m512i di = _mm512_dpbusd_epi32(PAIR ? zero : d0[t], q[0], _mm512_loadu_si512(xp));
                 di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xp + 64));
                 di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xp + 128));
                 di = _mm512_dpbusd_epi32(di, q[3], _mm512_loadu_si512(xp + 192));
+                if (PAIR) {
+                    __m512i dl = _mm512_dpbusd_epi32(d0[t], q[0], _mm512_loadu_si512(xp + lo));
+                    dl = _mm512_dpbusd_epi32(dl, q[1], _mm512_loadu_si512(xp + lo + 64));
+                    dl = _mm512_dpbusd_epi32(dl, q[2], _mm512_loadu_si512(xp + lo + 128));
+                    dl = _mm512_dpbusd_epi32(dl, q[3], _mm512_loadu_si512(xp + lo + 192));
+                    di = _mm512_add_epi32(_mm512_slli_epi32(di, 8), dl);
+                }
                 acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), _mm512_mul_ps(dd, dx[t]), acc[r][t]);
                 if (DT == F_Q41) acc[r][t] = _mm512_fmadd_ps(mm, sx[t], acc[r][t]);
             }
@@ -137,14 +153,21 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
         const size_t qoff = r1_cpu_q8_qoff(K % 256);
         for (int j = 0; j < tb; j += 2) {
             const int two = j + 1 < tb;
-            __m512i xq[NT], t0[NT];
+            __m512i xq[NT], xl[NT], t0[NT];
             __m512 dxp[NT], gs[NT];
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)G * R1_CPU_Q8X8_BYTES;
-                const float *d = (const float *)xp;
+                const float *d = (const float *)(xp + lo);
                 xq[t] = _mm512_maskz_loadu_epi8(two ? ~0ull : 0xFFFFFFFFull, xp + qoff + 32 * j);
                 dxp[t] = pair_ps(d[j], two ? d[j + 1] : 0.0f);
                 __m512i sum = _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(1), xq[t]);
+                if (PAIR) {
+                    xl[t] = _mm512_maskz_loadu_epi8(two ? ~0ull : 0xFFFFFFFFull, xp + lo + qoff + 32 * j);
+                    sum = _mm512_add_epi32(_mm512_slli_epi32(sum, 8),
+                                           _mm512_dpbusd_epi32(zero, _mm512_set1_epi8(1), xl[t]));
+                } else {
+                    xl[t] = zero;
+                }
                 if (DT == F_Q41) {
                     gs[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(sum), dxp[t]);
                     t0[t] = zero;
@@ -158,7 +181,8 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
                 __m512 fa, fb = _mm512_setzero_ps();
                 __m512i q = tail_pair(DT, bp, two, &fa, &fb);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    __m512i p = _mm512_dpbusd_epi32(t0[t], q, xq[t]);
+                    __m512i p = _mm512_dpbusd_epi32(PAIR ? zero : t0[t], q, xq[t]);
+                    if (PAIR) p = _mm512_add_epi32(_mm512_slli_epi32(p, 8), _mm512_dpbusd_epi32(t0[t], q, xl[t]));
                     acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(fa, dxp[t]), acc[r][t]);
                     if (DT == F_Q41) acc[r][t] = _mm512_fmadd_ps(fb, gs[t], acc[r][t]);
                 }
@@ -168,24 +192,36 @@ INL void x8_body(const int DT, const int NT, int K, int k0, int k1, const uint8_
     R1_X86_TILE_OUT(NT);
 }
 
+#define X8_VARIANT(NAME, DT, NT, PAIR)                                                             \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
+                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
+        x8_body(DT, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+    }
+/* NAME: one activation row per token; NAME_pair: two-part pairs (cpu.h
+ * r1_cpu_mm.pair_tile), 3 or 4 tokens as 2 + the rest (a 4-token body
+ * spills; tile microbenchmark at K = 1536, ns per row, token and 256
+ * columns: q8_0x8 2.0-2.3 against 2.2-2.8, q4_1x8 2.2-2.8 against 2.3-2.9) */
 #define X8_TILE(NAME, DT)                                                                          \
-    static TGT void NAME##_1(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
-                             const uint8_t *x, size_t xs, int nt, float *out) {                    \
-        x8_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-    }                                                                                              \
-    static TGT void NAME##_2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
-                             const uint8_t *x, size_t xs, int nt, float *out) {                    \
-        x8_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-    }                                                                                              \
-    static TGT void NAME##_4(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,           \
-                             const uint8_t *x, size_t xs, int nt, float *out) {                    \
-        x8_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-    }                                                                                              \
+    X8_VARIANT(NAME##_1, DT, 1, 0)                                                                 \
+    X8_VARIANT(NAME##_2, DT, 2, 0)                                                                 \
+    X8_VARIANT(NAME##_4, DT, 4, 0)                                                                 \
+    X8_VARIANT(NAME##_p1, DT, 1, 1)                                                                \
+    X8_VARIANT(NAME##_p2, DT, 2, 1)                                                                \
     void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
               size_t xs, int nt, float *out) {                                                     \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
         else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+    }                                                                                              \
+    void NAME##_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
+                     size_t xs, int nt, float *out) {                                              \
+        if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
+        else if (nt == 2) NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
+        else {                                                                                     \
+            NAME##_p2(K, k0, k1, w, ws, nr, x, xs, 2, out);                                        \
+            if (nt == 3) NAME##_p1(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 1, out + 2 * R1_CPU_MR);  \
+            else NAME##_p2(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 2, out + 2 * R1_CPU_MR);          \
+        }                                                                                          \
     }
 
 X8_TILE(r1_x86_tile_q4_1x8_avx512, F_Q41)
