@@ -300,6 +300,8 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
  * two-part activations); without VNNI the panel wins (127 against 93). */
 #define Q4_0X8_PANEL_avx2 PANEL_Q16(q4_0x8)
 #define Q4_0X8_PANEL_avx2vnni .batch_panel = NULL
+/* The tile on two-part pairs (cpu.h r1_cpu_mm.pair_tile): 1 or 2 tokens a call */
+#define PAIR_OF(NAME, V) .pair_tile = NAME##_pair_##V, .pair_nt = 2
 #define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
     {                                                                                              \
         .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
@@ -314,9 +316,12 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V, PANEL_OF(q4_1)},          \
                 [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V, PANEL_OF(q5_0)},          \
                 [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V, PANEL_OF(q5_1)},          \
-                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_##V, PANEL_OF(q4_K)},           \
-                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_##V, PANEL_OF(q5_K)},           \
-                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V, PANEL_OF(q6_K)},           \
+                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_##V, PANEL_OF(q4_K),            \
+                                   PAIR_OF(r1_kq_tile_q4_K, V)},                                   \
+                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_##V, PANEL_OF(q5_K),            \
+                                   PAIR_OF(r1_kq_tile_q5_K, V)},                                   \
+                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V, PANEL_OF(q6_K),            \
+                                   PAIR_OF(r1_kq_tile_q6_K, V)},                                   \
                 [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V},   \
             },                                                                                     \
         .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
