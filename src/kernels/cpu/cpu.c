@@ -261,7 +261,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
     }
     buf->pairs = 0;
-    if (buf->act == R1_CPU_ACT_Q8X8 && buf->tile == mm->tile && mm->pair_tile &&
+    if ((buf->act == R1_CPU_ACT_Q8X8 || r1_cpu_act_q8(buf->act)) && buf->tile == mm->tile && mm->pair_tile &&
         r1_cpu_act_parts() == 2) {
         buf->tile = mm->pair_tile;
         buf->pairs = 1;

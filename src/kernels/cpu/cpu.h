@@ -176,10 +176,11 @@ struct r1_cpu_mm {
     /* The form batch_panel reads its tokens in: R1_CPU_ACT_F32 (0, f32 rows)
      * or R1_CPU_ACT_Q16 (x then points at q16 tokens, xs bytes apart). */
     enum r1_cpu_act panel_act;
-    /* Optional, for act R1_CPU_ACT_Q8X8 with two-part activations
+    /* Optional, for act R1_CPU_ACT_Q8X8, Q8 or Q8S with two-part activations
      * (r1_cpu_act_parts() == 2): the tile on pairs. Token t is the pair cpu.c
      * lays out, its hi part at x + t * xs and its lo part (scale hi's / 256)
-     * r1_cpu_q8x8_stride(K) bytes further; out gets the token's whole dot
+     * one token of the form further (r1_cpu_q8x8_stride(K),
+     * r1_cpu_q8_stride(K), r1_cpu_q8s_stride(K) bytes); out gets the token's whole dot
      * product (both parts folded in int32 inside the tile), t < nt <=
      * pair_nt. */
     r1_cpu_tile_fn pair_tile;

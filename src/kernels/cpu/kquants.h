@@ -40,6 +40,13 @@ void r1_kq_tile_q6_K_avx2(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q4_K_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_K_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_K_avx2vnni(R1_KQ_TILE_ARGS);
+/* the same on two-part pairs, folded in int32 (cpu.h r1_cpu_mm.pair_tile), nt <= 2 */
+void r1_kq_tile_q4_K_pair_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_K_pair_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_K_pair_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q4_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
 
 /* AVX-512 F/BW/VL/DQ + VNNI (the avx512 table's CPUs), nr <= 4, nt <= 4 */
 void r1_kq_tile_q4_K_avx512(R1_KQ_TILE_ARGS);

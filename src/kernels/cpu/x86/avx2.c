@@ -237,6 +237,36 @@ TGT void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K) {
     }
 }
 
+/* Two-part activations (cpu.h r1_cpu_set_act_parts) in q8 form: hi = q8(x)
+ * as above, lo = the residual r = x - d_hi q_hi (a multiply and a
+ * subtraction, each rounded, as cpu.c's plain C) at the fixed scale d_hi /
+ * 256, rounded to nearest even and clamped to [-127, 127]: the bits of
+ * r1_cpu_quant_q8_lo_c, without the pass through memory. */
+TGT void r1_x86_quant_q8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K) {
+    r1_x86_quant_q8_avx2(x, hi, K);
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    const float *dh = (const float *)hi;
+    const int8_t *qh = (const int8_t *)(hi + qoff);
+    float *dl = (float *)lo;
+    int8_t *ql = (int8_t *)(lo + qoff);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7), m127 = _mm256_set1_epi8(-127);
+    for (int b = 0; b < K / 32; b++) {
+        const float d = dh[b] * (1.0f / 256.0f), id = d ? 1.0f / d : 0.0f;
+        dl[b] = d;
+        const __m256 dv = _mm256_set1_ps(dh[b]), s = _mm256_set1_ps(id);
+        __m256i i[4];
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            const int k = 32 * b + 8 * j;
+            __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(qh + k))));
+            __m256 r = _mm256_sub_ps(_mm256_loadu_ps(x + k), _mm256_mul_ps(dv, q));
+            i[j] = _mm256_cvtps_epi32(_mm256_mul_ps(r, s));
+        }
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i[0], i[1]), _mm256_packs_epi32(i[2], i[3]));
+        p = _mm256_max_epi8(_mm256_permutevar8x32_epi32(p, perm), m127);
+        _mm256_storeu_si256((__m256i *)(ql + 32 * b), p);
+    }
+}
+
 /* ---- vector helpers for attention and the KV cache ---- */
 TGT float r1_x86_dot_f32_avx2(const float *a, const float *b, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -289,12 +319,15 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
  * (gemm_avx2.c) for every format, .batch_panel (designated: the other batch
  * fields stay as the positional ones before it). */
 #define PANEL_OF(NAME) .batch_panel = r1_x86_panel_avx2_##NAME
+/* The tile on two-part pairs (cpu.h r1_cpu_mm.pair_tile): 1 or 2 tokens a call */
+#define PAIR_OF(NAME, V) .pair_tile = NAME##_pair_##V, .pair_nt = 2
 /* q8_0, q4_0 and q4_0x8: the integer panel (gemm_q16_avx2.c), int16
  * activations and quants with vpmaddwd */
 #define PANEL_Q16(NAME) .batch_panel = r1_x86_panel_q16_avx2_##NAME, .panel_act = R1_CPU_ACT_Q16
 #define Q8_0_avx2                                                                                  \
-    {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2, R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_Q16(q8_0)}
-#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, PANEL_Q16(q8_0)}
+    {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2, R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_Q16(q8_0), \
+     PAIR_OF(r1_x86_tile_q8_0, avx2)}
+#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, PANEL_Q16(q8_0), PAIR_OF(r1_x86_tile_q8_0, avx2vnni)}
 /* q4_0x8 with vpdpbusd keeps its tiles in batches: 134 against the panel's
  * 128 GFLOP/s at 64 tokens, the same at 512 (one thread, 1.5b qkv shape,
  * two-part activations); without VNNI the panel wins (127 against 93). */
@@ -310,17 +343,26 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                 [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,      \
                                    PANEL_OF(bf16)},                                                \
                 [R1_DTYPE_Q8_0] = Q8_0_##V,                                                        \
-                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V, PANEL_Q16(q4_0)},          \
-                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V, PANEL_OF(q4_1)},          \
-                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V, PANEL_OF(q5_0)},          \
-                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V, PANEL_OF(q5_1)},          \
-                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_##V, PANEL_OF(q4_K)},           \
-                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_##V, PANEL_OF(q5_K)},           \
-                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V, PANEL_OF(q6_K)},           \
-                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V},   \
+                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V, PANEL_Q16(q4_0),          \
+                                   PAIR_OF(r1_x86_tile_q4_0, V)},                                  \
+                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V, PANEL_OF(q4_1),           \
+                                   PAIR_OF(r1_x86_tile_q4_1, V)},                                  \
+                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V, PANEL_OF(q5_0),           \
+                                   PAIR_OF(r1_x86_tile_q5_0, V)},                                  \
+                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V, PANEL_OF(q5_1),           \
+                                   PAIR_OF(r1_x86_tile_q5_1, V)},                                  \
+                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_##V, PANEL_OF(q4_K),            \
+                                   PAIR_OF(r1_kq_tile_q4_K, V)},                                   \
+                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_##V, PANEL_OF(q5_K),            \
+                                   PAIR_OF(r1_kq_tile_q5_K, V)},                                   \
+                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V, PANEL_OF(q6_K),            \
+                                   PAIR_OF(r1_kq_tile_q6_K, V)},                                   \
+                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V,    \
+                                     PAIR_OF(r1_x86_tile_q4_0x8, V)},                              \
             },                                                                                     \
         .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
-        .quant_q16 = r1_x86_quant_q16_avx2,                                                        \
+        .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                  \
+        .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2,                                                  \
         .dot_f32 = r1_x86_dot_f32_avx2,                          \
         .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
         .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \

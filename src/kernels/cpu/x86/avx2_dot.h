@@ -45,6 +45,20 @@ R1_AVX2_INL __m256i r1_avx2_dotz2(const int V, __m256i u1, __m256i s1, __m256i u
     return r1_avx2_dot4(V, r1_avx2_dotz(V, u1, s1), u2, s2);
 }
 
+/* Two-part activations folded in int32 (cpu.h r1_cpu_set_act_parts: the lo
+ * part's scale is the hi part's / 256): per 32-bit lane (u1 x s1 << 8) +
+ * u2 x s2, from zero; u1 x s1 is the hi part's dot, u2 x s2 the lo part's
+ * (the same weights u1 == u2, but for q8_0's sign trick). Bounds: u <= 127
+ * (4- to 6-bit quants, q8_0's |x|), so a lane's 4 products are below 2^16,
+ * << 8 below 2^24 (exact as float too); on AVX2 the int16 pair sums fit
+ * (2 x 127 x 127 < 2^15) and vpmaddwd by 256 instead of 1 does the shift. */
+R1_AVX2_INL __m256i r1_avx2_dotz_pair(const int V, __m256i u1, __m256i s1, __m256i u2, __m256i s2) {
+    if (V == 0)
+        return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_set1_epi16(256)),
+                                _mm256_madd_epi16(_mm256_maddubs_epi16(u2, s2), _mm256_set1_epi16(1)));
+    return r1_avx2_dot4(V, _mm256_slli_epi32(r1_avx2_dotz(V, u1, s1), 8), u2, s2);
+}
+
 R1_AVX2_INL float r1_avx2_hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));

@@ -13,6 +13,9 @@
  *                                                 FMA per super-block, fs from
  *                                                 the q8s sums
  *   acc -= 32 (d sc dx) * s16                     q6_K's offset (w = d sc (q - 32))
+ * Two-part activations (cpu.h) run the pair tiles: both parts' dots folded
+ * in int32, (dot(q, x_hi) << 8) + dot(q, x_lo), then that one conversion
+ * and FMA with d sc d_lo (d_lo = d_hi / 256), the sums folded alike.
  * Lanes are summed once, at the end. Decode (one token or its two parts) runs 4 rows at a
  * time and fetches the next 4 rows' super-blocks ahead; batches run one row
  * against 4 tokens, so a row's quants are unpacked once for all of them.
@@ -100,7 +103,10 @@ INL __m256i q5_hi(__m256i qh, const int s) {
         }                                                                                          \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
             const uint8_t *xb = xq[t] + 64 * (J);                                                  \
-            __m256i p0 = r1_avx2_dotz(V, lo, ld(xb)), p1 = r1_avx2_dotz(V, hi, ld(xb + 32));       \
+            __m256i p0 = PAIR ? r1_avx2_dotz_pair(V, lo, ld(xb), lo, ld(xb + lp))                 \
+                              : r1_avx2_dotz(V, lo, ld(xb));                                       \
+            __m256i p1 = PAIR ? r1_avx2_dotz_pair(V, hi, ld(xb + 32), hi, ld(xb + lp + 32))       \
+                              : r1_avx2_dotz(V, hi, ld(xb + 32));                                  \
             acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),                                    \
                                         _mm256_broadcast_ss(&scm[r][t][2 * (J)]), acc[r][t]);      \
             acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),                                    \
@@ -113,7 +119,8 @@ INL __m256i q5_hi(__m256i qh, const int s) {
  * 4J + 2i and 4J + 2i + 1 (16 columns each) with their own scales. */
 #define Q6_BLOCK(QV, XB)                                                                           \
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
-        __m256i p = r1_avx2_dotz(V, QV, ld(xq[t] + 32 * (XB)));                                    \
+        const uint8_t *xb = xq[t] + 32 * (XB);                                                     \
+        __m256i p = PAIR ? r1_avx2_dotz_pair(V, QV, ld(xb), QV, ld(xb + lp)) : r1_avx2_dotz(V, QV, ld(xb)); \
         __m256 f = _mm256_set_m128(_mm_broadcast_ss(&scm[r][t][2 * (XB) + 1]),                      \
                                    _mm_broadcast_ss(&scm[r][t][2 * (XB)]));                        \
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, acc[r][t]);                          \
@@ -135,10 +142,17 @@ INL __m256i q5_hi(__m256i qh, const int s) {
         Q6_BLOCK(q1, 2 * (J) + 1)                                                                  \
     } while (0)
 
-/* R rows (wr) x NT tokens (xt) over columns [k0, k1): res[r * NT + t]. */
-INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int k0, int k1,
-                const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
+/* R rows (wr) x NT tokens (xt) over columns [k0, k1): res[r * NT + t].
+ * PAIR: two-part activations (cpu.h r1_cpu_mm.pair_tile), token t's lo part
+ * lp = r1_cpu_q8s_stride(K) bytes after its hi part at xt[t], scale d_lo =
+ * d_hi / 256: each 32-column block's dot is (w·hi << 8) + w·lo in int32
+ * (avx2_dot.h), converted and multiplied by d sc d_lo once; the sums fold
+ * the same way (q6_K: s16_hi << 8 + s16_lo; the mins: fs_hi + fs_lo). */
+INL void kq_run(const int DT, const int V, const int PAIR, const int R, const int NT, int K, int k0,
+                int k1, const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
     const size_t bs = DT == F_Q4K ? 144 : DT == F_Q5K ? 176 : 210;
+    const size_t lp = PAIR ? r1_cpu_q8s_stride(K) : 0;
+    (void)lp;
     const size_t qoff = r1_cpu_q8_qoff(K), soff = r1_cpu_q8_stride(K), foff = r1_cpu_q8s_foff(K);
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     (void)m30;
@@ -154,10 +168,11 @@ INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int
         __m256 dx[4], dx2[4], sx[4], sx2[4]; /* dx: act scales; sx(, sx2): the sums, masked to the range */
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             xq[t] = xt[t] + qoff + (size_t)sb * R1_QK_K;
-            dx[t] = _mm256_loadu_ps((const float *)xt[t] + sb * 8);
+            dx[t] = _mm256_loadu_ps((const float *)(xt[t] + lp) + sb * 8); /* PAIR: d_lo */
             if (DT != F_Q6K) {
                 dx2[t] = dx[t];
                 sx[t] = _mm256_loadu_ps((const float *)(xt[t] + foff) + sb * 8);
+                if (PAIR) sx[t] = _mm256_add_ps(sx[t], _mm256_loadu_ps((const float *)(xt[t] + lp + foff) + sb * 8));
                 if (part) sx[t] = _mm256_and_ps(sx[t], lane_mask(2 * j0, 2 * j1));
                 sx2[t] = sx[t];
             } else { /* 32 x the sums of the 16 groups, as floats */
@@ -166,8 +181,14 @@ INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int
                 /* q6_K: dx per 16-column group (dx2: groups 8..15) */
                 dx2[t] = _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
                 dx[t] = _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-                sx[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_loadu_si128(s))), k32);
-                sx2[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm_loadu_si128(s + 1))), k32);
+                __m256i s0 = _mm256_cvtepi16_epi32(_mm_loadu_si128(s)), s1 = _mm256_cvtepi16_epi32(_mm_loadu_si128(s + 1));
+                if (PAIR) { /* hi x 256 + lo, at d_lo (|s16| <= 16 x 127) */
+                    const __m128i *l = (const __m128i *)((const uint8_t *)s + lp);
+                    s0 = _mm256_add_epi32(_mm256_slli_epi32(s0, 8), _mm256_cvtepi16_epi32(_mm_loadu_si128(l)));
+                    s1 = _mm256_add_epi32(_mm256_slli_epi32(s1, 8), _mm256_cvtepi16_epi32(_mm_loadu_si128(l + 1)));
+                }
+                sx[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(s0), k32);
+                sx2[t] = _mm256_mul_ps(_mm256_cvtepi32_ps(s1), k32);
                 if (part) {
                     sx[t] = _mm256_and_ps(sx[t], lane_mask(4 * j0, 4 * j1));
                     sx2[t] = _mm256_and_ps(sx2[t], lane_mask(4 * j0 - 8, 4 * j1 - 8));
@@ -213,17 +234,18 @@ INL void kq_run(const int DT, const int V, const int R, const int NT, int K, int
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
-/* Decode (one token, or its two activation parts: nt <= 2): 4 rows (rows
- * past nr repeat row 0) x nt, the next rows fetched ahead. Batches: each row
- * against 4 activation rows (past nt: row 0 again), one row at a time. */
-INL void kq_tile(const int DT, const int V, R1_KQ_TILE_ARGS) {
+/* Decode (one token, or its two activation parts: nt <= 2; PAIR: one or
+ * two tokens, both parts each): 4 rows (rows past nr repeat row 0) x nt,
+ * the next rows fetched ahead. Batches: each row against 4 activation rows
+ * (past nt: row 0 again), one row at a time. */
+INL void kq_tile(const int DT, const int V, const int PAIR, R1_KQ_TILE_ARGS) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     if (nt <= 2) {
         const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
         float res[8];
-        if (nt == 1) kq_run(DT, V, 4, 1, K, k0, k1, wr, ws, xt, res);
-        else kq_run(DT, V, 4, 2, K, k0, k1, wr, ws, xt, res);
+        if (nt == 1) kq_run(DT, V, PAIR, 4, 1, K, k0, k1, wr, ws, xt, res);
+        else kq_run(DT, V, PAIR, 4, 2, K, k0, k1, wr, ws, xt, res);
         for (int t = 0; t < nt; t++)
             for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r * nt + t];
         return;
@@ -231,18 +253,27 @@ INL void kq_tile(const int DT, const int V, R1_KQ_TILE_ARGS) {
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        kq_run(DT, V, 1, 4, K, k0, k1, &wr, ws, xt, res);
+        kq_run(DT, V, 0, 1, 4, K, k0, k1, &wr, ws, xt, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
 }
 
+/* NAME_avx2(vnni): one activation row per token (nt <= 4); NAME_pair_avx2(vnni):
+ * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2) */
 #define KQ_AVX2(NAME, DT)                                                                          \
-    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                        \
         if (r1_x86_avx2_vnni == 1) NAME##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
         else NAME##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
+    }                                                                                              \
+    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_pvex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_pevex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                   \
+        if (r1_x86_avx2_vnni == 1) NAME##_pvex(K, k0, k1, w, ws, nr, x, xs, nt, out);              \
+        else NAME##_pevex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
     }
 
 KQ_AVX2(r1_kq_tile_q4_K, F_Q4K)

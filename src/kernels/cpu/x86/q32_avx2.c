@@ -18,6 +18,11 @@
  * one vpmaddwd, one conversion and one FMA with the 8 scales (one vcvtph2ps)
  * finish 256 weights. The activations are in the q8x8 form (cpu.h).
  *
+ * Two-part activations (cpu.h) run the pair tiles (PAIR, lp): both parts'
+ * dots folded in int32, (dot(q, x_hi) << 8) + dot(q, x_lo), then that one
+ * conversion and FMA with d d_lo (d_lo = d_hi / 256); the q8s sums and the
+ * q8x8 lane sums folded alike.
+ *
  * Decode (one token, or its two activation parts) runs 4 rows at a time and
  * fetches the next rows ahead;
  * batches run one row against up to 4 tokens, so a row's quants are unpacked
@@ -107,10 +112,16 @@ INL void q32_prefetch(const uint8_t *p, size_t ws) {
     _mm_prefetch((const char *)(p + 8 * ws), _MM_HINT_T1);
 }
 
-/* R rows (wr) x NT tokens (xt) over blocks [k0/32, k1/32): res[r * NT + t]. */
-INL void q32_run(const int DT, const int V, const int R, const int NT, int K, int k0, int k1,
-                 const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
+/* R rows (wr) x NT tokens (xt) over blocks [k0/32, k1/32): res[r * NT + t].
+ * PAIR: two-part activations (cpu.h r1_cpu_mm.pair_tile), token t's lo part
+ * one token of its form (q8, q8s) after its hi part at xt[t], scale d_lo =
+ * d_hi / 256: each block's dot is (w·hi << 8) + w·lo in int32 (avx2_dot.h),
+ * converted and multiplied by d d_lo once; offsets and mins take fs_hi +
+ * fs_lo. */
+INL void q32_run(const int DT, const int V, const int PAIR, const int R, const int NT, int K, int k0,
+                 int k1, const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
     const size_t bs = BS(DT), qoff = r1_cpu_q8_qoff(K), foff = r1_cpu_q8s_foff(K);
+    const size_t lp = !PAIR ? 0 : DT == F_Q80 ? r1_cpu_q8_stride(K) : r1_cpu_q8s_stride(K);
     __m256 acc[4][4];
     _Alignas(32) float scm[4][4][8];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
@@ -121,8 +132,10 @@ INL void q32_run(const int DT, const int V, const int R, const int NT, int K, in
         const __m256i lm = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         __m256 dx[4], fs[4];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-            dx[t] = _mm256_maskload_ps((const float *)xt[t] + b0, lm);
+            dx[t] = _mm256_maskload_ps((const float *)(xt[t] + lp) + b0, lm); /* PAIR: d_lo */
             fs[t] = DT == F_Q80 ? dx[t] : _mm256_maskload_ps((const float *)(xt[t] + foff) + b0, lm);
+            if (PAIR && DT != F_Q80)
+                fs[t] = _mm256_add_ps(fs[t], _mm256_maskload_ps((const float *)(xt[t] + lp + foff) + b0, lm));
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *p = wr[r] + (size_t)b0 * bs;
@@ -136,18 +149,26 @@ INL void q32_run(const int DT, const int V, const int R, const int NT, int K, in
             }
         }
         for (int i = 0; i < n; i++) {
-            __m256i xq[4], ax[4];
+            __m256i xq[4], ax[4], xl[4], al[4]; /* xl, al: PAIR's lo parts */
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 xq[t] = _mm256_loadu_si256((const __m256i *)(xt[t] + qoff + (size_t)(b0 + i) * 32));
                 ax[t] = DT == F_Q80 ? _mm256_sign_epi8(xq[t], xq[t]) : xq[t];
+                xl[t] = PAIR ? _mm256_loadu_si256((const __m256i *)(xt[t] + lp + qoff + (size_t)(b0 + i) * 32)) : xq[t];
+                al[t] = DT == F_Q80 ? _mm256_sign_epi8(xl[t], xl[t]) : xl[t];
             }
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
                 const uint8_t *p = wr[r] + (size_t)(b0 + i) * bs;
                 if (R == 4) q32_prefetch(p, ws); /* decode */
                 __m256i q = q32_quants(DT, p);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    __m256i dp = DT == F_Q80 ? r1_avx2_dotz(V, ax[t], _mm256_sign_epi8(q, xq[t]))
-                                             : r1_avx2_dotz(V, q, xq[t]);
+                    __m256i dp;
+                    if (PAIR)
+                        dp = DT == F_Q80 ? r1_avx2_dotz_pair(V, ax[t], _mm256_sign_epi8(q, xq[t]), al[t],
+                                                             _mm256_sign_epi8(q, xl[t]))
+                                         : r1_avx2_dotz_pair(V, q, xq[t], q, xl[t]);
+                    else
+                        dp = DT == F_Q80 ? r1_avx2_dotz(V, ax[t], _mm256_sign_epi8(q, xq[t]))
+                                         : r1_avx2_dotz(V, q, xq[t]);
                     acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_broadcast_ss(&scm[r][t][i]),
                                                 acc[r][t]);
                 }
@@ -158,9 +179,13 @@ INL void q32_run(const int DT, const int V, const int R, const int NT, int K, in
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
-/* q4_0x8 weights, q8x8 activations (cpu.h), superblocks [k0/256, k1/256). */
-INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const uint8_t *const *wr, size_t ws,
-                const uint8_t *const *xt, float *res) {
+/* q4_0x8 weights, q8x8 activations (cpu.h), superblocks [k0/256, k1/256).
+ * lp > 0: two-part pairs (cpu.h r1_cpu_mm.pair_tile), token t's lo part lp
+ * bytes after its hi part: per 32-bit lane (w·hi << 8) + w·lo in int32, the
+ * lane sums nx alike (|w·hi + nx| <= 32 x 8 x 127 < 2^15, << 8 < 2^23),
+ * one conversion and one FMA with d d_lo. */
+INL void x8_run(const int V, const int R, const int NT, const size_t lp, int k0, int k1,
+                const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
@@ -172,6 +197,10 @@ INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const ui
             xp[t] = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             nx[t] = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + 256)),
                                      _mm256_loadu_si256((const __m256i *)(xp[t] + 288)));
+            if (lp)
+                nx[t] = _mm256_add_epi32(_mm256_slli_epi32(nx[t], 8),
+                                         _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + lp + 256)),
+                                                          _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 288))));
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 144;
@@ -184,8 +213,8 @@ INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const ui
                 _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);
                 _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);
             }
-            __m256i di[4];
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) di[t] = _mm256_setzero_si256();
+            __m256i di[4], dl[4]; /* dl: the lo parts' */
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) di[t] = dl[t] = _mm256_setzero_si256();
             _Pragma("GCC unroll 4") for (int part = 0; part < 4; part++) {
                 __m256i q = _mm256_loadu_si256((const __m256i *)(bp + 16 + 32 * part));
                 __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
@@ -197,14 +226,26 @@ INL void x8_run(const int V, const int R, const int NT, int k0, int k1, const ui
                                                                          _mm256_maddubs_epi16(hi, xh)));
                     else
                         di[t] = r1_avx2_dot4(V, r1_avx2_dot4(V, di[t], lo, xl), hi, xh);
+                    if (lp) {
+                        __m256i ll = _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 32 * part));
+                        __m256i lh = _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 128 + 32 * part));
+                        if (V == 0)
+                            dl[t] = _mm256_add_epi16(dl[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, ll),
+                                                                             _mm256_maddubs_epi16(hi, lh)));
+                        else
+                            dl[t] = r1_avx2_dot4(V, r1_avx2_dot4(V, dl[t], lo, ll), hi, lh);
+                    }
                 }
             }
             __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)bp));
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                __m256i d = V == 0 ? _mm256_madd_epi16(di[t], _mm256_set1_epi16(1)) : di[t];
+                __m256i d = V == 0 ? _mm256_madd_epi16(di[t], _mm256_set1_epi16(lp ? 256 : 1)) : di[t];
+                if (lp)
+                    d = V == 0 ? _mm256_add_epi32(d, _mm256_madd_epi16(dl[t], _mm256_set1_epi16(1)))
+                               : _mm256_add_epi32(_mm256_slli_epi32(d, 8), dl[t]);
                 d = _mm256_add_epi32(d, nx[t]);
                 acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
-                                            _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(xp[t] + 320))),
+                                            _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(xp[t] + lp + 320))),
                                             acc[r][t]);
             }
         }
@@ -270,62 +311,84 @@ TGT void r1_x86_tile_q8_0_q8w_avx2(R1_KQ_TILE_ARGS) {
 /* Activations in the q8x8 form (cpu.h): per 256 columns the 8 q8 blocks
  * (32 bytes = 8 dwords each) transposed, so that the 32 bytes at 32 p hold
  * dword p of every block (p < 4: xl, p >= 4: xh), then the -8 x lane sums
- * and the scales. */
+ * and the scales. The q8 form of 256 columns (aligned: d[8], qs at 64) in
+ * q8x8 form at o. */
+static TGT void group_to_x8(const uint8_t *q8, uint8_t *o) {
+    const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi16(1);
+    __m256i r[8], a[8], b[8], t[8];
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) r[i] = _mm256_load_si256((const __m256i *)(q8 + 64 + 32 * i));
+    _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    _Pragma("GCC unroll 2") for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
+        t[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        t[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+    _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_si256((__m256i *)(o + 32 * i), t[i]);
+    /* lanes 0-7 of the 512-bit form: dwords 0, 2 (xl) and 4, 6 (xh); 8-15: 1, 3, 5, 7 */
+    __m256i n0 = _mm256_setzero_si256(), n1 = _mm256_setzero_si256();
+    _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
+        n0 = _mm256_add_epi32(n0, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i]), one));
+        n1 = _mm256_add_epi32(n1, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i + 1]), one));
+    }
+    _mm256_storeu_si256((__m256i *)(o + 256), _mm256_sub_epi32(_mm256_setzero_si256(), n0));
+    _mm256_storeu_si256((__m256i *)(o + 288), _mm256_sub_epi32(_mm256_setzero_si256(), n1));
+    __m256 d = _mm256_load_ps((const float *)q8);
+    _mm256_storeu_ps((float *)(o + 320), d);
+    _mm256_storeu_ps((float *)(o + 352), d);
+}
+/* The q8x8 form of x (K columns) at dst */
 TGT void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K) {
     _Alignas(64) uint8_t q8[64 + 256]; /* the q8 form of 256 columns: d[8], qs at 64 */
-    const __m256i eight = _mm256_set1_epi8(8), one = _mm256_set1_epi16(1);
     for (int s = 0; s < K / 256; s++) {
         r1_x86_quant_q8_avx2(x + (size_t)s * 256, q8, 256);
-        uint8_t *o = dst + (size_t)s * R1_CPU_Q8X8_BYTES;
-        __m256i r[8], a[8], b[8], t[8];
-        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) r[i] = _mm256_load_si256((const __m256i *)(q8 + 64 + 32 * i));
-        _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
-            a[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
-            a[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
-        }
-        _Pragma("GCC unroll 2") for (int i = 0; i < 8; i += 4) {
-            b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
-            b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
-            b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
-            b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
-        }
-        _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-            t[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
-            t[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
-        }
-        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _mm256_storeu_si256((__m256i *)(o + 32 * i), t[i]);
-        /* lanes 0-7 of the 512-bit form: dwords 0, 2 (xl) and 4, 6 (xh); 8-15: 1, 3, 5, 7 */
-        __m256i n0 = _mm256_setzero_si256(), n1 = _mm256_setzero_si256();
-        _Pragma("GCC unroll 4") for (int i = 0; i < 8; i += 2) {
-            n0 = _mm256_add_epi32(n0, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i]), one));
-            n1 = _mm256_add_epi32(n1, _mm256_madd_epi16(_mm256_maddubs_epi16(eight, t[i + 1]), one));
-        }
-        _mm256_storeu_si256((__m256i *)(o + 256), _mm256_sub_epi32(_mm256_setzero_si256(), n0));
-        _mm256_storeu_si256((__m256i *)(o + 288), _mm256_sub_epi32(_mm256_setzero_si256(), n1));
-        __m256 d = _mm256_load_ps((const float *)q8);
-        _mm256_storeu_ps((float *)(o + 320), d);
-        _mm256_storeu_ps((float *)(o + 352), d);
+        group_to_x8(q8, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
     if (K % 256) /* the last K % 256 columns in q8 form (cpu.h) */
         r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
                              K % 256);
 }
 
-/* Decode (nt <= 2: a token or its two parts): 4 rows (past nr: row 0 again). Batches: each row
+/* Two-part activations in q8x8 form (cpu.h quant_q8x8_2): both parts of
+ * each 256 columns in q8 form (r1_x86_quant_q8_2_avx2), then rearranged; the
+ * tail as q8 form, as r1_x86_quant_q8x8_avx2 */
+TGT void r1_x86_quant_q8x8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K) {
+    _Alignas(64) uint8_t qh[64 + 256], ql[64 + 256];
+    const int G = K / 256;
+    for (int s = 0; s < G; s++) {
+        r1_x86_quant_q8_2_avx2(x + (size_t)s * 256, qh, ql, 256);
+        group_to_x8(qh, hi + (size_t)s * R1_CPU_Q8X8_BYTES);
+        group_to_x8(ql, lo + (size_t)s * R1_CPU_Q8X8_BYTES);
+    }
+    if (K % 256)
+        r1_x86_quant_q8_2_avx2(x + (size_t)G * 256, hi + (size_t)G * R1_CPU_Q8X8_BYTES,
+                               lo + (size_t)G * R1_CPU_Q8X8_BYTES, K % 256);
+}
+
+/* Decode (nt <= 2: a token or its two parts; PAIR: one or two tokens,
+ * both parts each): 4 rows (past nr: row 0 again). Batches: each row
  * against 2 or 4 tokens (tokens past nt repeat token 0), one row at a time. */
-INL void q_tile(const int DT, const int V, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                const uint8_t *x, size_t xs, int nt, float *out) {
+INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1, const uint8_t *w,
+                size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     if (nt <= 2) { /* decode: one token, or its two activation parts */
         const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+        const size_t lp = PAIR ? r1_cpu_q8x8_stride(K) : 0; /* x8_run's pairs */
         float res[8];
         if (nt == 1) {
-            if (DT < 0) x8_run(V, 4, 1, k0, k1, wr, ws, xt, res);
-            else q32_run(DT, V, 4, 1, K, k0, k1, wr, ws, xt, res);
+            if (DT < 0) x8_run(V, 4, 1, lp, k0, k1, wr, ws, xt, res);
+            else q32_run(DT, V, PAIR, 4, 1, K, k0, k1, wr, ws, xt, res);
         } else {
-            if (DT < 0) x8_run(V, 4, 2, k0, k1, wr, ws, xt, res);
-            else q32_run(DT, V, 4, 2, K, k0, k1, wr, ws, xt, res);
+            if (DT < 0) x8_run(V, 4, 2, lp, k0, k1, wr, ws, xt, res);
+            else q32_run(DT, V, PAIR, 4, 2, K, k0, k1, wr, ws, xt, res);
         }
         for (int t = 0; t < nt; t++)
             for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r * nt + t];
@@ -335,7 +398,7 @@ INL void q_tile(const int DT, const int V, int K, int k0, int k1, const uint8_t 
         for (int r = 0; r < nr; r += 2) {
             const uint8_t *wr[2] = {w + (size_t)r * ws, w + (size_t)(r + 1 < nr ? r + 1 : r) * ws};
             float res[8];
-            q32_run(DT, V, 2, 4, K, k0, k1, wr, ws, xt, res);
+            q32_run(DT, V, 0, 2, 4, K, k0, k1, wr, ws, xt, res);
             for (int i = 0; i < 2 && r + i < nr; i++)
                 for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * 4 + t];
         }
@@ -344,20 +407,29 @@ INL void q_tile(const int DT, const int V, int K, int k0, int k1, const uint8_t 
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        if (DT < 0) x8_run(V, 1, 4, k0, k1, &wr, ws, xt, res);
-        else q32_run(DT, V, 1, 4, K, k0, k1, &wr, ws, xt, res);
+        if (DT < 0) x8_run(V, 1, 4, 0, k0, k1, &wr, ws, xt, res);
+        else q32_run(DT, V, 0, 1, 4, K, k0, k1, &wr, ws, xt, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
 }
 
+/* NAME_avx2(vnni): one activation row per token (nt <= 4); NAME_pair_avx2(vnni):
+ * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2) */
 #define Q_AVX2(NAME, DT)                                                                           \
-    static TGT void NAME##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME##_avx2(R1_KQ_TILE_ARGS) { NAME##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
     void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                       \
         if (r1_x86_avx2_vnni == 1) NAME##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
         else NAME##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
+    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_p1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_p2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                  \
+        if (r1_x86_avx2_vnni == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
+        else NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }
 
 Q_AVX2(r1_x86_tile_q8_0, F_Q80)
