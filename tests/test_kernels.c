@@ -20,262 +20,205 @@
 
 /* silu(g) * u against the expf formula, extremes included */
 static void test_silu(const struct r1_cpu_isa *isa) {
-  if (!isa->silu_mul)
-    return;
-  enum { N = 1000 };
-  float g[N], u[N], o[N];
-  for (int i = 0; i < N; i++)
-    g[i] = frand() * 40.0f, u[i] = frand() * 4.0f;
-  const float ext[] = {0.0f,   -0.0f,   88.0f, -88.0f, 89.0f, -89.0f,
-                       104.0f, -104.0f, 1e4f,  -1e4f,  1e-30f};
-  for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++)
-    g[i] = ext[i], u[i] = 1.5f;
-  isa->silu_mul(g, u, o, N - 3); /* an odd tail */
-  double worst = 0;
-  int bad = 0;
-  for (int i = 0; i < N - 3; i++) {
-    float want = g[i] / (1.0f + expf(-g[i])) * u[i];
-    double e = fabs((double)o[i] - want) / (fabs(want) + 1e-30);
-    if (!(e <= 2e-6) && !(fabs(want) < 1e-30 && fabs(o[i]) < 1e-30))
-      bad++;
-    else if (e > worst && fabs(want) >= 1e-30)
-      worst = e;
-  }
-  CHECK(bad == 0, "%s silu_mul: %d of %d values off by more than 2e-6 relative",
-        isa->name, bad, N - 3);
-  printf("%-8s silu_mul                   %d values, worst relative error %.3g "
-         "(limit 2e-6)\n",
-         isa->name, N - 3, worst);
+    if (!isa->silu_mul) return;
+    enum { N = 1000 };
+    float g[N], u[N], o[N];
+    for (int i = 0; i < N; i++) g[i] = frand() * 40.0f, u[i] = frand() * 4.0f;
+    const float ext[] = {0.0f, -0.0f, 88.0f, -88.0f, 89.0f, -89.0f, 104.0f, -104.0f, 1e4f, -1e4f, 1e-30f};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) g[i] = ext[i], u[i] = 1.5f;
+    isa->silu_mul(g, u, o, N - 3); /* an odd tail */
+    double worst = 0;
+    int bad = 0;
+    for (int i = 0; i < N - 3; i++) {
+        float want = g[i] / (1.0f + expf(-g[i])) * u[i];
+        double e = fabs((double)o[i] - want) / (fabs(want) + 1e-30);
+        if (!(e <= 2e-6) && !(fabs(want) < 1e-30 && fabs(o[i]) < 1e-30)) bad++;
+        else if (e > worst && fabs(want) >= 1e-30) worst = e;
+    }
+    CHECK(bad == 0, "%s silu_mul: %d of %d values off by more than 2e-6 relative", isa->name, bad, N - 3);
+    printf("%-8s silu_mul                   %d values, worst relative error %.3g (limit 2e-6)\n",
+           isa->name, N - 3, worst);
 }
 
 /* ---- the small kernels ---- */
 static void test_embedding(const struct r1_cpu_isa *isa) {
-  for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
-    enum r1_dtype dt = dtypes[di];
-    if (96 % r1_dtype_traits[dt].block)
-      continue; /* K-quants: embedding is ref's code */
-    char what[48];
-    snprintf(what, sizeof what, "embedding/%s", r1_dtype_name(dt));
-    struct group g = {isa->name, what, NMSE_EMBED, 0, "", 0};
-    struct mat w = mat_new(dt, 50, 96);
-    for (int T = 1; T <= 17; T += 8) {
-      int32_t ids[17];
-      for (int t = 0; t < T; t++)
-        ids[t] = (int32_t)((unsigned)(frand() * 1000 + 5000) % 50);
-      float *a = malloc((size_t)T * 96 * 4), *b = malloc((size_t)T * 96 * 4);
-      struct r1_op op = {
-          .kernel = R1_K_EMBEDDING, .T = T, .w = &w.m, .ids = ids, .out = b};
-      run(r1_ref_kernels[R1_K_EMBEDDING], &op, 1);
-      op.out = a;
-      run(r1_backend_cpu.fn[R1_K_EMBEDDING], &op, 1 + T % 3);
-      group_add(&g, nmse(a, b, (size_t)T * 96), "T=%d", T);
-      free(a);
-      free(b);
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+        enum r1_dtype dt = dtypes[di];
+        if (96 % r1_dtype_traits[dt].block) continue; /* K-quants: embedding is ref's code */
+        char what[48];
+        snprintf(what, sizeof what, "embedding/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_EMBED, 0, "", 0};
+        struct mat w = mat_new(dt, 50, 96);
+        for (int T = 1; T <= 17; T += 8) {
+            int32_t ids[17];
+            for (int t = 0; t < T; t++) ids[t] = (int32_t)((unsigned)(frand() * 1000 + 5000) % 50);
+            float *a = malloc((size_t)T * 96 * 4), *b = malloc((size_t)T * 96 * 4);
+            struct r1_op op = {.kernel = R1_K_EMBEDDING, .T = T, .w = &w.m, .ids = ids, .out = b};
+            run(r1_ref_kernels[R1_K_EMBEDDING], &op, 1);
+            op.out = a;
+            run(r1_backend_cpu.fn[R1_K_EMBEDDING], &op, 1 + T % 3);
+            group_add(&g, nmse(a, b, (size_t)T * 96), "T=%d", T);
+            free(a);
+            free(b);
+        }
+        free(w.buf);
+        group_print(&g);
     }
-    free(w.buf);
-    group_print(&g);
-  }
 }
 
 static void test_rms_norm(const struct r1_cpu_isa *isa) {
-  struct group g = {isa->name, "rms_norm", NMSE_NORM, 0, "", 0};
-  static const int ns[] = {37, 1536};
-  for (int i = 0; i < 2; i++)
-    for (int T = 1; T <= 17; T += 8) {
-      int n = ns[i];
-      float *x = frand_buf((size_t)T * n), *wt = frand_buf((size_t)n);
-      float *a = malloc((size_t)T * n * 4), *b = malloc((size_t)T * n * 4);
-      struct r1_op op = {.kernel = R1_K_RMS_NORM,
-                         .T = T,
-                         .x = x,
-                         .b = wt,
-                         .n = n,
-                         .eps = 1e-6f,
-                         .out = b};
-      run(r1_ref_kernels[R1_K_RMS_NORM], &op, 1);
-      op.out = a;
-      run(r1_backend_cpu.fn[R1_K_RMS_NORM], &op, 1 + (T + i) % 3);
-      group_add(&g, nmse(a, b, (size_t)T * n), "n=%d T=%d", n, T);
-      free(x), free(wt), free(a), free(b);
-    }
-  group_print(&g);
+    struct group g = {isa->name, "rms_norm", NMSE_NORM, 0, "", 0};
+    static const int ns[] = {37, 1536};
+    for (int i = 0; i < 2; i++)
+        for (int T = 1; T <= 17; T += 8) {
+            int n = ns[i];
+            float *x = frand_buf((size_t)T * n), *wt = frand_buf((size_t)n);
+            float *a = malloc((size_t)T * n * 4), *b = malloc((size_t)T * n * 4);
+            struct r1_op op = {.kernel = R1_K_RMS_NORM, .T = T, .x = x, .b = wt, .n = n,
+                               .eps = 1e-6f, .out = b};
+            run(r1_ref_kernels[R1_K_RMS_NORM], &op, 1);
+            op.out = a;
+            run(r1_backend_cpu.fn[R1_K_RMS_NORM], &op, 1 + (T + i) % 3);
+            group_add(&g, nmse(a, b, (size_t)T * n), "n=%d T=%d", n, T);
+            free(x), free(wt), free(a), free(b);
+        }
+    group_print(&g);
 }
 
 static void test_rope(const struct r1_cpu_isa *isa) {
-  struct group g = {isa->name, "rope_qk", NMSE_ROPE, 0, "", 0};
-  const int nh = 4, nkv = 2, hd = 64, nctx = 64, stride = (nh + 2 * nkv) * hd;
-  float *cs = frand_buf((size_t)nctx * hd / 2),
-        *sn = frand_buf((size_t)nctx * hd / 2);
-  for (int T = 1; T <= 17; T += 8) {
-    float *a = frand_buf((size_t)T * stride),
-          *b = malloc((size_t)T * stride * 4);
-    memcpy(b, a, (size_t)T * stride * 4);
-    struct r1_op op = {.kernel = R1_K_ROPE_QK,
-                       .T = T,
-                       .pos0 = 7,
-                       .n_head = nh,
-                       .n_kv_head = nkv,
-                       .head_dim = hd,
-                       .rope_cos = cs,
-                       .rope_sin = sn,
-                       .out = b};
-    run(r1_ref_kernels[R1_K_ROPE_QK], &op, 1);
-    op.out = a;
-    run(r1_backend_cpu.fn[R1_K_ROPE_QK], &op, 1 + T % 3);
-    group_add(&g, nmse(a, b, (size_t)T * stride), "T=%d", T);
-    free(a), free(b);
-  }
-  free(cs), free(sn);
-  group_print(&g);
+    struct group g = {isa->name, "rope_qk", NMSE_ROPE, 0, "", 0};
+    const int nh = 4, nkv = 2, hd = 64, nctx = 64, stride = (nh + 2 * nkv) * hd;
+    float *cs = frand_buf((size_t)nctx * hd / 2), *sn = frand_buf((size_t)nctx * hd / 2);
+    for (int T = 1; T <= 17; T += 8) {
+        float *a = frand_buf((size_t)T * stride), *b = malloc((size_t)T * stride * 4);
+        memcpy(b, a, (size_t)T * stride * 4);
+        struct r1_op op = {.kernel = R1_K_ROPE_QK, .T = T, .pos0 = 7, .n_head = nh, .n_kv_head = nkv,
+                           .head_dim = hd, .rope_cos = cs, .rope_sin = sn, .out = b};
+        run(r1_ref_kernels[R1_K_ROPE_QK], &op, 1);
+        op.out = a;
+        run(r1_backend_cpu.fn[R1_K_ROPE_QK], &op, 1 + T % 3);
+        group_add(&g, nmse(a, b, (size_t)T * stride), "T=%d", T);
+        free(a), free(b);
+    }
+    free(cs), free(sn);
+    group_print(&g);
 }
 
 static void test_kv_append(const struct r1_cpu_isa *isa) {
-  for (int f16 = 0; f16 < 2; f16++) {
-    enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
-    const int nh = 6, nkv = 2, hd = 128, nctx = 40,
-              stride = (nh + 2 * nkv) * hd;
-    size_t bytes = (size_t)2 * nkv * nctx * hd * (f16 ? 2 : 4);
-    int bad = 0, cases = 0;
-    for (int T = 1; T <= 17; T += 8) {
-      struct r1_kv_cache a = kv_new(dt, 2, nkv, nctx, hd), b = a;
-      b.k = malloc(bytes), b.v = malloc(bytes);
-      memcpy(b.k, a.k, bytes), memcpy(b.v, a.v, bytes);
-      float *x = frand_buf((size_t)T * stride);
-      x[nh * hd] = 1e-6f;        /* an f16 subnormal */
-      x[nh * hd + 1] = 70000.0f; /* f16 overflow */
-      struct r1_op op = {.kernel = R1_K_KV_APPEND,
-                         .T = T,
-                         .pos0 = 5,
-                         .x = x,
-                         .n_head = nh,
-                         .n_kv_head = nkv,
-                         .head_dim = hd,
-                         .layer = 1,
-                         .kv = &b};
-      run(r1_ref_kernels[R1_K_KV_APPEND], &op, 1);
-      op.kv = &a;
-      run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, 1 + T % 3);
-      int same = memcmp(a.k, b.k, bytes) == 0 && memcmp(a.v, b.v, bytes) == 0;
-      CHECK(same, "%s kv_append/%s T=%d: cache differs from ref", isa->name,
-            r1_dtype_name(dt), T);
-      bad += !same, cases++;
-      free(a.k), free(a.v), free(b.k), free(b.v), free(x);
+    for (int f16 = 0; f16 < 2; f16++) {
+        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+        const int nh = 6, nkv = 2, hd = 128, nctx = 40, stride = (nh + 2 * nkv) * hd;
+        size_t bytes = (size_t)2 * nkv * nctx * hd * (f16 ? 2 : 4);
+        int bad = 0, cases = 0;
+        for (int T = 1; T <= 17; T += 8) {
+            struct r1_kv_cache a = kv_new(dt, 2, nkv, nctx, hd), b = a;
+            b.k = malloc(bytes), b.v = malloc(bytes);
+            memcpy(b.k, a.k, bytes), memcpy(b.v, a.v, bytes);
+            float *x = frand_buf((size_t)T * stride);
+            x[nh * hd] = 1e-6f; /* an f16 subnormal */
+            x[nh * hd + 1] = 70000.0f; /* f16 overflow */
+            struct r1_op op = {.kernel = R1_K_KV_APPEND, .T = T, .pos0 = 5, .x = x, .n_head = nh,
+                               .n_kv_head = nkv, .head_dim = hd, .layer = 1, .kv = &b};
+            run(r1_ref_kernels[R1_K_KV_APPEND], &op, 1);
+            op.kv = &a;
+            run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, 1 + T % 3);
+            int same = memcmp(a.k, b.k, bytes) == 0 && memcmp(a.v, b.v, bytes) == 0;
+            CHECK(same, "%s kv_append/%s T=%d: cache differs from ref", isa->name,
+                  r1_dtype_name(dt), T);
+            bad += !same, cases++;
+            free(a.k), free(a.v), free(b.k), free(b.v), free(x);
+        }
+        printf("%-8s kv_append/%-14s %4d cases  %s\n", isa->name, r1_dtype_name(dt), cases,
+               bad ? "DIFFERS" : "bit-exact");
     }
-    printf("%-8s kv_append/%-14s %4d cases  %s\n", isa->name, r1_dtype_name(dt),
-           cases, bad ? "DIFFERS" : "bit-exact");
-  }
 }
 
 static void test_attention(const struct r1_cpu_isa *isa) {
-  static const int cfg[][4] = {/* n_head, n_kv_head, head_dim, n_ctx */
-                               {12, 2, 128, 96},
-                               {4, 4, 64, 40},
-                               {6, 2, 80, 70},
-                               {28, 4, 128, 300}};
-  /* the last two (full run, n_ctx 300 only) span several blocks of cache
-   * positions and of query rows */
-  static const int pt[][2] = {/* pos0, T */ {0, 1},
-                              {37, 1},
-                              {0, 17},
-                              {5, 3},
-                              {20, 17},
-                              {0, 64},
-                              {250, 1},
-                              {70, 130}};
-  for (int f16 = 0; f16 < 2; f16++) {
-    enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
-    char what[48];
-    snprintf(what, sizeof what, "attention_gqa/%s", r1_dtype_name(dt));
-    struct group g = {isa->name, what, NMSE_ATTN, 0, "", 0};
-    for (int c = 0; c < (quick ? 2 : 4); c++) {
-      int nh = cfg[c][0], nkv = cfg[c][1], hd = cfg[c][2], nctx = cfg[c][3];
-      struct r1_kv_cache kv = kv_new(dt, 2, nkv, nctx, hd);
-      for (int i = 0; i < (quick ? 4 : 8); i++) {
-        int pos0 = pt[i][0], T = pt[i][1], nth = 1 + (c + i) % 3;
-        if (pos0 + T > nctx)
-          continue;
-        int stride = (nh + 2 * nkv) * hd;
-        float *x = frand_buf((size_t)T * stride),
-              *sc = malloc((size_t)3 * nctx * 4);
-        float *a = malloc((size_t)T * nh * hd * 4),
-              *b = malloc((size_t)T * nh * hd * 4);
-        struct r1_op op = {.kernel = R1_K_ATTENTION_GQA,
-                           .T = T,
-                           .pos0 = pos0,
-                           .x = x,
-                           .n_head = nh,
-                           .n_kv_head = nkv,
-                           .head_dim = hd,
-                           .layer = 1,
-                           .kv = &kv,
-                           .scratch = sc,
-                           .scratch_stride = (size_t)nctx,
-                           .out = b};
-        run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
-        op.out = a;
-        run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, nth);
-        group_add(&g, nmse(a, b, (size_t)T * nh * hd),
-                  "h=%d/%d hd=%d pos0=%d T=%d nth=%d", nh, nkv, hd, pos0, T,
-                  nth);
-        free(x), free(sc), free(a), free(b);
-      }
-      free(kv.k), free(kv.v);
+    static const int cfg[][4] = {/* n_head, n_kv_head, head_dim, n_ctx */
+                                 {12, 2, 128, 96}, {4, 4, 64, 40}, {6, 2, 80, 70},
+                                 {28, 4, 128, 300}};
+    /* the last two (full run, n_ctx 300 only) span several blocks of cache
+     * positions and of query rows */
+    static const int pt[][2] = {/* pos0, T */ {0, 1},   {37, 1}, {0, 17},  {5, 3},
+                                {20, 17}, {0, 64}, {250, 1}, {70, 130}};
+    for (int f16 = 0; f16 < 2; f16++) {
+        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+        char what[48];
+        snprintf(what, sizeof what, "attention_gqa/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_ATTN, 0, "", 0};
+        for (int c = 0; c < (quick ? 2 : 4); c++) {
+            int nh = cfg[c][0], nkv = cfg[c][1], hd = cfg[c][2], nctx = cfg[c][3];
+            struct r1_kv_cache kv = kv_new(dt, 2, nkv, nctx, hd);
+            for (int i = 0; i < (quick ? 4 : 8); i++) {
+                int pos0 = pt[i][0], T = pt[i][1], nth = 1 + (c + i) % 3;
+                if (pos0 + T > nctx) continue;
+                int stride = (nh + 2 * nkv) * hd;
+                float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
+                float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
+                struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x,
+                                   .n_head = nh, .n_kv_head = nkv, .head_dim = hd, .layer = 1,
+                                   .kv = &kv, .scratch = sc, .scratch_stride = (size_t)nctx,
+                                   .out = b};
+                run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
+                op.out = a;
+                run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, nth);
+                group_add(&g, nmse(a, b, (size_t)T * nh * hd), "h=%d/%d hd=%d pos0=%d T=%d nth=%d",
+                          nh, nkv, hd, pos0, T, nth);
+                free(x), free(sc), free(a), free(b);
+            }
+            free(kv.k), free(kv.v);
+        }
+        group_print(&g);
     }
-    group_print(&g);
-  }
 }
 
 static void test_argmax(const struct r1_cpu_isa *isa) {
-  static const int ns[] = {1, 1000, 151936};
-  int cases = 0, bad = 0;
-  for (int i = 0; i < 3; i++)
-    for (int ties = 0; ties < 2; ties++) {
-      int n = ns[i];
-      float *x = frand_buf((size_t)n);
-      if (ties && n > 10)
-        x[n / 3] = x[n - 2] = x[n / 2] = 100.0f;
-      int32_t a = -1, b = -2;
-      struct r1_op op = {.kernel = R1_K_ARGMAX, .x = x, .n = n, .out_id = &b};
-      run(r1_ref_kernels[R1_K_ARGMAX], &op, 1);
-      op.out_id = &a;
-      run(r1_backend_cpu.fn[R1_K_ARGMAX], &op, 1 + i % 3);
-      CHECK(a == b, "%s argmax n=%d ties=%d: %d, ref %d", isa->name, n, ties, a,
-            b);
-      bad += a != b, cases++;
-      free(x);
-    }
-  printf("%-8s %-24s %4d cases  %s\n", isa->name, "argmax", cases,
-         bad ? "DIFFERS" : "exact");
+    static const int ns[] = {1, 1000, 151936};
+    int cases = 0, bad = 0;
+    for (int i = 0; i < 3; i++)
+        for (int ties = 0; ties < 2; ties++) {
+            int n = ns[i];
+            float *x = frand_buf((size_t)n);
+            if (ties && n > 10) x[n / 3] = x[n - 2] = x[n / 2] = 100.0f;
+            int32_t a = -1, b = -2;
+            struct r1_op op = {.kernel = R1_K_ARGMAX, .x = x, .n = n, .out_id = &b};
+            run(r1_ref_kernels[R1_K_ARGMAX], &op, 1);
+            op.out_id = &a;
+            run(r1_backend_cpu.fn[R1_K_ARGMAX], &op, 1 + i % 3);
+            CHECK(a == b, "%s argmax n=%d ties=%d: %d, ref %d", isa->name, n, ties, a, b);
+            bad += a != b, cases++;
+            free(x);
+        }
+    printf("%-8s %-24s %4d cases  %s\n", isa->name, "argmax", cases, bad ? "DIFFERS" : "exact");
 }
 
 int main(void) {
-  quick = getenv("R1_TEST_QUICK") != NULL;
-  verbose = getenv("R1_TEST_VERBOSE") != NULL;
-  if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
-    printf("cpu backend init failed\n");
-    return 1;
-  }
-  const struct r1_cpu_isa *best = r1_cpu_current();
-  printf("cpu backend: best ISA here is '%s'; testing:", best->name);
-  for (int i = 0; r1_cpu_isas[i]; i++)
-    if (r1_cpu_isas[i]->available())
-      printf(" %s", r1_cpu_isas[i]->name);
-  printf("\n");
-  for (int i = 0; r1_cpu_isas[i]; i++) {
-    const struct r1_cpu_isa *isa = r1_cpu_isas[i];
-    if (!isa->available()) {
-      printf("%-8s not available on this CPU: skipped\n", isa->name);
-      continue;
+    quick = getenv("R1_TEST_QUICK") != NULL;
+    verbose = getenv("R1_TEST_VERBOSE") != NULL;
+    if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
+        printf("cpu backend init failed\n");
+        return 1;
     }
-    CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-    test_silu(isa);
-    test_embedding(isa);
-    test_rms_norm(isa);
-    test_rope(isa);
-    test_kv_append(isa);
-    test_attention(isa);
-    test_argmax(isa);
-  }
-  r1_cpu_select(NULL);
-  return TEST_DONE("test_kernels");
+    const struct r1_cpu_isa *best = r1_cpu_current();
+    printf("cpu backend: best ISA here is '%s'; testing:", best->name);
+    for (int i = 0; r1_cpu_isas[i]; i++)
+        if (r1_cpu_isas[i]->available()) printf(" %s", r1_cpu_isas[i]->name);
+    printf("\n");
+    for (int i = 0; r1_cpu_isas[i]; i++) {
+        const struct r1_cpu_isa *isa = r1_cpu_isas[i];
+        if (!isa->available()) {
+            printf("%-8s not available on this CPU: skipped\n", isa->name);
+            continue;
+        }
+        CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+        test_silu(isa);
+        test_embedding(isa);
+        test_rms_norm(isa);
+        test_rope(isa);
+        test_kv_append(isa);
+        test_attention(isa);
+        test_argmax(isa);
+    }
+    r1_cpu_select(NULL);
+    return TEST_DONE("test_kernels");
 }

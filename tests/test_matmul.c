@@ -28,9 +28,8 @@
  * order differs. Quantized weights on SIMD paths see q8-quantized
  * activations (one int8 per value, a scale per 32): error ~1/(127*sqrt(12))
  * of the block max, relative. */
-#define NMSE_MATMUL_F32                                                        \
-  1e-10 /* f32/f16/bf16 weights, f32 activations (on AMX: split                \
-           into three bf16 parts, f32-exact products) */
+#define NMSE_MATMUL_F32 1e-10  /* f32/f16/bf16 weights, f32 activations (on AMX: split
+                                  into three bf16 parts, f32-exact products) */
 /* q8_0/q4_0 weights against q8 activations. Cases of 5 outputs over one
  * block make the nmse heavy-tailed (an output whose terms cancel): 400000
  * simulated 5x32 cases with the test's weights and activations gave a median
@@ -38,10 +37,9 @@
  * limit; neon without dotprod hit 5.2e-4 on lm_head/q4_0 5x32). */
 #define NMSE_MATMUL_Q8ACT 5e-3
 /* q4_1..q6_K (the GGUF formats; random blocks where r1infer has no
- * quantizer, see rand_blocks) against q8 activations: the same noise, but cases
- * of 5 outputs make the nmse heavy-tailed (one seen at 3e-3 in gate_up); a
- * looser named limit. Their arithmetic is held to NMSE_TILE_RANGE by
- * test_tile_ranges. */
+ * quantizer, see rand_blocks) against q8 activations: the same noise, but cases of 5 outputs
+ * make the nmse heavy-tailed (one seen at 3e-3 in gate_up); a looser named
+ * limit. Their arithmetic is held to NMSE_TILE_RANGE by test_tile_ranges. */
 /* 20000 random 5x32 q5_0 cases (one block, 5 outputs): worst 2.3e-3, the same
  * on avx512, avx2 and generic */
 #define NMSE_MATMUL_Q8ACT_GGUF 5e-3
@@ -70,73 +68,62 @@
 #define NMSE_GATE_UP_Q8ACT 3e-2
 
 static void test_matmul(const struct r1_cpu_isa *isa) {
-  static const int shapes_full[][2] = {{5, 32},        {17, 7},     {33, 100},
-                                       {64, 96},       {130, 1536}, {12, 257},
-                                       {40, 8960 / 4}, {9, 256},    {21, 512}};
-  /* quick (qemu): also 25 blocks of 32 (steps of 128 columns and a tail, in
-   * two KC slices) and 3 super-blocks */
-  static const int shapes_quick[][2] = {{5, 32},  {17, 7},  {33, 160},
-                                        {6, 256}, {7, 800}, {5, 768}};
-  static const int Ts_full[] = {1, 3, 17, 64}, Ts_quick[] = {1, 3, 9};
-  const int(*shapes)[2] = quick ? shapes_quick : shapes_full;
-  int nshapes = quick ? 6 : 9;
-  const int *Ts = quick ? Ts_quick : Ts_full;
-  int nT = quick ? 3 : 4, ncase = 0;
-  for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++) {
-    enum r1_kernel k = mm_kernels[ki];
-    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
-      enum r1_dtype dt = dtypes[di];
-      int q = r1_dtype_traits[dt].block > 1;
-      char what[48];
-      snprintf(what, sizeof what, "%s/%s", r1_kernel_names[k],
-               r1_dtype_name(dt));
-      int gu = k == R1_K_GATE_UP_SILU, one = r1_cpu_act_parts() == 1;
-      int gguf = dt > R1_DTYPE_Q4_0 && dt != R1_DTYPE_Q4_0X8;
-      double lim =
-          one ? (gu ? (gguf ? NMSE_GATE_UP_Q8ACT_GGUF : NMSE_GATE_UP_Q8ACT)
-                    : (gguf ? NMSE_MATMUL_Q8ACT_GGUF : NMSE_MATMUL_Q8ACT))
-              : (gu ? (gguf ? NMSE_GATE_UP_Q8X2_GGUF : NMSE_GATE_UP_Q8X2)
-                    : (gguf ? NMSE_MATMUL_Q8X2_GGUF : NMSE_MATMUL_Q8X2));
-      int intact =
-          r1_cpu_act_q8(isa->mm[dt].act) || isa->mm[dt].act == R1_CPU_ACT_Q8X8;
-      struct group g = {isa->name, what, intact ? lim : NMSE_MATMUL_F32,
-                        0,         "",   0};
-      for (int si = 0; si < nshapes; si++) {
-        int rows = shapes[si][0], cols = shapes[si][1];
-        if (q && cols % r1_dtype_traits[dt].block)
-          continue;
-        if (k == R1_K_GATE_UP_SILU)
-          rows *= 2;
-        struct mat w = mat_new(dt, rows, cols);
-        float *bias = frand_buf((size_t)rows);
-        for (int ti = 0; ti < nT; ti++) {
-          int T = Ts[ti], nth = 1 + ncase++ % 3;
-          int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
-          float *x = frand_buf((size_t)T * cols);
-          float *o_ref = frand_buf((size_t)T * on),
-                *o_cpu = malloc((size_t)T * on * 4);
-          memcpy(o_cpu, o_ref, (size_t)T * on * 4);
-          struct r1_op op = {.kernel = k, .T = T, .x = x, .w = &w.m, .b = bias};
-          op.out = o_ref;
-          run(r1_ref_kernels[k], &op, 1);
-          op.out = o_cpu;
-          int claim = 0, guided = ncase % 2; /* rows claimed, as in a session */
-          if (guided)
-            op.claim = &claim;
-          run(r1_backend_cpu.fn[k], &op, nth);
-          group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on),
-                    "%dx%d T=%d nth=%d%s", rows, cols, T, nth,
-                    guided ? " claimed" : "");
-          free(x);
-          free(o_ref);
-          free(o_cpu);
+    static const int shapes_full[][2] = {{5, 32}, {17, 7}, {33, 100}, {64, 96}, {130, 1536},
+                                         {12, 257}, {40, 8960 / 4}, {9, 256}, {21, 512}};
+    /* quick (qemu): also 25 blocks of 32 (steps of 128 columns and a tail, in
+     * two KC slices) and 3 super-blocks */
+    static const int shapes_quick[][2] = {{5, 32}, {17, 7}, {33, 160}, {6, 256}, {7, 800}, {5, 768}};
+    static const int Ts_full[] = {1, 3, 17, 64}, Ts_quick[] = {1, 3, 9};
+    const int(*shapes)[2] = quick ? shapes_quick : shapes_full;
+    int nshapes = quick ? 6 : 9;
+    const int *Ts = quick ? Ts_quick : Ts_full;
+    int nT = quick ? 3 : 4, ncase = 0;
+    for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++) {
+        enum r1_kernel k = mm_kernels[ki];
+        for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+            enum r1_dtype dt = dtypes[di];
+            int q = r1_dtype_traits[dt].block > 1;
+            char what[48];
+            snprintf(what, sizeof what, "%s/%s", r1_kernel_names[k], r1_dtype_name(dt));
+            int gu = k == R1_K_GATE_UP_SILU, one = r1_cpu_act_parts() == 1;
+            int gguf = dt > R1_DTYPE_Q4_0 && dt != R1_DTYPE_Q4_0X8;
+            double lim = one ? (gu ? (gguf ? NMSE_GATE_UP_Q8ACT_GGUF : NMSE_GATE_UP_Q8ACT)
+                                   : (gguf ? NMSE_MATMUL_Q8ACT_GGUF : NMSE_MATMUL_Q8ACT))
+                             : (gu ? (gguf ? NMSE_GATE_UP_Q8X2_GGUF : NMSE_GATE_UP_Q8X2)
+                                   : (gguf ? NMSE_MATMUL_Q8X2_GGUF : NMSE_MATMUL_Q8X2));
+            int intact = r1_cpu_act_q8(isa->mm[dt].act) || isa->mm[dt].act == R1_CPU_ACT_Q8X8;
+            struct group g = {isa->name, what, intact ? lim : NMSE_MATMUL_F32, 0, "", 0};
+            for (int si = 0; si < nshapes; si++) {
+                int rows = shapes[si][0], cols = shapes[si][1];
+                if (q && cols % r1_dtype_traits[dt].block) continue;
+                if (k == R1_K_GATE_UP_SILU) rows *= 2;
+                struct mat w = mat_new(dt, rows, cols);
+                float *bias = frand_buf((size_t)rows);
+                for (int ti = 0; ti < nT; ti++) {
+                    int T = Ts[ti], nth = 1 + ncase++ % 3;
+                    int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
+                    float *x = frand_buf((size_t)T * cols);
+                    float *o_ref = frand_buf((size_t)T * on), *o_cpu = malloc((size_t)T * on * 4);
+                    memcpy(o_cpu, o_ref, (size_t)T * on * 4);
+                    struct r1_op op = {.kernel = k, .T = T, .x = x, .w = &w.m, .b = bias};
+                    op.out = o_ref;
+                    run(r1_ref_kernels[k], &op, 1);
+                    op.out = o_cpu;
+                    int claim = 0, guided = ncase % 2; /* rows claimed, as in a session */
+                    if (guided) op.claim = &claim;
+                    run(r1_backend_cpu.fn[k], &op, nth);
+                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%dx%d T=%d nth=%d%s", rows,
+                              cols, T, nth, guided ? " claimed" : "");
+                    free(x);
+                    free(o_ref);
+                    free(o_cpu);
+                }
+                free(bias);
+                free(w.buf);
+            }
+            group_print(&g);
         }
-        free(bias);
-        free(w.buf);
-      }
-      group_print(&g);
     }
-  }
 }
 
 /* The panel GEMM of batches (cpu.h r1_cpu_panel_fn: more than
@@ -155,66 +142,49 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
 #define NMSE_PANEL_Q16 NMSE_MATMUL_Q8X2
 #define NMSE_PANEL_Q16_GATE_UP NMSE_GATE_UP_Q8X2
 static void test_panel(const struct r1_cpu_isa *isa) {
-  static const int Ts[] = {R1_CPU_PANEL_MIN_T + 1, 23, 70, 263};
-  static const enum r1_kernel ks[] = {R1_K_QKV_BIAS, R1_K_MATVEC_ADD,
-                                      R1_K_GATE_UP_SILU};
-  int ncase = 0;
-  for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
-    enum r1_dtype dt = dtypes[di];
-    if (!isa->mm[dt].batch_panel)
-      continue;
-    if (isa->mm[dt].batch_block && isa->mm[dt].batch_avail &&
-        isa->mm[dt].batch_avail())
-      continue; /* AMX blocks take these batches (test_matmul's limits) */
-    const int blk = r1_dtype_traits[dt].block;
-    const int shapes[2][2] = {{37, blk == 1    ? 7
-                                   : blk == 32 ? 96
-                                               : 256},
-                              {70, blk == 1    ? 1037
-                                   : blk == 32 ? 1056
-                                               : 1280}};
-    char what[48];
-    const int q16 = isa->mm[dt].panel_act == R1_CPU_ACT_Q16;
-    snprintf(what, sizeof what, "panel%s/%s", q16 ? "-q16" : "",
-             r1_dtype_name(dt));
-    struct group g = {
-        isa->name, what, q16 ? NMSE_PANEL_Q16_GATE_UP : NMSE_PANEL, 0, "", 0};
-    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
-      for (int si = 0; si < 2; si++) {
-        const enum r1_kernel k = ks[ki];
-        if (q16)
-          g.limit =
-              k == R1_K_GATE_UP_SILU ? NMSE_PANEL_Q16_GATE_UP : NMSE_PANEL_Q16;
-        const int on = shapes[si][0], cols = shapes[si][1],
-                  rows = k == R1_K_GATE_UP_SILU ? 2 * on : on;
-        struct mat w = mat_new(dt, rows, cols);
-        float *bias = frand_buf((size_t)rows);
-        for (int ti = 0; ti < 4; ti++) {
-          if (quick && ti == 3)
-            continue;
-          const int T = Ts[ti], nth = 1 + ncase++ % 3;
-          float *x = frand_buf((size_t)T * cols);
-          float *o_ref = frand_buf((size_t)T * on),
-                *o_cpu = malloc((size_t)T * on * 4);
-          memcpy(o_cpu, o_ref, (size_t)T * on * 4);
-          struct r1_op op = {
-              .kernel = k, .T = T, .x = x, .w = &w.m, .b = bias, .out = o_ref};
-          run(r1_ref_kernels[k], &op, 1);
-          op.out = o_cpu;
-          int claim = 0, guided = ncase % 2;
-          if (guided)
-            op.claim = &claim;
-          run(r1_backend_cpu.fn[k], &op, nth);
-          group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on),
-                    "%s %dx%d T=%d nth=%d%s", r1_kernel_names[k], rows, cols, T,
-                    nth, guided ? " claimed" : "");
-          free(x), free(o_ref), free(o_cpu);
-        }
-        free(bias);
-        free(w.buf);
-      }
-    group_print(&g);
-  }
+    static const int Ts[] = {R1_CPU_PANEL_MIN_T + 1, 23, 70, 263};
+    static const enum r1_kernel ks[] = {R1_K_QKV_BIAS, R1_K_MATVEC_ADD, R1_K_GATE_UP_SILU};
+    int ncase = 0;
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+        enum r1_dtype dt = dtypes[di];
+        if (!isa->mm[dt].batch_panel) continue;
+        if (isa->mm[dt].batch_block && isa->mm[dt].batch_avail && isa->mm[dt].batch_avail())
+            continue; /* AMX blocks take these batches (test_matmul's limits) */
+        const int blk = r1_dtype_traits[dt].block;
+        const int shapes[2][2] = {{37, blk == 1 ? 7 : blk == 32 ? 96 : 256},
+                                  {70, blk == 1 ? 1037 : blk == 32 ? 1056 : 1280}};
+        char what[48];
+        const int q16 = isa->mm[dt].panel_act == R1_CPU_ACT_Q16;
+        snprintf(what, sizeof what, "panel%s/%s", q16 ? "-q16" : "", r1_dtype_name(dt));
+        struct group g = {isa->name, what, q16 ? NMSE_PANEL_Q16_GATE_UP : NMSE_PANEL, 0, "", 0};
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (int si = 0; si < 2; si++) {
+                const enum r1_kernel k = ks[ki];
+                if (q16) g.limit = k == R1_K_GATE_UP_SILU ? NMSE_PANEL_Q16_GATE_UP : NMSE_PANEL_Q16;
+                const int on = shapes[si][0], cols = shapes[si][1], rows = k == R1_K_GATE_UP_SILU ? 2 * on : on;
+                struct mat w = mat_new(dt, rows, cols);
+                float *bias = frand_buf((size_t)rows);
+                for (int ti = 0; ti < 4; ti++) {
+                    if (quick && ti == 3) continue;
+                    const int T = Ts[ti], nth = 1 + ncase++ % 3;
+                    float *x = frand_buf((size_t)T * cols);
+                    float *o_ref = frand_buf((size_t)T * on), *o_cpu = malloc((size_t)T * on * 4);
+                    memcpy(o_cpu, o_ref, (size_t)T * on * 4);
+                    struct r1_op op = {.kernel = k, .T = T, .x = x, .w = &w.m, .b = bias, .out = o_ref};
+                    run(r1_ref_kernels[k], &op, 1);
+                    op.out = o_cpu;
+                    int claim = 0, guided = ncase % 2;
+                    if (guided) op.claim = &claim;
+                    run(r1_backend_cpu.fn[k], &op, nth);
+                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%s %dx%d T=%d nth=%d%s",
+                              r1_kernel_names[k], rows, cols, T, nth, guided ? " claimed" : "");
+                    free(x), free(o_ref), free(o_cpu);
+                }
+                free(bias);
+                free(w.buf);
+            }
+        group_print(&g);
+    }
 }
 
 /* The q8-activation tiles of the GGUF formats over column sub-ranges that
@@ -222,70 +192,59 @@ static void test_panel(const struct r1_cpu_isa *isa) {
  * a last half chunk of a 32-block format), against dequantized rows and
  * dequantized q8 activations in double. */
 static void test_tile_ranges(const struct r1_cpu_isa *isa) {
-  static const enum r1_dtype dts[] = {
-      R1_DTYPE_Q4_0, R1_DTYPE_Q8_0, R1_DTYPE_Q4_1, R1_DTYPE_Q5_0,
-      R1_DTYPE_Q5_1, R1_DTYPE_Q4_K, R1_DTYPE_Q5_K, R1_DTYPE_Q6_K};
-  static const int rng_k[][3] = {/* K, k0, k1 */ {512, 0, 512},
-                                 {512, 64, 192},
-                                 {512, 192, 448},
-                                 {768, 256, 768},
-                                 {480, 384, 480},
-                                 {96, 0, 96}};
-  for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
-    enum r1_dtype dt = dts[di];
-    const struct r1_cpu_mm *mm = &isa->mm[dt];
-    if (!mm->tile || !r1_cpu_act_q8(mm->act))
-      continue;
-    char what[48];
-    snprintf(what, sizeof what, "tile ranges/%s", r1_dtype_name(dt));
-    struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
-    for (size_t ci = 0; ci < sizeof rng_k / sizeof rng_k[0]; ci++) {
-      int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
-      if (K % r1_dtype_traits[dt].block)
-        continue;
-      struct mat w = mat_new(dt, isa->mr, K);
-      const int sums = mm->act == R1_CPU_ACT_Q8S;
-      size_t xs = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
-      uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
-      float *wf = malloc((size_t)K * 4);
-      for (int nt = 1; nt <= isa->nt; nt++) {
-        for (int t = 0; t < nt; t++) {
-          float *xr = frand_buf((size_t)K);
-          isa->quant_q8(xr, xq + t * xs, K);
-          if (sums)
-            r1_cpu_q8s_sums(xq + t * xs, K);
-          free(xr);
-        }
-        float out[R1_CPU_MR * R1_CPU_NT];
-        for (int nr = 1; nr <= isa->mr; nr++) {
-          mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
-          double num = 0, den = 0;
-          for (int r = 0; r < nr; r++) {
-            r1_mat_row_f32(&w.m, r, wf);
-            for (int t = 0; t < nt; t++) {
-              const float *d = (const float *)(xq + t * xs);
-              const int8_t *q =
-                  (const int8_t *)(xq + t * xs + r1_cpu_q8_qoff(K));
-              double s = 0, sa = 0;
-              for (int k = k0; k < k1; k++) {
-                double p = (double)wf[k] * d[k / 32] * q[k];
-                s += p, sa += fabs(p);
-              }
-              double e = out[t * R1_CPU_MR + r] - s;
-              num += e * e, den += sa * sa;
+    static const enum r1_dtype dts[] = {R1_DTYPE_Q4_0, R1_DTYPE_Q8_0, R1_DTYPE_Q4_1,
+                                        R1_DTYPE_Q5_0, R1_DTYPE_Q5_1, R1_DTYPE_Q4_K,
+                                        R1_DTYPE_Q5_K, R1_DTYPE_Q6_K};
+    static const int rng_k[][3] = {/* K, k0, k1 */ {512, 0, 512}, {512, 64, 192}, {512, 192, 448},
+                                   {768, 256, 768}, {480, 384, 480}, {96, 0, 96}};
+    for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
+        enum r1_dtype dt = dts[di];
+        const struct r1_cpu_mm *mm = &isa->mm[dt];
+        if (!mm->tile || !r1_cpu_act_q8(mm->act)) continue;
+        char what[48];
+        snprintf(what, sizeof what, "tile ranges/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
+        for (size_t ci = 0; ci < sizeof rng_k / sizeof rng_k[0]; ci++) {
+            int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
+            if (K % r1_dtype_traits[dt].block) continue;
+            struct mat w = mat_new(dt, isa->mr, K);
+            const int sums = mm->act == R1_CPU_ACT_Q8S;
+            size_t xs = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
+            uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
+            float *wf = malloc((size_t)K * 4);
+            for (int nt = 1; nt <= isa->nt; nt++) {
+                for (int t = 0; t < nt; t++) {
+                    float *xr = frand_buf((size_t)K);
+                    isa->quant_q8(xr, xq + t * xs, K);
+                    if (sums) r1_cpu_q8s_sums(xq + t * xs, K);
+                    free(xr);
+                }
+                float out[R1_CPU_MR * R1_CPU_NT];
+                for (int nr = 1; nr <= isa->mr; nr++) {
+                    mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
+                    double num = 0, den = 0;
+                    for (int r = 0; r < nr; r++) {
+                        r1_mat_row_f32(&w.m, r, wf);
+                        for (int t = 0; t < nt; t++) {
+                            const float *d = (const float *)(xq + t * xs);
+                            const int8_t *q = (const int8_t *)(xq + t * xs + r1_cpu_q8_qoff(K));
+                            double s = 0, sa = 0;
+                            for (int k = k0; k < k1; k++) {
+                                double p = (double)wf[k] * d[k / 32] * q[k];
+                                s += p, sa += fabs(p);
+                            }
+                            double e = out[t * R1_CPU_MR + r] - s;
+                            num += e * e, den += sa * sa;
+                        }
+                    }
+                    group_add(&g, num != num ? INFINITY : den > 0 ? num / den : num,
+                              "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
+                }
             }
-          }
-          group_add(&g,
-                    num != num ? INFINITY
-                    : den > 0  ? num / den
-                               : num,
-                    "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
+            free(xq), free(wf), free(w.buf);
         }
-      }
-      free(xq), free(wf), free(w.buf);
+        group_print(&g);
     }
-    group_print(&g);
-  }
 }
 
 /* The q8-activation tiles at the extremes of their integer sums: every quant
@@ -297,90 +256,71 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
  * to 2) so that no output is zero; against dequantized rows in double
  * (q4_0x8: the same activations in q8x8 form). */
 static void test_tile_extremes(const struct r1_cpu_isa *isa) {
-  static const int f16_at[][3] = {
-      /* dtype, offsets of f16 fields (-1: none) */
-      {R1_DTYPE_Q8_0, 0, -1},  {R1_DTYPE_Q4_0, 0, -1},
-      {R1_DTYPE_Q4_1, 0, 2},   {R1_DTYPE_Q5_0, 0, -1},
-      {R1_DTYPE_Q5_1, 0, 2},   {R1_DTYPE_Q4_K, 0, 2},
-      {R1_DTYPE_Q5_K, 0, 2},   {R1_DTYPE_Q6_K, 208, -1},
-      {R1_DTYPE_Q4_0X8, 0, -1}};
-  static const uint8_t fills[] = {0x00, 0xff, 0x80, 0x81};
-  const int K = 512;
-  const size_t xs = r1_cpu_q8_stride(K);
-  const size_t x8s = r1_cpu_q8x8_stride(K);
-  uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT),
-          *x8 = aligned_alloc(64, x8s * R1_CPU_NT);
-  float *xr = malloc((size_t)K * 4), *wf = malloc((size_t)K * 4);
-  for (int t = 0; t < R1_CPU_NT;
-       t++) { /* all +1, all -1, +-1 by halves of 16, random */
-    for (int k = 0; k < K; k++)
-      xr[k] = t == 0   ? 1.0f
-              : t == 1 ? -1.0f
-              : t == 2 ? (k / 16 % 2 ? -1.0f : 1.0f)
-                       : frand();
-    isa->quant_q8(xr, xq + t * xs, K);
-    r1_cpu_q8_to_q8x8(xq + t * xs, x8 + t * x8s,
-                      K); /* the same values for q4_0x8 */
-  }
-  for (size_t di = 0; di < sizeof f16_at / sizeof f16_at[0]; di++) {
-    const enum r1_dtype dt = (enum r1_dtype)f16_at[di][0];
-    const struct r1_cpu_mm *mm = &isa->mm[dt];
-    const int is_x8 = mm->act == R1_CPU_ACT_Q8X8;
-    if (!mm->tile || (mm->act != R1_CPU_ACT_Q8 && !is_x8))
-      continue;
-    const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
-    const size_t rb = r1_dtype_row_bytes(dt, K);
-    uint8_t *wb = malloc(rb * R1_CPU_MR);
-    struct r1_mat m = {
-        .data = wb, .dtype = dt, .rows = R1_CPU_MR, .cols = K, .row_bytes = rb};
-    char what[48];
-    snprintf(what, sizeof what, "tile extremes/%s", r1_dtype_name(dt));
-    struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
-    for (size_t fi = 0; fi < sizeof fills; fi++) {
-      /* q8_0 quantizers (r1infer's, llama.cpp's) emit -127..127; a byte
-       * of -128 reads as +128 in the x86 sign-trick tiles (maddubs) */
-      if (dt == R1_DTYPE_Q8_0 && fills[fi] == 0x80)
-        continue;
-      memset(wb, fills[fi], rb * R1_CPU_MR);
-      const uint16_t h = r1_f32_to_f16(1.0f / 256);
-      for (size_t b = 0; b < rb * R1_CPU_MR; b += tr->block_size) {
-        for (int j = 1; j < 3; j++)
-          if (f16_at[di][j] >= 0)
-            memcpy(wb + b + f16_at[di][j], &h, 2);
-        for (int j = 1; j < 8 && is_x8; j++)
-          memcpy(wb + b + 2 * j, &h, 2); /* d[8] */
-        if (dt == R1_DTYPE_Q4_K || dt == R1_DTYPE_Q5_K)
-          memset(wb + b + 4, 0xff, 12);
-        if (dt == R1_DTYPE_Q6_K)
-          memset(wb + b + 192, 2, 16);
-      }
-      for (int nt = 1; nt <= isa->nt; nt++) {
-        float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT],
-            e[R1_CPU_MR * R1_CPU_NT];
-        if (is_x8)
-          mm->tile(K, 0, K, wb, rb, isa->mr, x8, x8s, nt, out);
-        else
-          mm->tile(K, 0, K, wb, rb, isa->mr, xq, xs, nt, out);
-        int n = 0;
-        for (int r = 0; r < isa->mr; r++) {
-          r1_mat_row_f32(&m, r, wf);
-          for (int t = 0; t < nt; t++) {
-            const float *d = (const float *)(xq + t * xs);
-            const int8_t *q = (const int8_t *)(xq + t * xs + r1_cpu_q8_qoff(K));
-            double acc = 0;
-            for (int k = 0; k < K; k++)
-              acc += (double)wf[k] * d[k / 32] * q[k];
-            a[n] = out[t * R1_CPU_MR + r], e[n++] = (float)acc;
-          }
-        }
-        group_add(&g, nmse(a, e, (size_t)n), "fill 0x%02x nt=%d", fills[fi],
-                  nt);
-      }
+    static const int f16_at[][3] = {/* dtype, offsets of f16 fields (-1: none) */
+                                    {R1_DTYPE_Q8_0, 0, -1}, {R1_DTYPE_Q4_0, 0, -1},
+                                    {R1_DTYPE_Q4_1, 0, 2},  {R1_DTYPE_Q5_0, 0, -1},
+                                    {R1_DTYPE_Q5_1, 0, 2},  {R1_DTYPE_Q4_K, 0, 2},
+                                    {R1_DTYPE_Q5_K, 0, 2},  {R1_DTYPE_Q6_K, 208, -1},
+                                    {R1_DTYPE_Q4_0X8, 0, -1}};
+    static const uint8_t fills[] = {0x00, 0xff, 0x80, 0x81};
+    const int K = 512;
+    const size_t xs = r1_cpu_q8_stride(K);
+    const size_t x8s = r1_cpu_q8x8_stride(K);
+    uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *x8 = aligned_alloc(64, x8s * R1_CPU_NT);
+    float *xr = malloc((size_t)K * 4), *wf = malloc((size_t)K * 4);
+    for (int t = 0; t < R1_CPU_NT; t++) { /* all +1, all -1, +-1 by halves of 16, random */
+        for (int k = 0; k < K; k++)
+            xr[k] = t == 0 ? 1.0f : t == 1 ? -1.0f : t == 2 ? (k / 16 % 2 ? -1.0f : 1.0f) : frand();
+        isa->quant_q8(xr, xq + t * xs, K);
+        r1_cpu_q8_to_q8x8(xq + t * xs, x8 + t * x8s, K); /* the same values for q4_0x8 */
     }
-    group_print(&g);
-    free(wb);
-  }
-  free(xq), free(x8), free(xr), free(wf);
+    for (size_t di = 0; di < sizeof f16_at / sizeof f16_at[0]; di++) {
+        const enum r1_dtype dt = (enum r1_dtype)f16_at[di][0];
+        const struct r1_cpu_mm *mm = &isa->mm[dt];
+        const int is_x8 = mm->act == R1_CPU_ACT_Q8X8;
+        if (!mm->tile || (mm->act != R1_CPU_ACT_Q8 && !is_x8)) continue;
+        const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
+        const size_t rb = r1_dtype_row_bytes(dt, K);
+        uint8_t *wb = malloc(rb * R1_CPU_MR);
+        struct r1_mat m = {.data = wb, .dtype = dt, .rows = R1_CPU_MR, .cols = K, .row_bytes = rb};
+        char what[48];
+        snprintf(what, sizeof what, "tile extremes/%s", r1_dtype_name(dt));
+        struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
+        for (size_t fi = 0; fi < sizeof fills; fi++) {
+            /* q8_0 quantizers (r1infer's, llama.cpp's) emit -127..127; a byte
+             * of -128 reads as +128 in the x86 sign-trick tiles (maddubs) */
+            if (dt == R1_DTYPE_Q8_0 && fills[fi] == 0x80) continue;
+            memset(wb, fills[fi], rb * R1_CPU_MR);
+            const uint16_t h = r1_f32_to_f16(1.0f / 256);
+            for (size_t b = 0; b < rb * R1_CPU_MR; b += tr->block_size) {
+                for (int j = 1; j < 3; j++)
+                    if (f16_at[di][j] >= 0) memcpy(wb + b + f16_at[di][j], &h, 2);
+                for (int j = 1; j < 8 && is_x8; j++) memcpy(wb + b + 2 * j, &h, 2); /* d[8] */
+                if (dt == R1_DTYPE_Q4_K || dt == R1_DTYPE_Q5_K) memset(wb + b + 4, 0xff, 12);
+                if (dt == R1_DTYPE_Q6_K) memset(wb + b + 192, 2, 16);
+            }
+            for (int nt = 1; nt <= isa->nt; nt++) {
+                float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT], e[R1_CPU_MR * R1_CPU_NT];
+                if (is_x8) mm->tile(K, 0, K, wb, rb, isa->mr, x8, x8s, nt, out);
+                else mm->tile(K, 0, K, wb, rb, isa->mr, xq, xs, nt, out);
+                int n = 0;
+                for (int r = 0; r < isa->mr; r++) {
+                    r1_mat_row_f32(&m, r, wf);
+                    for (int t = 0; t < nt; t++) {
+                        const float *d = (const float *)(xq + t * xs);
+                        const int8_t *q = (const int8_t *)(xq + t * xs + r1_cpu_q8_qoff(K));
+                        double acc = 0;
+                        for (int k = 0; k < K; k++) acc += (double)wf[k] * d[k / 32] * q[k];
+                        a[n] = out[t * R1_CPU_MR + r], e[n++] = (float)acc;
+                    }
+                }
+                group_add(&g, nmse(a, e, (size_t)n), "fill 0x%02x nt=%d", fills[fi], nt);
+            }
+        }
+        group_print(&g);
+        free(wb);
+    }
+    free(xq), free(x8), free(xr), free(wf);
 }
 
 /* ---- q4_0x8: the activation form, column sub-ranges, and the loader's
@@ -388,92 +328,83 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
 
 /* Every field of a q8x8 token checked against its definition (cpu.h) on the
  * q8 blocks the same ISA's quant_q8 makes of each 256 columns. */
-static void check_q8x8(const char *who,
-                       void (*qx8)(const float *, uint8_t *, int),
+static void check_q8x8(const char *who, void (*qx8)(const float *, uint8_t *, int),
                        void (*q8)(const float *, uint8_t *, int)) {
-  const int K = 768;
-  float *x = frand_buf(K);
-  x[5] = 0.0f, x[300] = 3.5f; /* a zero and an outlier */
-  uint8_t *o = aligned_alloc(64, r1_cpu_q8x8_stride(K)), ref[64 + 256];
-  qx8(x, o, K);
-  int bad = 0;
-  for (int s = 0; s < K / 256; s++) {
-    q8(x + s * 256, ref, 256);
-    const uint8_t *p = o + (size_t)s * R1_CPU_Q8X8_BYTES;
-    for (int i = 0; i < 16; i++) {
-      int b = i % 8, sum = 0;
-      for (int part = 0; part < 4; part++) {
-        int j = 2 * (part % 2) + i / 8, first = 16 * (part / 2) + 4 * j;
-        for (int c = 0; c < 4; c++) {
-          int8_t want = (int8_t)ref[64 + 32 * b + first + c];
-          bad += (int8_t)p[64 * part + 4 * i + c] != want;
-          sum += want;
+    const int K = 768;
+    float *x = frand_buf(K);
+    x[5] = 0.0f, x[300] = 3.5f; /* a zero and an outlier */
+    uint8_t *o = aligned_alloc(64, r1_cpu_q8x8_stride(K)), ref[64 + 256];
+    qx8(x, o, K);
+    int bad = 0;
+    for (int s = 0; s < K / 256; s++) {
+        q8(x + s * 256, ref, 256);
+        const uint8_t *p = o + (size_t)s * R1_CPU_Q8X8_BYTES;
+        for (int i = 0; i < 16; i++) {
+            int b = i % 8, sum = 0;
+            for (int part = 0; part < 4; part++) {
+                int j = 2 * (part % 2) + i / 8, first = 16 * (part / 2) + 4 * j;
+                for (int c = 0; c < 4; c++) {
+                    int8_t want = (int8_t)ref[64 + 32 * b + first + c];
+                    bad += (int8_t)p[64 * part + 4 * i + c] != want;
+                    sum += want;
+                }
+            }
+            int32_t nx;
+            float dx, dref;
+            memcpy(&nx, p + 256 + 4 * i, 4);
+            memcpy(&dx, p + 320 + 4 * i, 4);
+            memcpy(&dref, ref + 4 * b, 4);
+            bad += nx != -8 * sum;
+            bad += dx != dref;
         }
-      }
-      int32_t nx;
-      float dx, dref;
-      memcpy(&nx, p + 256 + 4 * i, 4);
-      memcpy(&dx, p + 320 + 4 * i, 4);
-      memcpy(&dref, ref + 4 * b, 4);
-      bad += nx != -8 * sum;
-      bad += dx != dref;
     }
-  }
-  CHECK(bad == 0, "%s q8x8 form: %d fields differ from the definition", who,
-        bad);
-  free(x), free(o);
+    CHECK(bad == 0, "%s q8x8 form: %d fields differ from the definition", who, bad);
+    free(x), free(o);
 }
 
 static void test_q4_0x8(const struct r1_cpu_isa *isa) {
-  const struct r1_cpu_mm *mm = &isa->mm[R1_DTYPE_Q4_0X8];
-  if (!mm->tile)
-    return;
-  if (isa->quant_q8x8)
-    check_q8x8(isa->name, isa->quant_q8x8, isa->quant_q8);
-  check_q8x8("plain C", r1_cpu_quant_q8x8_c, r1_cpu_quant_q8_c);
-  /* the tile over superblock-aligned column ranges against dequantized
-   * rows and dequantized q8 activations, in double */
-  static const int rng_k[][3] = {
-      {256, 0, 256}, {768, 256, 768}, {768, 0, 512}, {1536, 512, 1024}};
-  struct group g = {isa->name, "tile ranges/q4_0x8", NMSE_TILE_RANGE, 0, "", 0};
-  for (size_t ci = 0; ci < sizeof rng_k / sizeof rng_k[0]; ci++) {
-    int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
-    struct mat w = mat_new(R1_DTYPE_Q4_0X8, isa->mr, K);
-    size_t xs = r1_cpu_q8x8_stride(K), qs = r1_cpu_q8_stride(K);
-    uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT),
-            *q8 = aligned_alloc(64, qs * R1_CPU_NT);
-    float *wf = malloc((size_t)K * 4);
-    for (int nt = 1; nt <= isa->nt; nt++) {
-      for (int t = 0; t < nt; t++) {
-        float *xr = frand_buf((size_t)K);
-        r1_cpu_quant_q8x8_c(xr, xq + t * xs, K);
-        r1_cpu_quant_q8_c(xr, q8 + t * qs, K);
-        free(xr);
-      }
-      for (int nr = 1; nr <= isa->mr; nr++) {
-        float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT],
-            b[R1_CPU_MR * R1_CPU_NT];
-        mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
-        int n = 0;
-        for (int r = 0; r < nr; r++) {
-          r1_mat_row_f32(&w.m, r, wf);
-          for (int t = 0; t < nt; t++) {
-            const float *d = (const float *)(q8 + t * qs);
-            const int8_t *q = (const int8_t *)(q8 + t * qs + r1_cpu_q8_qoff(K));
-            double acc = 0;
-            for (int k = k0; k < k1; k++)
-              acc += (double)wf[k] * d[k / 32] * q[k];
-            a[n] = out[t * R1_CPU_MR + r];
-            b[n++] = (float)acc;
-          }
+    const struct r1_cpu_mm *mm = &isa->mm[R1_DTYPE_Q4_0X8];
+    if (!mm->tile) return;
+    if (isa->quant_q8x8) check_q8x8(isa->name, isa->quant_q8x8, isa->quant_q8);
+    check_q8x8("plain C", r1_cpu_quant_q8x8_c, r1_cpu_quant_q8_c);
+    /* the tile over superblock-aligned column ranges against dequantized
+     * rows and dequantized q8 activations, in double */
+    static const int rng_k[][3] = {{256, 0, 256}, {768, 256, 768}, {768, 0, 512}, {1536, 512, 1024}};
+    struct group g = {isa->name, "tile ranges/q4_0x8", NMSE_TILE_RANGE, 0, "", 0};
+    for (size_t ci = 0; ci < sizeof rng_k / sizeof rng_k[0]; ci++) {
+        int K = rng_k[ci][0], k0 = rng_k[ci][1], k1 = rng_k[ci][2];
+        struct mat w = mat_new(R1_DTYPE_Q4_0X8, isa->mr, K);
+        size_t xs = r1_cpu_q8x8_stride(K), qs = r1_cpu_q8_stride(K);
+        uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *q8 = aligned_alloc(64, qs * R1_CPU_NT);
+        float *wf = malloc((size_t)K * 4);
+        for (int nt = 1; nt <= isa->nt; nt++) {
+            for (int t = 0; t < nt; t++) {
+                float *xr = frand_buf((size_t)K);
+                r1_cpu_quant_q8x8_c(xr, xq + t * xs, K);
+                r1_cpu_quant_q8_c(xr, q8 + t * qs, K);
+                free(xr);
+            }
+            for (int nr = 1; nr <= isa->mr; nr++) {
+                float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT], b[R1_CPU_MR * R1_CPU_NT];
+                mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
+                int n = 0;
+                for (int r = 0; r < nr; r++) {
+                    r1_mat_row_f32(&w.m, r, wf);
+                    for (int t = 0; t < nt; t++) {
+                        const float *d = (const float *)(q8 + t * qs);
+                        const int8_t *q = (const int8_t *)(q8 + t * qs + r1_cpu_q8_qoff(K));
+                        double acc = 0;
+                        for (int k = k0; k < k1; k++) acc += (double)wf[k] * d[k / 32] * q[k];
+                        a[n] = out[t * R1_CPU_MR + r];
+                        b[n++] = (float)acc;
+                    }
+                }
+                group_add(&g, nmse(a, b, (size_t)n), "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
+            }
         }
-        group_add(&g, nmse(a, b, (size_t)n), "K=%d [%d,%d) nr=%d nt=%d", K, k0,
-                  k1, nr, nt);
-      }
+        free(xq), free(q8), free(wf), free(w.buf);
     }
-    free(xq), free(q8), free(wf), free(w.buf);
-  }
-  group_print(&g);
+    group_print(&g);
 }
 
 /* Batches of up to 16 tokens (speculative verification) must give each row
@@ -482,348 +413,292 @@ static void test_q4_0x8(const struct r1_cpu_isa *isa) {
  * dtype, T = 2..16, against T calls with T = 1; and causal attention over
  * a batch against one call per row. */
 static void test_small_batch(const struct r1_cpu_isa *isa) {
-  static const int shapes[][2] = {
-      {5, 32}, {70, 256}, {33, 576}, {17, 1536}, {9, 7}};
-  static const int Ts[] = {2, 3, 5, 8, 16};
-  int cases = 0, bad = 0, ncase = 0;
-  for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++)
-    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
-      enum r1_kernel k = mm_kernels[ki];
-      enum r1_dtype dt = dtypes[di];
-      for (int si = 0; si < (quick ? 3 : 5); si++) {
-        int rows = shapes[si][0], cols = shapes[si][1];
-        if (r1_dtype_traits[dt].block > 1 && cols % r1_dtype_traits[dt].block)
-          continue;
-        if (k == R1_K_GATE_UP_SILU)
-          rows *= 2;
-        int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
-        struct mat w = mat_new(dt, rows, cols);
-        float *bias = frand_buf((size_t)rows);
-        for (int ti = 0; ti < (quick ? 3 : 5); ti++) {
-          int T = Ts[ti], nth = 1 + ncase++ % 3;
-          float *x = frand_buf((size_t)T * cols),
-                *a = frand_buf((size_t)T * on);
-          float *b = malloc((size_t)T * on * 4);
-          memcpy(b, a, (size_t)T * on * 4); /* matvec_add adds to out */
-          int claim = 0;
-          struct r1_op op = {
-              .kernel = k, .T = T, .x = x, .w = &w.m, .b = bias, .out = a};
-          if (ncase % 2)
-            op.claim = &claim;
-          run(r1_backend_cpu.fn[k], &op, nth);
-          for (int t = 0; t < T; t++) {
-            struct r1_op o1 = op;
-            claim = 0;
-            o1.T = 1, o1.x = x + (size_t)t * cols, o1.out = b + (size_t)t * on;
-            run(r1_backend_cpu.fn[k], &o1, 1 + (nth + t) % 3);
-          }
-          int same = !memcmp(a, b, (size_t)T * on * 4);
-          CHECK(
-              same,
-              "%s %s/%s %dx%d: a batch of %d rows differs from %d single rows",
-              isa->name, r1_kernel_names[k], r1_dtype_name(dt), rows, cols, T,
-              T);
-          bad += !same, cases++;
-          free(x), free(a), free(b);
+    static const int shapes[][2] = {{5, 32}, {70, 256}, {33, 576}, {17, 1536}, {9, 7}};
+    static const int Ts[] = {2, 3, 5, 8, 16};
+    int cases = 0, bad = 0, ncase = 0;
+    for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++)
+        for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+            enum r1_kernel k = mm_kernels[ki];
+            enum r1_dtype dt = dtypes[di];
+            for (int si = 0; si < (quick ? 3 : 5); si++) {
+                int rows = shapes[si][0], cols = shapes[si][1];
+                if (r1_dtype_traits[dt].block > 1 && cols % r1_dtype_traits[dt].block) continue;
+                if (k == R1_K_GATE_UP_SILU) rows *= 2;
+                int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
+                struct mat w = mat_new(dt, rows, cols);
+                float *bias = frand_buf((size_t)rows);
+                for (int ti = 0; ti < (quick ? 3 : 5); ti++) {
+                    int T = Ts[ti], nth = 1 + ncase++ % 3;
+                    float *x = frand_buf((size_t)T * cols), *a = frand_buf((size_t)T * on);
+                    float *b = malloc((size_t)T * on * 4);
+                    memcpy(b, a, (size_t)T * on * 4); /* matvec_add adds to out */
+                    int claim = 0;
+                    struct r1_op op = {.kernel = k, .T = T, .x = x, .w = &w.m, .b = bias, .out = a};
+                    if (ncase % 2) op.claim = &claim;
+                    run(r1_backend_cpu.fn[k], &op, nth);
+                    for (int t = 0; t < T; t++) {
+                        struct r1_op o1 = op;
+                        claim = 0;
+                        o1.T = 1, o1.x = x + (size_t)t * cols, o1.out = b + (size_t)t * on;
+                        run(r1_backend_cpu.fn[k], &o1, 1 + (nth + t) % 3);
+                    }
+                    int same = !memcmp(a, b, (size_t)T * on * 4);
+                    CHECK(same, "%s %s/%s %dx%d: a batch of %d rows differs from %d single rows",
+                          isa->name, r1_kernel_names[k], r1_dtype_name(dt), rows, cols, T, T);
+                    bad += !same, cases++;
+                    free(x), free(a), free(b);
+                }
+                free(bias);
+                free(w.buf);
+            }
         }
-        free(bias);
-        free(w.buf);
-      }
+    for (int f16 = 0; f16 < 2; f16++) {
+        int nh = 9, nkv = 3, hd = 64, nctx = 80, stride = (nh + 2 * nkv) * hd;
+        struct r1_kv_cache kv = kv_new(f16 ? R1_DTYPE_F16 : R1_DTYPE_F32, 1, nkv, nctx, hd);
+        for (int ti = 0; ti < 5; ti++) {
+            int T = Ts[ti], pos0 = 3 + 11 * ti, nth = 1 + ti % 3;
+            float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
+            float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
+            struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x,
+                               .n_head = nh, .n_kv_head = nkv, .head_dim = hd, .kv = &kv,
+                               .scratch = sc, .scratch_stride = (size_t)nctx, .out = a};
+            op.kernel = R1_K_KV_APPEND;
+            run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, nth);
+            op.kernel = R1_K_ATTENTION_GQA;
+            run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, nth);
+            for (int t = 0; t < T; t++) {
+                struct r1_op o1 = op;
+                o1.T = 1, o1.pos0 = pos0 + t, o1.x = x + (size_t)t * stride;
+                o1.out = b + (size_t)t * nh * hd;
+                run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &o1, 1 + (nth + t) % 3);
+            }
+            int same = !memcmp(a, b, (size_t)T * nh * hd * 4);
+            CHECK(same, "%s attention_gqa/%s: a batch of %d rows at %d differs from single rows",
+                  isa->name, f16 ? "f16" : "f32", T, pos0);
+            bad += !same, cases++;
+            free(x), free(sc), free(a), free(b);
+        }
+        free(kv.k), free(kv.v);
     }
-  for (int f16 = 0; f16 < 2; f16++) {
-    int nh = 9, nkv = 3, hd = 64, nctx = 80, stride = (nh + 2 * nkv) * hd;
-    struct r1_kv_cache kv =
-        kv_new(f16 ? R1_DTYPE_F16 : R1_DTYPE_F32, 1, nkv, nctx, hd);
-    for (int ti = 0; ti < 5; ti++) {
-      int T = Ts[ti], pos0 = 3 + 11 * ti, nth = 1 + ti % 3;
-      float *x = frand_buf((size_t)T * stride),
-            *sc = malloc((size_t)3 * nctx * 4);
-      float *a = malloc((size_t)T * nh * hd * 4),
-            *b = malloc((size_t)T * nh * hd * 4);
-      struct r1_op op = {.kernel = R1_K_ATTENTION_GQA,
-                         .T = T,
-                         .pos0 = pos0,
-                         .x = x,
-                         .n_head = nh,
-                         .n_kv_head = nkv,
-                         .head_dim = hd,
-                         .kv = &kv,
-                         .scratch = sc,
-                         .scratch_stride = (size_t)nctx,
-                         .out = a};
-      op.kernel = R1_K_KV_APPEND;
-      run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, nth);
-      op.kernel = R1_K_ATTENTION_GQA;
-      run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, nth);
-      for (int t = 0; t < T; t++) {
-        struct r1_op o1 = op;
-        o1.T = 1, o1.pos0 = pos0 + t, o1.x = x + (size_t)t * stride;
-        o1.out = b + (size_t)t * nh * hd;
-        run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &o1, 1 + (nth + t) % 3);
-      }
-      int same = !memcmp(a, b, (size_t)T * nh * hd * 4);
-      CHECK(same,
-            "%s attention_gqa/%s: a batch of %d rows at %d differs from single "
-            "rows",
-            isa->name, f16 ? "f16" : "f32", T, pos0);
-      bad += !same, cases++;
-      free(x), free(sc), free(a), free(b);
-    }
-    free(kv.k), free(kv.v);
-  }
-  printf("%-8s %-24s %4d cases  %s\n", isa->name, "batch <= 16 == single rows",
-         cases, bad ? "DIFFERS" : "bit-exact");
+    printf("%-8s %-24s %4d cases  %s\n", isa->name, "batch <= 16 == single rows", cases,
+           bad ? "DIFFERS" : "bit-exact");
 }
 
 /* ---- R1_BENCH=1: matvec bandwidth on 1.5B shapes ---- */
-#define BENCH_MIN_BYTES                                                        \
-  ((size_t)1200 << 20) /* weight sets rotated: >> the 300 MiB L3 */
+#define BENCH_MIN_BYTES ((size_t)1200 << 20) /* weight sets rotated: >> the 300 MiB L3 */
 #define BENCH_MAX_SETS 48
 
 struct bw_arg {
-  const float *p;
-  size_t n;
-  double sum;
+    const float *p;
+    size_t n;
+    double sum;
 };
-typedef uint64_t v2u64
-    __attribute__((vector_size(16))); /* SSE2 / NEON, no target flags */
+typedef uint64_t v2u64 __attribute__((vector_size(16))); /* SSE2 / NEON, no target flags */
 /* Sums its range as 8 interleaved streams (one stream alone is latency-bound
  * on big x86 parts; the matmul tiles also read several rows at once). */
 static void *bw_thread(void *a_) {
-  struct bw_arg *a = a_;
-  size_t seg = a->n / 4 / 8; /* v2u64 per stream */
-  const v2u64 *p = (const v2u64 *)a->p;
-  v2u64 s[8] = {{0, 0}};
-  for (size_t i = 0; i + 4 <= seg; i += 4)
-    for (int j = 0; j < 8; j++) {
-      const v2u64 *q = p + j * seg + i;
-      s[j] += q[0] + q[1] + q[2] + q[3];
-    }
-  v2u64 t = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-  a->sum = (double)(t[0] + t[1]);
-  return NULL;
+    struct bw_arg *a = a_;
+    size_t seg = a->n / 4 / 8; /* v2u64 per stream */
+    const v2u64 *p = (const v2u64 *)a->p;
+    v2u64 s[8] = {{0, 0}};
+    for (size_t i = 0; i + 4 <= seg; i += 4)
+        for (int j = 0; j < 8; j++) {
+            const v2u64 *q = p + j * seg + i;
+            s[j] += q[0] + q[1] + q[2] + q[3];
+        }
+    v2u64 t = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    a->sum = (double)(t[0] + t[1]);
+    return NULL;
 }
-/* Read bandwidth of a plain sum over `bytes` with nth threads, GB/s (best of
- * 3). */
+/* Read bandwidth of a plain sum over `bytes` with nth threads, GB/s (best of 3). */
 static double read_bw(const float *buf, size_t bytes, int nth) {
-  double best = 0;
-  for (int rep = 0; rep < 3; rep++) {
-    pthread_t th[8];
-    struct bw_arg args[8];
-    size_t n = bytes / 4 / nth;
-    double t0 = r1_now();
-    for (int i = 0; i < nth; i++) {
-      args[i] = (struct bw_arg){buf + n * i, n, 0};
-      pthread_create(&th[i], NULL, bw_thread, &args[i]);
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        pthread_t th[8];
+        struct bw_arg args[8];
+        size_t n = bytes / 4 / nth;
+        double t0 = r1_now();
+        for (int i = 0; i < nth; i++) {
+            args[i] = (struct bw_arg){buf + n * i, n, 0};
+            pthread_create(&th[i], NULL, bw_thread, &args[i]);
+        }
+        for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
+        double gbs = (double)bytes / (r1_now() - t0) / 1e9;
+        if (gbs > best) best = gbs;
     }
-    for (int i = 0; i < nth; i++)
-      pthread_join(th[i], NULL);
-    double gbs = (double)bytes / (r1_now() - t0) / 1e9;
-    if (gbs > best)
-      best = gbs;
-  }
-  return best;
+    return best;
 }
 
 struct job {
-  const struct r1_op *ops;
-  int nops, nth, ith;
+    const struct r1_op *ops;
+    int nops, nth, ith;
 };
 static void *job_thread(void *a_) {
-  struct job *j = a_;
-  for (int i = 0; i < j->nops; i++)
-    r1_backend_cpu.fn[j->ops[i].kernel](&j->ops[i], j->ith, j->nth);
-  return NULL;
+    struct job *j = a_;
+    for (int i = 0; i < j->nops; i++) r1_backend_cpu.fn[j->ops[i].kernel](&j->ops[i], j->ith, j->nth);
+    return NULL;
 }
 /* Run ops in order on nth threads (each thread runs its share of every op;
  * the ops of one round are independent, so no barrier is needed). */
 static double time_ops(const struct r1_op *ops, int nops, int nth) {
-  pthread_t th[8];
-  struct job jobs[8];
-  double t0 = r1_now();
-  for (int i = 1; i < nth; i++) {
-    jobs[i] = (struct job){ops, nops, nth, i};
-    pthread_create(&th[i], NULL, job_thread, &jobs[i]);
-  }
-  jobs[0] = (struct job){ops, nops, nth, 0};
-  job_thread(&jobs[0]);
-  for (int i = 1; i < nth; i++)
-    pthread_join(th[i], NULL);
-  return r1_now() - t0;
+    pthread_t th[8];
+    struct job jobs[8];
+    double t0 = r1_now();
+    for (int i = 1; i < nth; i++) {
+        jobs[i] = (struct job){ops, nops, nth, i};
+        pthread_create(&th[i], NULL, job_thread, &jobs[i]);
+    }
+    jobs[0] = (struct job){ops, nops, nth, 0};
+    job_thread(&jobs[0]);
+    for (int i = 1; i < nth; i++) pthread_join(th[i], NULL);
+    return r1_now() - t0;
 }
 
 static int bench(void) {
-  /* 1.5B decode matmuls of one layer: qkv 2048x1536, o 1536x1536,
-   * gate_up 17920x1536, down 1536x8960; plus lm_head 151936x1536. */
-  static const struct {
-    enum r1_kernel k;
-    int rows, cols;
-  } shp[] = {{R1_K_QKV_BIAS, 2048, 1536},
-             {R1_K_MATVEC_ADD, 1536, 1536},
-             {R1_K_GATE_UP_SILU, 17920, 1536},
-             {R1_K_MATVEC_ADD, 1536, 8960}};
-  size_t bw_bytes = (size_t)1536 << 20;
-  float *buf = malloc(bw_bytes);
-  for (size_t i = 0; i < bw_bytes / 4; i++)
-    buf[i] = (float)(i & 7);
-  double bw1 = read_bw(buf, bw_bytes, 1), bw2 = read_bw(buf, bw_bytes, 2);
-  free(buf);
-  printf("read bandwidth (sum over 1.5 GiB, 8 streams per thread): 1 thread "
-         "%.1f GB/s, 2 threads %.1f GB/s\n",
-         bw1, bw2);
-  printf("isa %s\n", r1_cpu_current()->name);
-  float *x = frand_buf(8960 * 64), *out = frand_buf(151936 * 64),
-        *bias = frand_buf(17920);
-  const char *only = getenv("R1_BENCH_DTYPE"), *pf = getenv("R1_BENCH_PREFILL");
-  int prefill = !pf || strcmp(pf, "0") != 0;
-  for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
-    enum r1_dtype dt = dtypes[di];
-    if (only && !strstr(only, r1_dtype_name(dt)))
-      continue;
-    /* distinct copies of one layer's 4 matrices, enough of them to pass
-     * BENCH_MIN_BYTES, run one after another like the layers of a step */
-    static struct mat m[BENCH_MAX_SETS][4];
-    static struct r1_op ops[BENCH_MAX_SETS * 4];
-    size_t bytes = 0, set_bytes = 0;
-    for (int i = 0; i < 4; i++)
-      set_bytes += r1_dtype_row_bytes(dt, shp[i].cols) * shp[i].rows;
-    int nsets = (int)((BENCH_MIN_BYTES + set_bytes - 1) / set_bytes);
-    if (nsets > BENCH_MAX_SETS)
-      nsets = BENCH_MAX_SETS;
-    for (int b = 0; b < nsets; b++)
-      for (int i = 0; i < 4; i++) {
-        size_t rb = r1_dtype_row_bytes(dt, shp[i].cols);
-        m[b][i].buf = aligned_alloc(64, (rb * shp[i].rows + 63) & ~(size_t)63);
-        memset(m[b][i].buf, 0x11,
-               rb * shp[i].rows); /* valid scales, small values */
-        m[b][i].m =
-            (struct r1_mat){m[b][i].buf, dt, shp[i].rows, shp[i].cols, rb};
-        ops[b * 4 + i] = (struct r1_op){.kernel = shp[i].k,
-                                        .T = 1,
-                                        .x = x,
-                                        .out = out,
-                                        .w = &m[b][i].m,
-                                        .b = bias};
-        bytes += rb * shp[i].rows;
-      }
-    size_t lrb = r1_dtype_row_bytes(dt, 1536);
-    struct mat lm = {.buf =
-                         aligned_alloc(64, (lrb * 151936 + 63) & ~(size_t)63)};
-    memset(lm.buf, 0x11, lrb * 151936);
-    lm.m = (struct r1_mat){lm.buf, dt, 151936, 1536, lrb};
-    struct r1_op lop = {
-        .kernel = R1_K_LM_HEAD, .T = 1, .x = x, .out = out, .w = &lm.m};
-    for (int nth = 1; nth <= 2; nth++) {
-      time_ops(ops, nsets * 4, nth); /* warm up page tables */
-      double best = 1e9, lbest = 1e9;
-      for (int rep = 0; rep < 5; rep++) {
-        double t = time_ops(ops, nsets * 4, nth);
-        if (t < best)
-          best = t;
-        t = time_ops(&lop, 1, nth);
-        if (t < lbest)
-          lbest = t;
-      }
-      double gbs = (double)bytes / best / 1e9,
-             lgbs = (double)(lrb * 151936) / lbest / 1e9;
-      double ref = nth == 1 ? bw1 : bw2;
-      printf("%-5s nth=%d  layer matmuls %4.0f MiB: %5.1f GB/s (%.2f of read "
-             "bw)   "
-             "lm_head %4.0f MiB: %5.1f GB/s (%.2f)\n",
-             r1_dtype_name(dt), nth, bytes / 1048576.0, gbs, gbs / ref,
-             lrb * 151936 / 1048576.0, lgbs, lgbs / ref);
+    /* 1.5B decode matmuls of one layer: qkv 2048x1536, o 1536x1536,
+     * gate_up 17920x1536, down 1536x8960; plus lm_head 151936x1536. */
+    static const struct {
+        enum r1_kernel k;
+        int rows, cols;
+    } shp[] = {{R1_K_QKV_BIAS, 2048, 1536},
+               {R1_K_MATVEC_ADD, 1536, 1536},
+               {R1_K_GATE_UP_SILU, 17920, 1536},
+               {R1_K_MATVEC_ADD, 1536, 8960}};
+    size_t bw_bytes = (size_t)1536 << 20;
+    float *buf = malloc(bw_bytes);
+    for (size_t i = 0; i < bw_bytes / 4; i++) buf[i] = (float)(i & 7);
+    double bw1 = read_bw(buf, bw_bytes, 1), bw2 = read_bw(buf, bw_bytes, 2);
+    free(buf);
+    printf("read bandwidth (sum over 1.5 GiB, 8 streams per thread): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", bw1, bw2);
+    printf("isa %s\n", r1_cpu_current()->name);
+    float *x = frand_buf(8960 * 64), *out = frand_buf(151936 * 64), *bias = frand_buf(17920);
+    const char *only = getenv("R1_BENCH_DTYPE"), *pf = getenv("R1_BENCH_PREFILL");
+    int prefill = !pf || strcmp(pf, "0") != 0;
+    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
+        enum r1_dtype dt = dtypes[di];
+        if (only && !strstr(only, r1_dtype_name(dt))) continue;
+        /* distinct copies of one layer's 4 matrices, enough of them to pass
+         * BENCH_MIN_BYTES, run one after another like the layers of a step */
+        static struct mat m[BENCH_MAX_SETS][4];
+        static struct r1_op ops[BENCH_MAX_SETS * 4];
+        size_t bytes = 0, set_bytes = 0;
+        for (int i = 0; i < 4; i++) set_bytes += r1_dtype_row_bytes(dt, shp[i].cols) * shp[i].rows;
+        int nsets = (int)((BENCH_MIN_BYTES + set_bytes - 1) / set_bytes);
+        if (nsets > BENCH_MAX_SETS) nsets = BENCH_MAX_SETS;
+        for (int b = 0; b < nsets; b++)
+            for (int i = 0; i < 4; i++) {
+                size_t rb = r1_dtype_row_bytes(dt, shp[i].cols);
+                m[b][i].buf = aligned_alloc(64, (rb * shp[i].rows + 63) & ~(size_t)63);
+                memset(m[b][i].buf, 0x11, rb * shp[i].rows); /* valid scales, small values */
+                m[b][i].m = (struct r1_mat){m[b][i].buf, dt, shp[i].rows, shp[i].cols, rb};
+                ops[b * 4 + i] = (struct r1_op){.kernel = shp[i].k, .T = 1, .x = x, .out = out,
+                                                .w = &m[b][i].m, .b = bias};
+                bytes += rb * shp[i].rows;
+            }
+        size_t lrb = r1_dtype_row_bytes(dt, 1536);
+        struct mat lm = {.buf = aligned_alloc(64, (lrb * 151936 + 63) & ~(size_t)63)};
+        memset(lm.buf, 0x11, lrb * 151936);
+        lm.m = (struct r1_mat){lm.buf, dt, 151936, 1536, lrb};
+        struct r1_op lop = {.kernel = R1_K_LM_HEAD, .T = 1, .x = x, .out = out, .w = &lm.m};
+        for (int nth = 1; nth <= 2; nth++) {
+            time_ops(ops, nsets * 4, nth); /* warm up page tables */
+            double best = 1e9, lbest = 1e9;
+            for (int rep = 0; rep < 5; rep++) {
+                double t = time_ops(ops, nsets * 4, nth);
+                if (t < best) best = t;
+                t = time_ops(&lop, 1, nth);
+                if (t < lbest) lbest = t;
+            }
+            double gbs = (double)bytes / best / 1e9, lgbs = (double)(lrb * 151936) / lbest / 1e9;
+            double ref = nth == 1 ? bw1 : bw2;
+            printf("%-5s nth=%d  layer matmuls %4.0f MiB: %5.1f GB/s (%.2f of read bw)   "
+                   "lm_head %4.0f MiB: %5.1f GB/s (%.2f)\n",
+                   r1_dtype_name(dt), nth, bytes / 1048576.0, gbs, gbs / ref,
+                   lrb * 151936 / 1048576.0, lgbs, lgbs / ref);
+        }
+        /* prefill: T = 64 through one layer's matrices */
+        for (int nth = 1; nth <= 2 && prefill; nth++) {
+            struct r1_op pops[4];
+            for (int i = 0; i < 4; i++) {
+                pops[i] = ops[i];
+                pops[i].T = 64;
+            }
+            time_ops(pops, 4, nth);
+            double best = 1e9;
+            for (int rep = 0; rep < 3; rep++) {
+                double t = time_ops(pops, 4, nth);
+                if (t < best) best = t;
+            }
+            double flops = 0;
+            for (int i = 0; i < 4; i++) flops += 2.0 * shp[i].rows * shp[i].cols * 64;
+            printf("%-5s nth=%d  prefill T=64 one layer: %.2f ms, %.0f GFLOP/s -> ~%.0f tok/s "
+                   "for 28 layers (matmuls only)\n",
+                   r1_dtype_name(dt), nth, best * 1e3, flops / best / 1e9, 64 / (best * 28));
+        }
+        for (int b = 0; b < nsets; b++)
+            for (int i = 0; i < 4; i++) free(m[b][i].buf);
+        free(lm.buf);
     }
-    /* prefill: T = 64 through one layer's matrices */
-    for (int nth = 1; nth <= 2 && prefill; nth++) {
-      struct r1_op pops[4];
-      for (int i = 0; i < 4; i++) {
-        pops[i] = ops[i];
-        pops[i].T = 64;
-      }
-      time_ops(pops, 4, nth);
-      double best = 1e9;
-      for (int rep = 0; rep < 3; rep++) {
-        double t = time_ops(pops, 4, nth);
-        if (t < best)
-          best = t;
-      }
-      double flops = 0;
-      for (int i = 0; i < 4; i++)
-        flops += 2.0 * shp[i].rows * shp[i].cols * 64;
-      printf("%-5s nth=%d  prefill T=64 one layer: %.2f ms, %.0f GFLOP/s -> "
-             "~%.0f tok/s "
-             "for 28 layers (matmuls only)\n",
-             r1_dtype_name(dt), nth, best * 1e3, flops / best / 1e9,
-             64 / (best * 28));
-    }
-    for (int b = 0; b < nsets; b++)
-      for (int i = 0; i < 4; i++)
-        free(m[b][i].buf);
-    free(lm.buf);
-  }
-  free(x), free(out), free(bias);
-  return 0;
+    free(x), free(out), free(bias);
+    return 0;
 }
 
 int main(void) {
-  quick = getenv("R1_TEST_QUICK") != NULL;
-  verbose = getenv("R1_TEST_VERBOSE") != NULL;
-  if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
-    printf("cpu backend init failed\n");
-    return 1;
-  }
-  if (getenv("R1_BENCH")) {
-    const char *isa = getenv("R1_BENCH_ISA");
-    if (isa && r1_cpu_select(isa) != 0)
-      return 1;
-    return bench();
-  }
-  const struct r1_cpu_isa *best = r1_cpu_current();
-  printf("cpu backend: best ISA here is '%s'; testing:", best->name);
-  for (int i = 0; r1_cpu_isas[i]; i++)
-    if (r1_cpu_isas[i]->available())
-      printf(" %s", r1_cpu_isas[i]->name);
-  printf("\n");
-  for (int i = 0; r1_cpu_isas[i]; i++) {
-    const struct r1_cpu_isa *isa = r1_cpu_isas[i];
-    if (!isa->available()) {
-      printf("%-8s not available on this CPU: skipped\n", isa->name);
-      continue;
+    quick = getenv("R1_TEST_QUICK") != NULL;
+    verbose = getenv("R1_TEST_VERBOSE") != NULL;
+    if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
+        printf("cpu backend init failed\n");
+        return 1;
     }
-    CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-    uint64_t seed = rng;
-    test_matmul(isa);
-    test_small_batch(isa);
-    r1_cpu_set_act_parts(1); /* one-part q8 activations (R1_CPU_ACT=q8) */
-    printf("%s with one-part q8 activations:\n", isa->name);
-    test_matmul(isa);
-    test_small_batch(isa);
-    r1_cpu_set_act_parts(2);
-    test_tile_ranges(isa);
-    test_tile_extremes(isa);
-    test_panel(isa);
-    test_q4_0x8(isa);
-    if (!strcmp(isa->name,
-                "avx512")) { /* also the tiles for CPUs without VBMI / BF16 */
-      uint64_t after = rng;
-      rng = seed; /* the same cases */
-      setenv("R1_CPU_NO_VBMI", "1", 1);
-      setenv("R1_CPU_NO_BF16", "1", 1);
-      CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-      printf("avx512 without VBMI and AVX512_BF16 (same cases):\n");
-      test_matmul(isa);
-      unsetenv("R1_CPU_NO_VBMI");
-      unsetenv("R1_CPU_NO_BF16");
-      CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-      setenv("R1_CPU_NO_GFNI", "1", 1); /* the VBMI q4_0 tile without GFNI */
-      CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-      printf("avx512 without GFNI:\n");
-      test_tile_ranges(isa);
-      unsetenv("R1_CPU_NO_GFNI");
-      CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-      rng = after;
+    if (getenv("R1_BENCH")) {
+        const char *isa = getenv("R1_BENCH_ISA");
+        if (isa && r1_cpu_select(isa) != 0) return 1;
+        return bench();
     }
-  }
-  r1_cpu_select(NULL);
-  return TEST_DONE("test_matmul");
+    const struct r1_cpu_isa *best = r1_cpu_current();
+    printf("cpu backend: best ISA here is '%s'; testing:", best->name);
+    for (int i = 0; r1_cpu_isas[i]; i++)
+        if (r1_cpu_isas[i]->available()) printf(" %s", r1_cpu_isas[i]->name);
+    printf("\n");
+    for (int i = 0; r1_cpu_isas[i]; i++) {
+        const struct r1_cpu_isa *isa = r1_cpu_isas[i];
+        if (!isa->available()) {
+            printf("%-8s not available on this CPU: skipped\n", isa->name);
+            continue;
+        }
+        CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+        uint64_t seed = rng;
+        test_matmul(isa);
+        test_small_batch(isa);
+        r1_cpu_set_act_parts(1); /* one-part q8 activations (R1_CPU_ACT=q8) */
+        printf("%s with one-part q8 activations:\n", isa->name);
+        test_matmul(isa);
+        test_small_batch(isa);
+        r1_cpu_set_act_parts(2);
+        test_tile_ranges(isa);
+        test_tile_extremes(isa);
+        test_panel(isa);
+        test_q4_0x8(isa);
+        if (!strcmp(isa->name, "avx512")) { /* also the tiles for CPUs without VBMI / BF16 */
+            uint64_t after = rng;
+            rng = seed; /* the same cases */
+            setenv("R1_CPU_NO_VBMI", "1", 1);
+            setenv("R1_CPU_NO_BF16", "1", 1);
+            CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+            printf("avx512 without VBMI and AVX512_BF16 (same cases):\n");
+            test_matmul(isa);
+            unsetenv("R1_CPU_NO_VBMI");
+            unsetenv("R1_CPU_NO_BF16");
+            CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+            setenv("R1_CPU_NO_GFNI", "1", 1); /* the VBMI q4_0 tile without GFNI */
+            CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+            printf("avx512 without GFNI:\n");
+            test_tile_ranges(isa);
+            unsetenv("R1_CPU_NO_GFNI");
+            CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+            rng = after;
+        }
+    }
+    r1_cpu_select(NULL);
+    return TEST_DONE("test_matmul");
 }
