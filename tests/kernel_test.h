@@ -154,4 +154,30 @@ __attribute__((unused)) static struct r1_kv_cache kv_new(enum r1_dtype dt, int n
     return kv;
 }
 
+/* Reads R1_TEST_QUICK / R1_TEST_VERBOSE, starts the cpu backend and lists
+ * the kernel sets this CPU runs; 0 on success. */
+__attribute__((unused)) static int kt_start(void) {
+    quick = getenv("R1_TEST_QUICK") != NULL;
+    verbose = getenv("R1_TEST_VERBOSE") != NULL;
+    if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
+        printf("cpu backend init failed\n");
+        return 1;
+    }
+    printf("cpu backend: best ISA here is '%s'; testing:", r1_cpu_current()->name);
+    for (int i = 0; r1_cpu_isas[i]; i++)
+        if (r1_cpu_isas[i]->available()) printf(" %s", r1_cpu_isas[i]->name);
+    printf("\n");
+    return 0;
+}
+/* Selects isa for the tests that follow: 1, or 0 (said) when this CPU does
+ * not run it. */
+__attribute__((unused)) static int kt_select(const struct r1_cpu_isa *isa) {
+    if (!isa->available()) {
+        printf("%-8s not available on this CPU: skipped\n", isa->name);
+        return 0;
+    }
+    CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+    return 1;
+}
+
 #endif

@@ -644,29 +644,16 @@ static int bench(void) {
 }
 
 int main(void) {
-    quick = getenv("R1_TEST_QUICK") != NULL;
-    verbose = getenv("R1_TEST_VERBOSE") != NULL;
-    if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
-        printf("cpu backend init failed\n");
-        return 1;
-    }
     if (getenv("R1_BENCH")) {
         const char *isa = getenv("R1_BENCH_ISA");
+        if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) return 1;
         if (isa && r1_cpu_select(isa) != 0) return 1;
         return bench();
     }
-    const struct r1_cpu_isa *best = r1_cpu_current();
-    printf("cpu backend: best ISA here is '%s'; testing:", best->name);
-    for (int i = 0; r1_cpu_isas[i]; i++)
-        if (r1_cpu_isas[i]->available()) printf(" %s", r1_cpu_isas[i]->name);
-    printf("\n");
+    if (kt_start()) return 1;
     for (int i = 0; r1_cpu_isas[i]; i++) {
         const struct r1_cpu_isa *isa = r1_cpu_isas[i];
-        if (!isa->available()) {
-            printf("%-8s not available on this CPU: skipped\n", isa->name);
-            continue;
-        }
-        CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
+        if (!kt_select(isa)) continue;
         uint64_t seed = rng;
         test_matmul(isa);
         test_small_batch(isa);

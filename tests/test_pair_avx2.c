@@ -7,31 +7,19 @@
  * times hi + lo dequantized, in double; and each token's result bit for bit
  * the same whatever else the call computes (nt tokens at once vs that token
  * alone), which "a batch <= 16 == single decode steps" rests on
- * (test_kernels.c checks that through cpu.c).
+ * (test_matmul.c checks that through cpu.c).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
+#include "kernel_test.h" /* frand */
 #include "kernels/dtype.h"
-#include "test.h"
 
 /* error over the sum of |products| of each output: only float summation
- * order may differ (test_kernels.c's NMSE_TILE_RANGE, the same measure) */
+ * order may differ (test_matmul.c's NMSE_TILE_RANGE, the same measure) */
 #define ERR_TILE_RANGE 1e-9
 
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static float frand(void) {
-    float s = 0;
-    for (int i = 0; i < 4; i++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
-    }
-    return s * 1.7320508f;
-}
 static void fill(float *x, int n, float scale) {
     for (int i = 0; i < n; i++) x[i] = frand() * scale;
 }
