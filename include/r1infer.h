@@ -343,6 +343,8 @@ struct r1_spec_stats {
     long drafted;   /* draft tokens sent to the target */
     long accepted;  /* of those, kept */
     long generated; /* tokens produced */
+    long draft_prefilled, draft_reused; /* prompt ids the draft model ran at r1_spec_begin, and
+                                           those it kept from its cache instead */
     double draft_s, target_s; /* wall time in the draft source and the target */
 };
 
@@ -387,7 +389,8 @@ r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t 
 
 /* Start after a prefill: ids (n of them) are the tokens in the target's
  * cache, logits the target's last logits (vocab floats, copied). The draft
- * session, if any, is truncated to 0 and prefilled with ids. 0 or -1. */
+ * session, if any, keeps the longest prefix of ids it already holds from
+ * this decoder's earlier text (a chat's next turn) and runs the rest. 0 or -1. */
 int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits);
 
 /* Produce the next tokens: 1 or more ids in *out (owned by sp, valid until

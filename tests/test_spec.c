@@ -112,6 +112,9 @@ static int spec(r1_session_t *s, r1_session_t *ds, const struct r1_sampler_param
     return made;
 }
 
+static void two_turns(const char *name, const char *backend, r1_session_t *s, r1_session_t *ds,
+                      const struct r1_sampler_params *gp, const int32_t *prompt, int np, int n);
+
 /* Every greedy case on one model and backend. */
 static void greedy_cases(const char *name, r1_model_t *m, const char *backend, const int32_t *prompt,
                          int np, int n, int lite) {
@@ -158,9 +161,63 @@ static void greedy_cases(const char *name, r1_model_t *m, const char *backend, c
             printf("  %-22s %-6s %-20s drafted %3ld accepted %3ld steps %3ld\n", name, backend,
                    k->what, st.drafted, st.accepted, st.steps);
     }
+    if (!lite) two_turns(name, backend, s, ds, &gp, prompt, np, n < 24 ? n : 24);
 out:
     r1_session_free(ds);
     r1_session_free(s);
+}
+
+/* A chat's second turn on one decoder (draft = the target's own weights):
+ * turn 1 generates from the prompt; turn 2's prompt is turn 1's text plus new
+ * ids, the target keeps its cache up to there, as `chat` does. The draft
+ * must keep that prefix too (r1_spec_begin runs only the new ids through
+ * it) and turn 2 must still be plain greedy's text for the whole prompt. */
+static void two_turns(const char *name, const char *backend, r1_session_t *s, r1_session_t *ds,
+                      const struct r1_sampler_params *gp, const int32_t *prompt, int np, int n) {
+    const int V = r1_session_vocab(s);
+    int32_t p2[160], want[64], got[64];
+    r1_session_truncate(s, 0);
+    r1_sampler_t *smp = r1_sampler_new(gp, V);
+    struct r1_spec_opts so = {.k = 4, .fixed_k = 1};
+    r1_spec_t *x = r1_spec_new(s, ds, smp, &so);
+    CHECK(x != NULL, "r1_spec_new: %s", r1_last_error());
+    const float *l = r1_session_forward(s, prompt, np, NULL);
+    int made = 0;
+    if (x && l && r1_spec_begin(x, prompt, np, l) == 0)
+        while (made < n) {
+            const int32_t *ids;
+            int k = r1_spec_step(x, &ids);
+            if (k <= 0) break;
+            for (int i = 0; i < k && made < n; i++) got[made++] = ids[i];
+        }
+    CHECK(made == n, "%s/%s two turns: turn 1 made %d of %d tokens", name, backend, made, n);
+    /* turn 2: prompt, turn 1's ids (the cache holds all but the last), 5 new ids */
+    int n2 = 0;
+    for (int i = 0; i < np; i++) p2[n2++] = prompt[i];
+    for (int i = 0; i < made; i++) p2[n2++] = got[i];
+    for (int i = 0; i < 5; i++) p2[n2++] = prompt[(3 * i) % np];
+    struct r1_spec_stats st0 = {0}, st = {0};
+    if (x) r1_spec_get_stats(x, &st0);
+    r1_session_truncate(s, np + made - 1);
+    l = r1_session_forward(s, p2 + np + made - 1, n2 - (np + made - 1), NULL);
+    int made2 = 0;
+    if (x && l && r1_spec_begin(x, p2, n2, l) == 0)
+        while (made2 < n) {
+            const int32_t *ids;
+            int k = r1_spec_step(x, &ids);
+            if (k <= 0) break;
+            for (int i = 0; i < k && made2 < n; i++) got[made2++] = ids[i];
+        }
+    if (x) r1_spec_get_stats(x, &st);
+    long reused = st.draft_reused - st0.draft_reused, ran = st.draft_prefilled - st0.draft_prefilled;
+    CHECK(reused >= np && reused + ran == n2, "%s/%s two turns: the draft kept %ld and ran %ld of "
+          "turn 2's %d prompt ids (turn 1's %d should stay)", name, backend, reused, ran, n2, np);
+    int nw = plain(s, gp, p2, n2, n, want), at = 0;
+    while (at < made2 && at < nw && got[at] == want[at]) at++;
+    CHECK(made2 == n && nw == n && at == n, "%s/%s two turns: turn 2 differs from plain greedy at "
+          "token %d of %d", name, backend, at, n);
+    r1_spec_free(x);
+    r1_sampler_free(smp);
 }
 
 /* Every kernel set this CPU runs, then ref: the model loaded for each (the

@@ -273,4 +273,7 @@ void cli_print_spec_stats(const r1_spec_t *sp) {
             "(%ld steps; %.2fs drafting, %.2fs in the target)\n",
             st.drafted, st.accepted, st.drafted ? 100.0 * st.accepted / st.drafted : 0.0,
             st.steps ? (double)(st.generated - 1) / st.steps : 0.0, st.steps, st.draft_s, st.target_s);
+    if (st.draft_prefilled + st.draft_reused > 0)
+        fprintf(stderr, "Draft prompt: %ld ids run, %ld kept from the draft's cache (earlier turns)\n",
+                st.draft_prefilled, st.draft_reused);
 }

@@ -177,6 +177,16 @@ static int hist_push(struct r1_spec *sp, int32_t id) {
 }
 
 int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits) {
+    /* the draft's cache holds hist[0, dn) (steps truncate it to the kept ids);
+     * a chat's next turn starts with the last turn's text, so that prefix
+     * stays instead of running the whole conversation through the draft again */
+    int keep = 0;
+    if (sp->d) {
+        int lim = r1_session_n_past(sp->d);
+        if (lim > sp->n_hist) lim = sp->n_hist;
+        if (lim > n) lim = n;
+        while (keep < lim && sp->hist[keep] == ids[keep]) keep++;
+    }
     sp->n_hist = 0;
     for (int i = 0; i < n; i++)
         if (hist_push(sp, ids[i])) return -1;
@@ -184,16 +194,18 @@ int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits)
     memcpy(sp->logits0, logits, (size_t)sp->vt * sizeof(float));
     sp->have_logits = 1;
     if (sp->d) {
-        r1_session_truncate(sp->d, 0);
+        r1_session_truncate(sp->d, keep);
         for (int i = 0; i < n; i++)
             if (ids[i] >= sp->vd)
                 return r1_err("token id %d of the prompt is outside the draft model's vocabulary",
                               ids[i]);
-        /* the prompt as the target ran it (one call), so that a draft with
-         * the target's weights computes the target's very logits */
+        /* the new ids in one call, as the target ran its prompt, so that a
+         * draft with the target's weights computes the target's very logits */
         double t0 = r1_now();
-        if (!r1_session_forward(sp->d, ids, n, NULL)) return -1;
+        if (n > keep && !r1_session_forward(sp->d, ids + keep, n - keep, NULL)) return -1;
         sp->st.draft_s += r1_now() - t0;
+        sp->st.draft_prefilled += n - keep;
+        sp->st.draft_reused += keep;
     }
     return 0;
 }
