@@ -336,6 +336,11 @@ struct r1_spec_opts {
      * is rejected); the draft model still runs, so its cost is measured. */
     const int32_t *oracle;
     int n_oracle, oracle_wrong;
+    /* The ids the draft session already holds at its first positions (an
+     * earlier decoder's text on the same session, r1_spec_draft_held), or
+     * NULL: r1_spec_begin keeps their longest common prefix with the prompt. */
+    const int32_t *draft_held;
+    int n_draft_held;
 };
 
 struct r1_spec_stats {
@@ -399,6 +404,11 @@ int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits)
  * 2 free positions; the caller stops there). The last id returned is not
  * yet in the target's cache, as after plain sampling. */
 int r1_spec_step(r1_spec_t *sp, const int32_t **out);
+
+/* The ids the draft session holds at its first positions (count returned,
+ * *ids valid until the next call on sp): what a later decoder on the same
+ * draft session takes as r1_spec_opts.draft_held. 0 without a draft model. */
+int r1_spec_draft_held(const r1_spec_t *sp, const int32_t **ids);
 
 /* Counters since r1_spec_new. */
 void r1_spec_get_stats(const r1_spec_t *sp, struct r1_spec_stats *st);

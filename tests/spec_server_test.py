@@ -149,9 +149,19 @@ def test_followup(plain, spec, prompt):
     check(first[1] == run(plain, *text_req(prompt, 30))[1], "the first turn matches plain")
     follow = prompt + first[1] + " And then"
     p = run(plain, *text_req(follow, 24))
+    m0 = spec.metrics()
     s = run(spec, *text_req(follow, 24))
     check(s[1:4] == p[1:4], f"follow-up: {s[1:4]!r} vs plain {p[1:4]!r}")
     check(s[4]["prompt_tokens_details"]["cached_tokens"] > 0, f"the follow-up reuses the cache: {s[4]}")
+    # a draft model's session keeps that prefix too: only the new ids run through it
+    m1 = spec.metrics()
+    ran = metric(m1, "r1_spec_draft_prompt_tokens_total") - metric(m0, "r1_spec_draft_prompt_tokens_total")
+    kept = metric(m1, "r1_spec_draft_cached_tokens_total") - metric(m0, "r1_spec_draft_cached_tokens_total")
+    if ran + kept > 0:  # a --draft server (lookup has no draft session)
+        cached = s[4]["prompt_tokens_details"]["cached_tokens"]
+        check(kept > 0 and kept >= cached - 1 and ran + kept == s[4]["prompt_tokens"],
+              f"the draft keeps the slot's prefix: kept {kept}, ran {ran}, target cached {cached} "
+              f"of {s[4]['prompt_tokens']}")
 
 
 def test_hangup(plain, spec, prompt):

@@ -43,6 +43,8 @@ static void serve_help(FILE *f) {
                "                         (all slots' verifications <= 16 rows per step, within\n"
                "                         --batch-tokens); greedy text is the same as without.\n"
                "                         /metrics: r1_spec_drafted_tokens_total, r1_spec_accepted_tokens_total\n"
+               "                         A draft model keeps the slot's last prompt and output cached:\n"
+               "                         a follow-up runs only its new ids through it.\n"
                "The sampling options set the defaults of requests that leave a field out.\n");
     cli_opts_help(f);
 }

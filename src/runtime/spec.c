@@ -106,6 +106,8 @@ r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *
     return r1_spec_new_target(&t, draft, smp, opts);
 }
 
+static int hist_push(struct r1_spec *sp, int32_t id);
+
 r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t *draft, r1_sampler_t *smp,
                               const struct r1_spec_opts *opts) {
     struct r1_spec_opts o = *opts;
@@ -144,6 +146,14 @@ r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t 
         r1_spec_free(sp);
         return NULL;
     }
+    /* what the draft session holds from an earlier decoder: r1_spec_begin
+     * compares the prompt with hist, as it does for this decoder's own text */
+    for (int i = 0; draft && o.draft_held && i < o.n_draft_held && i < r1_session_n_past(draft); i++)
+        if (hist_push(sp, o.draft_held[i])) {
+            r1_spec_free(sp);
+            return NULL;
+        }
+    sp->o.draft_held = NULL, sp->o.n_draft_held = 0; /* the caller's array: not kept */
     sp->kcur = draft ? (o.k < 4 ? o.k : 4) : o.k; /* lookup: a match is often a long copy */
     sp->acc_model = 0.6;
     /* an edit prompt's copy resumes a token or two after each change:
@@ -474,3 +484,10 @@ int r1_spec_step(r1_spec_t *sp, const int32_t **out) {
 }
 
 void r1_spec_get_stats(const r1_spec_t *sp, struct r1_spec_stats *st) { *st = sp->st; }
+
+int r1_spec_draft_held(const r1_spec_t *sp, const int32_t **ids) {
+    *ids = sp->hist;
+    if (!sp->d) return 0;
+    int n = r1_session_n_past(sp->d);
+    return n < sp->n_hist ? n : sp->n_hist;
+}

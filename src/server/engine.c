@@ -201,6 +201,12 @@ char *sched_metrics_text(struct sched *s) {
       "# TYPE r1_spec_drafted_tokens_total counter\nr1_spec_drafted_tokens_total %ld\n", s->spec_drafted);
     M("# HELP r1_spec_accepted_tokens_total Draft tokens kept (each one a token without its own step).\n"
       "# TYPE r1_spec_accepted_tokens_total counter\nr1_spec_accepted_tokens_total %ld\n", s->spec_accepted);
+    M("# HELP r1_spec_draft_prompt_tokens_total Prompt ids the draft model ran (speculative decoding).\n"
+      "# TYPE r1_spec_draft_prompt_tokens_total counter\nr1_spec_draft_prompt_tokens_total %ld\n",
+      s->draft_prefilled);
+    M("# HELP r1_spec_draft_cached_tokens_total Prompt ids the draft model kept from its cache (a "
+      "slot's earlier request).\n# TYPE r1_spec_draft_cached_tokens_total counter\n"
+      "r1_spec_draft_cached_tokens_total %ld\n", s->draft_reused);
     M("# HELP r1_spec_steps_total Target forwards of speculating requests (verifications and plain steps).\n"
       "# TYPE r1_spec_steps_total counter\nr1_spec_steps_total %ld\n", s->spec_steps);
     M("# HELP r1_step_rows_total Rows (tokens) computed by engine steps.\n# TYPE r1_step_rows_total counter\n"

@@ -176,7 +176,9 @@ static r1_spec_t *spec_open(struct gen_ctx *g, r1_sampler_t *smp, int *err) {
     if (k < 1) k = 1;
     struct r1_spec_target t = {.ctx = g, .vocab = s->vocab, .n_past = tgt_n_past, .n_ctx = tgt_n_ctx,
                                .forward = tgt_forward, .truncate = tgt_truncate};
-    struct r1_spec_opts so = {.lookup = s->o.spec_lookup, .k = k, .fixed_k = s->o.spec_fixed_k};
+    struct r1_spec_opts so = {.lookup = s->o.spec_lookup, .k = k, .fixed_k = s->o.spec_fixed_k,
+                              .draft_held = g->sl->draft_ids, .n_draft_held = g->sl->n_draft_ids};
+    g->sl->n_draft_ids = 0; /* unknown until this job ends well */
     r1_spec_t *sp = r1_spec_new_target(&t, g->sl->draft, smp, &so);
     if (sp && r1_spec_begin(sp, g->j->ids, g->j->n_ids, g->sl->logits)) {
         r1_spec_free(sp);
@@ -312,6 +314,13 @@ sample:;
     if (spec) {
         struct r1_spec_stats st;
         r1_spec_get_stats(spec, &st);
+        if (finish && sl->draft) { /* what the draft's cache holds, for the slot's next job */
+            const int32_t *held;
+            int n = r1_spec_draft_held(spec, &held);
+            if (n > s->n_ctx) n = s->n_ctx;
+            memcpy(sl->draft_ids, held, (size_t)n * sizeof(int32_t));
+            sl->n_draft_ids = n;
+        }
         r1_spec_free(spec);
         /* usage counts the drafted tokens that appear in the completion (as
          * OpenAI's accepted_prediction_tokens): a step's ids after the one
@@ -324,6 +333,7 @@ sample:;
         u->spec = 1, u->drafted_tokens = (int)st.drafted, u->accepted_tokens = (int)acc;
         pthread_mutex_lock(&s->mu);
         s->spec_drafted += st.drafted, s->spec_accepted += acc, s->spec_steps += st.steps;
+        s->draft_prefilled += st.draft_prefilled, s->draft_reused += st.draft_reused;
         pthread_mutex_unlock(&s->mu);
         if (!finish) { /* cancelled, or a step failed */
             r1_sampler_free(smp);

@@ -192,7 +192,8 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
             struct r1_session_opts dso = {.n_ctx = s->n_ctx, .backend = o->backend,
                                           .n_threads = o->draft_threads > 0 ? o->draft_threads : 1,
                                           .kv_dtype = o->kv_dtype};
-            if (!(sl->draft = r1_session_new(o->draft, &dso))) {
+            sl->draft_ids = malloc((size_t)s->n_ctx * sizeof(int32_t));
+            if (!sl->draft_ids || !(sl->draft = r1_session_new(o->draft, &dso))) {
                 char msg[256];
                 snprintf(msg, sizeof msg, "%s", r1_last_error());
                 r1_err("the draft model's session for slot %d: %s", i, msg);
@@ -251,6 +252,7 @@ void sched_free(struct sched *s) {
         free(s->slots[i].logits);
         free(s->slots[i].out);
         r1_session_free(s->slots[i].draft);
+        free(s->slots[i].draft_ids);
     }
     free(s->slots);
     r1_batch_free(s->batch);

@@ -75,6 +75,9 @@ struct slot {
     int n_cache;
     float *logits;  /* (vocab) the sampler's working copy */
     r1_session_t *draft; /* --draft: this slot's session of the draft model, else NULL */
+    int32_t *draft_ids;  /* (n_ctx) the ids in the draft's cache after the last job, n_draft_ids
+                            of them: the next job's decoder keeps their common prefix */
+    int n_draft_ids;
     pthread_t thread;
     pthread_cond_t cv;
     struct job *job; /* guarded by sched.mu */
@@ -96,6 +99,7 @@ struct sched {
     /* metrics */
     long tokens_in, tokens_out, steps, step_rows;
     long spec_drafted, spec_accepted, spec_steps; /* speculative decoding, all requests */
+    long draft_prefilled, draft_reused; /* prompt ids the draft models ran, and kept from their cache */
     double step_sum;
     long step_hist[N_BUCKETS + 1];
     const r1_tokenizer_t *tok;
