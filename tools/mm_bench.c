@@ -13,12 +13,17 @@
  * given (no regrouping), so a format and its regrouped layout can be
  * compared. Prints per dtype the layer matmuls' and the lm_head's GB/s
  * (decode, T = 1) or GFLOP/s (T > 1), best and median over the rounds.
- * Speed is only ever measured here, never asserted.
+ * At T = 1 each round starts with the bench's read-bandwidth probe (512 MiB,
+ * 2 MiB pages, the best of its readers), and "frac" is the median over
+ * rounds of the layers' GB/s over that round's probe: the machine's speed
+ * drifts by minutes, so a fraction is only fair against a probe taken
+ * beside it. Speed is only ever measured here, never asserted.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench.h"
 #include "kernels/cpu/cpu.h"
 #include "kernels/dtype.h"
 #include "runtime/pool.h"
@@ -44,6 +49,7 @@ struct variant {
     struct r1_mat m[MAX_SETS][4], head[3];
     size_t set_bytes, head_bytes;
     double lay[64], hd[64], op[4][64]; /* seconds per round: all layers, lm_head, each kind */
+    double frac[64];                   /* T = 1: layers' GB/s over the round's probe */
 };
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -173,7 +179,14 @@ int main(int argc, char **argv) {
     int claim = 0;
     printf("mm_bench: %s shapes (dim %d, qkv %d, ffn %d, vocab %d), %d threads, T=%d, isa %s, %d rounds\n",
            sh->name, sh->dim, sh->qkv, sh->ffn, sh->vocab, nth, T, r1_cpu_current()->name, rounds);
-    for (int rd = -1; rd < rounds; rd++) /* round -1: warm-up */
+    double probe[64];
+    for (int rd = -1; rd < rounds; rd++) { /* round -1: warm-up */
+        if (T == 1 && rd >= 0) {
+            struct bench_bw bw;
+            if (bench_bw_measure(&bw, pool, (size_t)512 << 20, (size_t)32 << 20, 1)) goto fail;
+            probe[rd] = bw.best_gbps;
+            bench_bw_free(&bw);
+        }
         for (int i = 0; i < nv; i++) {
             struct variant *x = &v[i];
             char *eq = strchr(x->env, '=');
@@ -200,13 +213,22 @@ int main(int argc, char **argv) {
             r1_pool_run(pool, r1_backend_cpu.fn[R1_K_LM_HEAD], &op);
             double t2 = r1_now();
             if (rd >= 0) x->lay[rd] = t1 - t0, x->hd[rd] = t2 - t1;
+            if (rd >= 0 && T == 1) x->frac[rd] = (double)x->set_bytes * x->nsets / (t1 - t0) / 1e9 / probe[rd];
             if (eq) {
                 unsetenv(x->env);
                 *eq = '=';
             }
         }
+    }
+    if (T == 1) {
+        double ps[64];
+        memcpy(ps, probe, (size_t)rounds * sizeof(double));
+        qsort(ps, (size_t)rounds, sizeof(double), cmp_double);
+        printf("read probe %.2f GB/s best, %.2f median (each round's probe: frac)\n", ps[rounds - 1],
+               ps[rounds / 2]);
+    }
     printf("%-8s %10s %10s %10s %10s %8s %8s %8s %8s   %s\n", "dtype", "layers", "(median)", "lm_head",
-           "(median)", "qkv", "o", "gate_up", "down", T == 1 ? "GB/s of weights read" : "GFLOP/s");
+           "(median)", "qkv", "o", "gate_up", "down", T == 1 ? "GB/s of weights read; frac" : "GFLOP/s");
     for (int i = 0; i < nv; i++) {
         struct variant *x = &v[i];
         qsort(x->lay, (size_t)rounds, sizeof(double), cmp_double);
@@ -223,6 +245,10 @@ int main(int argc, char **argv) {
             double b = T == 1 ? (double)r1_dtype_row_bytes(x->dt, cols[k]) * rows[k] * x->nsets
                               : 2.0 * rows[k] * cols[k] * T * x->nsets;
             printf(" %8.2f", b / x->op[k][rounds / 2] / 1e9);
+        }
+        if (T == 1) {
+            qsort(x->frac, (size_t)rounds, sizeof(double), cmp_double);
+            printf("   %.2f", x->frac[rounds / 2]);
         }
         printf("\n");
     }
