@@ -148,7 +148,7 @@ TGT void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int 
         __m512i l1 = _mm512_and_si512(q1, lo4), h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4); \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;                             \
-            __m512i di = _mm512_loadu_si512(xp + 256);                                              \
+            __m512i di = _mm512_loadu_si512(xp + 256);                                             \
             di = _mm512_dpbusd_epi32(di, l0, _mm512_loadu_si512(xp));                              \
             di = _mm512_dpbusd_epi32(di, l1, _mm512_loadu_si512(xp + 64));                         \
             di = _mm512_dpbusd_epi32(di, h0, _mm512_loadu_si512(xp + 128));                        \
@@ -195,15 +195,15 @@ pair_body(const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int 
           size_t xs, int nt, float *out) {
     const size_t lo = r1_cpu_q8x8_stride(K);
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
-    const uint8_t *xt[NT];
+    const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
-    __m512 acc[4][NT];
+    __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     for (int s = k0 / 256; s < k1 / 256; s++) {
-        __m512i off[NT];
-        __m512 dx[NT];
+        __m512i off[R1_CPU_NT];
+        __m512 dx[R1_CPU_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             off[t] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 8),

@@ -97,19 +97,19 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
-    const uint8_t *xt[NT];
+    const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
     const __m512i idx_d = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(8));
     const int gb = GROUP(DT), bs = BLK(DT);
-    __m512 acc[4][NT];
+    __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G, pf = r1_cpu_tile_prefetch;
     for (int s = k0 / 256; s < s1; s++) {
-        __m512 dx[NT], sx[NT];
-        __m512i d0[NT]; /* where each token's dot products start */
+        __m512 dx[R1_CPU_NT], sx[R1_CPU_NT];
+        __m512i d0[R1_CPU_NT]; /* where each token's dot products start */
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             __m512i nx = _mm512_loadu_si512(xp + 256);
@@ -161,8 +161,8 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
         const size_t qoff = r1_cpu_q8_qoff(K % 256);
         for (int j = 0; j < tb; j += 2) {
             const int two = j + 1 < tb;
-            __m512i xq[NT], xl[NT], t0[NT];
-            __m512 dxp[NT], gs[NT];
+            __m512i xq[R1_CPU_NT], xl[R1_CPU_NT], t0[R1_CPU_NT];
+            __m512 dxp[R1_CPU_NT], gs[R1_CPU_NT];
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)G * R1_CPU_Q8X8_BYTES;
                 const float *d = (const float *)(xp + lo);
