@@ -92,8 +92,8 @@ INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m51
  * Bounds per 32-bit lane (16 products): q8_0 |w·hi| <= 16 x 255 x 127 before
  * its offset, << 8 < 2^27, the offset -128 x (the lanes' sums, hi << 8 plus
  * lo) < 2^26; q4_1 smaller. No int32 overflow. */
-INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int k1, const uint8_t *w,
-                 size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K, int k0, int k1,
+                 const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
@@ -123,7 +123,7 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
                 d0[t] = _mm512_slli_epi32(nx, 4);
             }
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * gb;
             if (pf) prefetch_rows(bp, ws, gb); /* not when the rows are in cache */
             __m512i q[4];
@@ -183,7 +183,7 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
                     t0[t] = _mm512_sub_epi32(zero, _mm512_slli_epi32(sum, 7)); /* the +128 */
                 }
             }
-            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 const uint8_t *bp = wr[r] + (size_t)G * gb + (size_t)j * bs;
                 if (NT <= 2) prefetch_rows(bp, ws, two ? 2 * bs : bs);
                 __m512 fa, fb = _mm512_setzero_ps();
@@ -200,21 +200,23 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
     R1_X86_TILE_OUT(NT);
 }
 
-#define X8_VARIANT(NAME, DT, NT, PAIR)                                                             \
+#define X8_VARIANT(NAME, DT, NR, NT, PAIR)                                                         \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        x8_body(DT, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        x8_body(DT, NR, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                           \
     }
 /* NAME: one activation row per token; NAME_pair: two-part pairs (cpu.h
- * r1_cpu_mm.pair_tile), 3 or 4 tokens as 2 + the rest (a 4-token body
- * spills; tile microbenchmark at K = 1536, ns per row, token and 256
- * columns: q8_0x8 2.0-2.3 against 2.2-2.8, q4_1x8 2.2-2.8 against 2.3-2.9) */
+ * r1_cpu_mm.pair_tile). Pairs of 3 or 4 tokens run 2 rows at a time with
+ * all tokens (8 or 6 accumulators): 4 rows x 4 tokens spill, and 2 + 2
+ * tokens unpacked every row's weights twice. */
 #define X8_TILE(NAME, DT)                                                                          \
-    X8_VARIANT(NAME##_1, DT, 1, 0)                                                                 \
-    X8_VARIANT(NAME##_2, DT, 2, 0)                                                                 \
-    X8_VARIANT(NAME##_4, DT, 4, 0)                                                                 \
-    X8_VARIANT(NAME##_p1, DT, 1, 1)                                                                \
-    X8_VARIANT(NAME##_p2, DT, 2, 1)                                                                \
+    X8_VARIANT(NAME##_1, DT, 4, 1, 0)                                                              \
+    X8_VARIANT(NAME##_2, DT, 4, 2, 0)                                                              \
+    X8_VARIANT(NAME##_4, DT, 4, 4, 0)                                                              \
+    X8_VARIANT(NAME##_p1, DT, 4, 1, 1)                                                             \
+    X8_VARIANT(NAME##_p2, DT, 4, 2, 1)                                                             \
+    X8_VARIANT(NAME##_p3h, DT, 2, 3, 1)                                                            \
+    X8_VARIANT(NAME##_p4h, DT, 2, 4, 1)                                                            \
     void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
               size_t xs, int nt, float *out) {                                                     \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
@@ -226,9 +228,10 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
         if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
         else if (nt == 2) NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
         else {                                                                                     \
-            NAME##_p2(K, k0, k1, w, ws, nr, x, xs, 2, out);                                        \
-            if (nt == 3) NAME##_p1(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 1, out + 2 * R1_CPU_MR);  \
-            else NAME##_p2(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 2, out + 2 * R1_CPU_MR);          \
+            void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int,   \
+                      float *) = nt == 3 ? NAME##_p3h : NAME##_p4h;                                \
+            f(K, k0, k1, w, ws, nr < 2 ? nr : 2, x, xs, nt, out);                                  \
+            if (nr > 2) f(K, k0, k1, w + 2 * ws, ws, nr - 2, x, xs, nt, out + 2);                  \
         }                                                                                          \
     }
 
