@@ -140,6 +140,11 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+                /* Past one token, GCC kept the tokens' activation vectors from the first row for
+                 * the others and, short of registers, copied them to the stack along with the
+                 * accumulators; an opaque pointer makes each row read them from L1 as operands
+                 * of vpdpbusd instead. */
+                if (NT > 1) __asm__("" : "+r"(xp));
                 __m512i di = _mm512_dpbusd_epi32(PAIR ? zero : d0[t], q[0], _mm512_loadu_si512(xp));
                 di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xp + 64));
                 di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xp + 128));
