@@ -42,14 +42,15 @@ INL __m512 pair_ps(float a, float b) {
 
 /* Decode streams 4 rows at a time, too short for the hardware prefetcher:
  * the same bytes of the next 4 rows into L1, of the 4 after those into L2
- * (as the q4_0x8 tile does). */
+ * (as the q4_0x8 tile does). A line every 64 bytes from p: the line of the
+ * span's last byte, when not among them, also holds the first byte after
+ * the span, which the next step prefetches (the row's next group, its plain
+ * tail, or the next row), so it is not asked for twice. */
 INL void prefetch_rows(const uint8_t *p, size_t ws, int len) {
     for (int o = 0; o < len; o += 64) {
         _mm_prefetch((const char *)(p + 4 * ws + o), _MM_HINT_T0);
         _mm_prefetch((const char *)(p + 8 * ws + o), _MM_HINT_T1);
     }
-    _mm_prefetch((const char *)(p + 4 * ws + len - 1), _MM_HINT_T0);
-    _mm_prefetch((const char *)(p + 8 * ws + len - 1), _MM_HINT_T1);
 }
 
 /* Two plain blocks at p (only the first when !two): the 64 quants as
