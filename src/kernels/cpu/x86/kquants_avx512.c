@@ -122,8 +122,8 @@ INL __m512i q32_quants(const int DT, const uint8_t *p, __m512 *fa, __m512 *fb) {
 /* Per token of a chunk at column c: quants, dx pair, and the mins' sums or
  * the offset's start value. */
 #define TOKEN_PREP(DT, NT)                                                                         \
-    __m512i xq[NT], xo[NT];                                                                        \
-    __m512 dx[NT], gs[NT];                                                                         \
+    __m512i xq[R1_CPU_NT], xo[R1_CPU_NT];                                                          \
+    __m512 dx[R1_CPU_NT], gs[R1_CPU_NT];                                                           \
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
         xq[t] = _mm512_loadu_si512(xt[t] + qoff + c);                                              \
         const float *d = (const float *)xt[t] + c / 32;                                            \
@@ -150,10 +150,10 @@ INL __m512i q32_quants(const int DT, const uint8_t *p, __m512 *fa, __m512 *fb) {
 INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
-    const uint8_t *xt[NT];
+    const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const size_t qoff = r1_cpu_q8_qoff(K);
-    __m512 acc[4][NT];
+    __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     const int base2[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
@@ -258,19 +258,19 @@ INL void kx8_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
     (void)K;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
-    const uint8_t *xt[NT];
+    const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
     const __m512i idx_d = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(8));
     const __m512i idx_e = _mm512_add_epi32(idx_d, idx_d), idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
     const size_t bs = DT == X_Q4K ? 144 : DT == X_Q5K ? 176 : 210;
-    __m512 acc[4][NT];
+    __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     for (int s = k0 / 256; s < k1 / 256; s++) {
-        __m512 dx[NT], sx[NT];
-        __m512i nlo[NT], nhi[NT];
+        __m512 dx[R1_CPU_NT], sx[R1_CPU_NT];
+        __m512i nlo[R1_CPU_NT], nhi[R1_CPU_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             __m512i nx = _mm512_loadu_si512(xp + 256); /* -8 x the lane sums */

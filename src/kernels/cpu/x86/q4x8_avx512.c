@@ -148,7 +148,7 @@ TGT void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int 
         __m512i l1 = _mm512_and_si512(q1, lo4), h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4); \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;                             \
-            __m512i di = _mm512_loadu_si512(xp + 256);                                              \
+            __m512i di = _mm512_loadu_si512(xp + 256);                                             \
             di = _mm512_dpbusd_epi32(di, l0, _mm512_loadu_si512(xp));                              \
             di = _mm512_dpbusd_epi32(di, l1, _mm512_loadu_si512(xp + 64));                         \
             di = _mm512_dpbusd_epi32(di, h0, _mm512_loadu_si512(xp + 128));                        \
@@ -191,26 +191,26 @@ X8_TILE(tile_x8_4, 4)
  * per lane: |w·hi| <= 16 x 15 x 127 (< 2^15, << 8 < 2^23), the offset
  * < 2^24: no int32 overflow. Prefetch as X8_ROW. */
 static inline __attribute__((always_inline, target(TGT_S))) void
-pair_body(const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+pair_body(const int NR, const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
           size_t xs, int nt, float *out) {
     const size_t lo = r1_cpu_q8x8_stride(K);
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
-    const uint8_t *xt[NT];
+    const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
-    __m512 acc[4][NT];
+    __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     for (int s = k0 / 256; s < k1 / 256; s++) {
-        __m512i off[NT];
-        __m512 dx[NT];
+        __m512i off[R1_CPU_NT];
+        __m512 dx[R1_CPU_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             off[t] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 8),
                                       _mm512_loadu_si512(xp + lo + 256));
             dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320));
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 144;
             _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);
             _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);
@@ -239,25 +239,27 @@ pair_body(const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int 
     }
     R1_X86_TILE_OUT(NT);
 }
-static TGT void tile_pair_1(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                            size_t xs, int nt, float *out) {
-    pair_body(1, K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-static TGT void tile_pair_2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                            size_t xs, int nt, float *out) {
-    pair_body(2, K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-/* 3 or 4 tokens as 2 + the rest: 4 x 4 accumulators and the tokens' offsets
- * and scales spill (measured 2.2-2.7 ns per row, token and 256 columns for
- * the old 4-row form, 3.0 for pair_body(4), 2.1 for pair_body(2)) */
+#define PAIR_VARIANT(NAME, NR, NT)                                                                 \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
+                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
+        pair_body(NR, NT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
+    }
+PAIR_VARIANT(tile_pair_1, 4, 1)
+PAIR_VARIANT(tile_pair_2, 4, 2)
+PAIR_VARIANT(tile_pair_3h, 2, 3)
+PAIR_VARIANT(tile_pair_4h, 2, 4)
+/* 3 or 4 tokens: 2 rows at a time with all tokens. 4 rows x 4 tokens spill
+ * (16 accumulators and the tokens' offsets and scales), and 2 + 2 tokens
+ * unpacked every row's weights twice. */
 void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                     const uint8_t *x, size_t xs, int nt, float *out) {
     if (nt == 1) tile_pair_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 2) tile_pair_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else {
-        tile_pair_2(K, k0, k1, w, ws, nr, x, xs, 2, out);
-        if (nt == 3) tile_pair_1(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 1, out + 2 * R1_CPU_MR);
-        else tile_pair_2(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 2, out + 2 * R1_CPU_MR);
+        void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int, float *) =
+            nt == 3 ? tile_pair_3h : tile_pair_4h;
+        f(K, k0, k1, w, ws, nr < 2 ? nr : 2, x, xs, nt, out);
+        if (nr > 2) f(K, k0, k1, w + 2 * ws, ws, nr - 2, x, xs, nt, out + 2);
     }
 }
 

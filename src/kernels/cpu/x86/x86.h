@@ -183,20 +183,24 @@ r1_x86_sum_chunks(__m512 u0, __m512 u1, __m512 u2, __m512 u3) {
 }
 #define R1_X86_TILE_OUT(NT)                                                                        \
     do {                                                                                           \
+        if (NT == 1) { /* the same sums as below without the other tokens' zero chunks */          \
+            __m512 u_ = r1_x86_sum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0]);                   \
+            __m256 hi_ = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u_), 1));       \
+            __m256 h_ = _mm256_add_ps(_mm512_castps512_ps256(u_), hi_);                            \
+            __m128 q_ = _mm_add_ps(_mm256_castps256_ps128(h_), _mm256_extractf128_ps(h_, 1));      \
+            _mm512_mask_storeu_ps(out, (__mmask16)((1u << nr) - 1), _mm512_castps128_ps512(q_));   \
+            break;                                                                                 \
+        }                                                                                          \
         __m512 u_[4];                                                                              \
         _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) u_[t_] =                           \
             t_ < NT ? r1_x86_sum4(acc[0][t_ < NT ? t_ : 0], acc[1][t_ < NT ? t_ : 0],              \
                                   acc[2][t_ < NT ? t_ : 0], acc[3][t_ < NT ? t_ : 0])              \
                     : _mm512_setzero_ps();                                                         \
         __m512 s_ = r1_x86_sum_chunks(u_[0], u_[1], u_[2], u_[3]);                                 \
-        if (nr == 4 && nt == 4) {                                                                  \
-            _mm512_storeu_ps(out, s_);                                                             \
-        } else {                                                                                   \
-            float res_[16];                                                                        \
-            _mm512_storeu_ps(res_, s_);                                                            \
-            for (int t_ = 0; t_ < nt; t_++)                                                        \
-                for (int r_ = 0; r_ < nr; r_++) out[t_ * R1_CPU_MR + r_] = res_[t_ * 4 + r_];      \
-        }                                                                                          \
+        /* lane 4t + r is out[t * R1_CPU_MR + r]: one masked store of the nr x nt sums */       \
+        _Static_assert(R1_CPU_MR == 4, "the tile sums' lanes are out's layout");                   \
+        const unsigned m_ = ((1u << nr) - 1) * (0x1111u & ((1u << 4 * nt) - 1));                  \
+        _mm512_mask_storeu_ps(out, (__mmask16)m_, s_);                                             \
     } while (0)
 
 #endif

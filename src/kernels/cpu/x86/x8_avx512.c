@@ -35,11 +35,6 @@ enum { F_Q41, F_Q80 };
 #define GROUP(DT) ((DT) == F_Q41 ? 160 : 272) /* bytes of 8 blocks */
 #define BLK(DT) ((DT) == F_Q41 ? 20 : 34)     /* a plain block */
 
-INL float h2f(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return _cvtsh_ss(h);
-}
 /* lanes 0-7 a, lanes 8-15 b */
 INL __m512 pair_ps(float a, float b) {
     return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
@@ -47,34 +42,48 @@ INL __m512 pair_ps(float a, float b) {
 
 /* Decode streams 4 rows at a time, too short for the hardware prefetcher:
  * the same bytes of the next 4 rows into L1, of the 4 after those into L2
- * (as the q4_0x8 tile does). */
+ * (as the q4_0x8 tile does). A line every 64 bytes from p: the line of the
+ * span's last byte, when not among them, also holds the first byte after
+ * the span, which the next step prefetches (the row's next group, its plain
+ * tail, or the next row), so it is not asked for twice. */
 INL void prefetch_rows(const uint8_t *p, size_t ws, int len) {
     for (int o = 0; o < len; o += 64) {
         _mm_prefetch((const char *)(p + 4 * ws + o), _MM_HINT_T0);
         _mm_prefetch((const char *)(p + 8 * ws + o), _MM_HINT_T1);
     }
-    _mm_prefetch((const char *)(p + 4 * ws + len - 1), _MM_HINT_T0);
-    _mm_prefetch((const char *)(p + 8 * ws + len - 1), _MM_HINT_T1);
 }
 
 /* Two plain blocks at p (only the first when !two): the 64 quants as
  * unsigned bytes (q4_1: [qa lo, qa hi, qb lo, qb hi]; q8_0: q + 128), scales
- * *fa and (q4_1) mins *fb as 8 lanes each, zero for a missing second block. */
+ * *fa and (q4_1) mins *fb as 8 lanes each, zero for a missing second block.
+ * One masked load (the missing block reads as zeros, and nothing past the
+ * row is touched) and word permutes instead of four scalar half -> float
+ * conversions and inserts: at K = 576 the tail is 2 of a row's 4 steps, and
+ * the scalar form made those rows ~20% slower per byte than K = 1536. */
 INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m512 *fb) {
     const int bs = BLK(DT);
-    *fa = pair_ps(h2f(p), two ? h2f(p + bs) : 0.0f);
+    /* word w of the block pair: block 1's scale at word bs / 2 */
+    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                           bs / 2, bs / 2, bs / 2, bs / 2, bs / 2, bs / 2, bs / 2,
+                                           bs / 2, 0, 0, 0, 0, 0, 0, 0, 0);
     if (DT == F_Q80) {
+        __m512i raw = _mm512_maskz_loadu_epi8(two ? ~0ull : (1ull << bs) - 1, p);
+        *fa = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx_d, raw)));
         __m256i qa = _mm256_loadu_si256((const __m256i *)(p + 2));
         __m256i qb = two ? _mm256_loadu_si256((const __m256i *)(p + bs + 2)) : _mm256_setzero_si256();
         __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(qa), qb, 1);
         return _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
     }
-    __m128i qa = _mm_loadu_si128((const __m128i *)(p + 4));
-    __m128i qb = two ? _mm_loadu_si128((const __m128i *)(p + bs + 4)) : _mm_setzero_si128();
-    __m256i v = _mm256_set_m128i(qb, qa);
-    __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
-    z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)); /* qa, qa>>4, qb, qb>>4 */
-    *fb = pair_ps(h2f(p + 2), two ? h2f(p + bs + 2) : 0.0f);
+    /* q4_1: d at word 0, m at 1, quants at words 2-9 (block 0), 12-19 (block 1) */
+    const __m512i idx_q = _mm512_set_epi16(19, 18, 17, 16, 15, 14, 13, 12, 19, 18, 17, 16, 15, 14, 13,
+                                           12, 9, 8, 7, 6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2);
+    const __m512i sh = _mm512_set_epi16(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4,
+                                        4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512i raw = _mm512_maskz_loadu_epi8(two ? (1ull << (2 * bs)) - 1 : (1ull << bs) - 1, p);
+    *fa = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx_d, raw)));
+    *fb = _mm512_cvtph_ps(_mm512_castsi512_si256(
+        _mm512_permutexvar_epi16(_mm512_add_epi16(idx_d, _mm512_set1_epi16(1)), raw)));
+    __m512i z = _mm512_srlv_epi16(_mm512_permutexvar_epi16(idx_q, raw), sh);
     return _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
 }
 
@@ -84,24 +93,24 @@ INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m51
  * Bounds per 32-bit lane (16 products): q8_0 |w·hi| <= 16 x 255 x 127 before
  * its offset, << 8 < 2^27, the offset -128 x (the lanes' sums, hi << 8 plus
  * lo) < 2^26; q4_1 smaller. No int32 overflow. */
-INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int k1, const uint8_t *w,
-                 size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K, int k0, int k1,
+                 const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
-    const uint8_t *xt[NT];
+    const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
     const __m512i idx_d = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(8));
     const int gb = GROUP(DT), bs = BLK(DT);
-    __m512 acc[4][NT];
+    __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G, pf = r1_cpu_tile_prefetch;
     for (int s = k0 / 256; s < s1; s++) {
-        __m512 dx[NT], sx[NT];
-        __m512i d0[NT]; /* where each token's dot products start */
+        __m512 dx[R1_CPU_NT], sx[R1_CPU_NT];
+        __m512i d0[R1_CPU_NT]; /* where each token's dot products start */
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             __m512i nx = _mm512_loadu_si512(xp + 256);
@@ -115,7 +124,7 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
                 d0[t] = _mm512_slli_epi32(nx, 4);
             }
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * gb;
             if (pf) prefetch_rows(bp, ws, gb); /* not when the rows are in cache */
             __m512i q[4];
@@ -132,6 +141,11 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+                /* Past one token, GCC kept the tokens' activation vectors from the first row for
+                 * the others and, short of registers, copied them to the stack along with the
+                 * accumulators; an opaque pointer makes each row read them from L1 as operands
+                 * of vpdpbusd instead. */
+                if (NT > 1) __asm__("" : "+r"(xp));
                 __m512i di = _mm512_dpbusd_epi32(PAIR ? zero : d0[t], q[0], _mm512_loadu_si512(xp));
                 di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xp + 64));
                 di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xp + 128));
@@ -153,8 +167,8 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
         const size_t qoff = r1_cpu_q8_qoff(K % 256);
         for (int j = 0; j < tb; j += 2) {
             const int two = j + 1 < tb;
-            __m512i xq[NT], xl[NT], t0[NT];
-            __m512 dxp[NT], gs[NT];
+            __m512i xq[R1_CPU_NT], xl[R1_CPU_NT], t0[R1_CPU_NT];
+            __m512 dxp[R1_CPU_NT], gs[R1_CPU_NT];
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)G * R1_CPU_Q8X8_BYTES;
                 const float *d = (const float *)(xp + lo);
@@ -175,7 +189,7 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
                     t0[t] = _mm512_sub_epi32(zero, _mm512_slli_epi32(sum, 7)); /* the +128 */
                 }
             }
-            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
                 const uint8_t *bp = wr[r] + (size_t)G * gb + (size_t)j * bs;
                 if (NT <= 2) prefetch_rows(bp, ws, two ? 2 * bs : bs);
                 __m512 fa, fb = _mm512_setzero_ps();
@@ -192,21 +206,23 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
     R1_X86_TILE_OUT(NT);
 }
 
-#define X8_VARIANT(NAME, DT, NT, PAIR)                                                             \
+#define X8_VARIANT(NAME, DT, NR, NT, PAIR)                                                         \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        x8_body(DT, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        x8_body(DT, NR, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                           \
     }
 /* NAME: one activation row per token; NAME_pair: two-part pairs (cpu.h
- * r1_cpu_mm.pair_tile), 3 or 4 tokens as 2 + the rest (a 4-token body
- * spills; tile microbenchmark at K = 1536, ns per row, token and 256
- * columns: q8_0x8 2.0-2.3 against 2.2-2.8, q4_1x8 2.2-2.8 against 2.3-2.9) */
+ * r1_cpu_mm.pair_tile). Pairs of 3 or 4 tokens run 2 rows at a time with
+ * all tokens (8 or 6 accumulators): 4 rows x 4 tokens spill, and 2 + 2
+ * tokens unpacked every row's weights twice. */
 #define X8_TILE(NAME, DT)                                                                          \
-    X8_VARIANT(NAME##_1, DT, 1, 0)                                                                 \
-    X8_VARIANT(NAME##_2, DT, 2, 0)                                                                 \
-    X8_VARIANT(NAME##_4, DT, 4, 0)                                                                 \
-    X8_VARIANT(NAME##_p1, DT, 1, 1)                                                                \
-    X8_VARIANT(NAME##_p2, DT, 2, 1)                                                                \
+    X8_VARIANT(NAME##_1, DT, 4, 1, 0)                                                              \
+    X8_VARIANT(NAME##_2, DT, 4, 2, 0)                                                              \
+    X8_VARIANT(NAME##_4, DT, 4, 4, 0)                                                              \
+    X8_VARIANT(NAME##_p1, DT, 4, 1, 1)                                                             \
+    X8_VARIANT(NAME##_p2, DT, 4, 2, 1)                                                             \
+    X8_VARIANT(NAME##_p3h, DT, 2, 3, 1)                                                            \
+    X8_VARIANT(NAME##_p4h, DT, 2, 4, 1)                                                            \
     void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
               size_t xs, int nt, float *out) {                                                     \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
@@ -218,9 +234,10 @@ INL void x8_body(const int DT, const int NT, const int PAIR, int K, int k0, int 
         if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
         else if (nt == 2) NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
         else {                                                                                     \
-            NAME##_p2(K, k0, k1, w, ws, nr, x, xs, 2, out);                                        \
-            if (nt == 3) NAME##_p1(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 1, out + 2 * R1_CPU_MR);  \
-            else NAME##_p2(K, k0, k1, w, ws, nr, x + 2 * xs, xs, 2, out + 2 * R1_CPU_MR);          \
+            void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int,   \
+                      float *) = nt == 3 ? NAME##_p3h : NAME##_p4h;                                \
+            f(K, k0, k1, w, ws, nr < 2 ? nr : 2, x, xs, nt, out);                                  \
+            if (nr > 2) f(K, k0, k1, w + 2 * ws, ws, nr - 2, x, xs, nt, out + 2);                  \
         }                                                                                          \
     }
 
