@@ -107,14 +107,20 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
     return r1_cpu_current()->mm[g].tile ? g : dt;
 }
 
+/* R1_CPU_ISA names a set this build has and this CPU runs, or the backend
+ * refuses to start (r1_cpu_current fell back to the best set). A program
+ * that picked another set itself (r1_cpu_select: the tests, cpu_table
+ * --isa) keeps its choice. */
 static int cpu_init(void) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
     const char *e = getenv("R1_CPU_ISA");
     if (e && *e && strcmp(e, isa->name) != 0) {
         char names[64] = "";
         for (int i = 0; r1_cpu_isas[i]; i++) {
-            if (!strcmp(e, r1_cpu_isas[i]->name))
+            if (!strcmp(e, r1_cpu_isas[i]->name)) {
+                if (r1_cpu_isas[i]->available()) return 0;
                 return r1_err("R1_CPU_ISA=%s: this CPU cannot run the '%s' kernels", e, e);
+            }
             size_t l = strlen(names);
             snprintf(names + l, sizeof names - l, " %s", r1_cpu_isas[i]->name);
         }
