@@ -6,6 +6,11 @@
  * per-sequence tok/s, the speed-up over B = 1 and the weight bytes read per
  * second, next to the bandwidth probe of the same run. Writes the CSV
  * (kernel_id decode_batch, batch_size B) and an SVG of aggregate tok/s.
+ * The batch sizes take turns, round after round (a few steps each), and
+ * each figure is the median over rounds; "x batch1" is the median of each
+ * round's ratio to that round's batch 1: on a shared machine whose memory
+ * speed drifts by the minute, sizes timed one after another compared
+ * minutes apart (batch 8 once came out 8.5x batch 1 that way).
  * It must not assert speed: it measures.
  */
 #include <stdio.h>
@@ -17,10 +22,24 @@
 
 #define GB 1e9
 
+#define MAX_ROUNDS 9
+
 struct batch_row {
     int B, steps;
     double step_ms, tok_s, seq_tok_s, speedup, gbps;
+    double round_ms[MAX_ROUNDS], lo, hi; /* per round; the range of the rounds' ratios */
 };
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+static double median(const double *v, int n) {
+    double s[MAX_ROUNDS];
+    memcpy(s, v, (size_t)n * sizeof *s);
+    qsort(s, (size_t)n, sizeof *s, cmp_double);
+    return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+}
 
 static int argmax(const float *x, int n) {
     int b = 0;
@@ -30,8 +49,8 @@ static int argmax(const float *x, int n) {
 }
 
 /* Decode `steps` timed steps (after one untimed) of B sequences from
- * position 0; 0 or -1 with an error. */
-static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, struct batch_row *row) {
+ * position 0; ms per step into *ms, 0 or -1 with an error. */
+static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, double *ms) {
     int32_t ids[BENCH_MAX_BATCH], seq[BENCH_MAX_BATCH];
     for (int q = 0; q < B; q++) {
         if (r1_batch_seq_truncate(b, q, 0)) return -1;
@@ -43,11 +62,7 @@ static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, st
         if (r1_batch_step(b, B, ids, seq, NULL, logits) != B) return -1;
         for (int q = 0; q < B; q++) ids[q] = argmax(logits + (size_t)q * vocab, vocab);
     }
-    double dt = r1_now() - t0;
-    row->B = B, row->steps = steps;
-    row->step_ms = dt / steps * 1e3;
-    row->tok_s = B * steps / dt;
-    row->seq_tok_s = steps / dt;
+    *ms = (r1_now() - t0) / steps * 1e3;
     return 0;
 }
 
@@ -100,7 +115,7 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
     int maxb = 0;
     for (int i = 0; i < o->n_batch; i++)
         if (o->batch[i] > maxb) maxb = o->batch[i];
-    const int steps = o->quick ? 2 : 6;
+    const int steps = o->quick ? 2 : 3, rounds = o->quick ? 1 : 5;
     r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = maxb, .n_ctx = 64, .n_batch = maxb,
                                                             .backend = o->backend, .n_threads = threads,
                                                             .kv_dtype = kvt});
@@ -108,17 +123,31 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
     struct batch_row rows[BENCH_MAX_BATCH];
     int n = 0, rc = 1;
     if (!b || !logits) goto out;
-    for (int i = 0; i < o->n_batch; i++, n++) {
-        bench_progress("decode batch %d", o->batch[i]);
-        if (run_one(b, o->batch[i], steps, vocab, logits, &rows[n])) goto out;
-        rows[n].gbps = R->decode_bytes / (rows[n].step_ms * 1e-3) / GB;
-    }
+    n = o->n_batch;
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < n; i++) {
+            bench_progress("decode round %d/%d, batch %d", r + 1, rounds, o->batch[i]);
+            rows[i].B = o->batch[i], rows[i].steps = steps * rounds;
+            if (run_one(b, o->batch[i], steps, vocab, logits, &rows[i].round_ms[r])) goto out;
+        }
     bench_progress_done();
-    double base = 0;
+    int i1 = -1; /* batch 1's row: the ratios' base (else per sequence of the first row) */
     for (int i = 0; i < n; i++)
-        if (rows[i].B == 1) base = rows[i].tok_s;
-    if (base <= 0 && n) base = rows[0].tok_s / rows[0].B;
-    for (int i = 0; i < n; i++) rows[i].speedup = rows[i].tok_s / base;
+        if (rows[i].B == 1) i1 = i;
+    for (int i = 0; i < n; i++) {
+        struct batch_row *w = &rows[i];
+        w->step_ms = median(w->round_ms, rounds);
+        w->tok_s = w->B * 1e3 / w->step_ms, w->seq_tok_s = 1e3 / w->step_ms;
+        w->gbps = R->decode_bytes / (w->step_ms * 1e-3) / GB;
+        double ratio[MAX_ROUNDS];
+        for (int r = 0; r < rounds; r++) {
+            const struct batch_row *base = &rows[i1 >= 0 ? i1 : 0];
+            ratio[r] = w->B / w->round_ms[r] / (base->B / base->round_ms[r] / (i1 >= 0 ? 1 : base->B));
+        }
+        w->speedup = median(ratio, rounds);
+        qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_double);
+        w->lo = ratio[0], w->hi = ratio[rounds - 1];
+    }
     printf("r1infer bench --batch: %s (dim %d, %d layers), %s weights, %s KV cache, backend %s, %d thread%s\n",
            R->model_name, R->cfg->dim, R->cfg->n_layer, r1_dtype_name(R->dtype), r1_dtype_name(kvt),
            r1_batch_backend(b), threads, threads == 1 ? "" : "s");
@@ -127,12 +156,15 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
            "batch-1 ceiling %.2f tok/s\n",
            R->bw.best_gbps, R->bw.median_gbps, R->bw.reader ? R->bw.reader : "?", R->decode_bytes / GB,
            R->bw.best_gbps * GB / R->decode_bytes);
-    printf("decode from position 0, %d timed steps after one untimed (forward + greedy pick of every row)\n", steps);
-    printf("  %5s %10s %12s %14s %9s %14s\n", "batch", "ms/step", "tok/s (all)", "tok/s per seq", "x batch1",
-           "weights GB/s");
+    printf("decode from position 0: %d round%s, each batch size in turn %d timed steps after one untimed\n"
+           "(forward + greedy pick of every row); medians over rounds, x batch1 the median of each round's "
+           "ratio\n",
+           rounds, rounds == 1 ? "" : "s", steps);
+    printf("  %5s %10s %12s %14s %9s %14s %15s\n", "batch", "ms/step", "tok/s (all)", "tok/s per seq", "x batch1",
+           "weights GB/s", "rounds' x range");
     for (int i = 0; i < n; i++)
-        printf("  %5d %10.2f %12.2f %14.2f %9.2f %14.2f\n", rows[i].B, rows[i].step_ms, rows[i].tok_s,
-               rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps);
+        printf("  %5d %10.2f %12.2f %14.2f %9.2f %14.2f %7.2f-%.2f\n", rows[i].B, rows[i].step_ms, rows[i].tok_s,
+               rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps, rows[i].lo, rows[i].hi);
     fflush(stdout);
     rc = 0;
     if (o->csv) {
