@@ -84,6 +84,22 @@ static int plain(r1_session_t *s, const struct r1_sampler_params *sp, const int3
     return made;
 }
 
+/* Speculative steps until n tokens are out (or a step fails); returns how
+ * many were made. */
+static int spec_gen(r1_spec_t *x, int n, int32_t *out) {
+    int made = 0;
+    while (made < n) {
+        const int32_t *ids;
+        int k = r1_spec_step(x, &ids);
+        if (k <= 0) {
+            CHECK(0, "r1_spec_step: %s", r1_last_error());
+            break;
+        }
+        for (int i = 0; i < k && made < n; i++) out[made++] = ids[i];
+    }
+    return made;
+}
+
 /* The same with a speculative decoder; stats in *st. */
 static int spec(r1_session_t *s, r1_session_t *ds, const struct r1_sampler_params *sp,
                 const struct r1_spec_opts *so, const int32_t *prompt, int np, int n, int32_t *out,
@@ -96,16 +112,7 @@ static int spec(r1_session_t *s, r1_session_t *ds, const struct r1_sampler_param
     CHECK(x != NULL, "r1_spec_new: %s", r1_last_error());
     const float *l = r1_session_forward(s, prompt, np, NULL);
     int made = 0;
-    if (x && l && r1_spec_begin(x, prompt, np, l) == 0)
-        while (made < n) {
-            const int32_t *ids;
-            int k = r1_spec_step(x, &ids);
-            if (k <= 0) {
-                CHECK(0, "r1_spec_step: %s", r1_last_error());
-                break;
-            }
-            for (int i = 0; i < k && made < n; i++) out[made++] = ids[i];
-        }
+    if (x && l && r1_spec_begin(x, prompt, np, l) == 0) made = spec_gen(x, n, out);
     if (x) r1_spec_get_stats(x, st);
     r1_spec_free(x);
     r1_sampler_free(smp);
@@ -183,13 +190,7 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
     CHECK(x != NULL, "r1_spec_new: %s", r1_last_error());
     const float *l = r1_session_forward(s, prompt, np, NULL);
     int made = 0;
-    if (x && l && r1_spec_begin(x, prompt, np, l) == 0)
-        while (made < n) {
-            const int32_t *ids;
-            int k = r1_spec_step(x, &ids);
-            if (k <= 0) break;
-            for (int i = 0; i < k && made < n; i++) got[made++] = ids[i];
-        }
+    if (x && l && r1_spec_begin(x, prompt, np, l) == 0) made = spec_gen(x, n, got);
     CHECK(made == n, "%s/%s two turns: turn 1 made %d of %d tokens", name, backend, made, n);
     /* turn 2: prompt, turn 1's ids (the cache holds all but the last), 5 new ids */
     int n2 = 0;
@@ -201,13 +202,7 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
     r1_session_truncate(s, np + made - 1);
     l = r1_session_forward(s, p2 + np + made - 1, n2 - (np + made - 1), NULL);
     int made2 = 0;
-    if (x && l && r1_spec_begin(x, p2, n2, l) == 0)
-        while (made2 < n) {
-            const int32_t *ids;
-            int k = r1_spec_step(x, &ids);
-            if (k <= 0) break;
-            for (int i = 0; i < k && made2 < n; i++) got[made2++] = ids[i];
-        }
+    if (x && l && r1_spec_begin(x, p2, n2, l) == 0) made2 = spec_gen(x, n, got);
     if (x) r1_spec_get_stats(x, &st);
     long reused = st.draft_reused - st0.draft_reused, ran = st.draft_prefilled - st0.draft_prefilled;
     CHECK(reused >= np && reused + ran == n2, "%s/%s two turns: the draft kept %ld and ran %ld of "
