@@ -23,16 +23,7 @@ __attribute__((unused)) static int quick, verbose;
 
 /* ---- helpers ---- */
 __attribute__((unused)) static uint64_t rng = 88172645463325252ull;
-__attribute__((unused)) static float frand(void) { /* roughly N(0,1): sum of 4 uniforms */
-    float s = 0;
-    for (int i = 0; i < 4; i++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
-    }
-    return s * 1.7320508f;
-}
+__attribute__((unused)) static float frand(void) { return r1_frand_normal(&rng); } /* roughly N(0,1) */
 __attribute__((unused)) static float *frand_buf(size_t n) {
     float *p = malloc(n * sizeof(float) + 64);
     for (size_t i = 0; i < n; i++) p[i] = frand();

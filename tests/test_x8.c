@@ -33,16 +33,7 @@
 #define ERR_LO_PART 1.01
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float frand(void) {
-    float s = 0;
-    for (int i = 0; i < 4; i++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
-    }
-    return s * 1.7320508f;
-}
+static float frand(void) { return r1_frand_normal(&rng); }
 static void fill(float *x, int n, float scale) {
     for (int i = 0; i < n; i++) x[i] = frand() * scale;
 }

@@ -53,16 +53,7 @@ struct variant {
 };
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static float frand(void) {
-    float s = 0;
-    for (int i = 0; i < 4; i++) {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        s += (float)(rng >> 40) / (float)(1 << 24) - 0.5f;
-    }
-    return s * 1.7320508f;
-}
+static float frand(void) { return r1_frand_normal(&rng); }
 
 /* A variant's matrices are carved from one arena (r1_alloc: 2 MiB pages
  * for big buffers), as a session's weights lie in one pool: each matrix on

@@ -97,6 +97,19 @@ uint16_t r1_f32_to_f16(float f) {
     return (uint16_t)(sign | q);
 }
 
+float r1_frand_normal(uint64_t *state) {
+    uint64_t r = *state;
+    float s = 0;
+    for (int i = 0; i < 4; i++) {
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        s += (float)(r >> 40) / (float)(1 << 24) - 0.5f;
+    }
+    *state = r;
+    return s * 1.7320508f;
+}
+
 double r1_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -49,6 +49,11 @@ static inline int r1_add_ok(size_t a, size_t b, size_t *r) {
     return !__builtin_add_overflow(a, b, r);
 }
 
+/* ---- test and benchmark data ---- */
+/* Roughly N(0, 1): the sum of 4 uniforms of the xorshift64 generator *state
+ * (any nonzero seed), scaled to unit variance. Same seed, same stream. */
+float r1_frand_normal(uint64_t *state);
+
 /* ---- time ---- */
 double r1_now(void); /* seconds, monotonic */
 
