@@ -10,8 +10,13 @@
  * K / 32)). It also prints a hash of the first pass's outputs (the float
  * bits), so that two builds of a tile can be checked bit for bit.
  *
- *   build/tools/tile_hot ISA DTYPE K ROWS ITERS
+ *   build/tools/tile_hot ISA DTYPE K ROWS ITERS [NT]
  *   e.g. build/tools/tile_hot avx2 q4_K 1536 128 400
+ *
+ * NT > 1 (default 1): a small batch of NT tokens as cpu.c's whole-K path
+ * runs it: per 4 rows, the tile on pair_nt tokens at a time, the rows'
+ * prefetch only on the first call (r1_cpu_tile_prefetch); the hash covers
+ * every token's outputs and figures are per row and token.
  *
  * Weights are random (quantized from uniform values), activations too. Speed
  * is only ever measured here, never asserted. Rows go 4 to a call, as cpu.c
@@ -35,18 +40,18 @@ static float frand(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 6) {
-        fprintf(stderr, "usage: tile_hot ISA DTYPE K ROWS ITERS\n");
+    if (argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: tile_hot ISA DTYPE K ROWS ITERS [NT]\n");
         return 2;
     }
     const int dt = r1_dtype_parse(argv[2]), K = atoi(argv[3]), rows = atoi(argv[4]) / 4 * 4,
-              iters = atoi(argv[5]);
+              iters = atoi(argv[5]), nt = argc > 6 ? atoi(argv[6]) : 1;
     if (r1_backend_cpu.init() || r1_cpu_select(argv[1])) {
         fprintf(stderr, "tile_hot: %s\n", r1_last_error());
         return 1;
     }
     const struct r1_cpu_isa *isa = r1_cpu_current();
-    if (dt < 0 || !r1_dtype_traits[dt].from_f32 || K <= 0 || K % 256 || rows < 4 || iters < 1) {
+    if (dt < 0 || !r1_dtype_traits[dt].from_f32 || K <= 0 || K % 256 || rows < 4 || iters < 1 || nt < 1) {
         fprintf(stderr, "tile_hot: want a dtype it can make, K a multiple of 256, ROWS >= 4, ITERS >= 1\n");
         return 2;
     }
@@ -59,7 +64,7 @@ int main(int argc, char **argv) {
     const size_t s = mm->act == R1_CPU_ACT_Q8X8  ? r1_cpu_q8x8_stride(K)
                      : mm->act == R1_CPU_ACT_Q8S ? r1_cpu_q8s_stride(K)
                                                  : r1_cpu_q8_stride(K);
-    uint8_t *w = r1_alloc(rb * (size_t)rows, "weights"), *x = r1_alloc(2 * s, "activations");
+    uint8_t *w = r1_alloc(rb * (size_t)rows, "weights"), *x = r1_alloc(2 * s * (size_t)nt, "activations");
     float *xf = malloc((size_t)K * sizeof *xf);
     if (!w || !x || !xf) {
         fprintf(stderr, "tile_hot: %s\n", r1_last_error());
@@ -69,40 +74,48 @@ int main(int argc, char **argv) {
         for (int c = 0; c < K; c++) xf[c] = frand() * 0.04f;
         r1_dtype_traits[dt].from_f32(xf, w + (size_t)r * rb, K);
     }
-    for (int c = 0; c < K; c++) xf[c] = frand();
-    if (mm->act == R1_CPU_ACT_Q8X8) {
-        if (isa->quant_q8x8_2) isa->quant_q8x8_2(xf, x, x + s, K);
-        else {
-            fprintf(stderr, "tile_hot: the %s table has no two-part q8x8 quantizer\n", isa->name);
-            return 1;
-        }
-    } else {
-        if (!isa->quant_q8_2) {
-            fprintf(stderr, "tile_hot: the %s table has no two-part q8 quantizer\n", isa->name);
-            return 1;
-        }
-        isa->quant_q8_2(xf, x, x + s, K);
-        if (mm->act == R1_CPU_ACT_Q8S) {
-            r1_cpu_q8s_sums(x, K);
-            r1_cpu_q8s_sums(x + s, K);
+    for (int t = 0; t < nt; t++) {
+        uint8_t *xt = x + 2 * s * (size_t)t;
+        for (int c = 0; c < K; c++) xf[c] = frand();
+        if (mm->act == R1_CPU_ACT_Q8X8) {
+            if (isa->quant_q8x8_2) isa->quant_q8x8_2(xf, xt, xt + s, K);
+            else {
+                fprintf(stderr, "tile_hot: the %s table has no two-part q8x8 quantizer\n", isa->name);
+                return 1;
+            }
+        } else {
+            if (!isa->quant_q8_2) {
+                fprintf(stderr, "tile_hot: the %s table has no two-part q8 quantizer\n", isa->name);
+                return 1;
+            }
+            isa->quant_q8_2(xf, xt, xt + s, K);
+            if (mm->act == R1_CPU_ACT_Q8S) {
+                r1_cpu_q8s_sums(xt, K);
+                r1_cpu_q8s_sums(xt + s, K);
+            }
         }
     }
-    float out[4 * R1_CPU_MR];
+    const int tstep = mm->pair_nt;
+    float out[R1_CPU_NT * R1_CPU_MR];
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the first pass's output bits */
     double t0 = r1_now();
     for (int it = 0; it < iters; it++)
-        for (int r = 0; r < rows; r += 4) {
-            mm->pair_tile(K, 0, K, w + (size_t)r * rb, rb, 4, x, 2 * s, 1, out);
-            if (it == 0)
-                for (int i = 0; i < 4; i++) {
-                    uint32_t b;
-                    memcpy(&b, &out[i], 4);
-                    h = (h ^ b) * 1099511628211ull;
-                }
-        }
-    double t = r1_now() - t0;
-    printf("%-10s %-7s K=%d rows=%d: %.2f GB/s, %.2f ns/row, %.3f ns per 32 weights, hash %016llx\n", isa->name,
-           argv[2], K, rows, (double)rb * rows * iters / t / 1e9, t / ((double)rows * iters) * 1e9,
+        for (int r = 0; r < rows; r += 4)
+            for (int t = 0; t < nt; t += tstep) {
+                const int n = nt - t < tstep ? nt - t : tstep;
+                r1_cpu_tile_prefetch = t == 0;
+                mm->pair_tile(K, 0, K, w + (size_t)r * rb, rb, 4, x + 2 * s * (size_t)t, 2 * s, n, out);
+                if (it == 0)
+                    for (int i = 0; i < 4 * n; i++) {
+                        uint32_t b;
+                        memcpy(&b, &out[i / 4 * R1_CPU_MR + i % 4], 4);
+                        h = (h ^ b) * 1099511628211ull;
+                    }
+            }
+    r1_cpu_tile_prefetch = 1;
+    double t = (r1_now() - t0) / nt; /* per token */
+    printf("%-10s %-7s K=%d rows=%d nt=%d: %.2f GB/s, %.2f ns/row, %.3f ns per 32 weights, hash %016llx\n", isa->name,
+           argv[2], K, rows, nt, (double)rb * rows * iters / t / 1e9, t / ((double)rows * iters) * 1e9,
            t / ((double)rows * iters * K / 32) * 1e9, (unsigned long long)h);
     return 0;
 }
