@@ -201,7 +201,10 @@ static void test_pair_tiles(const struct r1_cpu_isa *isa) {
                                    {576, 0, 576},      {576, 0, 512},     {576, 512, 576},
                                    {1536, 0, 1536},    {1536, 512, 1024}, {2240, 0, 2240},
                                    {2240, 2048, 2240}, {96, 0, 96},       {256, 0, 256},
-                                   {1248, 0, 1248},    {32, 0, 32},       {768, 256, 768}};
+                                   {1248, 0, 1248},    {32, 0, 32},       {768, 256, 768},
+                                   /* K >= 3072: the q8_0x8 4-token tile's 4-row form */
+                                   {3328, 0, 3328},    {3136, 0, 3136},   {3584, 1024, 3584},
+                                   {9024, 0, 9024}};
     static const enum r1_dtype dts[] = {R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_0X8,
                                         R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
     for (size_t gi = 0; gi < sizeof dts / sizeof dts[0]; gi++) {

@@ -52,7 +52,6 @@ INL void prefetch_rows(const uint8_t *p, size_t ws, int len) {
         _mm_prefetch((const char *)(p + 8 * ws + o), _MM_HINT_T1);
     }
 }
-
 /* Two plain blocks at p (only the first when !two): the 64 quants as
  * unsigned bytes (q4_1: [qa lo, qa hi, qb lo, qb hi]; q8_0: q + 128), scales
  * *fa and (q4_1) mins *fb as 8 lanes each, zero for a missing second block.
@@ -93,8 +92,9 @@ INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m51
  * Bounds per 32-bit lane (16 products): q8_0 |w·hi| <= 16 x 255 x 127 before
  * its offset, << 8 < 2^27, the offset -128 x (the lanes' sums, hi << 8 plus
  * lo) < 2^26; q4_1 smaller. No int32 overflow. */
-INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K, int k0, int k1,
-                 const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const int ROWS4, int K,
+                 int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,
+                 int nt, float *out) {
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
@@ -108,6 +108,11 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
     const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G, pf = r1_cpu_tile_prefetch;
+    const int R4 = ROWS4 && PAIR && DT == F_Q80; /* the form below the rows' loop */
+    __m512 am[R4 ? 4 : 1][R4 ? R1_CPU_NT : 1]; /* its accumulators, in memory */
+    if (R4)
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) am[r][t] = _mm512_setzero_ps();
     for (int s = k0 / 256; s < s1; s++) {
         __m512 dx[R1_CPU_NT], sx[R1_CPU_NT];
         __m512i d0[R1_CPU_NT]; /* where each token's dot products start */
@@ -125,6 +130,7 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K
             }
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
+            if (R4) break;
             const uint8_t *bp = wr[r] + (size_t)s * gb;
             if (pf) prefetch_rows(bp, ws, gb); /* not when the rows are in cache */
             __m512i q[4];
@@ -161,6 +167,52 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K
                 if (DT == F_Q41) acc[r][t] = _mm512_fmadd_ps(mm, sx[t], acc[r][t]);
             }
         }
+        if (R4) {
+            /* ROWS4 (batches, long rows): all 4 rows' weights in registers (16 vectors), then
+             * token by token each activation vector loaded once for the 4 rows, their 8
+             * chains interleaved. Rows outer (the loop above, 2 rows a call) read the 4
+             * tokens' activations twice per 4 rows: at K = 8960 that is 2 x 107 KB from L2
+             * per 4 rows for 38 KB of weights, and the tile ran at half its L1 speed. 16
+             * accumulators do not fit beside the weights: they live in memory (am), one load
+             * and one store per row and token a group, beside 8 vpdpbusd. The asm keeps GCC
+             * from promoting them back to registers (it spilled the weights instead). */
+            __asm__("" : : "r"(am) : "memory");
+            __m512i q[4][4];
+            __m512 dd[4];
+            _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                const uint8_t *bp = wr[r] + (size_t)s * gb;
+                if (pf) prefetch_rows(bp, ws, gb);
+                const __m128i d16 = _mm_loadu_si128((const __m128i *)bp);
+                dd[r] = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(d16));
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
+                    q[r][p] = _mm512_loadu_si512(bp + 16 + 64 * p);
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+                __asm__("" : "+r"(xp)); /* as above: operands from L1, not copies on the stack */
+                __m512i h[4], l[4];
+                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) h[r] = zero, l[r] = d0[t];
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+                    const __m512i a = _mm512_loadu_si512(xp + 64 * p);
+                    const __m512i b = _mm512_loadu_si512(xp + lo + 64 * p);
+                    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                        h[r] = _mm512_dpbusd_epi32(h[r], q[r][p], a);
+                        l[r] = _mm512_dpbusd_epi32(l[r], q[r][p], b);
+                    }
+                }
+                /* the same operations, in the same order, as the loop above: the same bits */
+                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+                    const __m512i di = _mm512_add_epi32(_mm512_slli_epi32(h[r], 8), l[r]);
+                    am[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), _mm512_mul_ps(dd[r], dx[t]),
+                                               am[r][t]);
+                }
+            }
+        }
+    }
+    if (R4) {
+        __asm__("" : : "r"(am) : "memory");
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = am[r][t];
     }
     const int tb = (K % 256) / 32; /* the plain tail, in the last slice */
     if (k1 == K && tb) {
@@ -206,23 +258,30 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K
     R1_X86_TILE_OUT(NT);
 }
 
-#define X8_VARIANT(NAME, DT, NR, NT, PAIR)                                                         \
+#define X8_VARIANT(NAME, DT, NR, NT, PAIR, ROWS4)                                                  \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        x8_body(DT, NR, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                           \
+        x8_body(DT, NR, NT, PAIR, ROWS4, K, k0, k1, w, ws, nr, x, xs, nt, out);                    \
     }
 /* NAME: one activation row per token; NAME_pair: two-part pairs (cpu.h
  * r1_cpu_mm.pair_tile). Pairs of 3 or 4 tokens run 2 rows at a time with
  * all tokens (8 or 6 accumulators): 4 rows x 4 tokens spill, and 2 + 2
- * tokens unpacked every row's weights twice. */
+ * tokens unpacked every row's weights twice. q8_0 pairs of 4 tokens on rows
+ * of K >= X8_ROWS4_K take the ROWS4 form (4 rows, accumulators in memory):
+ * there 4 tokens' activations (48 x K bytes with both parts) no longer stay
+ * in L1 between the two 2-row calls. On this Zen 5 (48 KiB L1), one thread,
+ * 8 tokens, ns per 32 weights per token, weights from DRAM: K = 8960 0.51
+ * -> 0.36; at K = 1536 the 2-row form stays ahead (0.278 vs 0.288). */
+#define X8_ROWS4_K 3072
 #define X8_TILE(NAME, DT)                                                                          \
-    X8_VARIANT(NAME##_1, DT, 4, 1, 0)                                                              \
-    X8_VARIANT(NAME##_2, DT, 4, 2, 0)                                                              \
-    X8_VARIANT(NAME##_4, DT, 4, 4, 0)                                                              \
-    X8_VARIANT(NAME##_p1, DT, 4, 1, 1)                                                             \
-    X8_VARIANT(NAME##_p2, DT, 4, 2, 1)                                                             \
-    X8_VARIANT(NAME##_p3h, DT, 2, 3, 1)                                                            \
-    X8_VARIANT(NAME##_p4h, DT, 2, 4, 1)                                                            \
+    X8_VARIANT(NAME##_1, DT, 4, 1, 0, 0)                                                           \
+    X8_VARIANT(NAME##_2, DT, 4, 2, 0, 0)                                                           \
+    X8_VARIANT(NAME##_4, DT, 4, 4, 0, 0)                                                           \
+    X8_VARIANT(NAME##_p1, DT, 4, 1, 1, 0)                                                          \
+    X8_VARIANT(NAME##_p2, DT, 4, 2, 1, 0)                                                          \
+    X8_VARIANT(NAME##_p3h, DT, 2, 3, 1, 0)                                                         \
+    X8_VARIANT(NAME##_p4h, DT, 2, 4, 1, 0)                                                         \
+    X8_VARIANT(NAME##_p4q, DT, DT == F_Q80 ? 4 : 2, 4, 1, 1) /* q4_1: p4h, unused */               \
     void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
               size_t xs, int nt, float *out) {                                                     \
         if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
@@ -233,6 +292,8 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, int K
                      size_t xs, int nt, float *out) {                                              \
         if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
         else if (nt == 2) NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
+        else if (nt == 4 && DT == F_Q80 && K >= X8_ROWS4_K)                                        \
+            NAME##_p4q(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
         else {                                                                                     \
             void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int,   \
                       float *) = nt == 3 ? NAME##_p3h : NAME##_p4h;                                \
