@@ -44,19 +44,19 @@ INL uint32_t u32(const uint8_t *p) {
 INL __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* Decode reads 4 rows at a time, streams too short for the hardware
- * prefetcher: the same super-block of the next 4 rows and of the 4 after
- * those is fetched ahead into L2 (every line it touches). Measured against
- * L1 for the next 4 (the AVX-512 tiles' choice), L1 only, and adding the
- * next 12: L2 for both was as fast or faster on every 1.5B shape. */
+ * prefetcher: the same super-block of the rows 8 further (two calls ahead)
+ * is fetched into L2. cpu.c claims rows in runs of whole row blocks, so the
+ * next 4 rows were fetched by the call before this one (fetching them again,
+ * as this did before, only cost instructions: decode here is
+ * instruction-bound). Lines p, p + 64, p + 128 (p + 192) cover the block
+ * but for its last line, which is the next block's first and fetched with
+ * it. */
 INL void kq_prefetch(const uint8_t *blk, size_t ws, size_t bs) {
-    _Pragma("GCC unroll 2") for (int i = 1; i <= 2; i++) {
-        const char *p = (const char *)(blk + 4 * (size_t)i * ws);
-        _mm_prefetch(p, _MM_HINT_T1);
-        _mm_prefetch(p + 64, _MM_HINT_T1);
-        _mm_prefetch(p + 128, _MM_HINT_T1);
-        if (bs > 192) _mm_prefetch(p + 192, _MM_HINT_T1);
-        _mm_prefetch(p + bs - 1, _MM_HINT_T1);
-    }
+    const char *p = (const char *)(blk + 8 * ws);
+    _mm_prefetch(p, _MM_HINT_T1);
+    _mm_prefetch(p + 64, _MM_HINT_T1);
+    _mm_prefetch(p + 128, _MM_HINT_T1);
+    if (bs > 192) _mm_prefetch(p + 192, _MM_HINT_T1);
 }
 
 /* 1.0 bits in lanes [lo, hi) of 8, else 0 */
@@ -82,6 +82,29 @@ INL void kq_scales(const uint8_t *blk, __m256 *sc, __m256 *mn) {
     *sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)), _mm256_permute_ps(dd, 0x00));
     *mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm))),
                         _mm256_permute_ps(dd, 0x55));
+}
+
+/* kq_scales for two rows' super-blocks a and b at once, one per 128-bit
+ * lane: sc[0], mn[0] from a, sc[1], mn[1] from b */
+INL void kq_scales2(const uint8_t *a, const uint8_t *b, __m256 *sc, __m256 *mn) {
+    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(a + 4))),
+                                        _mm_loadu_si128((const __m128i *)(b + 4)), 1);
+    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(0x3f));
+    __m256i t = _mm256_and_si256(_mm256_srli_epi32(v, 2), _mm256_set1_epi8(0x30));
+    __m256i u = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
+    __m256i hi = _mm256_or_si256(t, _mm256_and_si256(u, _mm256_set1_epi8(0x0f)));
+    _Alignas(32) uint8_t sm[32]; /* per lane sc[0..7], m[0..7] */
+    _mm256_store_si256((__m256i *)sm, _mm256_unpacklo_epi32(lo, hi));
+    /* d, dmin of a, d, dmin of b (twice) */
+    __m128i h = _mm_insert_epi32(_mm_cvtsi32_si128((int)u32(a)), (int)u32(b), 1);
+    __m256 dd = _mm256_cvtph_ps(_mm_unpacklo_epi64(h, h));
+    const __m128i *q = (const __m128i *)sm;
+    sc[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(q))), _mm256_permute_ps(dd, 0x00));
+    mn[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + 8)))),
+                          _mm256_permute_ps(dd, 0x55));
+    sc[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(q + 1))), _mm256_permute_ps(dd, 0xaa));
+    mn[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + 24)))),
+                          _mm256_permute_ps(dd, 0xff));
 }
 
 /* q5_K: the fifth bit of sub-block s (bit s of each qh byte) as 0 or 16 */
@@ -121,8 +144,7 @@ INL __m256i q5_hi(__m256i qh, const int s) {
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
         const uint8_t *xb = xq[t] + 32 * (XB);                                                     \
         __m256i p = PAIR ? r1_avx2_dotz_pair(V, QV, ld(xb), QV, ld(xb + lp)) : r1_avx2_dotz(V, QV, ld(xb)); \
-        __m256 f = _mm256_set_m128(_mm_broadcast_ss(&scm[r][t][2 * (XB) + 1]),                      \
-                                   _mm_broadcast_ss(&scm[r][t][2 * (XB)]));                        \
+        __m256 f = _mm256_permute_ps(_mm256_load_ps(&scm[r][t][8 * ((XB) / 4)]), 0x55 * ((XB) % 4)); \
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, acc[r][t]);                          \
     }
 #define Q6_CHUNK(J)                                                                                \
@@ -160,10 +182,13 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int R, const in
     _Alignas(32) float scm[4][4][16]; /* fixed sizes: a VLA would keep acc in memory */
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
-    for (int c = k0; c < k1;) {
-        const int sb = c / R1_QK_K, j0 = (c % R1_QK_K) / 64;
-        const int cend = k1 < (sb + 1) * R1_QK_K ? k1 : (sb + 1) * R1_QK_K;
-        const int j1 = j0 + (cend - c + 63) / 64, part = j0 != 0 || j1 != 4;
+    /* super-blocks sb0 .. sb1 - 1; only the first and the last may be cut
+     * (chunks j0 .. j1 - 1), the rest run without range tests */
+    const unsigned sb0 = (unsigned)k0 / R1_QK_K, sb1 = ((unsigned)k1 + R1_QK_K - 1) / R1_QK_K;
+    for (unsigned sb = sb0; sb < sb1; sb++) {
+        const int j0 = sb == sb0 ? (int)((unsigned)k0 % R1_QK_K / 64) : 0;
+        const int j1 = sb + 1 == sb1 ? (int)(((unsigned)k1 - sb * R1_QK_K + 63) / 64) : 4;
+        const int part = j0 != 0 || j1 != 4;
         const uint8_t *xq[4];
         __m256 dx[4], dx2[4], sx[4], sx2[4]; /* dx: act scales; sx(, sx2): the sums, masked to the range */
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
@@ -206,29 +231,48 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int R, const in
                 __m256 sb2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     __m256 ca = _mm256_mul_ps(sa, dx[t]), cb = _mm256_mul_ps(sb2, dx2[t]);
-                    _mm256_store_ps(scm[r][t], ca);
-                    _mm256_store_ps(scm[r][t] + 8, cb);
+                    /* groups 0, 2, 4, 6 in the low lane, 1, 3, 5, 7 in the high one
+                     * (8..15 alike): one vpermilps makes block b's multiplier,
+                     * groups 2b and 2b + 1 (Q6_BLOCK) */
+                    const __m256i oe = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+                    _mm256_store_ps(scm[r][t], _mm256_permutevar8x32_ps(ca, oe));
+                    _mm256_store_ps(scm[r][t] + 8, _mm256_permutevar8x32_ps(cb, oe));
                     acc[r][t] = _mm256_fnmadd_ps(ca, sx[t], acc[r][t]);
                     acc[r][t] = _mm256_fnmadd_ps(cb, sx2[t], acc[r][t]);
                 }
-            } else {
+            } else if (R == 1) {
                 __m256 sc, mn;
                 kq_scales(blk[r], &sc, &mn);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     _mm256_store_ps(scm[r][t], _mm256_mul_ps(sc, dx[t]));
                     acc[r][t] = _mm256_fnmadd_ps(mn, sx[t], acc[r][t]);
                 }
+            } else if (r % 2 == 1) { /* rows r - 1 and r together */
+                __m256 sc[2], mn[2];
+                kq_scales2(blk[r - 1], blk[r], sc, mn);
+                _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
+                    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                        _mm256_store_ps(scm[r - 1 + i][t], _mm256_mul_ps(sc[i], dx[t]));
+                        acc[r - 1 + i][t] = _mm256_fnmadd_ps(mn[i], sx[t], acc[r - 1 + i][t]);
+                    }
             }
         }
         /* chunk by chunk, the rows inside: R independent FMA chains */
-        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-            if (j < j0 || j >= j1) continue;
-            _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                if (DT == F_Q6K) Q6_CHUNK(j);
-                else KQ45_CHUNK(j);
+        if (!part) { /* whole super-blocks (decode: all of them), no range tests */
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    if (DT == F_Q6K) Q6_CHUNK(j);
+                    else KQ45_CHUNK(j);
+                }
+        } else {
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+                if (j < j0 || j >= j1) continue;
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    if (DT == F_Q6K) Q6_CHUNK(j);
+                    else KQ45_CHUNK(j);
+                }
             }
         }
-        c = cend;
     }
     _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
