@@ -109,6 +109,17 @@ INL void kq_scales2(const uint8_t *a, const uint8_t *b, __m256 *sc, __m256 *mn) 
                           _mm256_permute_ps(dd, 0xff));
 }
 
+/* element i of each 128-bit lane of v in all 4 of its places (vpermilps;
+ * a switch, so that unoptimized builds see constant immediates too) */
+INL __m256 kq_elem(__m256 v, const int i) {
+    switch (i) {
+    case 0: return _mm256_permute_ps(v, 0x00);
+    case 1: return _mm256_permute_ps(v, 0x55);
+    case 2: return _mm256_permute_ps(v, 0xaa);
+    default: return _mm256_permute_ps(v, 0xff);
+    }
+}
+
 /* q5_K: the fifth bit of sub-block s (bit s of each qh byte) as 0 or 16 */
 INL __m256i q5_hi(__m256i qh, const int s) {
     __m256i v = s < 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
@@ -146,7 +157,7 @@ INL __m256i q5_hi(__m256i qh, const int s) {
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
         const uint8_t *xb = xq[t] + 32 * (XB);                                                     \
         __m256i p = PAIR ? r1_avx2_dotz_pair(V, QV, ld(xb), QV, ld(xb + lp)) : r1_avx2_dotz(V, QV, ld(xb)); \
-        __m256 f = _mm256_permute_ps(_mm256_load_ps(&scm[r][t][8 * ((XB) / 4)]), 0x55 * ((XB) % 4)); \
+        __m256 f = kq_elem(_mm256_load_ps(&scm[r][t][8 * ((XB) / 4)]), (XB) % 4);                 \
         acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, acc[r][t]);                          \
     }
 #define Q6_CHUNK(J)                                                                                \
