@@ -299,6 +299,19 @@ static void quant_q16_c(const float *x, uint8_t *dst, int K) {
     }
 }
 
+/* One token in f32eo32 form (cpu.h): whole groups of 32 by a loop the
+ * compiler vectorizes, the last K % 32 columns padded with zeros. */
+static void to_f32eo32(const float *restrict x, float *restrict o, int K) {
+    int g = 0;
+    for (; g + 32 <= K; g += 32)
+        for (int i = 0; i < 16; i++) o[g + i] = x[g + 2 * i], o[g + 16 + i] = x[g + 2 * i + 1];
+    if (g < K)
+        for (int i = 0; i < 16; i++) {
+            o[g + i] = g + 2 * i < K ? x[g + 2 * i] : 0.0f;
+            o[g + 16 + i] = g + 2 * i + 1 < K ? x[g + 2 * i + 1] : 0.0f;
+        }
+}
+
 /* Activations of tokens [0, T) in the form the tile reads; *xs = token stride. */
 static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                                const float *x, int T, int K, size_t *xs) {
@@ -358,6 +371,13 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
             for (int g = 0; g < K; g += 16)
                 for (int i = 0; i < 8; i++) o[g + i] = xr[g + 2 * i], o[g + 8 + i] = xr[g + 2 * i + 1];
         }
+        *xs = s;
+        return buf;
+    }
+    if (mm->act == R1_CPU_ACT_F32EO32) {
+        size_t s = r1_cpu_f32eo32_stride(K);
+        uint8_t *buf = scratch((size_t)T * s);
+        for (int t = 0; t < T; t++) to_f32eo32(x + (size_t)t * K, (float *)(buf + (size_t)t * s), K);
         *xs = s;
         return buf;
     }

@@ -30,6 +30,7 @@ enum r1_cpu_act {
     R1_CPU_ACT_Q8W,
     R1_CPU_ACT_F32EO,
     R1_CPU_ACT_Q16,
+    R1_CPU_ACT_F32EO32,
 };
 static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
 
@@ -71,6 +72,14 @@ static inline size_t r1_cpu_q8w_stride(int K) { return r1_cpu_q8_qoff(K) + (((si
  * order in which a 32-byte load of bf16 weights splits into two vectors with
  * one shift and one mask); the next token r1_cpu_f32eo_stride(K) bytes on. */
 static inline size_t r1_cpu_f32eo_stride(int K) { return ((size_t)K * 4 + 63) & ~(size_t)63; }
+/* A token's activations in f32eo32 form (R1_CPU_ACT_F32EO32, decode and
+ * small batches too), any K: f32, each 32 columns in the order 0, 2, ..., 30,
+ * 1, 3, ..., 31 (the order in which a 64-byte load of 32 bf16 weights splits
+ * into two zmm of f32 with one shift and one AND); the last K % 32 columns
+ * padded with zeros to a whole group of 32 in that order (a tile's masked
+ * weight load makes the padding's weights zero too); the next token
+ * r1_cpu_f32eo32_stride(K) bytes on. */
+static inline size_t r1_cpu_f32eo32_stride(int K) { return (((size_t)K + 31) & ~(size_t)31) * 4; }
 
 /* A token's activations in q8x8 form (R1_CPU_ACT_Q8X8, for the regrouped
  * weights: q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q5_Kx8, q6_Kx8), K % 32 == 0: per 256 columns (8 q8 blocks b, scales d[b])
