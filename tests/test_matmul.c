@@ -414,7 +414,9 @@ static void test_q4_0x8(const struct r1_cpu_isa *isa) {
  * a batch against one call per row. */
 static void test_small_batch(const struct r1_cpu_isa *isa) {
     static const int shapes[][2] = {{5, 32}, {70, 256}, {33, 576}, {17, 1536}, {9, 7}};
-    static const int Ts[] = {2, 3, 5, 8, 16};
+    /* 13: three calls of 4 tokens and one of 1 */
+    static const int Ts[] = {2, 3, 5, 8, 13, 16};
+    const int nT = quick ? 3 : (int)(sizeof Ts / sizeof Ts[0]);
     int cases = 0, bad = 0, ncase = 0;
     for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++)
         for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
@@ -427,7 +429,7 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
                 int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
                 struct mat w = mat_new(dt, rows, cols);
                 float *bias = frand_buf((size_t)rows);
-                for (int ti = 0; ti < (quick ? 3 : 5); ti++) {
+                for (int ti = 0; ti < nT; ti++) {
                     int T = Ts[ti], nth = 1 + ncase++ % 3;
                     float *x = frand_buf((size_t)T * cols), *a = frand_buf((size_t)T * on);
                     float *b = malloc((size_t)T * on * 4);
@@ -455,7 +457,7 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
     for (int f16 = 0; f16 < 2; f16++) {
         int nh = 9, nkv = 3, hd = 64, nctx = 80, stride = (nh + 2 * nkv) * hd;
         struct r1_kv_cache kv = kv_new(f16 ? R1_DTYPE_F16 : R1_DTYPE_F32, 1, nkv, nctx, hd);
-        for (int ti = 0; ti < 5; ti++) {
+        for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++) {
             int T = Ts[ti], pos0 = 3 + 11 * ti, nth = 1 + ti % 3;
             float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
             float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
