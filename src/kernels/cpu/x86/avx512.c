@@ -1,8 +1,9 @@
 /*
  * avx512.c - the AVX-512 table of the cpu backend (F, BW, VL, DQ and VNNI:
  * Ice Lake, Sapphire Rapids, Zen 4 and later). Tiles of 4 weight rows x up
- * to 4 tokens in zmm registers: f32/f16/bf16 weights against f32
- * activations with masked tails, q8_0/q4_0 weights against q8 activations
+ * to 4 tokens in zmm registers: f32/f16 weights against f32 activations
+ * with masked tails, bf16 ones against f32 activations in f32eo32 order
+ * (cpu.h; one shift or AND per 16 weights), q8_0/q4_0 weights against q8 activations
  * two blocks per zmm with vpdpbusd (sign trick; with AVX512-VBMI, one masked
  * load and byte/word permutes per block pair, q4_0 on unsigned nibbles).
  * Batches (prefill) of bf16, f16, q8_0 and q4_0 weights run on AMX where the
