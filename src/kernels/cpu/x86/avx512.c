@@ -103,6 +103,26 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
         }                                                                                          \
     } while (0)
 
+/* Columns [k0, k1) in steps of W (STEP sees its mask as M_ and whether to
+ * prefetch as PF_): whole steps with the rows ahead prefetched unless they
+ * are in cache (r1_cpu_tile_prefetch), then the K % W tail under a mask. */
+#define K_STEPS(W, MT, STEP)                                                                       \
+    int k = k0;                                                                                    \
+    if (r1_cpu_tile_prefetch) {                                                                    \
+        const int PF_ = 1;                                                                         \
+        const MT M_ = (MT)-1;                                                                      \
+        for (; k + (W) <= k1; k += (W)) STEP;                                                      \
+    } else {                                                                                       \
+        const int PF_ = 0;                                                                         \
+        const MT M_ = (MT)-1;                                                                      \
+        for (; k + (W) <= k1; k += (W)) STEP;                                                      \
+    }                                                                                              \
+    if (k < k1) {                                                                                  \
+        const int PF_ = 1;                                                                         \
+        const MT M_ = (MT)((1u << (k1 - k)) - 1);                                                  \
+        STEP;                                                                                      \
+    }
+
 #define FTILE(NAME, NT, LD)                                                                        \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
                          int nt, float *out) {                                                     \
@@ -112,15 +132,7 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
-        int k = k0;                                                                                \
-        if (r1_cpu_tile_prefetch)                                                                  \
-            for (; k + 16 <= k1; k += 16) FSTEP(NT, LD, (__mmask16)0xffff, 1);                      \
-        else                                                                                       \
-            for (; k + 16 <= k1; k += 16) FSTEP(NT, LD, (__mmask16)0xffff, 0);                      \
-        if (k < k1) {                                                                               \
-            __mmask16 m = (__mmask16)((1u << (k1 - k)) - 1);                                        \
-            FSTEP(NT, LD, m, 1);                                                                   \
-        }                                                                                          \
+        K_STEPS(16, __mmask16, FSTEP(NT, LD, M_, PF_));                                            \
         R1_X86_TILE_OUT(NT);                                                               \
     }
 
@@ -180,15 +192,7 @@ DISPATCH(tile_f16)
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
-        int k = k0;                                                                                \
-        if (r1_cpu_tile_prefetch)                                                                  \
-            for (; k + 32 <= k1; k += 32) EOSTEP(NT, (__mmask32)0xffffffffu, 1);                   \
-        else                                                                                       \
-            for (; k + 32 <= k1; k += 32) EOSTEP(NT, (__mmask32)0xffffffffu, 0);                   \
-        if (k < k1) {                                                                              \
-            __mmask32 m = (__mmask32)((1u << (k1 - k)) - 1);                                       \
-            EOSTEP(NT, m, 1);                                                                      \
-        }                                                                                          \
+        K_STEPS(32, __mmask32, EOSTEP(NT, M_, PF_));                                               \
         R1_X86_TILE_OUT(NT);                                                                       \
     }
 
