@@ -413,7 +413,10 @@ static void test_q4_0x8(const struct r1_cpu_isa *isa) {
  * dtype, T = 2..16, against T calls with T = 1; and causal attention over
  * a batch against one call per row. */
 static void test_small_batch(const struct r1_cpu_isa *isa) {
-    static const int shapes[][2] = {{5, 32}, {70, 256}, {33, 576}, {17, 1536}, {9, 7}};
+    /* 3100: cpu.c's carried column ranges (bf16, 8 or more tokens) ending in a K % 32 tail;
+     * 3104: the q8_0x8 pair tile's 4-row form (K >= 3072) and its q8 tail */
+    static const int shapes[][2] = {{5, 32},  {70, 256}, {33, 576},
+                                    {17, 1536}, {9, 7}, {21, 3100}, {9, 3104}};
     /* 13: three calls of 4 tokens and one of 1 */
     static const int Ts[] = {2, 3, 5, 8, 13, 16};
     const int nT = quick ? 3 : (int)(sizeof Ts / sizeof Ts[0]);
@@ -422,7 +425,7 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
         for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
             enum r1_kernel k = mm_kernels[ki];
             enum r1_dtype dt = dtypes[di];
-            for (int si = 0; si < (quick ? 3 : 5); si++) {
+            for (int si = 0; si < (quick ? 3 : 7); si++) {
                 int rows = shapes[si][0], cols = shapes[si][1];
                 if (r1_dtype_traits[dt].block > 1 && cols % r1_dtype_traits[dt].block) continue;
                 if (k == R1_K_GATE_UP_SILU) rows *= 2;

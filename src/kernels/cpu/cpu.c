@@ -131,10 +131,12 @@ static int cpu_init(void) {
 
 /* ---- thread-local scratch: grown on first use, then reused; freed when
  * the thread exits (a pthread key destructor) ---- */
-#define N_SCRATCH 5 /* slot 3: attention blocks, 4: the panel GEMM's result blocks */
+#define N_SCRATCH 6 /* slot 3: attention blocks, 4: the panel GEMM's result blocks,
+                       5: the carried sums of a small batch */
 static _Thread_local uint8_t *tls_buf[N_SCRATCH];
 static _Thread_local size_t tls_cap[N_SCRATCH];
 _Thread_local int r1_cpu_tile_prefetch = 1;
+_Thread_local void *r1_cpu_tile_acc;
 static _Thread_local const uint8_t *tls_vnni; /* the batch in VNNI form, if packed */
 static _Thread_local size_t tls_vnni_plane;   /* bytes of each of its three parts */
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
@@ -449,6 +451,58 @@ static void split_rows(int rows, int mr, int ith, int nth, int *lo, int *hi) {
     *hi = g1 * mr < rows ? g1 * mr : rows;
 }
 
+/* A small batch (the decode form, all K of a row in one sum) in column
+ * ranges of about CARRY_ACT bytes of every token's activations, so that a
+ * range stays in L1 while every group of isa->mr rows of the block uses it;
+ * the tiles carry their unreduced sums from range to range (cpu.h
+ * r1_cpu_tile_acc), so each row's result is the bits of one call over all K.
+ * Over all K at once (below), 8 tokens' f32 activations (48 KB at K = 1536,
+ * 287 KB at 8960) came from L2 again for every 4 rows. Returns -1, touching
+ * nothing, when the batch's activations are at most CARRY_MIN bytes, all K
+ * fits one range, or R1_CPU_CARRY=0 (for comparisons). */
+#define CARRY_ACT 16384
+#define CARRY_MIN (96 << 10) /* below, whole K stays ahead (the activations stay in L2; on
+                                Zen 5 the ranges were 5-15% slower at K = 1536, 8 tokens) */
+static _Atomic int carry_on = -1;
+static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
+                       const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa,
+                       size_t xs, int t0, int tn, float *C) {
+    if (carry_on < 0) carry_on = !(getenv("R1_CPU_CARRY") && !strcmp(getenv("R1_CPU_CARRY"), "0"));
+    if (!carry_on || (size_t)tn * xs <= CARRY_MIN) return -1;
+    const int tstep = mm->pairs ? mm->pair_nt : isa->nt, ng = (tn + tstep - 1) / tstep;
+    const int ck = mm->carry_k;
+    const size_t per_col = ((size_t)tn * xs + K - 1) / K; /* activation bytes per column */
+    int kc = (int)((size_t)CARRY_ACT / per_col) / ck * ck;
+    if (kc < ck) kc = ck;
+    if (kc >= K) return -1;
+    const int groups = (mc + isa->mr - 1) / isa->mr;
+    uint8_t *acc = r1_cpu_scratch(5, (size_t)groups * ng * R1_CPU_ACC_BYTES);
+    float tile[R1_CPU_MR * R1_CPU_NT];
+    for (int k0 = 0; k0 < K; k0 += kc) {
+        const int k1 = K - k0 <= kc ? K : k0 + kc;
+        for (int r = 0; r < mc; r += isa->mr) {
+            const int nr = mc - r < isa->mr ? mc - r : isa->mr;
+            uint8_t *a = acc + (size_t)(r / isa->mr) * ng * R1_CPU_ACC_BYTES;
+            for (int g = 0; g < ng; g++) {
+                const int t = g * tstep, nt = tn - t < tstep ? tn - t : tstep;
+                r1_cpu_tile_acc = a + (size_t)g * R1_CPU_ACC_BYTES;
+                r1_cpu_tile_prefetch = g == 0; /* the first pass brings the rows in */
+                mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
+                         xs, nt, tile);
+                if (k1 < K) continue;
+                for (int j = 0; j < nt; j++) {
+                    float *c = C + (size_t)(t + j) * ROW_BLOCK + r;
+                    const float *v = tile + j * R1_CPU_MR;
+                    for (int i = 0; i < nr; i++) c[i] = v[i];
+                }
+            }
+        }
+    }
+    r1_cpu_tile_acc = NULL;
+    r1_cpu_tile_prefetch = 1;
+    return 0;
+}
+
 /* C[(t - t0) * ROW_BLOCK + i] = row r0+i of base · token t, for i < mc <= ROW_BLOCK and
  * t in [t0, t0 + tn), tn <= TOKEN_BLOCK (TOKEN_BLOCK_PANEL for the panel GEMM, which
  * makes its own slices). A batch walks K in KC-column slices so
@@ -469,6 +523,9 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
     }
     float tile[R1_CPU_MR * R1_CPU_NT];
     const int tstep = mm->pairs ? mm->pair_nt : isa->nt;
+    if (mm->whole_k && mm->carry_k && tn > rows_per_token(mm) &&
+        small_carry(isa, mm, K, base, rb, r0, mc, xa, xs, t0, tn, C) == 0)
+        return;
     const int kc = mm->whole_k || tn <= rows_per_token(mm) ? K /* a token's sums in one pass */
                    : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
     if (kc == K && tn > rows_per_token(mm)) {

@@ -167,6 +167,18 @@ typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, cons
  * decode tiles then skip their prefetch of the next rows. 1 otherwise. */
 extern _Thread_local int r1_cpu_tile_prefetch;
 
+/* Carried sums (a tile whose table entry sets carry_k): while
+ * r1_cpu_tile_acc is not NULL, a call keeps its unreduced sums there between
+ * calls on consecutive column ranges of the same rows and tokens, every
+ * boundary a multiple of carry_k: it starts from them when k0 > 0, and when
+ * k1 < K it leaves them there and writes nothing to out. The last call's
+ * out is then the same bits as one call over all K. cpu.c's small batches
+ * walk K in such ranges so that the range of every token's activations
+ * stays in L1 while all the row groups of a block use it. The room is
+ * R1_CPU_ACC_BYTES, 64-byte aligned, one per (rows, tokens) of a call. */
+extern _Thread_local void *r1_cpu_tile_acc;
+#define R1_CPU_ACC_BYTES (R1_CPU_MR * R1_CPU_NT * 64)
+
 struct r1_cpu_mm {
     enum r1_cpu_act act;
     r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */
@@ -196,6 +208,10 @@ struct r1_cpu_mm {
     int pair_nt;
     /* Set by cpu.c on its copy (tables leave it 0): tile is pair_tile. */
     int pairs;
+    /* Optional: tile (pair_tile too, where set) carries its sums through
+     * r1_cpu_tile_acc on column ranges that start and end at multiples of
+     * carry_k (or at K); 0: it does not. */
+    int carry_k;
 };
 
 struct r1_cpu_isa {
@@ -261,7 +277,7 @@ int r1_cpu_select(const char *name);
 /* The ISA the cpu kernels use now (selects the best one first if needed). */
 const struct r1_cpu_isa *r1_cpu_current(void);
 
-/* Thread-local scratch slot 2 (slots 0, 1 and 3 are cpu.c's): at least bytes,
+/* Thread-local scratch slot 2 (slots 0, 1, 3, 4 and 5 are cpu.c's): at least bytes,
  * 64-byte aligned, kept for the thread's next call, freed at thread exit. */
 uint8_t *r1_cpu_scratch(int slot, size_t bytes);
 

@@ -185,14 +185,15 @@ DISPATCH(tile_f16)
 #define EOTILE(NAME, NT)                                                                           \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        (void)K;                                                                                   \
         SETUP_PTRS(NT, const float *)                                                              \
         const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);                                  \
         __m512 acc[4][NT];                                                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
+        R1_X86_ACC_IN(4, NT);                                                                      \
         K_STEPS(32, __mmask32, EOSTEP(NT, M_, PF_));                                               \
+        R1_X86_ACC_OUT(4, NT);                                                                     \
         R1_X86_TILE_OUT(NT);                                                                       \
     }
 
@@ -717,7 +718,7 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
             [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, R1_CPU_ACT_BF16, tile_f16_amx_tiles,
                               r1_x86_block_f16_amx, amx_on},
             [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_BF16, tile_bf16_batch,
-                               r1_x86_block_bf16_amx, amx_on},
+                               r1_x86_block_bf16_amx, amx_on, .carry_k = 32},
             [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0, R1_CPU_ACT_BF16, tile_q8_0_bf16,
                                r1_x86_block_q8_0_amx, amx_on},
             [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0, R1_CPU_ACT_BF16, tile_q4_0_bf16,
