@@ -266,6 +266,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         buf->whole_k = 0;
         buf->act = mm->batch_act;
         buf->tile = mm->batch_tile;
+        buf->carry_k = 0; /* carry_k says what tile does; the batch tiles do not carry */
         if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
     }
     buf->pairs = 0;
@@ -451,6 +452,16 @@ static void split_rows(int rows, int mr, int ith, int nth, int *lo, int *hi) {
     *hi = g1 * mr < rows ? g1 * mr : rows;
 }
 
+/* Rows [r, r + nr) of tokens [t, t + nt) of C (ROW_BLOCK floats a token)
+ * from a tile's out (R1_CPU_MR floats a token). */
+static void put_tile(float *C, const float *tile, int t, int nt, int r, int nr) {
+    for (int j = 0; j < nt; j++) {
+        float *c = C + (size_t)(t + j) * ROW_BLOCK + r;
+        const float *v = tile + j * R1_CPU_MR;
+        for (int i = 0; i < nr; i++) c[i] = v[i];
+    }
+}
+
 /* A small batch (the decode form, all K of a row in one sum) in column
  * ranges of about CARRY_ACT bytes of every token's activations, so that a
  * range stays in L1 while every group of isa->mr rows of the block uses it;
@@ -467,7 +478,10 @@ static _Atomic int carry_on = -1;
 static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
                        const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa,
                        size_t xs, int t0, int tn, float *C) {
-    if (carry_on < 0) carry_on = !(getenv("R1_CPU_CARRY") && !strcmp(getenv("R1_CPU_CARRY"), "0"));
+    if (carry_on < 0) {
+        const char *e = getenv("R1_CPU_CARRY");
+        carry_on = !(e && !strcmp(e, "0"));
+    }
     if (!carry_on || (size_t)tn * xs <= CARRY_MIN) return -1;
     const int tstep = mm->pairs ? mm->pair_nt : isa->nt, ng = (tn + tstep - 1) / tstep;
     const int ck = mm->carry_k;
@@ -489,12 +503,7 @@ static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                 r1_cpu_tile_prefetch = g == 0; /* the first pass brings the rows in */
                 mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
                          xs, nt, tile);
-                if (k1 < K) continue;
-                for (int j = 0; j < nt; j++) {
-                    float *c = C + (size_t)(t + j) * ROW_BLOCK + r;
-                    const float *v = tile + j * R1_CPU_MR;
-                    for (int i = 0; i < nr; i++) c[i] = v[i];
-                }
+                if (k1 == K) put_tile(C, tile, t, nt, r, nr);
             }
         }
     }
@@ -523,9 +532,6 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
     }
     float tile[R1_CPU_MR * R1_CPU_NT];
     const int tstep = mm->pairs ? mm->pair_nt : isa->nt;
-    if (mm->whole_k && mm->carry_k && tn > rows_per_token(mm) &&
-        small_carry(isa, mm, K, base, rb, r0, mc, xa, xs, t0, tn, C) == 0)
-        return;
     const int kc = mm->whole_k || tn <= rows_per_token(mm) ? K /* a token's sums in one pass */
                    : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
     if (kc == K && tn > rows_per_token(mm)) {
@@ -533,6 +539,9 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
          * rows comes from memory once and stays in L1 (L2 for long rows)
          * while every token group uses it; tokens outer streamed the
          * ROW_BLOCK rows again from L2 or memory for each token group */
+        if (mm->whole_k && mm->carry_k &&
+            small_carry(isa, mm, K, base, rb, r0, mc, xa, xs, t0, tn, C) == 0)
+            return;
         for (int r = 0; r < mc; r += isa->mr) {
             int nr = mc - r < isa->mr ? mc - r : isa->mr;
             for (int t = 0; t < tn; t += tstep) {
@@ -540,11 +549,7 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
                 r1_cpu_tile_prefetch = t == 0; /* the first pass brings the rows in */
                 mm->tile(K, 0, K, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
                          xs, nt, tile);
-                for (int j = 0; j < nt; j++) {
-                    float *c = C + (size_t)(t + j) * ROW_BLOCK + r;
-                    const float *v = tile + j * R1_CPU_MR;
-                    for (int i = 0; i < nr; i++) c[i] = v[i];
-                }
+                put_tile(C, tile, t, nt, r, nr);
             }
         }
         r1_cpu_tile_prefetch = 1;

@@ -191,9 +191,9 @@ DISPATCH(tile_f16)
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
-        R1_X86_ACC_IN(4, NT);                                                                      \
+        R1_X86_ACC_IN(NT);                                                                         \
         K_STEPS(32, __mmask32, EOSTEP(NT, M_, PF_));                                               \
-        R1_X86_ACC_OUT(4, NT);                                                                     \
+        R1_X86_ACC_OUT(NT);                                                                        \
         R1_X86_TILE_OUT(NT);                                                                       \
     }
 
