@@ -662,6 +662,11 @@ int main(void) {
         uint64_t seed = rng;
         test_matmul(isa);
         test_small_batch(isa);
+        /* single tokens on 4 rows in lockstep (R1_CPU_ROW1=0) against the same batches */
+        r1_cpu_decode_row1 = 0;
+        printf("%s with single tokens 4 rows at a time:\n", isa->name);
+        test_small_batch(isa);
+        r1_cpu_decode_row1 = 1;
         r1_cpu_set_act_parts(1); /* one-part q8 activations (R1_CPU_ACT=q8) */
         printf("%s with one-part q8 activations:\n", isa->name);
         test_matmul(isa);

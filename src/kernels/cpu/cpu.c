@@ -111,8 +111,11 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
  * refuses to start (r1_cpu_current fell back to the best set). A program
  * that picked another set itself (r1_cpu_select: the tests, cpu_table
  * --isa) keeps its choice. */
+int r1_cpu_decode_row1 = 1;
 static int cpu_init(void) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
+    const char *r1 = getenv("R1_CPU_ROW1");
+    r1_cpu_decode_row1 = !(r1 && *r1 == '0');
     const char *e = getenv("R1_CPU_ISA");
     if (e && *e && strcmp(e, isa->name) != 0) {
         char names[64] = "";
