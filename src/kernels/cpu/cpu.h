@@ -167,14 +167,16 @@ typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, cons
  * decode tiles then skip their prefetch of the next rows. 1 otherwise. */
 extern _Thread_local int r1_cpu_tile_prefetch;
 
-/* 1 (the default): the single-token pair tiles of the AVX-512 x8 layouts
- * read their rows one at a time, each row one linear stream, instead of 4
- * rows in lockstep (4 streams 1 row apart). Decode is bound by memory, and
- * on the Zen 5 VM this was measured on the lockstep streams were read ~25%
- * slower than one (mm_bench q8_0x8 decode, 2 threads: 33-35 -> 42-44 GB/s
- * of weights). The outputs are the same bits: each row's sums are its own.
- * R1_CPU_ROW1=0 keeps the 4-row form, for comparisons; read once, by the
- * backend's init. */
+/* 1 (the default): single-token decode tiles read their rows one at a
+ * time, each row one linear stream, instead of 4 rows in lockstep (4 streams
+ * 1 row apart): AVX-512 q8_0x8, q4_1x8, q4_0x8 (pairs), q4_Kx8, q5_Kx8,
+ * q6_Kx8 and bf16; AVX2 q8_0. Decode is bound by memory, and on the Zen 5
+ * VM this was measured on the lockstep streams were read slower (bench
+ * --batch 1, q8_0 on AVX-512: 46 -> 36 ms a step). Where one row was not
+ * faster it is not used: AVX2's K-quants (instruction-bound: 4 rows share
+ * their scale decoding) and float tiles (one row is one FMA chain). The
+ * outputs are the same bits: each row's sums are its own. R1_CPU_ROW1=0
+ * keeps the 4-row forms, for comparisons; read once, by the backend's init. */
 extern int r1_cpu_decode_row1;
 
 /* Carried sums (a tile whose table entry sets carry_k): while

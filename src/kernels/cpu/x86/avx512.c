@@ -199,7 +199,38 @@ DISPATCH(tile_f16)
 
 EOTILE(tile_bf16_1, 1)
 EOTILE(tile_bf16_4, 4)
-DISPATCH(tile_bf16)
+/* One row, one token (cpu.h r1_cpu_decode_row1): EOSTEP's products for row
+ * 0 in the same order, so the same bits; the same bytes 4 rows on fetched
+ * ahead. No carried sums: cpu.c carries only in batches, which take the
+ * other forms. */
+static TGT void tile_bf16_1r(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                             const uint8_t *x, size_t xs, int nt, float *out) {
+    (void)K, (void)xs, (void)nt;
+    const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
+    const float *x0 = (const float *)x;
+    __m512 acc[4][1] = {{_mm512_setzero_ps()}, {_mm512_setzero_ps()}, {_mm512_setzero_ps()},
+                        {_mm512_setzero_ps()}};
+#define EOSTEP_1R(M, PF)                                                                           \
+    do {                                                                                           \
+        if (PF) _mm_prefetch((const char *)(w + 4 * ws + (size_t)k * 2), _MM_HINT_T0);             \
+        __m512i d0 = _mm512_maskz_loadu_epi16(M, (const uint16_t *)w + k);                         \
+        __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(d0, 16));                                \
+        __m512 o0 = _mm512_castsi512_ps(_mm512_and_si512(d0, hi16));                               \
+        __m512 xe = _mm512_loadu_ps(x0 + k), xo = _mm512_loadu_ps(x0 + k + 16);                    \
+        acc[0][0] = _mm512_fmadd_ps(o0, xo, _mm512_fmadd_ps(e0, xe, acc[0][0]));                   \
+    } while (0)
+    K_STEPS(32, __mmask32, EOSTEP_1R(M_, PF_));
+#undef EOSTEP_1R
+    R1_X86_TILE_OUT(1);
+}
+static void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                      size_t xs, int nt, float *out) {
+    if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc)
+        for (int r = 0; r < nr; r++)
+            tile_bf16_1r(K, k0, k1, w + (size_t)r * ws, ws, 1, x, xs, 1, out + r);
+    else if (nt == 1) tile_bf16_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    else tile_bf16_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
 
 /* ---- bf16 weights in a batch: activations rounded to bf16 once per batch
  * (R1_CPU_ACT_BF16), then vdpbf16ps multiplies 32 weight/activation pairs a

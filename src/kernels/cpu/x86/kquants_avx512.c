@@ -254,7 +254,7 @@ KQ_AVX512(r1_kq_tile_q5_1_avx512, F_Q51, r1_kq_tile_q5_1_c)
  * two parts (offset 32 of the 6-bit quants). ---- */
 enum { X_Q4K, X_Q5K, X_Q6K };
 
-INL void kx8_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
+INL void kx8_body(const int DT, const int NR, const int NT, R1_KQ_TILE_ARGS) {
     (void)K;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
@@ -285,7 +285,7 @@ INL void kx8_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
                 sx[t] = _mm512_mul_ps(_mm512_mul_ps(dx[t], _mm512_set1_ps(-0.125f)), _mm512_cvtepi32_ps(nx));
             }
         }
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const uint8_t *blk = wr[r] + (size_t)s * bs;
             if (NT <= 2) { /* decode: the next 4 rows' super-block into L1, the 4 after into L2 */
                 for (size_t o = 0; o < bs; o += 64) {
@@ -346,11 +346,17 @@ INL void kx8_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
 }
 
 #define KX8_AVX512(NAME, DT)                                                                       \
-    static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kx8_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kx8_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_1r(R1_KQ_TILE_ARGS) { kx8_body(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_2r(R1_KQ_TILE_ARGS) { kx8_body(DT, 1, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    /* a token (its two parts: nt == 2) a row at a time, cpu.h r1_cpu_decode_row1 */              \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+        if (nt <= 2 && r1_cpu_decode_row1)                                                         \
+            for (int r_ = 0; r_ < nr; r_++)                                                        \
+                (nt == 1 ? NAME##_1r : NAME##_2r)(K, k0, k1, w + (size_t)r_ * ws, ws, 1, x, xs, nt, out + r_); \
+        else if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }

@@ -158,7 +158,7 @@ INL void q32_run(const int DT, const int V, const int PAIR, const int R, const i
             }
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
                 const uint8_t *p = wr[r] + (size_t)(b0 + i) * bs;
-                if (R == 4) q32_prefetch(p, ws); /* decode */
+                if (R == 4 || NT <= 2) q32_prefetch(p, ws); /* decode (NT <= 2: a row at a time) */
                 __m256i q = q32_quants(DT, p);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     __m256i dp;
@@ -451,6 +451,14 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
                 if (nt == 1) x8_row(PAIR, 1, lp, k0, k1, w + (size_t)r * ws, ws, xt, res2);
                 else x8_row(PAIR, 2, lp, k0, k1, w + (size_t)r * ws, ws, xt, res2);
                 for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res2[t];
+            }
+            return;
+        }
+        if (DT == F_Q80 && r1_cpu_decode_row1) { /* cpu.h: a row at a time (measured for q8_0) */
+            for (int r = 0; r < nr; r++) {
+                if (nt == 1) q32_run(DT, V, PAIR, 1, 1, K, k0, k1, &wr[r], ws, xt, res);
+                else q32_run(DT, V, PAIR, 1, 2, K, k0, k1, &wr[r], ws, xt, res);
+                for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
             }
             return;
         }
