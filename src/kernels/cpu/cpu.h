@@ -178,6 +178,13 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  * outputs are the same bits: each row's sums are its own. R1_CPU_ROW1=0
  * keeps the 4-row forms, for comparisons; read once, by the backend's init. */
 extern int r1_cpu_decode_row1;
+/* The tile f (a one-row form) on nr rows, one call a row: out[t *
+ * R1_CPU_MR + r] as one call on the nr rows would write it. */
+static inline void r1_cpu_tile_by_row(r1_cpu_tile_fn f, int K, int k0, int k1, const uint8_t *w,
+                                      size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
+                                      float *out) {
+    for (int r = 0; r < nr; r++) f(K, k0, k1, w + (size_t)r * ws, ws, 1, x, xs, nt, out + r);
+}
 
 /* Carried sums (a tile whose table entry sets carry_k): while
  * r1_cpu_tile_acc is not NULL, a call keeps its unreduced sums there between

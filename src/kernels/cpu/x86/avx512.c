@@ -226,8 +226,7 @@ static TGT void tile_bf16_1r(int K, int k0, int k1, const uint8_t *w, size_t ws,
 static void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                       size_t xs, int nt, float *out) {
     if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc)
-        for (int r = 0; r < nr; r++)
-            tile_bf16_1r(K, k0, k1, w + (size_t)r * ws, ws, 1, x, xs, 1, out + r);
+        r1_cpu_tile_by_row(tile_bf16_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 1) tile_bf16_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else tile_bf16_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
 }

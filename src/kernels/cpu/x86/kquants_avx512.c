@@ -354,8 +354,7 @@ INL void kx8_body(const int DT, const int NR, const int NT, R1_KQ_TILE_ARGS) {
     /* a token (its two parts: nt == 2) a row at a time, cpu.h r1_cpu_decode_row1 */              \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt <= 2 && r1_cpu_decode_row1)                                                         \
-            for (int r_ = 0; r_ < nr; r_++)                                                        \
-                (nt == 1 ? NAME##_1r : NAME##_2r)(K, k0, k1, w + (size_t)r_ * ws, ws, 1, x, xs, nt, out + r_); \
+            r1_cpu_tile_by_row(nt == 1 ? NAME##_1r : NAME##_2r, K, k0, k1, w, ws, nr, x, xs, nt, out); \
         else if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
