@@ -158,71 +158,48 @@ DISPATCH(tile_f16)
  * (1 and 4 tokens) add the same products in the same order, so a batch row
  * is bit for bit the decode step's. The activations past K are zero and so
  * are the masked-off weights. ---- */
-#define EOSTEP(NT, M, PF)                                                                          \
+#define EOSTEP(NR, NT, M, PF)                                                                      \
     do {                                                                                           \
-        PF_NEXT(PF, (size_t)k * 2);                                                                \
-        __m512i d0 = _mm512_maskz_loadu_epi16(M, (const uint16_t *)w0 + k),                        \
-                d1 = _mm512_maskz_loadu_epi16(M, (const uint16_t *)w1 + k),                        \
-                d2 = _mm512_maskz_loadu_epi16(M, (const uint16_t *)w2 + k),                        \
-                d3 = _mm512_maskz_loadu_epi16(M, (const uint16_t *)w3 + k);                        \
-        __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(d0, 16)),                                \
-               e1 = _mm512_castsi512_ps(_mm512_slli_epi32(d1, 16)),                                \
-               e2 = _mm512_castsi512_ps(_mm512_slli_epi32(d2, 16)),                                \
-               e3 = _mm512_castsi512_ps(_mm512_slli_epi32(d3, 16));                                \
-        __m512 o0 = _mm512_castsi512_ps(_mm512_and_si512(d0, hi16)),                               \
-               o1 = _mm512_castsi512_ps(_mm512_and_si512(d1, hi16)),                               \
-               o2 = _mm512_castsi512_ps(_mm512_and_si512(d2, hi16)),                               \
-               o3 = _mm512_castsi512_ps(_mm512_and_si512(d3, hi16));                               \
+        if (NR == 1) { /* one row (cpu.h r1_cpu_decode_row1): its own bytes 4 rows on */           \
+            if (PF) _mm_prefetch((const char *)(w0 + 4 * ws + (size_t)k * 2), _MM_HINT_T0);        \
+        } else {                                                                                   \
+            PF_NEXT(PF, (size_t)k * 2);                                                            \
+        }                                                                                          \
+        __m512 e[4], o[4];                                                                         \
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {                                     \
+            __m512i d = _mm512_maskz_loadu_epi16(M, (const uint16_t *)wr_[r] + k);                 \
+            e[r] = _mm512_castsi512_ps(_mm512_slli_epi32(d, 16));                                  \
+            o[r] = _mm512_castsi512_ps(_mm512_and_si512(d, hi16));                                 \
+        }                                                                                          \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
             __m512 xe = _mm512_loadu_ps(xt[t] + k), xo = _mm512_loadu_ps(xt[t] + k + 16);          \
-            acc[0][t] = _mm512_fmadd_ps(o0, xo, _mm512_fmadd_ps(e0, xe, acc[0][t]));               \
-            acc[1][t] = _mm512_fmadd_ps(o1, xo, _mm512_fmadd_ps(e1, xe, acc[1][t]));               \
-            acc[2][t] = _mm512_fmadd_ps(o2, xo, _mm512_fmadd_ps(e2, xe, acc[2][t]));               \
-            acc[3][t] = _mm512_fmadd_ps(o3, xo, _mm512_fmadd_ps(e3, xe, acc[3][t]));               \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                   \
+                acc[r][t] = _mm512_fmadd_ps(o[r], xo, _mm512_fmadd_ps(e[r], xe, acc[r][t]));       \
         }                                                                                          \
     } while (0)
 
-#define EOTILE(NAME, NT)                                                                           \
+/* NR rows (4, or 1 for cpu.h r1_cpu_decode_row1) x NT tokens; each row's
+ * products in the same order whatever NR, so the same bits. The one-row
+ * form runs only where nothing is carried (cpu.c carries in batches). */
+#define EOTILE(NAME, NR, NT)                                                                       \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
         SETUP_PTRS(NT, const float *)                                                              \
+        const uint8_t *wr_[4] = {w0, w1, w2, w3};                                                  \
         const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);                                  \
         __m512 acc[4][NT];                                                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
         R1_X86_ACC_IN(NT);                                                                         \
-        K_STEPS(32, __mmask32, EOSTEP(NT, M_, PF_));                                               \
+        K_STEPS(32, __mmask32, EOSTEP(NR, NT, M_, PF_));                                           \
         R1_X86_ACC_OUT(NT);                                                                        \
         R1_X86_TILE_OUT(NT);                                                                       \
     }
 
-EOTILE(tile_bf16_1, 1)
-EOTILE(tile_bf16_4, 4)
-/* One row, one token (cpu.h r1_cpu_decode_row1): EOSTEP's products for row
- * 0 in the same order, so the same bits; the same bytes 4 rows on fetched
- * ahead. No carried sums: cpu.c carries only in batches, which take the
- * other forms. */
-static TGT void tile_bf16_1r(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                             const uint8_t *x, size_t xs, int nt, float *out) {
-    (void)K, (void)xs, (void)nt;
-    const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);
-    const float *x0 = (const float *)x;
-    __m512 acc[4][1] = {{_mm512_setzero_ps()}, {_mm512_setzero_ps()}, {_mm512_setzero_ps()},
-                        {_mm512_setzero_ps()}};
-#define EOSTEP_1R(M, PF)                                                                           \
-    do {                                                                                           \
-        if (PF) _mm_prefetch((const char *)(w + 4 * ws + (size_t)k * 2), _MM_HINT_T0);             \
-        __m512i d0 = _mm512_maskz_loadu_epi16(M, (const uint16_t *)w + k);                         \
-        __m512 e0 = _mm512_castsi512_ps(_mm512_slli_epi32(d0, 16));                                \
-        __m512 o0 = _mm512_castsi512_ps(_mm512_and_si512(d0, hi16));                               \
-        __m512 xe = _mm512_loadu_ps(x0 + k), xo = _mm512_loadu_ps(x0 + k + 16);                    \
-        acc[0][0] = _mm512_fmadd_ps(o0, xo, _mm512_fmadd_ps(e0, xe, acc[0][0]));                   \
-    } while (0)
-    K_STEPS(32, __mmask32, EOSTEP_1R(M_, PF_));
-#undef EOSTEP_1R
-    R1_X86_TILE_OUT(1);
-}
+EOTILE(tile_bf16_1, 4, 1)
+EOTILE(tile_bf16_4, 4, 4)
+EOTILE(tile_bf16_1r, 1, 1)
 static void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                       size_t xs, int nt, float *out) {
     if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc)
