@@ -9,6 +9,7 @@
 
 #include "r1infer.h"
 #include "test.h"
+#include "util/util.h"
 
 #define V 16
 
@@ -38,6 +39,41 @@ static int argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return b;
+}
+
+/* util.h's r1_argmax (the greedy picks of the sampler, bench, kld and the
+ * cpu backend) against the plain loop above: every length up to 80 and a
+ * vocabulary's, with ties (few distinct values), NaNs, -0 beside +0, -inf
+ * and a NaN first element, the maximum at each end and in the 16-wide tail. */
+static void test_r1_argmax(void) {
+    enum { N = 151936 };
+    float *x = malloc(sizeof *x * N);
+    unsigned st = 11;
+    int bad = 0, cases = 0;
+    for (int kind = 0; kind < 6; kind++)
+        for (int n = 1; n <= 81; n++) {
+            const int len = n == 81 ? N : n;
+            for (int rep = 0; rep < 8; rep++) {
+                for (int i = 0; i < len; i++) {
+                    st = st * 1103515245u + 12345u;
+                    const unsigned r = st >> 8;
+                    x[i] = kind == 0   ? (float)(r & 0xffff) / 6553.6f - 5.0f
+                           : kind == 1 ? (float)(r % 4) /* ties */
+                           : kind == 2 ? (r % 5 == 0 ? NAN : (float)(r % 7) - 3.0f)
+                           : kind == 3 ? (r % 2 ? 0.0f : -0.0f)
+                           : kind == 4 ? (r % 3 ? -INFINITY : -(float)(r % 9))
+                                       : (float)(r % 50);
+                }
+                if (kind == 5) x[rep % 3 == 0 ? 0 : rep % 3 == 1 ? len - 1 : len - 1 - (int)(st % 16) % len] = 99.0f;
+                if (kind == 2 && rep == 0) x[0] = NAN;
+                const int want = argmax(x, len), got = r1_argmax(x, len);
+                if (got != want && bad++ < 5)
+                    fprintf(stderr, "  r1_argmax kind %d n %d rep %d: %d, want %d\n", kind, len, rep, got, want);
+                cases++;
+            }
+        }
+    CHECK(bad == 0, "r1_argmax differs from the plain loop in %d of %d vectors", bad, cases);
+    free(x);
 }
 
 /* probabilities of softmax(logits / temp) restricted to keep[] (renormalised) */
@@ -81,6 +117,7 @@ static int chi_square_ok(const char *what, r1_sampler_t *s, const float *l, int 
 }
 
 int main(void) {
+    test_r1_argmax();
     /* defaults */
     struct r1_sampler_params d = r1_sampler_defaults();
     CHECK(fabsf(d.temperature - 0.6f) < 1e-6f, "default temperature %g, want 0.6", d.temperature);

@@ -41,13 +41,6 @@ static double median(const double *v, int n) {
     return n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* Decode `steps` timed steps (after one untimed) of B sequences from
  * position 0; ms per step into *ms, 0 or -1 with an error. */
 static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, double *ms) {
@@ -60,7 +53,7 @@ static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, do
     for (int s = 0; s <= steps; s++) {
         if (s == 1) t0 = r1_now();
         if (r1_batch_step(b, B, ids, seq, NULL, logits) != B) return -1;
-        for (int q = 0; q < B; q++) ids[q] = argmax(logits + (size_t)q * vocab, vocab);
+        for (int q = 0; q < B; q++) ids[q] = r1_argmax(logits + (size_t)q * vocab, vocab);
     }
     *ms = (r1_now() - t0) / steps * 1e3;
     return 0;

@@ -18,8 +18,6 @@
 /* log(sum_i exp(x[i])) of n > 0 logits, accumulated in double with the
  * maximum subtracted first. logprob(i) = x[i] - eval_logsumexp(x, n). */
 double eval_logsumexp(const float *x, int n);
-/* Index of the largest of n values (the lowest on ties). */
-int eval_argmax(const float *x, int n);
 /* The k largest of n values, their indices into ids[0..k) sorted by value
  * descending (ties: lower index first). k is clamped to [0, n]; returns it. */
 int eval_top_k(const float *x, int n, int k, int32_t *ids);

@@ -264,7 +264,7 @@ int eval_kld_next(struct eval_kld_reader *r, struct eval_kld_stats *st, const fl
     st->klds[st->count++] = (float)kl;
     st->kld += kl;
     st->kld2 += kl * kl;
-    st->same_top += eval_argmax(logits, (int)h->vocab) == base_top;
+    st->same_top += r1_argmax(logits, (int)h->vocab) == base_top;
     double dp = exp((double)logits[target] - lse) - exp(base_lp);
     st->dp += dp;
     st->dp2 += dp * dp;

@@ -1,6 +1,6 @@
 /*
  * logprob.c - log-probabilities of a logits row: log-sum-exp in double,
- * argmax and top-k. The one place both `r1infer perplexity` and the
+ * and top-k (the argmax is util.h's r1_argmax). The one place both `r1infer perplexity` and the
  * server's logprobs turn logits into log-probabilities, so their values
  * agree. Must not modify the logits (the sampler works on them after).
  */
@@ -15,13 +15,6 @@ double eval_logsumexp(const float *x, int n) {
     double sum = 0;
     for (int i = 0; i < n; i++) sum += exp((double)x[i] - (double)mx);
     return (double)mx + log(sum);
-}
-
-int eval_argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
 }
 
 int eval_top_k(const float *x, int n, int k, int32_t *ids) {

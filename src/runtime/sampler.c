@@ -139,9 +139,7 @@ static int cmp_cand(const void *a, const void *b) {
 static int32_t candidates(r1_sampler_t *s, float *logits, int *keep_out, double *total_out) {
     const struct r1_sampler_params *p = &s->p;
     apply_penalties(s, logits);
-    int best = 0;
-    for (int i = 1; i < s->vocab; i++)
-        if (logits[i] > logits[best]) best = i;
+    int best = r1_argmax(logits, s->vocab);
     *keep_out = 0;
     *total_out = 0;
     if (p->temperature > 0 && p->top_k != 1) {

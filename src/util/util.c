@@ -110,6 +110,20 @@ float r1_frand_normal(uint64_t *state) {
     return s * 1.7320508f;
 }
 
+int r1_argmax(const float *x, int n) {
+    float m[16];
+    for (int j = 0; j < 16; j++) m[j] = x[0];
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float mx = m[0];
+    for (int j = 1; j < 16; j++) mx = m[j] > mx ? m[j] : mx;
+    for (i = 0; i < n; i++) /* -0 == +0: the first of either, as a plain loop picks */
+        if (x[i] == mx) return i;
+    return 0; /* only when x[0] is NaN and so is every lane */
+}
+
 double r1_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

