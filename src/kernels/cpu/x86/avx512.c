@@ -191,9 +191,9 @@ DISPATCH(tile_f16)
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
-        R1_X86_ACC_IN(NT);                                                                         \
+        R1_X86_ACC_IN(NR, NT);                                                                     \
         K_STEPS(32, __mmask32, EOSTEP(NR, NT, M_, PF_));                                           \
-        R1_X86_ACC_OUT(NT);                                                                        \
+        R1_X86_ACC_OUT(NR, NT);                                                                    \
         R1_X86_TILE_OUT(NT);                                                                       \
     }
 
@@ -741,10 +741,12 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
                                  .pair_tile = r1_x86_tile_q4_0x8_avx512_pair, .pair_nt = 4},
             [R1_DTYPE_Q4_1X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_1x8_avx512, R1_CPU_ACT_BF16,
                                  r1_x86_tile_q4_1x8_bf16, r1_x86_block_q4_1x8_amx, amx_on,
-                                 .pair_tile = r1_x86_tile_q4_1x8_avx512_pair, .pair_nt = 4},
+                                 .pair_tile = r1_x86_tile_q4_1x8_avx512_pair, .pair_nt = 4,
+                                 .carry_k = 256},
             [R1_DTYPE_Q8_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q8_0x8_avx512, R1_CPU_ACT_BF16,
                                  r1_x86_tile_q8_0x8_bf16, r1_x86_block_q8_0x8_amx, amx_on,
-                                 .pair_tile = r1_x86_tile_q8_0x8_avx512_pair, .pair_nt = 4},
+                                 .pair_tile = r1_x86_tile_q8_0x8_avx512_pair, .pair_nt = 4,
+                                 .carry_k = 256},
             [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q4_Kx8_avx512, R1_CPU_ACT_BF16,
                                  r1_x86_tile_q4_Kx8_bf16, r1_x86_block_q4_Kx8_amx, amx_on,
                                  .batch_panel = r1_x86_panel_avx512_q4_Kx8},

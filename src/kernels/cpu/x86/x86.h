@@ -181,23 +181,23 @@ r1_x86_sum_chunks(__m512 u0, __m512 u1, __m512 u2, __m512 u3) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
-/* cpu.h r1_cpu_tile_acc for a tile with sums acc[r][t], r < 4, t < NT
- * (4 x NT vectors there): ACC_IN continues from the range before, ACC_OUT
+/* cpu.h r1_cpu_tile_acc for a tile with sums acc[r][t], r < NR, t < NT
+ * (vector r NT + t there): ACC_IN continues from the range before, ACC_OUT
  * leaves them for the next range and returns (before the tile's output)
  * unless this range ends the row. */
-#define R1_X86_ACC_IN(NT)                                                                          \
+#define R1_X86_ACC_IN(NR, NT)                                                                      \
     do {                                                                                           \
         __m512 *s_ = (__m512 *)r1_cpu_tile_acc;                                                    \
         if (s_ && k0 > 0)                                                                          \
-            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < 4; r_++)                                 \
+            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (NR); r_++)                              \
                 _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++) acc[r_][t_] =              \
                     _mm512_load_ps((const float *)(s_ + r_ * (NT) + t_));                          \
     } while (0)
-#define R1_X86_ACC_OUT(NT)                                                                         \
+#define R1_X86_ACC_OUT(NR, NT)                                                                     \
     do {                                                                                           \
         __m512 *s_ = (__m512 *)r1_cpu_tile_acc;                                                    \
         if (s_ && k1 < K) {                                                                        \
-            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < 4; r_++)                                 \
+            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (NR); r_++)                              \
                 _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++)                            \
                     _mm512_store_ps((float *)(s_ + r_ * (NT) + t_), acc[r_][t_]);                  \
             return;                                                                                \

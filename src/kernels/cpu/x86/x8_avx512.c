@@ -107,12 +107,13 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
     __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    R1_X86_ACC_IN(NR, NT); /* cpu.h r1_cpu_tile_acc: column ranges of whole groups */
     const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G, pf = r1_cpu_tile_prefetch;
     const int R4 = ROWS4 && PAIR && DT == F_Q80; /* the form below the rows' loop */
     __m512 am[R4 ? 4 : 1][R4 ? R1_CPU_NT : 1]; /* its accumulators, in memory */
     if (R4)
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) am[r][t] = _mm512_setzero_ps();
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) am[r][t] = acc[r][t];
     for (int s = k0 / 256; s < s1; s++) {
         __m512 dx[R1_CPU_NT], sx[R1_CPU_NT];
         __m512i d0[R1_CPU_NT]; /* where each token's dot products start */
@@ -214,6 +215,7 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = am[r][t];
     }
+    R1_X86_ACC_OUT(NR, NT);
     const int tb = (K % 256) / 32; /* the plain tail, in the last slice */
     if (k1 == K && tb) {
         const size_t qoff = r1_cpu_q8_qoff(K % 256);
@@ -291,17 +293,22 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
     }                                                                                              \
     void NAME##_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
                      size_t xs, int nt, float *out) {                                              \
-        if (nt == 1 && r1_cpu_decode_row1) /* cpu.h: a row at a time */                            \
+        if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc) /* cpu.h: a row at a time */        \
             r1_cpu_tile_by_row(NAME##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
         else if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
         else if (nt == 2) NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
-        else if (nt == 4 && DT == F_Q80 && K >= X8_ROWS4_K)                                        \
+        else if (nt == 4 && DT == F_Q80 && K >= X8_ROWS4_K && !r1_cpu_tile_acc)                    \
             NAME##_p4q(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
         else {                                                                                     \
             void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int,   \
                       float *) = nt == 3 ? NAME##_p3h : NAME##_p4h;                                \
             f(K, k0, k1, w, ws, nr < 2 ? nr : 2, x, xs, nt, out);                                  \
-            if (nr > 2) f(K, k0, k1, w + 2 * ws, ws, nr - 2, x, xs, nt, out + 2);                  \
+            if (nr > 2) { /* rows 2 and 3: their carried sums 2 nt vectors on */                   \
+                void *a = r1_cpu_tile_acc;                                                         \
+                if (a) r1_cpu_tile_acc = (uint8_t *)a + (size_t)2 * nt * 64;                       \
+                f(K, k0, k1, w + 2 * ws, ws, nr - 2, x, xs, nt, out + 2);                          \
+                r1_cpu_tile_acc = a;                                                               \
+            }                                                                                      \
         }                                                                                          \
     }
 
