@@ -215,6 +215,10 @@ int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n);
  * sequence advances. */
 int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want,
                   float *logits);
+/* With opts.profile: per-kernel time of the steps since the last reset, as
+ * r1_session_profile. */
+int r1_batch_profile(const r1_batch_t *b, const char **names, double *us, long *calls, int cap);
+void r1_batch_profile_reset(r1_batch_t *b);
 
 /* ---------------------------------------------------------------- sampler */
 

@@ -60,6 +60,13 @@ expect "--batch: the CSV header has batch_size" grep -q '^device_id,kernel_id,dt
 if command -v python3 >/dev/null; then
     expect "--batch: the SVG parses" python3 -c "import sys, xml.dom.minidom as m; m.parse(sys.argv[1])" "$tmp/bb.svg"
 fi
+"$BIN" bench --synthetic tiny --quick --batch 1,3 --profile >"$tmp/bpout" 2>"$tmp/bperr"; rc=$?
+expect "--batch --profile: exit 0 (got $rc: $(tail -n 2 "$tmp/bperr"))" test "$rc" -eq 0
+expect "--batch --profile: a profile with a column per batch size" grep -Eq '^  kernel +batch 1 +batch 3 *$' "$tmp/bpout"
+expect "--batch --profile: lm_head's ms per step at both sizes, shares that sum to ~100%" \
+    awk '/^kernel profile/ {p = 1; next} $1 == "kernel" {next} p && NF == 5 {a += $3; b += $5; if ($1 == "lm_head" && $2 > 0 && $4 > 0) l = 1}
+         END {exit !(l && a > 99 && a < 101 && b > 99 && b < 101)}' "$tmp/bpout"
+expect "--batch without --profile: no profile" sh -c "! grep -q '^kernel profile' '$tmp/bout'"
 "$BIN" bench --synthetic tiny --batch 0,2 >/dev/null 2>&1; rc=$?
 expect "--batch 0,2: exit 2 (got $rc)" test "$rc" -eq 2
 "$BIN" bench --synthetic tiny --batch 2, >/dev/null 2>&1; rc=$?

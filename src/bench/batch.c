@@ -28,6 +28,7 @@ struct batch_row {
     int B, steps;
     double step_ms, tok_s, seq_tok_s, speedup, gbps;
     double round_ms[MAX_ROUNDS], lo, hi; /* per round; the range of the rounds' ratios */
+    double kus[BENCH_MAX_KERNELS];       /* --profile: each kernel's us over the timed steps */
 };
 
 static int cmp_double(const void *a, const void *b) {
@@ -43,7 +44,7 @@ static double median(const double *v, int n) {
 
 /* Decode `steps` timed steps (after one untimed) of B sequences from
  * position 0; ms per step into *ms, 0 or -1 with an error. */
-static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, double *ms) {
+static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, double *ms, double *kus) {
     int32_t ids[BENCH_MAX_BATCH], seq[BENCH_MAX_BATCH];
     for (int q = 0; q < B; q++) {
         if (r1_batch_seq_truncate(b, q, 0)) return -1;
@@ -51,12 +52,47 @@ static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, do
     }
     double t0 = 0;
     for (int s = 0; s <= steps; s++) {
-        if (s == 1) t0 = r1_now();
+        if (s == 1) {
+            if (kus) r1_batch_profile_reset(b); /* the timed steps only */
+            t0 = r1_now();
+        }
         if (r1_batch_step(b, B, ids, seq, NULL, logits) != B) return -1;
         for (int q = 0; q < B; q++) ids[q] = r1_argmax(logits + (size_t)q * vocab, vocab);
     }
     *ms = (r1_now() - t0) / steps * 1e3;
+    if (kus) {
+        const char *names[BENCH_MAX_KERNELS];
+        double us[BENCH_MAX_KERNELS];
+        long calls[BENCH_MAX_KERNELS];
+        int nk = r1_batch_profile(b, names, us, calls, BENCH_MAX_KERNELS);
+        for (int k = 0; k < nk; k++) kus[k] += us[k];
+    }
     return 0;
+}
+
+/* --profile: each kernel's ms per timed step (the mean over all rounds; the
+ * profiled steps also wait for every kernel, so they add to more than
+ * ms/step above) and its share of the step, one column per batch size. */
+static void print_profile(const r1_batch_t *b, const struct batch_row *rows, int n) {
+    const char *names[BENCH_MAX_KERNELS];
+    double us[BENCH_MAX_KERNELS];
+    long calls[BENCH_MAX_KERNELS];
+    const int nk = r1_batch_profile(b, names, us, calls, BENCH_MAX_KERNELS);
+    printf("kernel profile: ms per step and share of the step\n  %-14s", "kernel");
+    for (int i = 0; i < n; i++) printf("    batch %-7d", rows[i].B);
+    printf("\n");
+    for (int k = 0; k < nk; k++) {
+        int any = 0;
+        for (int i = 0; i < n; i++) any |= rows[i].kus[k] > 0;
+        if (!any) continue;
+        printf("  %-14s", names[k]);
+        for (int i = 0; i < n; i++) {
+            double tot = 0;
+            for (int j = 0; j < nk; j++) tot += rows[i].kus[j];
+            printf(" %8.3f %6.1f%%", rows[i].kus[k] / 1e3 / rows[i].steps, tot > 0 ? 100 * rows[i].kus[k] / tot : 0);
+        }
+        printf("\n");
+    }
 }
 
 static void write_svg(FILE *f, const struct bench_result *R, const struct batch_row *rows, int n) {
@@ -111,17 +147,19 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
     const int steps = o->quick ? 2 : 3, rounds = o->quick ? 1 : 5;
     r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = maxb, .n_ctx = 64, .n_batch = maxb,
                                                             .backend = o->backend, .n_threads = threads,
-                                                            .kv_dtype = kvt});
+                                                            .kv_dtype = kvt, .profile = o->profile});
     float *logits = b ? malloc((size_t)maxb * vocab * sizeof(float)) : NULL;
     struct batch_row rows[BENCH_MAX_BATCH];
     int n = 0, rc = 1;
+    memset(rows, 0, sizeof rows);
     if (!b || !logits) goto out;
     n = o->n_batch;
     for (int r = 0; r < rounds; r++)
         for (int i = 0; i < n; i++) {
             bench_progress("decode round %d/%d, batch %d", r + 1, rounds, o->batch[i]);
             rows[i].B = o->batch[i], rows[i].steps = steps * rounds;
-            if (run_one(b, o->batch[i], steps, vocab, logits, &rows[i].round_ms[r])) goto out;
+            if (run_one(b, o->batch[i], steps, vocab, logits, &rows[i].round_ms[r], o->profile ? rows[i].kus : NULL))
+                goto out;
         }
     bench_progress_done();
     int i1 = -1; /* batch 1's row: the ratios' base (else per sequence of the first row) */
@@ -158,6 +196,7 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
     for (int i = 0; i < n; i++)
         printf("  %5d %10.2f %12.2f %14.2f %9.2f %14.2f %7.2f-%.2f\n", rows[i].B, rows[i].step_ms, rows[i].tok_s,
                rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps, rows[i].lo, rows[i].hi);
+    if (o->profile) print_profile(b, rows, n);
     fflush(stdout);
     rc = 0;
     if (o->csv) {

@@ -38,6 +38,7 @@ struct bench_opts {
     const char *csv, *json, *svg;
     struct r1_sampler_params sp;
     int batch[BENCH_MAX_ROWS], n_batch; /* --batch 1,2,4: aggregate decode per batch size */
+    int profile;                        /* --batch with --profile: each kernel's ms per step */
 };
 
 struct bench_machine {

@@ -24,7 +24,8 @@ static void bench_help(FILE *f) {
             "  --json FILE            the full result\n"
             "  --svg FILE             a chart: in-situ shares and per-kernel GB/s vs bandwidth\n"
             "  --batch 1,2,4,8,16     instead: aggregate decode tok/s and step time of that many sequences\n"
-            "                         decoding together (continuous batching), next to the bandwidth probe\n"
+            "                         decoding together (continuous batching), next to the bandwidth probe;\n"
+            "                         with --profile also each kernel's ms per step at each batch size\n"
             "  --quick                small buffers and few tokens (for tests; figures are not meaningful)\n"
             "  --full-fill            compute every cache position before the ctx-4096 decode\n"
             "                         (default: fast-forward them, which reads the same bytes)\n"
@@ -144,7 +145,8 @@ int cmd_bench(int argc, char **argv) {
     }
     if (!co.model && !o.synthetic && !(co.model = cli_default_model("bench"))) return 2;
     if (co.n_ctx) fprintf(stderr, "r1infer bench: --ctx is ignored (bench picks its contexts: 0, 512, 4096)\n");
-    if (co.profile) fprintf(stderr, "r1infer bench: --profile is implied (the in-situ table)\n");
+    if (co.profile && !o.n_batch) fprintf(stderr, "r1infer bench: --profile is implied (the in-situ table)\n");
+    o.profile = co.profile;
     o.model = co.model;
     o.backend = co.backend;
     o.dtype = co.dtype;

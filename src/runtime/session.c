@@ -503,6 +503,10 @@ void r1_batch_free(r1_batch_t *b) {
     free(b);
 }
 
+int r1_batch_profile(const r1_batch_t *b, const char **names, double *us, long *calls, int cap) {
+    return r1_session_profile(b->s, names, us, calls, cap);
+}
+void r1_batch_profile_reset(r1_batch_t *b) { r1_session_profile_reset(b->s); }
 int r1_batch_n_seq(const r1_batch_t *b) { return b->s->n_seq; }
 int r1_batch_n_ctx(const r1_batch_t *b) { return b->s->n_ctx; }
 int r1_batch_n_batch(const r1_batch_t *b) { return b->s->n_batch; }
