@@ -64,11 +64,15 @@ static void test_r1_argmax(void) {
                            : kind == 4 ? (r % 3 ? -INFINITY : -(float)(r % 9))
                                        : (float)(r % 50);
                 }
-                if (kind == 5) x[rep % 3 == 0 ? 0 : rep % 3 == 1 ? len - 1 : len - 1 - (int)(st % 16) % len] = 99.0f;
+                if (kind == 5) /* the maximum first, last or in the last 16 */
+                    x[rep % 3 == 0   ? 0
+                      : rep % 3 == 1 ? len - 1
+                                     : len - 1 - (int)(st % 16) % len] = 99.0f;
                 if (kind == 2 && rep == 0) x[0] = NAN;
                 const int want = argmax(x, len), got = r1_argmax(x, len);
                 if (got != want && bad++ < 5)
-                    fprintf(stderr, "  r1_argmax kind %d n %d rep %d: %d, want %d\n", kind, len, rep, got, want);
+                    fprintf(stderr, "  r1_argmax kind %d n %d rep %d: %d, want %d\n", kind, len, rep,
+                            got, want);
                 cases++;
             }
         }

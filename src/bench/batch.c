@@ -44,7 +44,8 @@ static double median(const double *v, int n) {
 
 /* Decode `steps` timed steps (after one untimed) of B sequences from
  * position 0; ms per step into *ms, 0 or -1 with an error. */
-static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, double *ms, double *kus) {
+static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, double *ms,
+                   double *kus) {
     int32_t ids[BENCH_MAX_BATCH], seq[BENCH_MAX_BATCH];
     for (int q = 0; q < B; q++) {
         if (r1_batch_seq_truncate(b, q, 0)) return -1;
@@ -81,16 +82,17 @@ static void print_profile(const r1_batch_t *b, const struct batch_row *rows, int
     printf("kernel profile: ms per step and share of the step\n  %-14s", "kernel");
     for (int i = 0; i < n; i++) printf("    batch %-7d", rows[i].B);
     printf("\n");
+    double tot[BENCH_MAX_ROWS] = {0};
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < nk; k++) tot[i] += rows[i].kus[k];
     for (int k = 0; k < nk; k++) {
         int any = 0;
         for (int i = 0; i < n; i++) any |= rows[i].kus[k] > 0;
         if (!any) continue;
         printf("  %-14s", names[k]);
-        for (int i = 0; i < n; i++) {
-            double tot = 0;
-            for (int j = 0; j < nk; j++) tot += rows[i].kus[j];
-            printf(" %8.3f %6.1f%%", rows[i].kus[k] / 1e3 / rows[i].steps, tot > 0 ? 100 * rows[i].kus[k] / tot : 0);
-        }
+        for (int i = 0; i < n; i++)
+            printf(" %8.3f %6.1f%%", rows[i].kus[k] / 1e3 / rows[i].steps,
+                   tot[i] > 0 ? 100 * rows[i].kus[k] / tot[i] : 0);
         printf("\n");
     }
 }
@@ -158,8 +160,8 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
         for (int i = 0; i < n; i++) {
             bench_progress("decode round %d/%d, batch %d", r + 1, rounds, o->batch[i]);
             rows[i].B = o->batch[i], rows[i].steps = steps * rounds;
-            if (run_one(b, o->batch[i], steps, vocab, logits, &rows[i].round_ms[r], o->profile ? rows[i].kus : NULL))
-                goto out;
+            double *kus = o->profile ? rows[i].kus : NULL;
+            if (run_one(b, o->batch[i], steps, vocab, logits, &rows[i].round_ms[r], kus)) goto out;
         }
     bench_progress_done();
     int i1 = -1; /* batch 1's row: the ratios' base (else per sequence of the first row) */
