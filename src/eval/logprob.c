@@ -1,8 +1,9 @@
 /*
  * logprob.c - log-probabilities of a logits row: log-sum-exp in double,
- * and top-k (the argmax is util.h's r1_argmax). The one place both `r1infer perplexity` and the
- * server's logprobs turn logits into log-probabilities, so their values
- * agree. Must not modify the logits (the sampler works on them after).
+ * and top-k (the argmax is util.h's r1_argmax). The one place both
+ * `r1infer perplexity` and the server's logprobs turn logits into
+ * log-probabilities, so their values agree. Must not modify the logits
+ * (the sampler works on them after).
  */
 #include <math.h>
 
