@@ -2,8 +2,9 @@
  * avx2.c - the AVX2 + FMA + F16C tables of the cpu backend (x86-64 from
  * Haswell / Zen on): "avx2", and "avx2-vnni" where the CPU also has AVX-VNNI
  * (or AVX512-VNNI with VL: then the same tiles run with EVEX vpdpbusd). Here:
- * the float tiles (f32/f16/bf16 weights against f32 activations, 4 rows x 1
- * or 2 tokens in ymm registers), the q8 activation quantizer, the vector
+ * the float tiles (f32/f16 weights against f32 activations, 4 rows x 1
+ * or 4 tokens in ymm registers; bf16 against f32eo32 activations, a row at
+ * a time), the q8 activation quantizer, the vector
  * helpers, and the tables; the quantized tiles are in q32_avx2.c and
  * kquants_avx2.c. Compiled on every architecture; the code exists only on
  * x86-64 and is reached only after the CPU check. Never compiled with
@@ -15,6 +16,7 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
+#include <string.h>
 
 #include "kernels/cpu/x86/x86.h"
 #include "util/util.h"
@@ -61,13 +63,8 @@ INL __m256 ld_f32(const uint8_t *p, int k) { return _mm256_loadu_ps((const float
 INL __m256 ld_f16(const uint8_t *p, int k) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k)));
 }
-INL __m256 ld_bf16(const uint8_t *p, int k) {
-    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k)));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-}
 INL float sc_f32(const uint8_t *p, int k) { return ((const float *)p)[k]; }
 INL float sc_f16(const uint8_t *p, int k) { return _cvtsh_ss(((const uint16_t *)p)[k]); }
-INL float sc_bf16(const uint8_t *p, int k) { return r1_bf16_to_f32(((const uint16_t *)p)[k]); }
 
 /* Decode (one token) streams 4 rows at a time, too short for the hardware
  * prefetcher to ramp up: fetch the same line of the next 4 rows and of the
@@ -207,7 +204,85 @@ static TGT void tile_bf16_eo(int K, int k0, int k1, const uint8_t *w, size_t ws,
 
 FTILE_SET(tile_f32, ld_f32, sc_f32)
 FTILE_SET(tile_f16, ld_f16, sc_f16)
-FTILE_SET(tile_bf16, ld_bf16, sc_bf16)
+
+/* ---- bf16 weights against f32eo32 activations (cpu.h R1_CPU_ACT_F32EO32),
+ * decode and small batches, one row at a time (cpu.h r1_cpu_decode_row1:
+ * one linear stream a row). Each 32 weights of a row are two 32-byte loads,
+ * each split by a shift (the even columns) and a mask (the odd ones) into 8
+ * + 8 f32: one in-lane op per 8 weights, where vpmovzxwd + shift took two.
+ * Every (row, token) keeps four sums, one per such vector, so a row alone
+ * has four independent FMA chains (one chain per row could not keep up with
+ * the memory), reduced in one order: a row in a batch is bit for bit the
+ * decode step's. The activations past K are zero (the f32eo32 padding) and
+ * so are the weights of the tail, copied into a zeroed buffer. ---- */
+#define EO_STEP(P, NT)                                                                             \
+    do {                                                                                           \
+        __m256i d0_ = _mm256_loadu_si256((const __m256i *)(P));                                    \
+        __m256i d1_ = _mm256_loadu_si256((const __m256i *)(P) + 1);                                \
+        __m256 v_[4] = {_mm256_castsi256_ps(_mm256_slli_epi32(d0_, 16)),                           \
+                        _mm256_castsi256_ps(_mm256_and_si256(d0_, hi)),                            \
+                        _mm256_castsi256_ps(_mm256_slli_epi32(d1_, 16)),                           \
+                        _mm256_castsi256_ps(_mm256_and_si256(d1_, hi))};                           \
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
+                acc[t][j] = _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(xt[t] + k + xo[j]), acc[t][j]); \
+    } while (0)
+
+/* One row (wr, ws bytes to the next) against NT tokens (xt) over [k0, k1):
+ * res[t]; pf: prefetch the same bytes of the row 4 rows on. */
+#define EO_ROW(NAME, NT)                                                                           \
+    static TGT void NAME(const uint16_t *wr, size_t ws, const float *const *xt, int k0, int k1,   \
+                         int pf, float *res) {                                                     \
+        static const int xo[4] = {0, 16, 8, 24}; /* e, o of 16 columns, e, o of the next 16 */     \
+        const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);                                    \
+        __m256 acc[NT][4];                                                                         \
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();   \
+        int k = k0;                                                                                \
+        if (pf) {                                                                                  \
+            const char *ahead = (const char *)wr + 4 * ws;                                         \
+            for (; k + 32 <= k1; k += 32) {                                                        \
+                _mm_prefetch(ahead + (size_t)k * 2, _MM_HINT_T0);                                  \
+                EO_STEP(wr + k, NT);                                                               \
+            }                                                                                      \
+        } else                                                                                     \
+            for (; k + 32 <= k1; k += 32) EO_STEP(wr + k, NT);                                     \
+        if (k < k1) {                                                                              \
+            _Alignas(32) uint16_t tail[32] = {0};                                                  \
+            memcpy(tail, wr + k, (size_t)(k1 - k) * 2);                                            \
+            EO_STEP(tail, NT);                                                                     \
+        }                                                                                          \
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
+            res[t] = hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                       \
+                                        _mm256_add_ps(acc[t][2], acc[t][3])));                     \
+    }
+
+EO_ROW(eo_row1, 1)
+EO_ROW(eo_row2, 2)
+
+/* Rows outer, tokens in pairs inner (8 sums and 4 weight vectors fill the
+ * 16 registers): the row is read from memory once, for the first pair. */
+static TGT void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                          const uint8_t *x, size_t xs, int nt, float *out) {
+    (void)K;
+    const int pf = r1_cpu_tile_prefetch;
+    for (int r = 0; r < nr; r++) {
+        const uint16_t *wr = (const uint16_t *)(w + (size_t)r * ws);
+        int t = 0;
+        for (; t + 2 <= nt; t += 2) {
+            const float *xt[2] = {(const float *)(x + (size_t)t * xs),
+                                  (const float *)(x + (size_t)(t + 1) * xs)};
+            float res[2];
+            eo_row2(wr, ws, xt, k0, k1, pf && t == 0, res);
+            out[t * R1_CPU_MR + r] = res[0];
+            out[(t + 1) * R1_CPU_MR + r] = res[1];
+        }
+        if (t < nt) {
+            const float *xt[1] = {(const float *)(x + (size_t)t * xs)};
+            eo_row1(wr, ws, xt, k0, k1, pf && t == 0, &out[t * R1_CPU_MR + r]);
+        }
+    }
+}
 
 /* ---- activations to q8 blocks (round to nearest even) ---- */
 TGT void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K) {
@@ -340,7 +415,7 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
             {                                                                                      \
                 [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, PANEL_OF(f32)},                        \
                 [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, PANEL_OF(f16)},                        \
-                [R1_DTYPE_BF16] = {R1_CPU_ACT_F32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,      \
+                [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,  \
                                    PANEL_OF(bf16)},                                                \
                 [R1_DTYPE_Q8_0] = Q8_0_##V,                                                        \
                 [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V, PANEL_Q16(q4_0),          \
