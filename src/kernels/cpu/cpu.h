@@ -170,7 +170,7 @@ extern _Thread_local int r1_cpu_tile_prefetch;
 /* 1 (the default): single-token decode tiles read their rows one at a
  * time, each row one linear stream, instead of 4 rows in lockstep (4 streams
  * 1 row apart): AVX-512 q8_0x8, q4_1x8, q4_0x8 (pairs), q4_Kx8, q5_Kx8,
- * q6_Kx8 and bf16; AVX2 q8_0. Decode is bound by memory, and on the Zen 5
+ * q6_Kx8, bf16, f16 and f32; AVX2 q8_0. Decode is bound by memory, and on the Zen 5
  * VM this was measured on the lockstep streams were read slower (bench
  * --batch 1, q8_0 on AVX-512: 46 -> 36 ms a step). Where one row was not
  * faster it is not used: AVX2's K-quants (instruction-bound: 4 rows share

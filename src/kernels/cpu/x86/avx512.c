@@ -90,16 +90,19 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
     XT_TYPE xt[NT];                                                                                \
     for (int t = 0; t < NT; t++) xt[t] = (XT_TYPE)(x + (size_t)(t < nt ? t : 0) * xs);
 
-#define FSTEP(NT, LD, M, PF)                                                                       \
+#define FSTEP(NR, NT, LD, M, PF)                                                                   \
     do {                                                                                           \
-        PF_NEXT(PF, (size_t)k * es);                                                               \
-        __m512 a0 = LD(w0, k, M), a1 = LD(w1, k, M), a2 = LD(w2, k, M), a3 = LD(w3, k, M);         \
+        if (NR == 1) { /* one row (cpu.h r1_cpu_decode_row1): its own bytes 4 rows on */           \
+            if (PF) _mm_prefetch((const char *)(w0 + 4 * ws + (size_t)k * es), _MM_HINT_T0);       \
+        } else {                                                                                   \
+            PF_NEXT(PF, (size_t)k * es);                                                           \
+        }                                                                                          \
+        __m512 a[4];                                                                               \
+        _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) a[r] = LD(wr_[r], k, M);              \
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
             __m512 xv = _mm512_maskz_loadu_ps(M, xt[t] + k);                                       \
-            acc[0][t] = _mm512_fmadd_ps(a0, xv, acc[0][t]);                                        \
-            acc[1][t] = _mm512_fmadd_ps(a1, xv, acc[1][t]);                                        \
-            acc[2][t] = _mm512_fmadd_ps(a2, xv, acc[2][t]);                                        \
-            acc[3][t] = _mm512_fmadd_ps(a3, xv, acc[3][t]);                                        \
+            _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++)                                   \
+                acc[r][t] = _mm512_fmadd_ps(a[r], xv, acc[r][t]);                                  \
         }                                                                                          \
     } while (0)
 
@@ -123,31 +126,39 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
         STEP;                                                                                      \
     }
 
-#define FTILE(NAME, NT, LD)                                                                        \
+/* NR rows (4, or 1 for cpu.h r1_cpu_decode_row1: each row's sums are its
+ * own, so the same bits) x NT tokens */
+#define FTILE(NAME, NR, NT, LD)                                                                    \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
                          int nt, float *out) {                                                     \
         SETUP_PTRS(NT, const float *)                                                              \
+        const uint8_t *wr_[4] = {w0, w1, w2, w3};                                                  \
         const size_t es = ws / (size_t)K; /* bytes per weight */                                    \
         __m512 acc[4][NT];                                                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
                                                                                      t < NT; t++)  \
             acc[r][t] = _mm512_setzero_ps();                                                       \
-        K_STEPS(16, __mmask16, FSTEP(NT, LD, M_, PF_));                                            \
+        K_STEPS(16, __mmask16, FSTEP(NR, NT, LD, M_, PF_));                                        \
         R1_X86_TILE_OUT(NT);                                                               \
     }
 
+/* One token: a row at a time (cpu.h r1_cpu_decode_row1), or 4 rows */
 #define DISPATCH(NAME)                                                                             \
     static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
                      int nt, float *out) {                                                         \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        if (nt == 1 && r1_cpu_decode_row1)                                                         \
+            r1_cpu_tile_by_row(NAME##_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                   \
+        else if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
     }
 
-FTILE(tile_f32_1, 1, ld_f32)
-FTILE(tile_f32_4, 4, ld_f32)
+FTILE(tile_f32_1, 4, 1, ld_f32)
+FTILE(tile_f32_1r, 1, 1, ld_f32)
+FTILE(tile_f32_4, 4, 4, ld_f32)
 DISPATCH(tile_f32)
-FTILE(tile_f16_1, 1, ld_f16)
-FTILE(tile_f16_4, 4, ld_f16)
+FTILE(tile_f16_1, 4, 1, ld_f16)
+FTILE(tile_f16_1r, 1, 1, ld_f16)
+FTILE(tile_f16_4, 4, 4, ld_f16)
 DISPATCH(tile_f16)
 /* ---- bf16 weights against f32eo32 activations (cpu.h R1_CPU_ACT_F32EO32),
  * decode and small batches: a 64-byte load of 32 weights of a row holds the
