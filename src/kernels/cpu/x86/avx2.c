@@ -59,112 +59,119 @@ INL float hsum(__m256 v) {
 }
 
 /* ---- float weights: 8 weights of row p from column k, as f32 ---- */
-INL __m256 ld_f32(const uint8_t *p, int k) { return _mm256_loadu_ps((const float *)p + k); }
 INL __m256 ld_f16(const uint8_t *p, int k) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k)));
 }
-INL float sc_f32(const uint8_t *p, int k) { return ((const float *)p)[k]; }
-INL float sc_f16(const uint8_t *p, int k) { return _cvtsh_ss(((const uint16_t *)p)[k]); }
 
-/* Decode (one token) streams 4 rows at a time, too short for the hardware
- * prefetcher to ramp up: fetch the same line of the next 4 rows and of the
- * 4 after those ahead, into L2 (f16/bf16 matvecs ~27 -> ~31 GB/s against
- * the next 4 into L1 only, 1.5B shapes, 2 threads). */
-#define PF_NEXT(NT, OFF)                                                                           \
+/* ---- float weights (f32, f16, bf16), decode and small batches, one row at
+ * a time (one linear stream a row: 4 rows in lockstep read slower on the
+ * Zen 5 VM this was measured on). Each 32 weights of a row are four
+ * vectors of 8 f32 (GRP_*), and every (row, token) keeps four sums, one per
+ * vector, so a row alone has four independent FMA chains (one chain a row
+ * could not keep up with the memory), reduced in one order: a row in a
+ * batch is bit for bit the decode step's. bf16 reads f32eo32 activations
+ * (cpu.h R1_CPU_ACT_F32EO32): a 32-byte load of 16 weights splits into the
+ * even columns by a shift and the odd ones by a mask, one in-lane op per 8
+ * weights where vpmovzxwd + shift took two. The K % 32 tail runs the same
+ * step on copies padded with zeros. ---- */
+#define GRP_F32(P, V)                                                                              \
+    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] =                                 \
+        _mm256_loadu_ps((const float *)(P) + 8 * j_)
+#define GRP_F16(P, V)                                                                              \
+    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] = ld_f16((const uint8_t *)(P), 8 * j_)
+#define GRP_BF16(P, V)                                                                             \
     do {                                                                                           \
-        if (NT == 1) {                                                                             \
-            _Pragma("GCC unroll 2") for (int i_ = 4; i_ <= 8; i_ += 4) {                           \
-                _mm_prefetch((const char *)(w0 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
-                _mm_prefetch((const char *)(w1 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
-                _mm_prefetch((const char *)(w2 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
-                _mm_prefetch((const char *)(w3 + i_ * ws + (OFF)), _MM_HINT_T1);                   \
-            }                                                                                      \
-        }                                                                                          \
+        const __m256i hi_ = _mm256_set1_epi32((int)0xffff0000u);                                   \
+        __m256i d0_ = _mm256_loadu_si256((const __m256i *)(P));                                    \
+        __m256i d1_ = _mm256_loadu_si256((const __m256i *)(P) + 1);                                \
+        V[0] = _mm256_castsi256_ps(_mm256_slli_epi32(d0_, 16));                                    \
+        V[1] = _mm256_castsi256_ps(_mm256_and_si256(d0_, hi_));                                    \
+        V[2] = _mm256_castsi256_ps(_mm256_slli_epi32(d1_, 16));                                    \
+        V[3] = _mm256_castsi256_ps(_mm256_and_si256(d1_, hi_));                                    \
     } while (0)
 
-/* Rows beyond nr and tokens beyond nt repeat row/token 0 (computed, not stored). */
-#define SETUP_PTRS(NT, XT_TYPE)                                                                    \
-    const uint8_t *w0 = w, *w1 = w + (nr > 1 ? ws : 0), *w2 = w + (nr > 2 ? 2 * ws : 0),           \
-                  *w3 = w + (nr > 3 ? 3 * ws : 0);                                                 \
-    const uint8_t *wr[4] = {w0, w1, w2, w3};                                                       \
-    XT_TYPE xt[NT];                                                                                \
-    for (int t = 0; t < NT; t++) xt[t] = (XT_TYPE)(x + (size_t)(t < nt ? t : 0) * xs);
+#define ROW_STEP(GRP, P, XP, NT)                                                                   \
+    do {                                                                                           \
+        __m256 v_[4];                                                                              \
+        GRP(P, v_);                                                                                \
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
+                acc[t][j] = _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(XP[t] + xo[j]), acc[t][j]);     \
+    } while (0)
 
-#define FTILE(NAME, NT, LD, SC)                                                                    \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
-                         int nt, float *out) {                                                     \
-        SETUP_PTRS(NT, const float *)                                                              \
-        const size_t es = ws / (size_t)K; /* bytes per weight */                                   \
-        __m256 acc[4][NT];                                                                         \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
-                                                                                     t < NT; t++)  \
-            acc[r][t] = _mm256_setzero_ps();                                                       \
+/* One row (wr, ws bytes to the next) against NT tokens (xt) over [k0, k1):
+ * res[t]. ES: bytes a weight; XO: where vector j's 8 activations are in a
+ * group of 32; EO: the activations are f32eo32 (padded: the tail reads 32
+ * of them), else plain f32 (the tail copies k1 - k). pf: prefetch the same
+ * bytes of the row 4 rows on. */
+#define ROW_TILE(NAME, NT, GRP, ES, XO0, XO1, XO2, XO3, EO)                                        \
+    static TGT void NAME(const uint8_t *wr, size_t ws, const float *const *xt, int k0, int k1,    \
+                         int pf, float *res) {                                                     \
+        static const int xo[4] = {XO0, XO1, XO2, XO3};                                             \
+        __m256 acc[NT][4];                                                                         \
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();   \
+        const float *xk[NT];                                                                       \
         int k = k0;                                                                                \
-        for (; k + 8 <= k1; k += 8) {                                                               \
-            if (!(k & (es == 4 ? 15 : 31))) PF_NEXT(NT, (size_t)k * es);                                            \
-            __m256 a0 = LD(w0, k), a1 = LD(w1, k), a2 = LD(w2, k), a3 = LD(w3, k);                 \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                 \
-                __m256 xv = _mm256_loadu_ps(xt[t] + k);                                            \
-                acc[0][t] = _mm256_fmadd_ps(a0, xv, acc[0][t]);                                    \
-                acc[1][t] = _mm256_fmadd_ps(a1, xv, acc[1][t]);                                    \
-                acc[2][t] = _mm256_fmadd_ps(a2, xv, acc[2][t]);                                    \
-                acc[3][t] = _mm256_fmadd_ps(a3, xv, acc[3][t]);                                    \
+        if (pf) {                                                                                  \
+            for (; k + 32 <= k1; k += 32) {                                                        \
+                _Pragma("GCC unroll 2") for (int i = 0; i < 32 * ES; i += 64)                      \
+                    _mm_prefetch((const char *)wr + 4 * ws + (size_t)k * ES + i, _MM_HINT_T0);     \
+                _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;            \
+                ROW_STEP(GRP, wr + (size_t)k * ES, xk, NT);                                        \
             }                                                                                      \
+        } else                                                                                     \
+            for (; k + 32 <= k1; k += 32) {                                                        \
+                _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;            \
+                ROW_STEP(GRP, wr + (size_t)k * ES, xk, NT);                                        \
+            }                                                                                      \
+        if (k < k1) {                                                                              \
+            _Alignas(32) uint8_t wt[32 * ES] = {0};                                                \
+            _Alignas(32) float xtl[NT][32] = {{0}};                                                \
+            memcpy(wt, wr + (size_t)k * ES, (size_t)(k1 - k) * ES);                                \
+            for (int t = 0; t < NT; t++) {                                                         \
+                memcpy(xtl[t], xt[t] + k, (size_t)(EO ? 32 : k1 - k) * sizeof(float));             \
+                xk[t] = xtl[t];                                                                    \
+            }                                                                                      \
+            ROW_STEP(GRP, wt, xk, NT);                                                             \
         }                                                                                          \
-        float res[4][NT]; /* constant indices only: acc stays in registers */                      \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = hsum(acc[r][t]);      \
-        for (int t = 0; t < nt; t++)                                                               \
-            for (int r = 0; r < nr; r++) {                                                         \
-                float s = res[r][t];                                                               \
-                for (int kk = k; kk < k1; kk++) s += SC(wr[r], kk) * xt[t][kk];                     \
-                out[t * R1_CPU_MR + r] = s;                                                        \
-            }                                                                                      \
+        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
+            res[t] = hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                       \
+                                        _mm256_add_ps(acc[t][2], acc[t][3])));                     \
     }
 
-/* Batches: two rows x 4 tokens per pass (8 accumulators; the activations
- * are FMA memory operands), so each weight is converted once for 4 tokens. */
-#define FTILE_B(NAME, LD, SC)                                                                      \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
+/* Rows outer, tokens in pairs inner (8 sums and 4 weight vectors fill the
+ * 16 registers): the row is read from memory once, for the first pair. */
+#define ROW_TILES(NAME, GRP, ES, XO0, XO1, XO2, XO3, EO)                                          \
+    ROW_TILE(NAME##_r1, 1, GRP, ES, XO0, XO1, XO2, XO3, EO)                                        \
+    ROW_TILE(NAME##_r2, 2, GRP, ES, XO0, XO1, XO2, XO3, EO)                                        \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        const size_t es = ws / (size_t)K;                                                          \
-        (void)es;                                                                                  \
-        const float *xt[4];                                                                        \
-        for (int t = 0; t < 4; t++) xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);    \
-        for (int r0 = 0; r0 < nr; r0 += 2) {                                                       \
-            const uint8_t *wr[2] = {w + (size_t)r0 * ws, w + (size_t)(r0 + 1 < nr ? r0 + 1 : r0) * ws}; \
-            __m256 acc[2][4];                                                                      \
-            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                    \
-                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm256_setzero_ps(); \
-            int k = k0;                                                                            \
-            for (; k + 8 <= k1; k += 8) {                                                          \
-                __m256 a0 = LD(wr[0], k), a1 = LD(wr[1], k);                                       \
-                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {                              \
-                    __m256 xv = _mm256_loadu_ps(xt[t] + k);                                        \
-                    acc[0][t] = _mm256_fmadd_ps(a0, xv, acc[0][t]);                                \
-                    acc[1][t] = _mm256_fmadd_ps(a1, xv, acc[1][t]);                                \
-                }                                                                                  \
+        (void)K;                                                                                   \
+        const int pf = r1_cpu_tile_prefetch;                                                       \
+        for (int r = 0; r < nr; r++) {                                                             \
+            const uint8_t *wr = w + (size_t)r * ws;                                                \
+            int t = 0;                                                                             \
+            for (; t + 2 <= nt; t += 2) {                                                          \
+                const float *xt[2] = {(const float *)(x + (size_t)t * xs),                         \
+                                      (const float *)(x + (size_t)(t + 1) * xs)};                  \
+                float res[2];                                                                      \
+                NAME##_r2(wr, ws, xt, k0, k1, pf && t == 0, res);                                  \
+                out[t * R1_CPU_MR + r] = res[0];                                                   \
+                out[(t + 1) * R1_CPU_MR + r] = res[1];                                             \
             }                                                                                      \
-            float res[2][4];                                                                       \
-            _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)                                    \
-                _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = hsum(acc[r][t]);   \
-            for (int r = 0; r < 2 && r0 + r < nr; r++)                                             \
-                for (int t = 0; t < nt; t++) {                                                     \
-                    float s = res[r][t];                                                           \
-                    for (int kk = k; kk < k1; kk++) s += SC(wr[r], kk) * xt[t][kk];                \
-                    out[t * R1_CPU_MR + r0 + r] = s;                                               \
-                }                                                                                  \
+            if (t < nt) {                                                                          \
+                const float *xt[1] = {(const float *)(x + (size_t)t * xs)};                        \
+                NAME##_r1(wr, ws, xt, k0, k1, pf && t == 0, &out[t * R1_CPU_MR + r]);              \
+            }                                                                                      \
         }                                                                                          \
     }
 
-#define FTILE_SET(NAME, LD, SC)                                                                    \
-    FTILE(NAME##_1, 1, LD, SC)                                                                     \
-    FTILE_B(NAME##_b, LD, SC)                                                                      \
-    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
-                     size_t xs, int nt, float *out) {                                              \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
-        else NAME##_b(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-    }
+ROW_TILES(tile_f32, GRP_F32, 4, 0, 8, 16, 24, 0)
+ROW_TILES(tile_f16, GRP_F16, 2, 0, 8, 16, 24, 0)
+/* bf16: vector 0 the even columns of the first 16 (f32eo32 positions 0-7),
+ * 1 their odd ones (16-23), 2 and 3 those of the next 16 (8-15, 24-31) */
+ROW_TILES(tile_bf16, GRP_BF16, 2, 0, 16, 8, 24, 1)
 
 /* bf16 weights in a batch, against f32eo activations (cpu.h): a 32-byte load
  * of 16 bf16 weights gives the even ones by a shift and the odd ones by a
@@ -199,88 +206,6 @@ static TGT void tile_bf16_eo(int K, int k0, int k1, const uint8_t *w, size_t ws,
             _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = hsum(acc[r][t]);
         for (int r = 0; r < 2 && r0 + r < nr; r++)
             for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r0 + r] = res[r][t];
-    }
-}
-
-FTILE_SET(tile_f32, ld_f32, sc_f32)
-FTILE_SET(tile_f16, ld_f16, sc_f16)
-
-/* ---- bf16 weights against f32eo32 activations (cpu.h R1_CPU_ACT_F32EO32),
- * decode and small batches, one row at a time (cpu.h r1_cpu_decode_row1:
- * one linear stream a row). Each 32 weights of a row are two 32-byte loads,
- * each split by a shift (the even columns) and a mask (the odd ones) into 8
- * + 8 f32: one in-lane op per 8 weights, where vpmovzxwd + shift took two.
- * Every (row, token) keeps four sums, one per such vector, so a row alone
- * has four independent FMA chains (one chain per row could not keep up with
- * the memory), reduced in one order: a row in a batch is bit for bit the
- * decode step's. The activations past K are zero (the f32eo32 padding) and
- * so are the weights of the tail, copied into a zeroed buffer. ---- */
-#define EO_STEP(P, NT)                                                                             \
-    do {                                                                                           \
-        __m256i d0_ = _mm256_loadu_si256((const __m256i *)(P));                                    \
-        __m256i d1_ = _mm256_loadu_si256((const __m256i *)(P) + 1);                                \
-        __m256 v_[4] = {_mm256_castsi256_ps(_mm256_slli_epi32(d0_, 16)),                           \
-                        _mm256_castsi256_ps(_mm256_and_si256(d0_, hi)),                            \
-                        _mm256_castsi256_ps(_mm256_slli_epi32(d1_, 16)),                           \
-                        _mm256_castsi256_ps(_mm256_and_si256(d1_, hi))};                           \
-        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
-                acc[t][j] = _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(xt[t] + k + xo[j]), acc[t][j]); \
-    } while (0)
-
-/* One row (wr, ws bytes to the next) against NT tokens (xt) over [k0, k1):
- * res[t]; pf: prefetch the same bytes of the row 4 rows on. */
-#define EO_ROW(NAME, NT)                                                                           \
-    static TGT void NAME(const uint16_t *wr, size_t ws, const float *const *xt, int k0, int k1,   \
-                         int pf, float *res) {                                                     \
-        static const int xo[4] = {0, 16, 8, 24}; /* e, o of 16 columns, e, o of the next 16 */     \
-        const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);                                    \
-        __m256 acc[NT][4];                                                                         \
-        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();   \
-        int k = k0;                                                                                \
-        if (pf) {                                                                                  \
-            const char *ahead = (const char *)wr + 4 * ws;                                         \
-            for (; k + 32 <= k1; k += 32) {                                                        \
-                _mm_prefetch(ahead + (size_t)k * 2, _MM_HINT_T0);                                  \
-                EO_STEP(wr + k, NT);                                                               \
-            }                                                                                      \
-        } else                                                                                     \
-            for (; k + 32 <= k1; k += 32) EO_STEP(wr + k, NT);                                     \
-        if (k < k1) {                                                                              \
-            _Alignas(32) uint16_t tail[32] = {0};                                                  \
-            memcpy(tail, wr + k, (size_t)(k1 - k) * 2);                                            \
-            EO_STEP(tail, NT);                                                                     \
-        }                                                                                          \
-        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
-            res[t] = hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                       \
-                                        _mm256_add_ps(acc[t][2], acc[t][3])));                     \
-    }
-
-EO_ROW(eo_row1, 1)
-EO_ROW(eo_row2, 2)
-
-/* Rows outer, tokens in pairs inner (8 sums and 4 weight vectors fill the
- * 16 registers): the row is read from memory once, for the first pair. */
-static TGT void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                          const uint8_t *x, size_t xs, int nt, float *out) {
-    (void)K;
-    const int pf = r1_cpu_tile_prefetch;
-    for (int r = 0; r < nr; r++) {
-        const uint16_t *wr = (const uint16_t *)(w + (size_t)r * ws);
-        int t = 0;
-        for (; t + 2 <= nt; t += 2) {
-            const float *xt[2] = {(const float *)(x + (size_t)t * xs),
-                                  (const float *)(x + (size_t)(t + 1) * xs)};
-            float res[2];
-            eo_row2(wr, ws, xt, k0, k1, pf && t == 0, res);
-            out[t * R1_CPU_MR + r] = res[0];
-            out[(t + 1) * R1_CPU_MR + r] = res[1];
-        }
-        if (t < nt) {
-            const float *xt[1] = {(const float *)(x + (size_t)t * xs)};
-            eo_row1(wr, ws, xt, k0, k1, pf && t == 0, &out[t * R1_CPU_MR + r]);
-        }
     }
 }
 
