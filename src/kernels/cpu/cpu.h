@@ -170,15 +170,15 @@ extern _Thread_local int r1_cpu_tile_prefetch;
 /* 1 (the default): single-token decode tiles read their rows one at a
  * time, each row one linear stream, instead of 4 rows in lockstep (4 streams
  * 1 row apart): AVX-512 q8_0x8, q4_1x8, q4_0x8 (pairs), q4_Kx8, q5_Kx8,
- * q6_Kx8, bf16, f16 and f32; AVX2 q8_0. Decode is bound by memory, and on the Zen 5
- * VM this was measured on the lockstep streams were read slower (bench
+ * q6_Kx8, bf16, f16 and f32; AVX2 q8_0. Decode is bound by memory, and on
+ * the Zen 5 VM this was measured on the lockstep streams were read slower (bench
  * --batch 1, q8_0 on AVX-512: 46 -> 36 ms a step). Where one row was not
  * faster it is not used: AVX2's K-quants (instruction-bound: 4 rows share
- * their scale decoding) and f32/f16 tiles (one row is one FMA chain).
- * AVX2's bf16 tile reads one row at a time always (four FMA chains a row;
- * it has no 4-row form). The outputs are the same bits: each row's sums are
- * its own. R1_CPU_ROW1=0 keeps the 4-row forms, for comparisons; read
- * once, by the backend's init. */
+ * their scale decoding). AVX2's float tiles (f32, f16, bf16) read one row
+ * at a time always, with four FMA chains a row; they have no 4-row form.
+ * The outputs are the same bits: each row's sums are its own.
+ * R1_CPU_ROW1=0 keeps the 4-row forms, for comparisons; read once, by the
+ * backend's init. */
 extern int r1_cpu_decode_row1;
 /* The tile f (a one-row form) on nr rows, one call a row: out[t *
  * R1_CPU_MR + r] as one call on the nr rows would write it. */

@@ -78,7 +78,8 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
     _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] =                                 \
         _mm256_loadu_ps((const float *)(P) + 8 * j_)
 #define GRP_F16(P, V)                                                                              \
-    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] = ld_f16((const uint8_t *)(P), 8 * j_)
+    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] =                                 \
+        ld_f16((const uint8_t *)(P), 8 * j_)
 #define GRP_BF16(P, V)                                                                             \
     do {                                                                                           \
         const __m256i hi_ = _mm256_set1_epi32((int)0xffff0000u);                                   \
