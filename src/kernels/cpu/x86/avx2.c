@@ -58,7 +58,7 @@ INL float hsum(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-/* ---- float weights: 8 weights of row p from column k, as f32 ---- */
+/* 8 f16 values of p from index k, as f32 */
 INL __m256 ld_f16(const uint8_t *p, int k) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((const uint16_t *)p + k)));
 }
@@ -101,31 +101,29 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
     } while (0)
 
 /* One row (wr, ws bytes to the next) against NT tokens (xt) over [k0, k1):
- * res[t]. ES: bytes a weight; XO: where vector j's 8 activations are in a
- * group of 32; EO: the activations are f32eo32 (padded: the tail reads 32
- * of them), else plain f32 (the tail copies k1 - k). pf: prefetch the same
- * bytes of the row 4 rows on. */
-#define ROW_TILE(NAME, NT, GRP, ES, XO0, XO1, XO2, XO3, EO)                                        \
+ * res[t]. ES: bytes a weight; EO: the activations are f32eo32 (vector 0 of
+ * GRP_BF16 the even columns of the first 16, at positions 0-7 of the group
+ * of 32; 1 their odd ones, 16-23; 2 and 3 those of the next 16, 8-15 and
+ * 24-31; padded, so the tail reads 32 of them), else plain f32 (vector j at
+ * 8j; the tail copies k1 - k). pf: prefetch the same bytes of the row 4
+ * rows on (a predictable branch: the rows a small batch has just read
+ * skip it). */
+#define ROW_TILE(NAME, NT, GRP, ES, EO)                                                            \
     static TGT void NAME(const uint8_t *wr, size_t ws, const float *const *xt, int k0, int k1,    \
                          int pf, float *res) {                                                     \
-        static const int xo[4] = {XO0, XO1, XO2, XO3};                                             \
+        static const int xo[4] = {0, EO ? 16 : 8, EO ? 8 : 16, 24};                                \
         __m256 acc[NT][4];                                                                         \
         _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();   \
         const float *xk[NT];                                                                       \
         int k = k0;                                                                                \
-        if (pf) {                                                                                  \
-            for (; k + 32 <= k1; k += 32) {                                                        \
+        for (; k + 32 <= k1; k += 32) {                                                            \
+            if (pf)                                                                                \
                 _Pragma("GCC unroll 2") for (int i = 0; i < 32 * ES; i += 64)                      \
                     _mm_prefetch((const char *)wr + 4 * ws + (size_t)k * ES + i, _MM_HINT_T0);     \
-                _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;            \
-                ROW_STEP(GRP, wr + (size_t)k * ES, xk, NT);                                        \
-            }                                                                                      \
-        } else                                                                                     \
-            for (; k + 32 <= k1; k += 32) {                                                        \
-                _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;            \
-                ROW_STEP(GRP, wr + (size_t)k * ES, xk, NT);                                        \
-            }                                                                                      \
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;                \
+            ROW_STEP(GRP, wr + (size_t)k * ES, xk, NT);                                            \
+        }                                                                                          \
         if (k < k1) {                                                                              \
             _Alignas(32) uint8_t wt[32 * ES] = {0};                                                \
             _Alignas(32) float xtl[NT][32] = {{0}};                                                \
@@ -143,9 +141,9 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
 
 /* Rows outer, tokens in pairs inner (8 sums and 4 weight vectors fill the
  * 16 registers): the row is read from memory once, for the first pair. */
-#define ROW_TILES(NAME, GRP, ES, XO0, XO1, XO2, XO3, EO)                                          \
-    ROW_TILE(NAME##_r1, 1, GRP, ES, XO0, XO1, XO2, XO3, EO)                                        \
-    ROW_TILE(NAME##_r2, 2, GRP, ES, XO0, XO1, XO2, XO3, EO)                                        \
+#define ROW_TILES(NAME, GRP, ES, EO)                                                               \
+    ROW_TILE(NAME##_r1, 1, GRP, ES, EO)                                                            \
+    ROW_TILE(NAME##_r2, 2, GRP, ES, EO)                                                            \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
         (void)K;                                                                                   \
@@ -168,11 +166,9 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
         }                                                                                          \
     }
 
-ROW_TILES(tile_f32, GRP_F32, 4, 0, 8, 16, 24, 0)
-ROW_TILES(tile_f16, GRP_F16, 2, 0, 8, 16, 24, 0)
-/* bf16: vector 0 the even columns of the first 16 (f32eo32 positions 0-7),
- * 1 their odd ones (16-23), 2 and 3 those of the next 16 (8-15, 24-31) */
-ROW_TILES(tile_bf16, GRP_BF16, 2, 0, 16, 8, 24, 1)
+ROW_TILES(tile_f32, GRP_F32, 4, 0)
+ROW_TILES(tile_f16, GRP_F16, 2, 0)
+ROW_TILES(tile_bf16, GRP_BF16, 2, 1)
 
 /* bf16 weights in a batch, against f32eo activations (cpu.h): a 32-byte load
  * of 16 bf16 weights gives the even ones by a shift and the odd ones by a
