@@ -91,8 +91,8 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
                                    : (gguf ? NMSE_MATMUL_Q8ACT_GGUF : NMSE_MATMUL_Q8ACT))
                              : (gu ? (gguf ? NMSE_GATE_UP_Q8X2_GGUF : NMSE_GATE_UP_Q8X2)
                                    : (gguf ? NMSE_MATMUL_Q8X2_GGUF : NMSE_MATMUL_Q8X2));
-            int intact = r1_cpu_act_q8(isa->mm[dt].act) || isa->mm[dt].act == R1_CPU_ACT_Q8X8;
-            struct group g = {isa->name, what, intact ? lim : NMSE_MATMUL_F32, 0, "", 0};
+            struct group g = {isa->name, what, r1_cpu_act_int(isa->mm[dt].act) ? lim : NMSE_MATMUL_F32,
+                              0, "", 0};
             for (int si = 0; si < nshapes; si++) {
                 int rows = shapes[si][0], cols = shapes[si][1];
                 if (q && cols % r1_dtype_traits[dt].block) continue;
@@ -187,6 +187,19 @@ static void test_panel(const struct r1_cpu_isa *isa) {
     }
 }
 
+/* A q8 token in q8w form (cpu.h) for the tiles that read q8w: each quant
+ * x 256 at the scale / 256, the same values, at the magnitudes (up to
+ * 32512) that a token's two parts folded reach. */
+static void q8_to_q8w(const uint8_t *q8, uint8_t *dst, int K) {
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    const float *d = (const float *)q8;
+    const int8_t *q = (const int8_t *)(q8 + qoff);
+    float *dw = (float *)dst;
+    int16_t *qw = (int16_t *)(dst + qoff);
+    for (int b = 0; b < K / 32; b++) dw[b] = d[b] / 256;
+    for (int k = 0; k < K; k++) qw[k] = (int16_t)(q[k] * 256);
+}
+
 /* The q8-activation tiles of the GGUF formats over column sub-ranges that
  * cpu.c does not produce today (64-aligned, inside a 256-weight super-block,
  * a last half chunk of a 32-block format), against dequantized rows and
@@ -200,7 +213,8 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
         enum r1_dtype dt = dts[di];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
-        if (!mm->tile || !r1_cpu_act_q8(mm->act)) continue;
+        const int w16 = mm->act == R1_CPU_ACT_Q8W;
+        if (!mm->tile || !(r1_cpu_act_q8(mm->act) || w16)) continue;
         char what[48];
         snprintf(what, sizeof what, "tile ranges/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, NMSE_TILE_RANGE, 0, "", 0};
@@ -210,18 +224,21 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
             struct mat w = mat_new(dt, isa->mr, K);
             const int sums = mm->act == R1_CPU_ACT_Q8S;
             size_t xs = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
-            uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
+            const size_t ws16 = r1_cpu_q8w_stride(K);
+            uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *xw = aligned_alloc(64, ws16 * R1_CPU_NT);
             float *wf = malloc((size_t)K * 4);
             for (int nt = 1; nt <= isa->nt; nt++) {
                 for (int t = 0; t < nt; t++) {
                     float *xr = frand_buf((size_t)K);
                     isa->quant_q8(xr, xq + t * xs, K);
                     if (sums) r1_cpu_q8s_sums(xq + t * xs, K);
+                    q8_to_q8w(xq + t * xs, xw + t * ws16, K);
                     free(xr);
                 }
                 float out[R1_CPU_MR * R1_CPU_NT];
                 for (int nr = 1; nr <= isa->mr; nr++) {
-                    mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
+                    if (w16) mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xw, ws16, nt, out);
+                    else mm->tile(K, k0, k1, w.m.data, w.m.row_bytes, nr, xq, xs, nt, out);
                     double num = 0, den = 0;
                     for (int r = 0; r < nr; r++) {
                         r1_mat_row_f32(&w.m, r, wf);
@@ -241,7 +258,7 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
                               "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
                 }
             }
-            free(xq), free(wf), free(w.buf);
+            free(xq), free(xw), free(wf), free(w.buf);
         }
         group_print(&g);
     }
@@ -265,20 +282,22 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
     static const uint8_t fills[] = {0x00, 0xff, 0x80, 0x81};
     const int K = 512;
     const size_t xs = r1_cpu_q8_stride(K);
-    const size_t x8s = r1_cpu_q8x8_stride(K);
+    const size_t x8s = r1_cpu_q8x8_stride(K), ws16 = r1_cpu_q8w_stride(K);
     uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *x8 = aligned_alloc(64, x8s * R1_CPU_NT);
+    uint8_t *xw = aligned_alloc(64, ws16 * R1_CPU_NT);
     float *xr = malloc((size_t)K * 4), *wf = malloc((size_t)K * 4);
     for (int t = 0; t < R1_CPU_NT; t++) { /* all +1, all -1, +-1 by halves of 16, random */
         for (int k = 0; k < K; k++)
             xr[k] = t == 0 ? 1.0f : t == 1 ? -1.0f : t == 2 ? (k / 16 % 2 ? -1.0f : 1.0f) : frand();
         isa->quant_q8(xr, xq + t * xs, K);
         r1_cpu_q8_to_q8x8(xq + t * xs, x8 + t * x8s, K); /* the same values for q4_0x8 */
+        q8_to_q8w(xq + t * xs, xw + t * ws16, K);          /* and for q8w tiles */
     }
     for (size_t di = 0; di < sizeof f16_at / sizeof f16_at[0]; di++) {
         const enum r1_dtype dt = (enum r1_dtype)f16_at[di][0];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
-        const int is_x8 = mm->act == R1_CPU_ACT_Q8X8;
-        if (!mm->tile || (mm->act != R1_CPU_ACT_Q8 && !is_x8)) continue;
+        const int is_x8 = mm->act == R1_CPU_ACT_Q8X8, w16 = mm->act == R1_CPU_ACT_Q8W;
+        if (!mm->tile || (mm->act != R1_CPU_ACT_Q8 && !is_x8 && !w16)) continue;
         const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
         const size_t rb = r1_dtype_row_bytes(dt, K);
         uint8_t *wb = malloc(rb * R1_CPU_MR);
@@ -289,7 +308,7 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
         for (size_t fi = 0; fi < sizeof fills; fi++) {
             /* q8_0 quantizers (r1infer's, llama.cpp's) emit -127..127; a byte
              * of -128 reads as +128 in the x86 sign-trick tiles (maddubs) */
-            if (dt == R1_DTYPE_Q8_0 && fills[fi] == 0x80) continue;
+            if (dt == R1_DTYPE_Q8_0 && fills[fi] == 0x80 && !w16) continue;
             memset(wb, fills[fi], rb * R1_CPU_MR);
             const uint16_t h = r1_f32_to_f16(1.0f / 256);
             for (size_t b = 0; b < rb * R1_CPU_MR; b += tr->block_size) {
@@ -302,6 +321,7 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
             for (int nt = 1; nt <= isa->nt; nt++) {
                 float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT], e[R1_CPU_MR * R1_CPU_NT];
                 if (is_x8) mm->tile(K, 0, K, wb, rb, isa->mr, x8, x8s, nt, out);
+                else if (w16) mm->tile(K, 0, K, wb, rb, isa->mr, xw, ws16, nt, out);
                 else mm->tile(K, 0, K, wb, rb, isa->mr, xq, xs, nt, out);
                 int n = 0;
                 for (int r = 0; r < isa->mr; r++) {
@@ -320,7 +340,7 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
         group_print(&g);
         free(wb);
     }
-    free(xq), free(x8), free(xr), free(wf);
+    free(xq), free(x8), free(xw), free(xr), free(wf);
 }
 
 /* ---- q4_0x8: the activation form, column sub-ranges, and the loader's

@@ -204,22 +204,43 @@ int r1_cpu_act_parts(void) {
 }
 /* Activation rows per token a matmul in this form reads. */
 static int act_parts_of(const struct r1_cpu_mm *mm) {
-    return r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8 || mm->act == R1_CPU_ACT_Q8W
-               ? r1_cpu_act_parts()
-               : 1;
+    return r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8 ? r1_cpu_act_parts() : 1;
 }
 /* Activation rows per token a tile call reads: 1 for the pair tiles, which
  * read both parts of a token as one (cpu.h r1_cpu_mm.pair_tile). */
 static int rows_per_token(const struct r1_cpu_mm *mm) { return mm->pairs ? 1 : act_parts_of(mm); }
-/* A q8 token (quantized in place) completed into its form: the sums of q8s,
- * the quants widened to int16 in q8w (in place, from the end). */
+/* A q8 token (quantized in place) completed into its form: the sums of q8s. */
 static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
     if (mm->act == R1_CPU_ACT_Q8S) r1_cpu_q8s_sums(tok, K);
-    if (mm->act == R1_CPU_ACT_Q8W) {
-        const int8_t *q8 = (const int8_t *)(tok + r1_cpu_q8_qoff(K));
-        int16_t *q16 = (int16_t *)(tok + r1_cpu_q8_qoff(K));
-        for (int i = K - 1; i >= 0; i--) q16[i] = q8[i];
+}
+
+/* x's two q8 parts (r1_cpu_set_act_parts) in q8 form into h and l; r: room
+ * for K floats when the ISA has no quant_q8_2. */
+static void quant_parts(const struct r1_cpu_isa *isa, const float *x, uint8_t *h, uint8_t *l, int K,
+                        float *r) {
+    if (isa->quant_q8_2) {
+        isa->quant_q8_2(x, h, l, K);
+        return;
     }
+    isa->quant_q8(x, h, K);
+    const float *d = (const float *)h;
+    const int8_t *q = (const int8_t *)(h + r1_cpu_q8_qoff(K));
+    for (int k = 0; k < K; k++) r[k] = x[k] - d[k / 32] * (float)q[k];
+    r1_cpu_quant_q8_lo_c(r, d, l, K);
+}
+
+/* A token in q8w form (cpu.h) from its q8 form h (one part) or its two
+ * parts h and l: q = 256 q_h + q_l at l's scale (d_h / 256), the integers
+ * the pair tiles fold in int32. */
+static void to_q8w(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K) {
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    memcpy(dst, l ? l : h, (size_t)K / 32 * sizeof(float));
+    const int8_t *qh = (const int8_t *)(h + qoff), *ql = l ? (const int8_t *)(l + qoff) : NULL;
+    int16_t *q = (int16_t *)(dst + qoff);
+    if (ql)
+        for (int i = 0; i < K; i++) q[i] = (int16_t)(qh[i] * 256 + ql[i]);
+    else
+        for (int i = 0; i < K; i++) q[i] = qh[i];
 }
 
 /* Two-part activations on tiles without a pair form: token t's result is
@@ -387,6 +408,20 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         *xs = s;
         return buf;
     }
+    if (mm->act == R1_CPU_ACT_Q8W) { /* one row a token, the parts folded */
+        const size_t s = r1_cpu_q8w_stride(K), s8 = r1_cpu_q8_stride(K);
+        uint8_t *buf = scratch((size_t)T * s + 2 * s8 + (size_t)K * sizeof(float));
+        uint8_t *h = buf + (size_t)T * s, *l = h + s8;
+        const int two = r1_cpu_act_parts() == 2;
+        for (int t = 0; t < T; t++) {
+            const float *xt = x + (size_t)t * K;
+            if (two) quant_parts(isa, xt, h, l, K, (float *)(l + s8));
+            else isa->quant_q8(xt, h, K);
+            to_q8w(h, two ? l : NULL, buf + (size_t)t * s, K);
+        }
+        *xs = s;
+        return buf;
+    }
     const int x8 = mm->act == R1_CPU_ACT_Q8X8, parts = act_parts_of(mm);
     if (x8 && parts == 1) {
         size_t s = r1_cpu_q8x8_stride(K);
@@ -396,9 +431,8 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         *xs = s;
         return buf;
     }
-    const size_t s = x8                              ? r1_cpu_q8x8_stride(K)
+    const size_t s = x8                          ? r1_cpu_q8x8_stride(K)
                      : mm->act == R1_CPU_ACT_Q8S ? r1_cpu_q8s_stride(K)
-                     : mm->act == R1_CPU_ACT_Q8W ? r1_cpu_q8w_stride(K)
                                                  : r1_cpu_q8_stride(K),
                  s8 = r1_cpu_q8_stride(K);
     if (parts == 1) {
@@ -418,7 +452,7 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         for (int t = 0; t < T; t++) {
             uint8_t *h = buf + (size_t)(2 * t) * s, *l = h + s;
             q2(x + (size_t)t * K, h, l, K);
-            if (!x8) act_finish(mm, h, K), act_finish(mm, l, K); /* q8s sums, q8w widening */
+            if (!x8) act_finish(mm, h, K), act_finish(mm, l, K); /* q8s sums */
         }
         *xs = mm->pairs ? 2 * s : s; /* a pair tile's token: both rows */
         return buf;
@@ -426,15 +460,10 @@ static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
     uint8_t *buf = scratch((size_t)T * 2 * s + 2 * s8 + (size_t)K * sizeof(float));
     uint8_t *hi = buf + (size_t)T * 2 * s, *lo = hi + s8;
     float *r = (float *)(lo + s8);
-    const size_t qoff = r1_cpu_q8_qoff(K);
     for (int t = 0; t < T; t++) {
         const float *xt = x + (size_t)t * K;
         uint8_t *h = x8 ? hi : buf + (size_t)(2 * t) * s, *l = x8 ? lo : buf + (size_t)(2 * t + 1) * s;
-        isa->quant_q8(xt, h, K);
-        const float *d = (const float *)h;
-        const int8_t *q = (const int8_t *)(h + qoff);
-        for (int k = 0; k < K; k++) r[k] = xt[k] - d[k / 32] * (float)q[k];
-        r1_cpu_quant_q8_lo_c(r, d, l, K);
+        quant_parts(isa, xt, h, l, K, r);
         if (x8) {
             r1_cpu_q8_to_q8x8(h, buf + (size_t)(2 * t) * s, K);
             r1_cpu_q8_to_q8x8(l, buf + (size_t)(2 * t + 1) * s, K);

@@ -55,13 +55,20 @@ static inline size_t r1_cpu_q8s_stride(int K) {
 }
 /* 1 for the activation forms that start with the q8 form (Q8, Q8S). */
 static inline int r1_cpu_act_q8(enum r1_cpu_act a) { return a == R1_CPU_ACT_Q8 || a == R1_CPU_ACT_Q8S; }
+/* 1 for the integer activation forms (q8 in one part or two). */
+static inline int r1_cpu_act_int(enum r1_cpu_act a) {
+    return r1_cpu_act_q8(a) || a == R1_CPU_ACT_Q8X8 || a == R1_CPU_ACT_Q8W;
+}
 /* Fills s16 and fs of a token whose q8 part is already there (plain C). */
 void r1_cpu_q8s_sums(uint8_t *tok, int K);
 
-/* A token's activations in q8w form (R1_CPU_ACT_Q8W, batches), K % 32 == 0:
- * the q8 form with its quants widened to int16 (int16 q[K] at
+/* A token's activations in q8w form (R1_CPU_ACT_Q8W), K % 32 == 0: the q8
+ * form with its quants widened to int16 (float d[K/32], int16 q[K] at
  * r1_cpu_q8_qoff(K)), for tiles that multiply with vpmaddwd; the next token
- * r1_cpu_q8w_stride(K) bytes further. */
+ * r1_cpu_q8w_stride(K) bytes further. With two-part activations (the
+ * default, r1_cpu_set_act_parts) a token is one q8w row that holds both
+ * parts: q = 256 q_hi + q_lo (|q| <= 32639) at d = d_lo, the integers a
+ * pair tile folds in int32. */
 static inline size_t r1_cpu_q8w_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K * 2 + 63) & ~(size_t)63); }
 /* A token's activations in q16 form (R1_CPU_ACT_Q16, the integer panel
  * GEMMs of batches), K % 32 == 0: per block of 32 a scale d = max|x| / 32767

@@ -311,7 +311,8 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
 }
 
 /* The two tables differ only in how the quantized tiles multiply bytes
- * (and q8_0 batches: vpmaddwd on int16 activations without VNNI). */
+ * (and q8_0: without VNNI vpmaddwd on q8w activations, the two parts folded
+ * in int16, q32_avx2.c). */
 /* Batches of more than R1_CPU_PANEL_MIN_T tokens: the panel GEMM
  * (gemm_avx2.c) for every format, .batch_panel (designated: the other batch
  * fields stay as the positional ones before it). */
@@ -321,9 +322,7 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
 /* q8_0, q4_0 and q4_0x8: the integer panel (gemm_q16_avx2.c), int16
  * activations and quants with vpmaddwd */
 #define PANEL_Q16(NAME) .batch_panel = r1_x86_panel_q16_avx2_##NAME, .panel_act = R1_CPU_ACT_Q16
-#define Q8_0_avx2                                                                                  \
-    {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2, R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_Q16(q8_0), \
-     PAIR_OF(r1_x86_tile_q8_0, avx2)}
+#define Q8_0_avx2 {R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_Q16(q8_0)}
 #define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, PANEL_Q16(q8_0), PAIR_OF(r1_x86_tile_q8_0, avx2vnni)}
 /* q4_0x8 with vpdpbusd keeps its tiles in batches: 134 against the panel's
  * 128 GFLOP/s at 64 tokens, the same at 512 (one thread, 1.5b qkv shape,

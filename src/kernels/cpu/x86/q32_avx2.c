@@ -316,13 +316,19 @@ INL void x8_row(const int PAIR, const int NT, size_t lp, int k0, int k1, const u
     _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) res[t] = r1_avx2_hsum(acc[t]);
 }
 
-/* q8_0 weights in a batch against q8w activations (cpu.h: the quants as
- * int16), plain AVX2 only: each block's 32 weights are widened to int16 once
- * for all tokens, then two vpmaddwd per token and block, without the sign
- * trick's vpsignb (measured +20% over it in a 2 x 4 loop; with VNNI the
- * sign trick and vpdpbusd are cheaper). R rows x NT tokens. */
-INL void q8w_run(const int R, const int NT, int K, int k0, int k1, const uint8_t *const *wr,
-                 const uint8_t *const *xt, float *res) {
+/* q8_0 weights against q8w activations (cpu.h: int16 quants; with two-part
+ * activations a token's parts folded, 256 hi + lo at d_lo, the very
+ * integers the pair tiles fold), plain AVX2 only: each block's 32 weights
+ * widened to int16 once for all tokens, then two vpmaddwd per token and
+ * block, without the sign trick's vpsignb and with one activation row where
+ * the pair tiles took two: per block and token 2 vpmaddwd, an add, a
+ * conversion and an FMA against 2 vpsignb, 2 vpmaddubsw, 2 vpmaddwd and
+ * the same three (with VNNI the sign trick and vpdpbusd are cheaper). R rows
+ * x NT tokens over blocks [k0/32, k1/32): res[r * NT + t]; a (row, token)'s
+ * sum is the same bits whatever R and NT. PF: fetch the same block of the
+ * rows 4 and 8 on ahead (decode, and a batch's first pass over its rows). */
+INL void q8w_run(const int R, const int NT, int PF, int K, int k0, int k1, const uint8_t *const *wr,
+                 size_t ws, const uint8_t *const *xt, float *res) {
     const size_t qoff = r1_cpu_q8_qoff(K);
     __m256 acc[4][4];
     _Alignas(32) float scm[4][4][8];
@@ -341,14 +347,18 @@ INL void q8w_run(const int R, const int NT, int K, int k0, int k1, const uint8_t
         }
         for (int i = 0; i < n; i++) {
             const size_t b = (size_t)(b0 + i);
+            __m256i w0[4], w1[4];
             _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                const uint8_t *p = wr[r] + b * 34 + 2;
-                __m256i w0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p));
-                __m256i w1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 16)));
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    const __m256i *xq = (const __m256i *)(xt[t] + qoff + b * 64);
-                    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0, _mm256_loadu_si256(xq)),
-                                                 _mm256_madd_epi16(w1, _mm256_loadu_si256(xq + 1)));
+                const uint8_t *p = wr[r] + b * 34;
+                if (PF) q32_prefetch(p, ws);
+                w0[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 2)));
+                w1[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 18)));
+            }
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const __m256i *xq = (const __m256i *)(xt[t] + qoff + b * 64);
+                const __m256i x0 = _mm256_loadu_si256(xq), x1 = _mm256_loadu_si256(xq + 1);
+                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+                    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0[r], x0), _mm256_madd_epi16(w1[r], x1));
                     acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_broadcast_ss(&scm[r][t][i]), acc[r][t]);
                 }
             }
@@ -358,15 +368,29 @@ INL void q8w_run(const int R, const int NT, int K, int k0, int k1, const uint8_t
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
+/* Decode (one token): a row at a time (cpu.h r1_cpu_decode_row1; else 2
+ * rows a pass). Batches: 2 rows against 2 or 4 tokens a pass (tokens past
+ * nt repeat token 0). */
 TGT void r1_x86_tile_q8_0_q8w_avx2(R1_KQ_TILE_ARGS) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const int pf = r1_cpu_tile_prefetch;
+    if (nt == 1 && r1_cpu_decode_row1) {
+        for (int r = 0; r < nr; r++) {
+            const uint8_t *wr = w + (size_t)r * ws;
+            q8w_run(1, 1, pf, K, k0, k1, &wr, ws, xt, &out[r]);
+        }
+        return;
+    }
     for (int r = 0; r < nr; r += 2) {
         const uint8_t *wr[2] = {w + (size_t)r * ws, w + (size_t)(r + 1 < nr ? r + 1 : r) * ws};
         float res[8];
-        q8w_run(2, 4, K, k0, k1, wr, xt, res);
+        if (nt == 1) q8w_run(2, 1, pf, K, k0, k1, wr, ws, xt, res);
+        else if (nt == 2) q8w_run(2, 2, pf, K, k0, k1, wr, ws, xt, res);
+        else q8w_run(2, 4, pf, K, k0, k1, wr, ws, xt, res);
+        const int tn = nt == 1 ? 1 : nt == 2 ? 2 : 4;
         for (int i = 0; i < 2 && r + i < nr; i++)
-            for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * 4 + t];
+            for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r + i] = res[i * tn + t];
     }
 }
 

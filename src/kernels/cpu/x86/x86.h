@@ -37,7 +37,7 @@ void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K);
 /* Two-part activations (cpu.h quant_q8_2, quant_q8x8_2), plain AVX2 */
 void r1_x86_quant_q8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
 void r1_x86_quant_q8x8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
-/* q8_0 weights against q8w activations (batches, plain AVX2) */
+/* q8_0 weights against q8w activations (plain AVX2: decode and batches) */
 void r1_x86_tile_q8_0_q8w_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
 /* The integer panel GEMM of batches (gemm_q16_avx2.c; cpu.h r1_cpu_panel_fn
