@@ -9,9 +9,11 @@
  * fastest reader we can write, or fractions pass 1 and mean nothing. Three
  * readers run in turn within each run and the best run counts (bw->reader
  * names its reader; on a Zen 4 VM the linear one won, the others within a
- * few percent):
+ * few percent; on an AVX2-only Zen 3 VM, where only the linear one ran,
+ * decode read faster than it):
  *   linear   the slice summed front to back, 4 independent accumulators of
- *            the widest vectors (AVX-512 where present);
+ *            the widest vectors (AVX-512 where present, else AVX2; the other
+ *            two as well);
  *   prefetch the same with a software prefetch 2 KiB ahead of every line;
  *   streams  the slice as 4 streams read in lockstep, each prefetched ahead,
  *            as the decode tiles read 4 rows at once.
@@ -72,6 +74,44 @@ __attribute__((target("avx512f"))) static float sum_avx512_pf(const float *p, si
     return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
 }
 
+/* the same two readers with 32-byte vectors, for CPUs without AVX-512
+ * (two loads a line) */
+__attribute__((target("avx2"))) static float sum_avx2_pf(const float *p, size_t n) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < n; i += 32) {
+        const char *q = (const char *)(p + i);
+        _mm_prefetch(q + PF_AHEAD, _MM_HINT_T0);
+        _mm_prefetch(q + PF_AHEAD + 64, _MM_HINT_T0);
+        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    }
+    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float t[8];
+    _mm256_storeu_ps(t, a);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+__attribute__((target("avx2"))) static float sum_avx2_streams(const float *p, size_t n) {
+    const size_t q = n / 4;
+    const float *s0 = p, *s1 = p + q, *s2 = p + 2 * q, *s3 = p + 3 * q;
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (size_t i = 0; i < q; i += 16) {
+        _mm_prefetch((const char *)(s0 + i) + PF_AHEAD / 2, _MM_HINT_T0);
+        _mm_prefetch((const char *)(s1 + i) + PF_AHEAD / 2, _MM_HINT_T0);
+        _mm_prefetch((const char *)(s2 + i) + PF_AHEAD / 2, _MM_HINT_T0);
+        _mm_prefetch((const char *)(s3 + i) + PF_AHEAD / 2, _MM_HINT_T0);
+        a0 = _mm256_add_ps(a0, _mm256_add_ps(_mm256_load_ps(s0 + i), _mm256_load_ps(s0 + i + 8)));
+        a1 = _mm256_add_ps(a1, _mm256_add_ps(_mm256_load_ps(s1 + i), _mm256_load_ps(s1 + i + 8)));
+        a2 = _mm256_add_ps(a2, _mm256_add_ps(_mm256_load_ps(s2 + i), _mm256_load_ps(s2 + i + 8)));
+        a3 = _mm256_add_ps(a3, _mm256_add_ps(_mm256_load_ps(s3 + i), _mm256_load_ps(s3 + i + 8)));
+    }
+    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+    float t[8];
+    _mm256_storeu_ps(t, a);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+
 /* 4 streams (the slice's quarters, n % 256 == 0) read in lockstep, each
  * prefetched ahead */
 __attribute__((target("avx512f"))) static float sum_avx512_streams(const float *p, size_t n) {
@@ -110,6 +150,8 @@ static void pick_readers(void) {
         readers[n_readers++] = (struct reader){"streams", sum_avx512_streams};
     } else if (__builtin_cpu_supports("avx2")) {
         readers[0].fn = sum_avx2;
+        readers[n_readers++] = (struct reader){"prefetch", sum_avx2_pf};
+        readers[n_readers++] = (struct reader){"streams", sum_avx2_streams};
     }
 #endif
 }
