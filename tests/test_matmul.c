@@ -91,8 +91,8 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
                                    : (gguf ? NMSE_MATMUL_Q8ACT_GGUF : NMSE_MATMUL_Q8ACT))
                              : (gu ? (gguf ? NMSE_GATE_UP_Q8X2_GGUF : NMSE_GATE_UP_Q8X2)
                                    : (gguf ? NMSE_MATMUL_Q8X2_GGUF : NMSE_MATMUL_Q8X2));
-            struct group g = {isa->name, what, r1_cpu_act_int(isa->mm[dt].act) ? lim : NMSE_MATMUL_F32,
-                              0, "", 0};
+            const double gl = r1_cpu_act_int(isa->mm[dt].act) ? lim : NMSE_MATMUL_F32;
+            struct group g = {isa->name, what, gl, 0, "", 0};
             for (int si = 0; si < nshapes; si++) {
                 int rows = shapes[si][0], cols = shapes[si][1];
                 if (q && cols % r1_dtype_traits[dt].block) continue;
@@ -225,7 +225,8 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
             const int sums = mm->act == R1_CPU_ACT_Q8S;
             size_t xs = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
             const size_t ws16 = r1_cpu_q8w_stride(K);
-            uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *xw = aligned_alloc(64, ws16 * R1_CPU_NT);
+            uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
+            uint8_t *xw = aligned_alloc(64, ws16 * R1_CPU_NT);
             float *wf = malloc((size_t)K * 4);
             for (int nt = 1; nt <= isa->nt; nt++) {
                 for (int t = 0; t < nt; t++) {

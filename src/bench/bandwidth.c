@@ -76,6 +76,12 @@ __attribute__((target("avx512f"))) static float sum_avx512_pf(const float *p, si
 
 /* the same two readers with 32-byte vectors, for CPUs without AVX-512
  * (two loads a line) */
+__attribute__((target("avx2"))) static inline float sum4_avx2(__m256 a0, __m256 a1, __m256 a2,
+                                                             __m256 a3) {
+    float t[8];
+    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
 __attribute__((target("avx2"))) static float sum_avx2_pf(const float *p, size_t n) {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
     for (size_t i = 0; i < n; i += 32) {
@@ -87,10 +93,7 @@ __attribute__((target("avx2"))) static float sum_avx2_pf(const float *p, size_t 
         a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
         a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
     }
-    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    float t[8];
-    _mm256_storeu_ps(t, a);
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    return sum4_avx2(a0, a1, a2, a3);
 }
 __attribute__((target("avx2"))) static float sum_avx2_streams(const float *p, size_t n) {
     const size_t q = n / 4;
@@ -106,10 +109,7 @@ __attribute__((target("avx2"))) static float sum_avx2_streams(const float *p, si
         a2 = _mm256_add_ps(a2, _mm256_add_ps(_mm256_load_ps(s2 + i), _mm256_load_ps(s2 + i + 8)));
         a3 = _mm256_add_ps(a3, _mm256_add_ps(_mm256_load_ps(s3 + i), _mm256_load_ps(s3 + i + 8)));
     }
-    __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    float t[8];
-    _mm256_storeu_ps(t, a);
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+    return sum4_avx2(a0, a1, a2, a3);
 }
 
 /* 4 streams (the slice's quarters, n % 256 == 0) read in lockstep, each

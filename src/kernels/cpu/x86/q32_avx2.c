@@ -358,7 +358,8 @@ INL void q8w_run(const int R, const int NT, int PF, int K, int k0, int k1, const
                 const __m256i *xq = (const __m256i *)(xt[t] + qoff + b * 64);
                 const __m256i x0 = _mm256_loadu_si256(xq), x1 = _mm256_loadu_si256(xq + 1);
                 _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                    __m256i s = _mm256_add_epi32(_mm256_madd_epi16(w0[r], x0), _mm256_madd_epi16(w1[r], x1));
+                    const __m256i p0 = _mm256_madd_epi16(w0[r], x0);
+                    const __m256i s = _mm256_add_epi32(p0, _mm256_madd_epi16(w1[r], x1));
                     acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_broadcast_ss(&scm[r][t][i]), acc[r][t]);
                 }
             }
@@ -517,25 +518,28 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
 }
 
 /* NAME_avx2(vnni): one activation row per token (nt <= 4); NAME_pair_avx2(vnni):
- * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2) */
-#define Q_AVX2(NAME, DT)                                                                           \
-    static TGT void NAME##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+ * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2). q8_0 has only the
+ * VNNI forms: plain AVX2 multiplies it on q8w (r1_x86_tile_q8_0_q8w_avx2). */
+#define Q_AVX2_VNNI(NAME, DT)                                                                      \
     static TGT void NAME##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_avx2(R1_KQ_TILE_ARGS) { NAME##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
     void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                       \
         if (r1_x86_avx2_vnni == 1) NAME##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
         else NAME##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
-    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_p1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_p2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                  \
         if (r1_x86_avx2_vnni == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
         else NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }
+#define Q_AVX2(NAME, DT)                                                                           \
+    static TGT void NAME##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void NAME##_avx2(R1_KQ_TILE_ARGS) { NAME##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
+    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    Q_AVX2_VNNI(NAME, DT)
 
-Q_AVX2(r1_x86_tile_q8_0, F_Q80)
+Q_AVX2_VNNI(r1_x86_tile_q8_0, F_Q80)
 Q_AVX2(r1_x86_tile_q4_0, F_Q40)
 Q_AVX2(r1_x86_tile_q4_1, F_Q41)
 Q_AVX2(r1_x86_tile_q5_0, F_Q50)

@@ -15,19 +15,21 @@ int r1_x86_has_f16c(void);
  * 1 AVX-VNNI, 2 AVX512-VNNI on ymm (AVX512VL), 0 neither (avx2_dot.h) */
 extern int r1_x86_avx2_vnni;
 /* AVX2 tiles of the 32-weight block formats (q32_avx2.c; cpu.h r1_cpu_tile_fn):
- * q8_0 on q8 activations, q4_0x8 on q8x8, the others on q8s. The _avx2vnni
+ * q8_0 on q8 activations (VNNI only), q4_0x8 on q8x8, the others on q8s. The _avx2vnni
  * forms need r1_x86_avx2_vnni != 0. _pair: the same on two-part pairs, folded
  * in int32 (cpu.h r1_cpu_mm.pair_tile), nt <= 2. */
+#define R1_X86_Q32_AVX2VNNI(NAME)                                                                  \
+    void NAME##_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
+                         const uint8_t *x, size_t xs, int nt, float *out);                         \
+    void NAME##_pair_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,          \
+                              const uint8_t *x, size_t xs, int nt, float *out);
 #define R1_X86_Q32_AVX2(NAME)                                                                      \
     void NAME##_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,  \
                      size_t xs, int nt, float *out);                                               \
-    void NAME##_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
-                         const uint8_t *x, size_t xs, int nt, float *out);                         \
     void NAME##_pair_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
                           const uint8_t *x, size_t xs, int nt, float *out);                        \
-    void NAME##_pair_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,          \
-                              const uint8_t *x, size_t xs, int nt, float *out);
-R1_X86_Q32_AVX2(r1_x86_tile_q8_0)
+    R1_X86_Q32_AVX2VNNI(NAME)
+R1_X86_Q32_AVX2VNNI(r1_x86_tile_q8_0) /* plain AVX2: r1_x86_tile_q8_0_q8w_avx2 */
 R1_X86_Q32_AVX2(r1_x86_tile_q4_0)
 R1_X86_Q32_AVX2(r1_x86_tile_q4_1)
 R1_X86_Q32_AVX2(r1_x86_tile_q5_0)
