@@ -24,9 +24,12 @@
  * q8x8 lane sums folded alike.
  *
  * Decode (one token, or its two activation parts) runs 4 rows at a time and
- * fetches the next rows ahead;
- * batches run one row against up to 4 tokens, so a row's quants are unpacked
- * once for all of them.
+ * fetches the next rows ahead (q8_0 and q4_0x8 on plain AVX2: a row at a
+ * time); batches run one row against up to 4 tokens, so a row's quants are
+ * unpacked once for all of them.
+ *
+ * q8_0 on plain AVX2 (no VNNI) has its own tile instead (q8w_run): int16
+ * activations, the two parts folded into one row, and vpmaddwd.
  */
 #include "kernels/cpu/kquants.h"
 
