@@ -25,111 +25,75 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #include "bench/bench.h"
 
+typedef float v4f __attribute__((vector_size(16), may_alias, aligned(16)));
+typedef float v8f __attribute__((vector_size(32), may_alias, aligned(32)));
 typedef float v16f __attribute__((vector_size(64), may_alias, aligned(64)));
 
 #define CHUNK_FLOATS 1024 /* slices are whole 4 KiB pages */
 #define PF_AHEAD 2048     /* bytes a prefetching reader runs ahead */
 
-/* Sum n floats (n % 64 == 0) with four independent 64-byte accumulators. */
-#define SUM_BODY                                                                                    \
-    const v16f *v = (const v16f *)p;                                                                \
-    v16f a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                    \
-    for (size_t i = 0; i < n / 16; i += 4) {                                                        \
+/* The readers' bodies, one per reader, compiled once per vector type V
+ * (v4f, v8f, v16f: 16, 32 or 64 bytes) under its target attribute: GCC
+ * keeps vectors of the target's own width in registers (a 64-byte vector
+ * type on AVX2 went through the stack, at a fraction of the speed). Each
+ * sums n floats (n % 64 == 0; streams: n % 256 == 0) into four independent
+ * accumulators. */
+#define LV(V) (64 / sizeof(V)) /* vectors a line */
+#define SUM_RETURN(V)                                                                               \
+    a0 += a1 + a2 + a3;                                                                             \
+    float s = 0;                                                                                    \
+    for (size_t k = 0; k < sizeof(V) / sizeof(float); k++) s += a0[k];                             \
+    return s;
+/* linear, front to back; PF: each line prefetched PF_AHEAD bytes before it
+ * is read (the prefetches may run past the slice: they never fault) */
+#define SUM_BODY(V, PF)                                                                             \
+    const V *v = (const V *)p;                                                                      \
+    V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                       \
+    for (size_t i = 0; i < n / (sizeof(V) / sizeof(float)); i += 4) {                              \
+        if (PF)                                                                                     \
+            for (size_t l = 0; l < 4 / LV(V); l++)                                                  \
+                __builtin_prefetch((const char *)(v + i) + PF_AHEAD + 64 * l, 0, 3);                \
         a0 += v[i];                                                                                 \
         a1 += v[i + 1];                                                                             \
         a2 += v[i + 2];                                                                             \
         a3 += v[i + 3];                                                                             \
     }                                                                                               \
-    a0 += a1 + a2 + a3;                                                                             \
-    float s = 0;                                                                                    \
-    for (int k = 0; k < 16; k++) s += a0[k];                                                        \
-    return s;
+    SUM_RETURN(V)
+/* 4 streams (the slice's quarters) read in lockstep, a line of each at a
+ * time, each prefetched ahead, as the decode tiles read 4 rows at once */
+#define STREAMS_BODY(V)                                                                             \
+    const size_t q = n / 64;                                                                        \
+    const V *s0 = (const V *)p, *s1 = s0 + q * LV(V), *s2 = s1 + q * LV(V), *s3 = s2 + q * LV(V);   \
+    V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                       \
+    for (size_t i = 0; i < q * LV(V); i += LV(V)) {                                                 \
+        __builtin_prefetch((const char *)(s0 + i) + PF_AHEAD / 2, 0, 3);                            \
+        __builtin_prefetch((const char *)(s1 + i) + PF_AHEAD / 2, 0, 3);                            \
+        __builtin_prefetch((const char *)(s2 + i) + PF_AHEAD / 2, 0, 3);                            \
+        __builtin_prefetch((const char *)(s3 + i) + PF_AHEAD / 2, 0, 3);                            \
+        for (size_t j = 0; j < LV(V); j++) {                                                        \
+            a0 += s0[i + j];                                                                        \
+            a1 += s1[i + j];                                                                        \
+            a2 += s2[i + j];                                                                        \
+            a3 += s3[i + j];                                                                        \
+        }                                                                                           \
+    }                                                                                               \
+    SUM_RETURN(V)
 
-static float sum_generic(const float *p, size_t n) { SUM_BODY }
+static float sum_generic(const float *p, size_t n) { SUM_BODY(v4f, 0) }
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) static float sum_avx2(const float *p, size_t n) { SUM_BODY }
-__attribute__((target("avx512f"))) static float sum_avx512(const float *p, size_t n) { SUM_BODY }
-
-/* linear, each line prefetched PF_AHEAD bytes before it is read (the
- * prefetches may run past the slice: they never fault) */
-__attribute__((target("avx512f"))) static float sum_avx512_pf(const float *p, size_t n) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < n; i += 64) {
-        const char *q = (const char *)(p + i);
-        _mm_prefetch(q + PF_AHEAD, _MM_HINT_T0);
-        _mm_prefetch(q + PF_AHEAD + 64, _MM_HINT_T0);
-        _mm_prefetch(q + PF_AHEAD + 128, _MM_HINT_T0);
-        _mm_prefetch(q + PF_AHEAD + 192, _MM_HINT_T0);
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+#define READERS(ISA, TGT, V)                                                                        \
+    __attribute__((target(TGT))) static float sum_##ISA(const float *p, size_t n) { SUM_BODY(V, 0) } \
+    __attribute__((target(TGT))) static float sum_##ISA##_pf(const float *p, size_t n) {            \
+        SUM_BODY(V, 1)                                                                              \
+    }                                                                                               \
+    __attribute__((target(TGT))) static float sum_##ISA##_streams(const float *p, size_t n) {       \
+        STREAMS_BODY(V)                                                                             \
     }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
-
-/* the same two readers with 32-byte vectors, for CPUs without AVX-512
- * (two loads a line) */
-__attribute__((target("avx2"))) static inline float sum4_avx2(__m256 a0, __m256 a1, __m256 a2,
-                                                             __m256 a3) {
-    float t[8];
-    _mm256_storeu_ps(t, _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
-}
-__attribute__((target("avx2"))) static float sum_avx2_pf(const float *p, size_t n) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < n; i += 32) {
-        const char *q = (const char *)(p + i);
-        _mm_prefetch(q + PF_AHEAD, _MM_HINT_T0);
-        _mm_prefetch(q + PF_AHEAD + 64, _MM_HINT_T0);
-        a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
-        a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
-        a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
-        a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
-    }
-    return sum4_avx2(a0, a1, a2, a3);
-}
-__attribute__((target("avx2"))) static float sum_avx2_streams(const float *p, size_t n) {
-    const size_t q = n / 4;
-    const float *s0 = p, *s1 = p + q, *s2 = p + 2 * q, *s3 = p + 3 * q;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < q; i += 16) {
-        _mm_prefetch((const char *)(s0 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        _mm_prefetch((const char *)(s1 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        _mm_prefetch((const char *)(s2 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        _mm_prefetch((const char *)(s3 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        a0 = _mm256_add_ps(a0, _mm256_add_ps(_mm256_load_ps(s0 + i), _mm256_load_ps(s0 + i + 8)));
-        a1 = _mm256_add_ps(a1, _mm256_add_ps(_mm256_load_ps(s1 + i), _mm256_load_ps(s1 + i + 8)));
-        a2 = _mm256_add_ps(a2, _mm256_add_ps(_mm256_load_ps(s2 + i), _mm256_load_ps(s2 + i + 8)));
-        a3 = _mm256_add_ps(a3, _mm256_add_ps(_mm256_load_ps(s3 + i), _mm256_load_ps(s3 + i + 8)));
-    }
-    return sum4_avx2(a0, a1, a2, a3);
-}
-
-/* 4 streams (the slice's quarters, n % 256 == 0) read in lockstep, each
- * prefetched ahead */
-__attribute__((target("avx512f"))) static float sum_avx512_streams(const float *p, size_t n) {
-    const size_t q = n / 4;
-    const float *s0 = p, *s1 = p + q, *s2 = p + 2 * q, *s3 = p + 3 * q;
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (size_t i = 0; i < q; i += 16) {
-        _mm_prefetch((const char *)(s0 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        _mm_prefetch((const char *)(s1 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        _mm_prefetch((const char *)(s2 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        _mm_prefetch((const char *)(s3 + i) + PF_AHEAD / 2, _MM_HINT_T0);
-        a0 = _mm512_add_ps(a0, _mm512_load_ps(s0 + i));
-        a1 = _mm512_add_ps(a1, _mm512_load_ps(s1 + i));
-        a2 = _mm512_add_ps(a2, _mm512_load_ps(s2 + i));
-        a3 = _mm512_add_ps(a3, _mm512_load_ps(s3 + i));
-    }
-    return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
-}
+READERS(avx2, "avx2", v8f)
+READERS(avx512, "avx512f", v16f)
 #endif
 
 struct reader {
@@ -154,6 +118,15 @@ static void pick_readers(void) {
         readers[n_readers++] = (struct reader){"streams", sum_avx2_streams};
     }
 #endif
+}
+
+int bench_bw_reader_sums(const float *p, size_t n, const char **names, float *sums) {
+    pick_readers();
+    for (int i = 0; i < n_readers; i++) {
+        names[i] = readers[i].name;
+        sums[i] = readers[i].fn(p, n);
+    }
+    return n_readers;
 }
 
 /* The probe as a kernel: op->x = buffer, op->scratch_stride = floats to read

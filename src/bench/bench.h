@@ -148,6 +148,10 @@ int bench_bw_measure(struct bench_bw *bw, struct r1_pool *pool, size_t bytes, si
 /* Read bw->flush_bytes of the buffer through the pool (evicts the caches). */
 void bench_flush(const struct bench_bw *bw, struct r1_pool *pool);
 void bench_bw_free(struct bench_bw *bw);
+/* For tests: every reader the probe runs on this CPU, each summing p[0..n)
+ * (n % 256 == 0, p 64-byte aligned): names[i] and sums[i] for i below the
+ * count returned (at most 3). */
+int bench_bw_reader_sums(const float *p, size_t n, const char **names, float *sums);
 
 /* suite.c: time every kernel of a decode step alone. */
 /* On a device backend (be->dev) the buffers and weights are the device's
