@@ -12,9 +12,9 @@
  * optional whole-block function (AMX) that computes a ROW_BLOCK x TOKEN_BLOCK
  * block over all of K at once, with the tiles for what it declines.
  *
- * Kernels never allocate in steady state: quantized activations go to a
- * thread-local buffer grown on first use and then reused. Dtypes without a
- * tile (K-quants) fall back to the reference kernel.
+ * Kernels never allocate in steady state: activations, in the form each
+ * tile reads (cpu_act.c), go to a thread-local buffer grown on first use and
+ * then reused. Dtypes without a tile fall back to the reference kernel.
  */
 #include "kernels/cpu/cpu.h"
 
@@ -140,8 +140,6 @@ static _Thread_local uint8_t *tls_buf[N_SCRATCH];
 static _Thread_local size_t tls_cap[N_SCRATCH];
 _Thread_local int r1_cpu_tile_prefetch = 1;
 _Thread_local void *r1_cpu_tile_acc;
-static _Thread_local const uint8_t *tls_vnni; /* the batch in VNNI form, if packed */
-static _Thread_local size_t tls_vnni_plane;   /* bytes of each of its three parts */
 static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
 static pthread_key_t tls_key;
 
@@ -167,8 +165,6 @@ uint8_t *r1_cpu_scratch(int slot, size_t bytes) {
     }
     return tls_buf[slot];
 }
-static uint8_t *scratch(size_t bytes) { return r1_cpu_scratch(0, bytes); }
-static uint8_t *scratch2(size_t bytes) { return r1_cpu_scratch(1, bytes); }
 
 void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst) {
     const int nc = K / 32, ng = (T + 15) / 16;
@@ -190,58 +186,9 @@ void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst) {
 /* ---- matmul plumbing ---- */
 enum store { STORE_SET, STORE_BIAS, STORE_ADD };
 
-/* Integer activations in 1 or 2 parts (cpu.h); -1 until first read. */
-static _Atomic int act_parts = -1;
-void r1_cpu_set_act_parts(int parts) { act_parts = parts == 1 ? 1 : 2; }
-int r1_cpu_act_parts(void) {
-    int p = act_parts;
-    if (p < 0) {
-        const char *e = getenv("R1_CPU_ACT");
-        p = e && !strcmp(e, "q8") ? 1 : 2;
-        act_parts = p;
-    }
-    return p;
-}
-/* Activation rows per token a matmul in this form reads. */
-static int act_parts_of(const struct r1_cpu_mm *mm) {
-    return r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8 ? r1_cpu_act_parts() : 1;
-}
 /* Activation rows per token a tile call reads: 1 for the pair tiles, which
  * read both parts of a token as one (cpu.h r1_cpu_mm.pair_tile). */
-static int rows_per_token(const struct r1_cpu_mm *mm) { return mm->pairs ? 1 : act_parts_of(mm); }
-/* A q8 token (quantized in place) completed into its form: the sums of q8s. */
-static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
-    if (mm->act == R1_CPU_ACT_Q8S) r1_cpu_q8s_sums(tok, K);
-}
-
-/* x's two q8 parts (r1_cpu_set_act_parts) in q8 form into h and l; r: room
- * for K floats when the ISA has no quant_q8_2. */
-static void quant_parts(const struct r1_cpu_isa *isa, const float *x, uint8_t *h, uint8_t *l, int K,
-                        float *r) {
-    if (isa->quant_q8_2) {
-        isa->quant_q8_2(x, h, l, K);
-        return;
-    }
-    isa->quant_q8(x, h, K);
-    const float *d = (const float *)h;
-    const int8_t *q = (const int8_t *)(h + r1_cpu_q8_qoff(K));
-    for (int k = 0; k < K; k++) r[k] = x[k] - d[k / 32] * (float)q[k];
-    r1_cpu_quant_q8_lo_c(r, d, l, K);
-}
-
-/* A token in q8w form (cpu.h) from its q8 form h (one part) or its two
- * parts h and l: q = 256 q_h + q_l at l's scale (d_h / 256), the integers
- * the pair tiles fold in int32. */
-static void to_q8w(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K) {
-    const size_t qoff = r1_cpu_q8_qoff(K);
-    memcpy(dst, l ? l : h, (size_t)K / 32 * sizeof(float));
-    const int8_t *qh = (const int8_t *)(h + qoff), *ql = l ? (const int8_t *)(l + qoff) : NULL;
-    int16_t *q = (int16_t *)(dst + qoff);
-    if (ql)
-        for (int i = 0; i < K; i++) q[i] = (int16_t)(qh[i] * 256 + ql[i]);
-    else
-        for (int i = 0; i < K; i++) q[i] = qh[i];
-}
+static int rows_per_token(const struct r1_cpu_mm *mm) { return mm->pairs ? 1 : r1_cpu_act_rows(mm); }
 
 /* Two-part activations on tiles without a pair form: token t's result is
  * the sum of rows 2t and 2t+1 of C (ROW_BLOCK apart), folded in place into
@@ -306,173 +253,6 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         buf->batch_block = NULL;
         buf->batch_panel = mm->batch_panel;
     }
-    return buf;
-}
-
-static void quant_bf16_c(const float *x, uint16_t *dst, int K) {
-    for (int i = 0; i < K; i++) dst[i] = r1_f32_to_bf16(x[i]);
-}
-
-/* q16 form (cpu.h R1_CPU_ACT_Q16), plain C */
-static void quant_q16_c(const float *x, uint8_t *dst, int K) {
-    float *d = (float *)dst;
-    int16_t *q = (int16_t *)(dst + r1_cpu_q8_qoff(K));
-    for (int b = 0; b < K / 32; b++) {
-        float amax = 0.0f;
-        for (int i = 0; i < 32; i++) amax = fmaxf(amax, fabsf(x[32 * b + i]));
-        d[b] = amax / 32767.0f;
-        const float id = amax > 0.0f ? 32767.0f / amax : 0.0f;
-        for (int i = 0; i < 32; i++) q[32 * b + i] = (int16_t)lrintf(x[32 * b + i] * id);
-    }
-}
-
-/* One token in f32eo32 form (cpu.h): whole groups of 32 by a loop the
- * compiler vectorizes, the last K % 32 columns padded with zeros. */
-static void to_f32eo32(const float *restrict x, float *restrict o, int K) {
-    int g = 0;
-    for (; g + 32 <= K; g += 32)
-        for (int i = 0; i < 16; i++) o[g + i] = x[g + 2 * i], o[g + 16 + i] = x[g + 2 * i + 1];
-    if (g < K)
-        for (int i = 0; i < 16; i++) {
-            o[g + i] = g + 2 * i < K ? x[g + 2 * i] : 0.0f;
-            o[g + 16 + i] = g + 2 * i + 1 < K ? x[g + 2 * i + 1] : 0.0f;
-        }
-}
-
-/* Activations of tokens [0, T) in the form the tile reads; *xs = token stride. */
-static const uint8_t *prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
-                               const float *x, int T, int K, size_t *xs) {
-    if (mm->act == R1_CPU_ACT_F32) {
-        *xs = (size_t)K * sizeof(float);
-        return (const uint8_t *)x;
-    }
-    if (mm->act == R1_CPU_ACT_BF16) {
-        size_t s = r1_cpu_bf16_stride(K);
-        uint8_t *buf = scratch((size_t)T * s);
-        void (*q)(const float *, uint16_t *, int) = isa->quant_bf16 ? isa->quant_bf16 : quant_bf16_c;
-        for (int t = 0; t < T; t++) q(x + (size_t)t * K, (uint16_t *)(buf + (size_t)t * s), K);
-        *xs = s;
-        tls_vnni = NULL;
-        if (mm->batch_block && K % 32 == 0) {
-            /* x0 = the bf16 rows above, x1 = bf16(x - x0), x2 = bf16(x - x0 -
-             * x1): 24 significant bits, x to f32 precision */
-            size_t plane = r1_cpu_vnni_bytes(K, T);
-            uint8_t *v = scratch2(3 * plane + 2 * (size_t)T * s);
-            uint8_t *p1 = v + 3 * plane, *p2 = p1 + (size_t)T * s;
-            for (int t = 0; t < T; t++) {
-                const float *xr = x + (size_t)t * K;
-                const uint16_t *h0 = (const uint16_t *)(buf + (size_t)t * s);
-                uint16_t *h1 = (uint16_t *)(p1 + (size_t)t * s), *h2 = (uint16_t *)(p2 + (size_t)t * s);
-                if (isa->split_bf16) {
-                    isa->split_bf16(xr, h0, h1, h2, K);
-                    continue;
-                }
-                for (int k = 0; k < K; k++) {
-                    float r = xr[k] - r1_bf16_to_f32(h0[k]);
-                    h1[k] = r1_f32_to_bf16(r);
-                    h2[k] = r1_f32_to_bf16(r - r1_bf16_to_f32(h1[k]));
-                }
-            }
-            r1_cpu_pack_vnni(buf, s, K, T, v);
-            r1_cpu_pack_vnni(p1, s, K, T, v + plane);
-            r1_cpu_pack_vnni(p2, s, K, T, v + 2 * plane);
-            tls_vnni = v;
-            tls_vnni_plane = plane;
-        }
-        return buf;
-    }
-    if (mm->act == R1_CPU_ACT_Q16) {
-        size_t s = r1_cpu_q8w_stride(K);
-        uint8_t *buf = scratch((size_t)T * s);
-        void (*q)(const float *, uint8_t *, int) = isa->quant_q16 ? isa->quant_q16 : quant_q16_c;
-        for (int t = 0; t < T; t++) q(x + (size_t)t * K, buf + (size_t)t * s, K);
-        *xs = s;
-        return buf;
-    }
-    if (mm->act == R1_CPU_ACT_F32EO) {
-        size_t s = r1_cpu_f32eo_stride(K);
-        uint8_t *buf = scratch((size_t)T * s);
-        for (int t = 0; t < T; t++) {
-            const float *xr = x + (size_t)t * K;
-            float *o = (float *)(buf + (size_t)t * s);
-            for (int g = 0; g < K; g += 16)
-                for (int i = 0; i < 8; i++) o[g + i] = xr[g + 2 * i], o[g + 8 + i] = xr[g + 2 * i + 1];
-        }
-        *xs = s;
-        return buf;
-    }
-    if (mm->act == R1_CPU_ACT_F32EO32) {
-        size_t s = r1_cpu_f32eo32_stride(K);
-        uint8_t *buf = scratch((size_t)T * s);
-        for (int t = 0; t < T; t++) to_f32eo32(x + (size_t)t * K, (float *)(buf + (size_t)t * s), K);
-        *xs = s;
-        return buf;
-    }
-    if (mm->act == R1_CPU_ACT_Q8W) { /* one row a token, the parts folded */
-        const size_t s = r1_cpu_q8w_stride(K), s8 = r1_cpu_q8_stride(K);
-        uint8_t *buf = scratch((size_t)T * s + 2 * s8 + (size_t)K * sizeof(float));
-        uint8_t *h = buf + (size_t)T * s, *l = h + s8;
-        const int two = r1_cpu_act_parts() == 2;
-        for (int t = 0; t < T; t++) {
-            const float *xt = x + (size_t)t * K;
-            if (two) quant_parts(isa, xt, h, l, K, (float *)(l + s8));
-            else isa->quant_q8(xt, h, K);
-            to_q8w(h, two ? l : NULL, buf + (size_t)t * s, K);
-        }
-        *xs = s;
-        return buf;
-    }
-    const int x8 = mm->act == R1_CPU_ACT_Q8X8, parts = act_parts_of(mm);
-    if (x8 && parts == 1) {
-        size_t s = r1_cpu_q8x8_stride(K);
-        uint8_t *buf = scratch((size_t)T * s);
-        void (*q)(const float *, uint8_t *, int) = isa->quant_q8x8 ? isa->quant_q8x8 : r1_cpu_quant_q8x8_c;
-        for (int t = 0; t < T; t++) q(x + (size_t)t * K, buf + (size_t)t * s, K);
-        *xs = s;
-        return buf;
-    }
-    const size_t s = x8                          ? r1_cpu_q8x8_stride(K)
-                     : mm->act == R1_CPU_ACT_Q8S ? r1_cpu_q8s_stride(K)
-                                                 : r1_cpu_q8_stride(K),
-                 s8 = r1_cpu_q8_stride(K);
-    if (parts == 1) {
-        uint8_t *buf = scratch((size_t)T * s);
-        for (int t = 0; t < T; t++) {
-            isa->quant_q8(x + (size_t)t * K, buf + (size_t)t * s, K);
-            act_finish(mm, buf + (size_t)t * s, K);
-        }
-        *xs = s;
-        return buf;
-    }
-    /* two parts (r1_cpu_set_act_parts): row 2t = q8(x), row 2t+1 = q8 of
-     * what that left, each rearranged into q8x8 form for x8 tiles */
-    void (*q2)(const float *, uint8_t *, uint8_t *, int) = x8 ? isa->quant_q8x8_2 : isa->quant_q8_2;
-    if (q2) {
-        uint8_t *buf = scratch((size_t)T * 2 * s);
-        for (int t = 0; t < T; t++) {
-            uint8_t *h = buf + (size_t)(2 * t) * s, *l = h + s;
-            q2(x + (size_t)t * K, h, l, K);
-            if (!x8) act_finish(mm, h, K), act_finish(mm, l, K); /* q8s sums */
-        }
-        *xs = mm->pairs ? 2 * s : s; /* a pair tile's token: both rows */
-        return buf;
-    }
-    uint8_t *buf = scratch((size_t)T * 2 * s + 2 * s8 + (size_t)K * sizeof(float));
-    uint8_t *hi = buf + (size_t)T * 2 * s, *lo = hi + s8;
-    float *r = (float *)(lo + s8);
-    for (int t = 0; t < T; t++) {
-        const float *xt = x + (size_t)t * K;
-        uint8_t *h = x8 ? hi : buf + (size_t)(2 * t) * s, *l = x8 ? lo : buf + (size_t)(2 * t + 1) * s;
-        quant_parts(isa, xt, h, l, K, r);
-        if (x8) {
-            r1_cpu_q8_to_q8x8(h, buf + (size_t)(2 * t) * s, K);
-            r1_cpu_q8_to_q8x8(l, buf + (size_t)(2 * t + 1) * s, K);
-        } else {
-            act_finish(mm, h, K);
-            act_finish(mm, l, K);
-        }
-    }
-    *xs = mm->pairs ? 2 * s : s;
     return buf;
 }
 
@@ -553,9 +333,9 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
                      const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
                      int t0, int tn, float *C) {
     /* mm->batch_block is set only for batches past SMALL_BATCH (mm_for) */
-    if (mm->batch_block && tls_vnni &&
-        mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, tls_vnni, tls_vnni_plane, t0, tn, C,
-                        ROW_BLOCK) == 0)
+    size_t plane;
+    const uint8_t *vnni = mm->batch_block ? r1_cpu_act_vnni(&plane) : NULL;
+    if (vnni && mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C, ROW_BLOCK) == 0)
         return;
     if (mm->batch_panel) {
         mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,
@@ -690,7 +470,7 @@ static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float 
     int lo, hi;
     if (guided(op)) {
         if (!claim_rows(op, rows, nth, &lo, &hi)) return;
-        const uint8_t *xa = prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
+        const uint8_t *xa = r1_cpu_prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
         do
             mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, rows, bias, st);
         while (claim_rows(op, rows, nth, &lo, &hi));
@@ -698,7 +478,7 @@ static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float 
     }
     split_rows(rows, isa->mr, ith, nth, &lo, &hi);
     if (lo >= hi) return;
-    const uint8_t *xa = prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
+    const uint8_t *xa = r1_cpu_prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
     mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, rows, bias, st);
 }
 
@@ -727,7 +507,7 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     else if (!claim_rows(op, F, nth, &lo, &hi)) return;
     if (lo >= hi) return;
     size_t xs;
-    const uint8_t *xa = prep_act(isa, mm, op->x, T, w->cols, &xs);
+    const uint8_t *xa = r1_cpu_prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
     float gs[TOKEN_BLOCK * ROW_BLOCK], us[TOKEN_BLOCK * ROW_BLOCK], *g = gs, *u = us;
     const int parts = rows_per_token(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
