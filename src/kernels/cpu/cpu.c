@@ -188,7 +188,9 @@ enum store { STORE_SET, STORE_BIAS, STORE_ADD };
 
 /* Activation rows per token a tile call reads: 1 for the pair tiles, which
  * read both parts of a token as one (cpu.h r1_cpu_mm.pair_tile). */
-static int rows_per_token(const struct r1_cpu_mm *mm) { return mm->pairs ? 1 : r1_cpu_act_rows(mm); }
+static int rows_per_token(const struct r1_cpu_mm *mm) {
+    return mm->pairs ? 1 : r1_cpu_act_rows(mm);
+}
 
 /* Two-part activations on tiles without a pair form: token t's result is
  * the sum of rows 2t and 2t+1 of C (ROW_BLOCK apart), folded in place into
@@ -335,7 +337,8 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, i
     /* mm->batch_block is set only for batches past SMALL_BATCH (mm_for) */
     size_t plane;
     const uint8_t *vnni = mm->batch_block ? r1_cpu_act_vnni(&plane) : NULL;
-    if (vnni && mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C, ROW_BLOCK) == 0)
+    if (vnni &&
+        mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C, ROW_BLOCK) == 0)
         return;
     if (mm->batch_panel) {
         mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,

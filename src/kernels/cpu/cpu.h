@@ -305,8 +305,9 @@ int r1_cpu_select(const char *name);
 /* The ISA the cpu kernels use now (selects the best one first if needed). */
 const struct r1_cpu_isa *r1_cpu_current(void);
 
-/* Thread-local scratch slot 2 (slots 0 and 1 are cpu_act.c's, 3, 4 and 5 cpu.c's): at least bytes,
- * 64-byte aligned, kept for the thread's next call, freed at thread exit. */
+/* Thread-local scratch slot 2 (slots 0 and 1 are cpu_act.c's, 3, 4 and 5
+ * cpu.c's): at least bytes, 64-byte aligned, kept for the thread's next
+ * call, freed at thread exit. */
 uint8_t *r1_cpu_scratch(int slot, size_t bytes);
 
 /* 1: matmuls split rows statically by (ith, nth) instead of claiming
@@ -330,8 +331,8 @@ int r1_cpu_act_rows(const struct r1_cpu_mm *mm);
 /* Tokens [0, T) of x (K floats each) in the form mm's tile reads, in this
  * thread's scratch slots 0 and 1 (valid until its next call); *xs = the
  * bytes from one token to the next (a pair tile's token: both parts). */
-const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, const float *x,
-                               int T, int K, size_t *xs);
+const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
+                               const float *x, int T, int K, size_t *xs);
 /* The last bf16 batch r1_cpu_prep_act packed on this thread for a batch
  * block (AMX) in VNNI form, and *plane the bytes of each of its three
  * planes; NULL when the last bf16 batch was not packed. */

@@ -100,18 +100,17 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
                 acc[t][j] = _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(XP[t] + xo[j]), acc[t][j]);     \
     } while (0)
 
-/* One row (wr) against NT tokens (xt) over [k0, k1):
- * res[t]. ES: bytes a weight; EO: the activations are f32eo32 (vector 0 of
- * GRP_BF16 the even columns of the first 16, at positions 0-7 of the group
- * of 32; 1 their odd ones, 16-23; 2 and 3 those of the next 16, 8-15 and
- * 24-31; padded, so the tail reads 32 of them), else plain f32 (vector j at
- * 8j; the tail copies k1 - k). pf: prefetch the bytes FLOAT_PF_AHEAD on
- * in the weights (rows lie one after another, so past a row's end that is
- * the next row's start; a predictable branch: the rows a small batch has
- * just read skip it). */
-/* Measured on an AVX2-only Zen 3 VM (1.5B bf16 decode, 2 threads, cpu_table
- * runs alternating): 2 KiB ahead was faster in 8 of 10 pairs against the
- * same bytes 4 rows on (median ~8.2 against ~7.5 tok/s); with one thread
+/* One row (wr) against NT tokens (xt) over [k0, k1): res[t]. ES: bytes a
+ * weight; EO: the activations are f32eo32 (vector 0 of GRP_BF16 the even
+ * columns of the first 16, at positions 0-7 of the group of 32; 1 their odd
+ * ones, 16-23; 2 and 3 those of the next 16, 8-15 and 24-31; padded, so the
+ * tail reads 32 of them), else plain f32 (vector j at 8j; the tail copies
+ * k1 - k). pf: prefetch the weights FLOAT_PF_AHEAD bytes on (rows lie one
+ * after another, so past a row's end that is the next row's start; a
+ * predictable branch: the rows a small batch has just read skip it).
+ * Measured on an AVX2-only Zen 3 VM (1.5B bf16 decode, 2 threads, cpu_table
+ * runs alternating): 2 KiB ahead was faster in 8 of 10 pairs than the same
+ * bytes 4 rows on (median ~8.2 against ~7.5 tok/s); with one thread
  * (mm_bench) 15.9-16.6 GB/s against 14.3-14.9, and no prefetch at all
  * 13.1-16.0. Four rows on is 12 KiB ahead at K = 1536 and 70 KiB at
  * K = 8960, past the 32 KiB L1 it prefetches into. */
@@ -128,7 +127,8 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
         for (; k + 32 <= k1; k += 32) {                                                            \
             if (pf)                                                                                \
                 _Pragma("GCC unroll 2") for (int i = 0; i < 32 * ES; i += 64)                      \
-                    _mm_prefetch((const char *)wr + FLOAT_PF_AHEAD + (size_t)k * ES + i, _MM_HINT_T0); \
+                    _mm_prefetch((const char *)wr + FLOAT_PF_AHEAD + (size_t)k * ES + i,       \
+                                 _MM_HINT_T0);                                                     \
             _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;                \
             ROW_STEP(GRP, wr + (size_t)k * ES, xk, NT);                                            \
         }                                                                                          \
@@ -163,13 +163,13 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
                 const float *xt[2] = {(const float *)(x + (size_t)t * xs),                         \
                                       (const float *)(x + (size_t)(t + 1) * xs)};                  \
                 float res[2];                                                                      \
-                NAME##_r2(wr, xt, k0, k1, pf && t == 0, res);                                  \
+                NAME##_r2(wr, xt, k0, k1, pf && t == 0, res);                                      \
                 out[t * R1_CPU_MR + r] = res[0];                                                   \
                 out[(t + 1) * R1_CPU_MR + r] = res[1];                                             \
             }                                                                                      \
             if (t < nt) {                                                                          \
                 const float *xt[1] = {(const float *)(x + (size_t)t * xs)};                        \
-                NAME##_r1(wr, xt, k0, k1, pf && t == 0, &out[t * R1_CPU_MR + r]);              \
+                NAME##_r1(wr, xt, k0, k1, pf && t == 0, &out[t * R1_CPU_MR + r]);                  \
             }                                                                                      \
         }                                                                                          \
     }
