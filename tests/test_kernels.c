@@ -11,7 +11,6 @@
  *
  * Depends only on src/kernels and src/util, so it cross-compiles for aarch64.
  */
-#include "bench/bench.h"
 #include "kernel_test.h"
 
 #define NMSE_NORM 1e-10
@@ -193,33 +192,8 @@ static void test_argmax(const struct r1_cpu_isa *isa) {
     printf("%-8s %-24s %4d cases  %s\n", isa->name, "argmax", cases, bad ? "DIFFERS" : "exact");
 }
 
-/* The bandwidth probe's readers (bench/bandwidth.c) read every float of
- * their slice once: their sums of position-dependent small integers (exact
- * in float) equal the plain sum, at lengths that split into streams and
- * lines unevenly. */
-static void test_bw_readers(void) {
-    const size_t nmax = 64 * 1024 + 256;
-    float *p = aligned_alloc(64, nmax * sizeof *p);
-    if (!p) return;
-    for (size_t i = 0; i < nmax; i++) p[i] = (float)((i * 7 + i / 64) % 11);
-    const size_t ns[] = {256, 512, 768, 4096 + 256, nmax};
-    for (size_t k = 0; k < sizeof ns / sizeof *ns; k++) {
-        double want = 0;
-        for (size_t i = 0; i < ns[k]; i++) want += p[i];
-        const char *names[3];
-        float sums[3];
-        int nr = bench_bw_reader_sums(p, ns[k], names, sums);
-        CHECK(nr >= 1, "bandwidth readers: none");
-        for (int r = 0; r < nr; r++)
-            CHECK(sums[r] == (float)want, "bandwidth reader %s, n = %zu: sum %.1f, want %.1f",
-                  names[r], ns[k], (double)sums[r], want);
-    }
-    free(p);
-}
-
 int main(void) {
     if (kt_start()) return 1;
-    test_bw_readers();
     for (int i = 0; r1_cpu_isas[i]; i++) {
         const struct r1_cpu_isa *isa = r1_cpu_isas[i];
         if (!kt_select(isa)) continue;
