@@ -269,9 +269,10 @@ struct r1_cpu_isa {
      * when head_dim hd % 16 == 0. Rows are contiguous, hd floats apart.
      * f16_to_f32:   y[i] = x[i], i < n.
      * attn_qk:      s[m * ss + p] = (row m of q) · (row p of k), m < M, p < P;
-     *               M % 4 == 0, P % 4 == 0.
+     *               P % 4 == 0. Any M >= 1: the rows up to M rounded up to 4
+     *               exist (q's zero), and a form may compute them too.
      * attn_pv:      (row m of o) += sum over p < P of s[m * ss + p] (row p of v),
-     *               m < M, M % 4 == 0.
+     *               m < M (rows to M rounded up to 4 as for attn_qk, s's zero).
      * attn_softmax: mx = max(*m, s[i] * scale over i < n); s[i] = exp(s[i] *
      *               scale - mx); *m = mx; returns the sum of the new s[i]. */
     void (*f16_to_f32)(const uint16_t *x, float *y, int n);

@@ -38,6 +38,11 @@ void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth) {
   }
 }
 
+static void prefetch_bytes(const void *p, size_t n) {
+  for (size_t b = 0; b < n; b += 64)
+    __builtin_prefetch((const char *)p + b);
+}
+
 /* One query head at a time (ISAs without the attention block helpers). */
 static void attention_heads(const struct r1_cpu_isa *isa,
                             const struct r1_op *op, int ith, int nth) {
@@ -181,7 +186,11 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
       const int P = nmax - c0 < ATT_P ? nmax - c0 : ATT_P, Pp = (P + 3) & ~3;
       const size_t at = base + (size_t)c0 * hd;
       if (direct) {
-        isa->attn_qk_f16(Q, Mp, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
+        /* the chunk's V rows, fetched while its scores are computed
+         * (the K rows stream in order and need no help: fetching the
+         * next chunk's K as well was slower) */
+        prefetch_bytes((const uint16_t *)kv->v + at, (size_t)P * hd * 2);
+        isa->attn_qk_f16(Q, M, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
       } else if (f16) {
         isa->f16_to_f32((const uint16_t *)kv->k + at, Kc, P * hd);
         isa->f16_to_f32((const uint16_t *)kv->v + at, Vc, P * hd);
@@ -192,7 +201,7 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
       if (!direct) {
         memset(Kc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
         memset(Vc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
-        isa->attn_qk(Q, Mp, Kc, Pp, hd, S, ATT_P);
+        isa->attn_qk(Q, M, Kc, Pp, hd, S, ATT_P);
       }
       for (int m = 0; m < Mp; m++) {
         float *sr = S + (size_t)m * ATT_P;
@@ -217,9 +226,9 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
         lr[m] += sum;
       }
       if (direct)
-        isa->attn_pv_f16(S, ATT_P, Mp, (const uint16_t *)kv->v + at, P, hd, O);
+        isa->attn_pv_f16(S, ATT_P, M, (const uint16_t *)kv->v + at, P, hd, O);
       else
-        isa->attn_pv(S, ATT_P, Mp, Vc, Pp, hd, O);
+        isa->attn_pv(S, ATT_P, M, Vc, Pp, hd, O);
     }
     for (int ti = 0; ti < tc; ti++)
       for (int hj = 0; hj < hc; hj++) {

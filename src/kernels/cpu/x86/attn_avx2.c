@@ -23,71 +23,94 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
     for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
 }
 
-/* The sums of the lanes of v[0..3], as 4 floats. */
-INL __m128 hsum4(const __m256 *v) {
-    __m256 a = _mm256_hadd_ps(_mm256_hadd_ps(v[0], v[1]), _mm256_hadd_ps(v[2], v[3]));
-    return _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-}
-
-/* Scores of 4 query rows against 4 cache rows at a time, two query rows per
- * pass (8 accumulators and the 4 cache vectors fit the 16 ymm registers). The
- * f16 form takes the true P and never reads a row past it: the last block of
- * 4 repeats row P-1, whose extra scores the caller ignores. */
+/* Scores of up to 6 query rows (NQ) against 2 cache rows at a time: 12
+ * accumulators, the 2 cache vectors and one query vector in the 16 ymm
+ * registers, so each cache vector converted feeds NQ FMAs (a group of
+ * 6 heads, as the 1.5B's, reads its cache once). Each score's lanes are
+ * summed as ((0+1)+(2+3))+((4+5)+(6+7)) whatever rows share the pass, so a
+ * score does not depend on M. The f16 form takes the true P and never reads
+ * a row past it: an odd P's last pair repeats row P-1, whose extra score
+ * the caller ignores. */
 #define LD_F32(p) _mm256_loadu_ps(p)
 #define LD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define ATTN_QK(NAME, KT, LD, CLAMP)                                                               \
-    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
-        for (int m = 0; m < M; m += 2) {                                                           \
-            const float *q0 = q + (size_t)m * hd, *q1 = q0 + hd;                                   \
-            for (int p = 0; p < P; p += 4) {                                                       \
-                const KT *kr[4];                                                                   \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                        \
-                    k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * hd;                        \
-                __m256 a0[4], a1[4];                                                               \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) a0[j] = a1[j] = _mm256_setzero_ps(); \
-                for (int d = 0; d < hd; d += 8) {                                                  \
-                    __m256 x0 = _mm256_loadu_ps(q0 + d), x1 = _mm256_loadu_ps(q1 + d);             \
-                    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                          \
-                        __m256 kv = LD(kr[j] + d);                                                 \
-                        a0[j] = _mm256_fmadd_ps(x0, kv, a0[j]);                                    \
-                        a1[j] = _mm256_fmadd_ps(x1, kv, a1[j]);                                    \
-                    }                                                                              \
+    INL void NAME##_rows(const int NQ, const float *q, const KT *k, int P, int hd, float *s, int ss) { \
+        for (int p = 0; p < P; p += 2) {                                                           \
+            const KT *k0 = k + (size_t)p * hd, *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * hd; \
+            __m256 a[6][2];                                                                        \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] = _mm256_setzero_ps(); \
+            for (int d = 0; d < hd; d += 8) {                                                      \
+                __m256 x0 = LD(k0 + d), x1 = LD(k1 + d);                                           \
+                _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) {                             \
+                    __m256 qv = _mm256_loadu_ps(q + (size_t)i * hd + d);                           \
+                    __asm__("" : "+x"(qv)); /* one load, not one folded into each FMA */        \
+                    a[i][0] = _mm256_fmadd_ps(qv, x0, a[i][0]);                                    \
+                    a[i][1] = _mm256_fmadd_ps(qv, x1, a[i][1]);                                    \
                 }                                                                                  \
-                _mm_storeu_ps(s + (size_t)m * ss + p, hsum4(a0));                                  \
-                _mm_storeu_ps(s + (size_t)(m + 1) * ss + p, hsum4(a1));                            \
             }                                                                                      \
+            /* rows i, i + 1: [s(i, p), s(i, p + 1), s(i + 1, p), s(i + 1, p + 1)] */             \
+            _Pragma("GCC unroll 3") for (int i = 0; i < NQ; i += 2) {                              \
+                __m256 h0 = _mm256_hadd_ps(a[i][0], a[i][1]);                                      \
+                __m256 h1 = i + 1 < NQ ? _mm256_hadd_ps(a[i + 1][0], a[i + 1][1]) : h0;            \
+                __m256 g = _mm256_hadd_ps(h0, h1);                                                 \
+                __m128 r = _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));     \
+                _mm_storel_pi((__m64 *)(s + (size_t)i * ss + p), r);                               \
+                if (i + 1 < NQ) _mm_storeh_pi((__m64 *)(s + (size_t)(i + 1) * ss + p), r);         \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
+        int m = 0;                                                                                 \
+        for (; m + 6 <= M; m += 6) NAME##_rows(6, q + (size_t)m * hd, k, P, hd, s + (size_t)m * ss, ss); \
+        q += (size_t)m * hd, s += (size_t)m * ss;                                                  \
+        switch (M - m) {                                                                           \
+        case 5: NAME##_rows(5, q, k, P, hd, s, ss); break;                                         \
+        case 4: NAME##_rows(4, q, k, P, hd, s, ss); break;                                         \
+        case 3: NAME##_rows(3, q, k, P, hd, s, ss); break;                                         \
+        case 2: NAME##_rows(2, q, k, P, hd, s, ss); break;                                         \
+        case 1: NAME##_rows(1, q, k, P, hd, s, ss); break;                                         \
+        default: break;                                                                            \
         }                                                                                          \
     }
 ATTN_QK(r1_x86_attn_qk_avx2, float, LD_F32, 0)
 ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
 
-/* o rows += the score-weighted cache rows: 4 query rows x 16 columns at a
- * time (8 accumulators), the cache rows read once per 16 columns. */
+/* o rows += the score-weighted cache rows: up to 6 query rows (NR) x 16
+ * columns at a time (12 accumulators), each cache vector feeding NR FMAs. */
 #define ATTN_PV(NAME, VT, LD)                                                                      \
-    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
-        for (int m = 0; m < M; m += 4) {                                                           \
-            const float *s0 = s + (size_t)m * ss;                                                  \
-            float *o0 = o + (size_t)m * hd;                                                        \
-            for (int d = 0; d < hd; d += 16) {                                                     \
-                __m256 acc[4][2];                                                                  \
-                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                              \
-                    acc[i][0] = _mm256_loadu_ps(o0 + (size_t)i * hd + d);                          \
-                    acc[i][1] = _mm256_loadu_ps(o0 + (size_t)i * hd + d + 8);                      \
-                }                                                                                  \
-                for (int p = 0; p < P; p++) {                                                      \
-                    const VT *vr = v + (size_t)p * hd + d;                                         \
-                    __m256 v0 = LD(vr), v1 = LD(vr + 8);                                           \
-                    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                          \
-                        __m256 a = _mm256_broadcast_ss(s0 + (size_t)i * ss + p);                   \
-                        acc[i][0] = _mm256_fmadd_ps(a, v0, acc[i][0]);                             \
-                        acc[i][1] = _mm256_fmadd_ps(a, v1, acc[i][1]);                             \
-                    }                                                                              \
-                }                                                                                  \
-                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {                              \
-                    _mm256_storeu_ps(o0 + (size_t)i * hd + d, acc[i][0]);                          \
-                    _mm256_storeu_ps(o0 + (size_t)i * hd + d + 8, acc[i][1]);                      \
+    INL void NAME##_rows(const int NR, const float *s, int ss, const VT *v, int P, int hd, float *o) { \
+        for (int d = 0; d < hd; d += 16) {                                                         \
+            __m256 acc[6][2];                                                                      \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                 \
+                acc[i][0] = _mm256_loadu_ps(o + (size_t)i * hd + d);                               \
+                acc[i][1] = _mm256_loadu_ps(o + (size_t)i * hd + d + 8);                           \
+            }                                                                                      \
+            for (int p = 0; p < P; p++) {                                                          \
+                const VT *vr = v + (size_t)p * hd + d;                                             \
+                __m256 v0 = LD(vr), v1 = LD(vr + 8);                                               \
+                _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                             \
+                    __m256 a = _mm256_broadcast_ss(s + (size_t)i * ss + p);                        \
+                    acc[i][0] = _mm256_fmadd_ps(a, v0, acc[i][0]);                                 \
+                    acc[i][1] = _mm256_fmadd_ps(a, v1, acc[i][1]);                                 \
                 }                                                                                  \
             }                                                                                      \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                 \
+                _mm256_storeu_ps(o + (size_t)i * hd + d, acc[i][0]);                               \
+                _mm256_storeu_ps(o + (size_t)i * hd + d + 8, acc[i][1]);                           \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
+        int m = 0;                                                                                 \
+        for (; m + 6 <= M; m += 6) NAME##_rows(6, s + (size_t)m * ss, ss, v, P, hd, o + (size_t)m * hd); \
+        s += (size_t)m * ss, o += (size_t)m * hd;                                                  \
+        switch (M - m) {                                                                           \
+        case 5: NAME##_rows(5, s, ss, v, P, hd, o); break;                                         \
+        case 4: NAME##_rows(4, s, ss, v, P, hd, o); break;                                         \
+        case 3: NAME##_rows(3, s, ss, v, P, hd, o); break;                                         \
+        case 2: NAME##_rows(2, s, ss, v, P, hd, o); break;                                         \
+        case 1: NAME##_rows(1, s, ss, v, P, hd, o); break;                                         \
+        default: break;                                                                            \
         }                                                                                          \
     }
 ATTN_PV(r1_x86_attn_pv_avx2, float, LD_F32)
