@@ -1,8 +1,9 @@
 /*
  * test_kernels.c - conformance of the cpu backend's kernels other than the
  * matmuls (test_matmul.c) against the reference kernels: embedding,
- * rms_norm, rope, kv_append, attention (f32 and f16 KV caches), silu_mul and
- * argmax, odd shapes, 1..3 threads, for every ISA table this CPU can run.
+ * rms_norm, rope, kv_append, attention (f32 and f16 KV caches) and its
+ * blocked helpers alone, silu_mul and argmax, odd shapes, 1..3 threads, for
+ * every ISA table this CPU can run.
  * Prints one line per (ISA, kernel) group with its worst normalized error
  * against a named limit.
  *
@@ -172,6 +173,78 @@ static void test_attention(const struct r1_cpu_isa *isa) {
     }
 }
 
+/* The blocked attention's helpers alone, against plain C in double: every
+ * query count M from 1 to 13 (the AVX2 forms take rows 6 at a time and the
+ * rest by a switch), P odd for the f16 forms, hd 16 and 128. Rows past M
+ * rounded up to 4 must stay untouched (the helpers may compute the rows up
+ * to that, no further). */
+static void test_attn_blocks(const struct r1_cpu_isa *isa) {
+    if (!isa->attn_qk || !isa->attn_pv) return;
+    enum { SS = 72, MMAX = 16 };
+    static const int hds[] = {16, 128}, Ps[] = {1, 3, 6, 64};
+    for (int f16 = 0; f16 < 2; f16++) {
+        if (f16 && (!isa->attn_qk_f16 || !isa->attn_pv_f16)) continue;
+        char wq[48], wv[48];
+        snprintf(wq, sizeof wq, "attn_qk%s (M 1-13)", f16 ? "_f16" : "");
+        snprintf(wv, sizeof wv, "attn_pv%s (M 1-13)", f16 ? "_f16" : "");
+        struct group gq = {isa->name, wq, NMSE_ATTN, 0, "", 0};
+        struct group gv = {isa->name, wv, NMSE_ATTN, 0, "", 0};
+        int untouched = 1;
+        for (int hi = 0; hi < 2; hi++)
+            for (int pi = 0; pi < 4; pi++)
+                for (int M = 1; M <= 13; M++) {
+                    const int hd = hds[hi], P = f16 ? Ps[pi] : (Ps[pi] + 3) & ~3, M4 = (M + 3) & ~3;
+                    float *q = frand_buf((size_t)MMAX * hd), *kf = frand_buf((size_t)P * hd);
+                    float *vf = frand_buf((size_t)P * hd), *o = frand_buf((size_t)MMAX * hd);
+                    float *o0 = malloc((size_t)MMAX * hd * 4), *s = malloc((size_t)MMAX * SS * 4);
+                    uint16_t *kh = malloc((size_t)P * hd * 2), *vh = malloc((size_t)P * hd * 2);
+                    for (int i = 0; i < P * hd; i++) { /* the values an f16 cache holds */
+                        kh[i] = r1_f32_to_f16(kf[i]), kf[i] = r1_f16_to_f32(kh[i]);
+                        vh[i] = r1_f32_to_f16(vf[i]), vf[i] = r1_f16_to_f32(vh[i]);
+                    }
+                    memset(q + (size_t)M * hd, 0, (size_t)(MMAX - M) * hd * 4);
+                    for (int i = 0; i < MMAX * SS; i++) s[i] = 1e30f; /* sentinel */
+                    if (f16) isa->attn_qk_f16(q, M, kh, P, hd, s, SS);
+                    else isa->attn_qk(q, M, kf, P, hd, s, SS);
+                    double e = 0, n = 0;
+                    for (int m = 0; m < M; m++)
+                        for (int p = 0; p < P; p++) {
+                            double want = 0;
+                            for (int d = 0; d < hd; d++)
+                                want += (double)q[m * hd + d] * kf[p * hd + d];
+                            double got = s[m * SS + p];
+                            e += (got - want) * (got - want), n += want * want;
+                        }
+                    for (int i = M4 * SS; i < MMAX * SS; i++) untouched &= s[i] == 1e30f;
+                    group_add(&gq, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
+                    /* weights: row m's scores, zero past M as the caller leaves them */
+                    for (int m = 0; m < MMAX; m++)
+                        for (int p = 0; p < SS; p++)
+                            s[m * SS + p] = m < M && p < P ? frand() : 0.0f;
+                    memcpy(o0, o, (size_t)MMAX * hd * 4);
+                    if (f16) isa->attn_pv_f16(s, SS, M, vh, P, hd, o);
+                    else isa->attn_pv(s, SS, M, vf, P, hd, o);
+                    e = 0, n = 0;
+                    for (int m = 0; m < M; m++)
+                        for (int d = 0; d < hd; d++) {
+                            double want = o0[m * hd + d];
+                            for (int p = 0; p < P; p++)
+                                want += (double)s[m * SS + p] * vf[p * hd + d];
+                            double got = o[m * hd + d];
+                            e += (got - want) * (got - want), n += want * want;
+                        }
+                    untouched &= !memcmp(o + (size_t)M4 * hd, o0 + (size_t)M4 * hd,
+                                         (size_t)(MMAX - M4) * hd * 4);
+                    group_add(&gv, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
+                    free(q), free(kf), free(vf), free(o), free(o0), free(s), free(kh), free(vh);
+                }
+        CHECK(untouched, "%s attn_qk/attn_pv%s wrote rows past M rounded up to 4", isa->name,
+              f16 ? "_f16" : "");
+        group_print(&gq);
+        group_print(&gv);
+    }
+}
+
 static void test_argmax(const struct r1_cpu_isa *isa) {
     static const int ns[] = {1, 1000, 151936};
     int cases = 0, bad = 0;
@@ -203,6 +276,7 @@ int main(void) {
         test_rope(isa);
         test_kv_append(isa);
         test_attention(isa);
+        test_attn_blocks(isa);
         test_argmax(isa);
     }
     r1_cpu_select(NULL);

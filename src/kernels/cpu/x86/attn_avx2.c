@@ -34,11 +34,14 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
 #define LD_F32(p) _mm256_loadu_ps(p)
 #define LD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define ATTN_QK(NAME, KT, LD, CLAMP)                                                               \
-    INL void NAME##_rows(const int NQ, const float *q, const KT *k, int P, int hd, float *s, int ss) { \
+    INL void NAME##_rows(const int NQ, const float *q, const KT *k, int P, int hd, float *s,       \
+                         int ss) {                                                                 \
         for (int p = 0; p < P; p += 2) {                                                           \
-            const KT *k0 = k + (size_t)p * hd, *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * hd; \
+            const KT *k0 = k + (size_t)p * hd;                                                     \
+            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * hd;                 \
             __m256 a[6][2];                                                                        \
-            _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] = _mm256_setzero_ps(); \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] =               \
+                _mm256_setzero_ps();                                                               \
             for (int d = 0; d < hd; d += 8) {                                                      \
                 __m256 x0 = LD(k0 + d), x1 = LD(k1 + d);                                           \
                 _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) {                             \
@@ -61,7 +64,8 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
     }                                                                                              \
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
         int m = 0;                                                                                 \
-        for (; m + 6 <= M; m += 6) NAME##_rows(6, q + (size_t)m * hd, k, P, hd, s + (size_t)m * ss, ss); \
+        for (; m + 6 <= M; m += 6)                                                                 \
+            NAME##_rows(6, q + (size_t)m * hd, k, P, hd, s + (size_t)m * ss, ss);                  \
         q += (size_t)m * hd, s += (size_t)m * ss;                                                  \
         switch (M - m) {                                                                           \
         case 5: NAME##_rows(5, q, k, P, hd, s, ss); break;                                         \
@@ -78,7 +82,8 @@ ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
 /* o rows += the score-weighted cache rows: up to 6 query rows (NR) x 16
  * columns at a time (12 accumulators), each cache vector feeding NR FMAs. */
 #define ATTN_PV(NAME, VT, LD)                                                                      \
-    INL void NAME##_rows(const int NR, const float *s, int ss, const VT *v, int P, int hd, float *o) { \
+    INL void NAME##_rows(const int NR, const float *s, int ss, const VT *v, int P, int hd,         \
+                         float *o) {                                                               \
         for (int d = 0; d < hd; d += 16) {                                                         \
             __m256 acc[6][2];                                                                      \
             _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                 \
@@ -102,7 +107,8 @@ ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
     }                                                                                              \
     TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
         int m = 0;                                                                                 \
-        for (; m + 6 <= M; m += 6) NAME##_rows(6, s + (size_t)m * ss, ss, v, P, hd, o + (size_t)m * hd); \
+        for (; m + 6 <= M; m += 6)                                                                 \
+            NAME##_rows(6, s + (size_t)m * ss, ss, v, P, hd, o + (size_t)m * hd);                  \
         s += (size_t)m * ss, o += (size_t)m * hd;                                                  \
         switch (M - m) {                                                                           \
         case 5: NAME##_rows(5, s, ss, v, P, hd, o); break;                                         \
