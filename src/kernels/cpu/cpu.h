@@ -180,8 +180,9 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  * q6_Kx8, bf16, f16 and f32; AVX2 q8_0. Decode is bound by memory, and on
  * the Zen 5 VM this was measured on the lockstep streams were read slower (bench
  * --batch 1, q8_0 on AVX-512: 46 -> 36 ms a step). Where one row was not
- * faster it is not used: AVX2's K-quants (instruction-bound: 4 rows share
- * their scale decoding). AVX2's float tiles (f32, f16, bf16) read one row
+ * faster it is not used. AVX2's K-quants read one row at a time always
+ * (kquants_avx2.c; Q4_K_M decode ~15% faster on a Zen 3 VM than 4 rows in
+ * lockstep). AVX2's float tiles (f32, f16, bf16) read one row
  * at a time always, with four FMA chains a row; they have no 4-row form.
  * The outputs are the same bits: each row's sums are its own.
  * R1_CPU_ROW1=0 keeps the 4-row forms, for comparisons; read once, by the

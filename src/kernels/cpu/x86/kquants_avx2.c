@@ -16,9 +16,10 @@
  * Two-part activations (cpu.h) run the pair tiles: both parts' dots folded
  * in int32, (dot(q, x_hi) << 8) + dot(q, x_lo), then that one conversion
  * and FMA with d sc d_lo (d_lo = d_hi / 256), the sums folded alike.
- * Lanes are summed once, at the end. Decode (one token or its two parts) runs 4 rows at a
- * time and fetches the next 4 rows' super-blocks ahead; batches run one row
- * against 4 tokens, so a row's quants are unpacked once for all of them.
+ * Lanes are summed once, at the end; each token has two FMA chains (even and
+ * odd 32-column blocks). Rows run one at a time, each a linear stream fetched
+ * KQ_PF_AHEAD bytes ahead; batches run a row against 4 tokens, so a row's
+ * quants are unpacked once for all of them.
  * Column ranges start and end on 64-column chunks (kquants.h): a super-block
  * cut by the range has the sums of its missing sub-blocks masked out.
  */
@@ -43,22 +44,20 @@ INL uint32_t u32(const uint8_t *p) {
 }
 INL __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
-/* Decode reads 4 rows at a time, streams too short for the hardware
- * prefetcher: the same super-block of the next 4 rows and of the 4 after
- * those is fetched ahead into L2. Measured against L1 for the next 4 (the
- * AVX-512 tiles' choice), L1 only, and adding the next 12: L2 for both was
- * as fast or faster on every 1.5B shape. The lines p, p + 64, p + 128
- * (p + 192) cover a block but for its last line, which is the next block's
- * first and fetched with it: one prefetch per row less (decode here is
- * instruction-bound on small cores). */
-INL void kq_prefetch(const uint8_t *blk, size_t ws, size_t bs) {
-    _Pragma("GCC unroll 2") for (int i = 1; i <= 2; i++) {
-        const char *p = (const char *)(blk + 4 * (size_t)i * ws);
-        _mm_prefetch(p, _MM_HINT_T1);
-        _mm_prefetch(p + 64, _MM_HINT_T1);
-        _mm_prefetch(p + 128, _MM_HINT_T1);
-        if (bs > 192) _mm_prefetch(p + 192, _MM_HINT_T1);
-    }
+/* A row is read as one linear stream, and the super-block KQ_PF_AHEAD
+ * bytes on is fetched ahead into L1 (the lines p, p + 64, p + 128 (p +
+ * 192) cover a block but for its last line, which is the next block's first
+ * and fetched with it). One q4_K thread on the 1.5B's K = 1536 shapes read
+ * 15-20% faster this way than as 4 rows in lockstep, each stream 864 bytes
+ * and the next rows fetched ahead (a Zen 3 VM); 1 KiB ahead was slower than
+ * 2 or 4. */
+#define KQ_PF_AHEAD 4096
+INL void kq_prefetch(const uint8_t *blk, size_t bs) {
+    const char *p = (const char *)blk + KQ_PF_AHEAD;
+    _mm_prefetch(p, _MM_HINT_T0);
+    _mm_prefetch(p + 64, _MM_HINT_T0);
+    _mm_prefetch(p + 128, _MM_HINT_T0);
+    if (bs > 192) _mm_prefetch(p + 192, _MM_HINT_T0);
 }
 
 /* 1.0 bits in lanes [lo, hi) of 8, else 0 */
@@ -86,29 +85,6 @@ INL void kq_scales(const uint8_t *blk, __m256 *sc, __m256 *mn) {
                         _mm256_permute_ps(dd, 0x55));
 }
 
-/* kq_scales for two rows' super-blocks a and b at once, one per 128-bit
- * lane: sc[0], mn[0] from a, sc[1], mn[1] from b */
-INL void kq_scales2(const uint8_t *a, const uint8_t *b, __m256 *sc, __m256 *mn) {
-    __m256i v = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(a + 4))),
-                                        _mm_loadu_si128((const __m128i *)(b + 4)), 1);
-    __m256i lo = _mm256_and_si256(v, _mm256_set1_epi8(0x3f));
-    __m256i t = _mm256_and_si256(_mm256_srli_epi32(v, 2), _mm256_set1_epi8(0x30));
-    __m256i u = _mm256_srlv_epi32(_mm256_shuffle_epi32(v, 0xaa), _mm256_setr_epi32(0, 4, 0, 0, 0, 4, 0, 0));
-    __m256i hi = _mm256_or_si256(t, _mm256_and_si256(u, _mm256_set1_epi8(0x0f)));
-    _Alignas(32) uint8_t sm[32]; /* per lane sc[0..7], m[0..7] */
-    _mm256_store_si256((__m256i *)sm, _mm256_unpacklo_epi32(lo, hi));
-    /* d, dmin of a, d, dmin of b (twice) */
-    __m128i h = _mm_insert_epi32(_mm_cvtsi32_si128((int)u32(a)), (int)u32(b), 1);
-    __m256 dd = _mm256_cvtph_ps(_mm_unpacklo_epi64(h, h));
-    const __m128i *q = (const __m128i *)sm;
-    sc[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(q))), _mm256_permute_ps(dd, 0x00));
-    mn[0] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + 8)))),
-                          _mm256_permute_ps(dd, 0x55));
-    sc[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(q + 1))), _mm256_permute_ps(dd, 0xaa));
-    mn[1] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sm + 24)))),
-                          _mm256_permute_ps(dd, 0xff));
-}
-
 /* element i of each 128-bit lane of v in all 4 of its places (vpermilps;
  * a switch, so that unoptimized builds see constant immediates too) */
 INL __m256 kq_elem(__m256 v, const int i) {
@@ -127,13 +103,14 @@ INL __m256i q5_hi(__m256i qh, const int s) {
 }
 
 /* Chunk J (columns 64J..64J+63 of the super-block at blk) of a q4_K/q5_K row:
- * its two sub-blocks' quants, then into acc[t] for each token. */
+ * its two sub-blocks' quants, then into each token's two sums: the even
+ * sub-block into acc[t], the odd one into acc2[t] (two FMA chains). */
 #define KQ45_CHUNK(J)                                                                              \
     do {                                                                                           \
-        __m256i q = ld(blk[r] + (DT == F_Q4K ? 16 : 48) + 32 * (J));                               \
+        __m256i q = ld(blk + (DT == F_Q4K ? 16 : 48) + 32 * (J));                                  \
         __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  \
         if (DT == F_Q5K) {                                                                         \
-            __m256i qh = ld(blk[r] + 16);                                                          \
+            __m256i qh = ld(blk + 16);                                                             \
             lo = _mm256_or_si256(lo, q5_hi(qh, 2 * (J)));                                           \
             hi = _mm256_or_si256(hi, q5_hi(qh, 2 * (J) + 1));                                       \
         }                                                                                          \
@@ -143,27 +120,28 @@ INL __m256i q5_hi(__m256i qh, const int s) {
                               : r1_avx2_dotz(V, lo, ld(xb));                                       \
             __m256i p1 = PAIR ? r1_avx2_dotz_pair(V, hi, ld(xb + 32), hi, ld(xb + lp + 32))       \
                               : r1_avx2_dotz(V, hi, ld(xb + 32));                                  \
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0),                                    \
-                                        _mm256_broadcast_ss(&scm[r][t][2 * (J)]), acc[r][t]);      \
-            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),                                    \
-                                        _mm256_broadcast_ss(&scm[r][t][2 * (J) + 1]), acc[r][t]);  \
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&scm[t][2 * (J)]), \
+                                     acc[t]);                                                      \
+            acc2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),                                      \
+                                      _mm256_broadcast_ss(&scm[t][2 * (J) + 1]), acc2[t]);         \
         }                                                                                          \
     } while (0)
 
 /* Chunk J of a q6_K row: quants from ql (64 bytes per half h = J / 2, nibble
  * J % 2) and qh (bit pairs), then the two 32-column blocks, each the groups
- * 4J + 2i and 4J + 2i + 1 (16 columns each) with their own scales. */
-#define Q6_BLOCK(QV, XB)                                                                           \
+ * 4J + 2i and 4J + 2i + 1 (16 columns each) with their own scales; the
+ * first block into acc[t], the second into acc2[t]. */
+#define Q6_BLOCK(QV, XB, A)                                                                        \
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
         const uint8_t *xb = xq[t] + 32 * (XB);                                                     \
         __m256i p = PAIR ? r1_avx2_dotz_pair(V, QV, ld(xb), QV, ld(xb + lp)) : r1_avx2_dotz(V, QV, ld(xb)); \
-        __m256 f = kq_elem(_mm256_load_ps(&scm[r][t][8 * ((XB) / 4)]), (XB) % 4);                 \
-        acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, acc[r][t]);                          \
+        __m256 f = kq_elem(_mm256_load_ps(&scm[t][8 * ((XB) / 4)]), (XB) % 4);                    \
+        A[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, A[t]);                                    \
     }
 #define Q6_CHUNK(J)                                                                                \
     do {                                                                                           \
-        const uint8_t *ql = blk[r] + 64 * ((J) / 2);                                               \
-        __m256i a = ld(ql), b = ld(ql + 32), h = ld(blk[r] + 128 + 32 * ((J) / 2));                \
+        const uint8_t *ql = blk + 64 * ((J) / 2);                                                  \
+        __m256i a = ld(ql), b = ld(ql + 32), h = ld(blk + 128 + 32 * ((J) / 2));                   \
         __m256i q0, q1;                                                                            \
         if ((J) % 2 == 0) {                                                                        \
             q0 = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)); \
@@ -173,28 +151,28 @@ INL __m256i q5_hi(__m256i qh, const int s) {
             q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),                    \
                                  _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));                  \
         }                                                                                          \
-        Q6_BLOCK(q0, 2 * (J))                                                                      \
-        Q6_BLOCK(q1, 2 * (J) + 1)                                                                  \
+        Q6_BLOCK(q0, 2 * (J), acc)                                                                 \
+        Q6_BLOCK(q1, 2 * (J) + 1, acc2)                                                            \
     } while (0)
 
-/* R rows (wr) x NT tokens (xt) over columns [k0, k1): res[r * NT + t].
+/* One row w x NT tokens (xt) over columns [k0, k1): res[t]. pf: fetch the
+ * row ahead (r1_cpu_tile_prefetch).
  * PAIR: two-part activations (cpu.h r1_cpu_mm.pair_tile), token t's lo part
  * lp = r1_cpu_q8s_stride(K) bytes after its hi part at xt[t], scale d_lo =
  * d_hi / 256: each 32-column block's dot is (w·hi << 8) + w·lo in int32
  * (avx2_dot.h), converted and multiplied by d sc d_lo once; the sums fold
  * the same way (q6_K: s16_hi << 8 + s16_lo; the mins: fs_hi + fs_lo). */
-INL void kq_run(const int DT, const int V, const int PAIR, const int R, const int NT, int K, int k0,
-                int k1, const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
+INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, int k0, int k1,
+                const uint8_t *w, const uint8_t *const *xt, int pf, float *res) {
     const size_t bs = DT == F_Q4K ? 144 : DT == F_Q5K ? 176 : 210;
     const size_t lp = PAIR ? r1_cpu_q8s_stride(K) : 0;
     (void)lp;
     const size_t qoff = r1_cpu_q8_qoff(K), soff = r1_cpu_q8_stride(K), foff = r1_cpu_q8s_foff(K);
     const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
     (void)m30;
-    __m256 acc[4][4];
-    _Alignas(32) float scm[4][4][16]; /* fixed sizes: a VLA would keep acc in memory */
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    __m256 acc[4], acc2[4];
+    _Alignas(32) float scm[4][16]; /* fixed sizes: a VLA would keep acc in memory */
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] = acc2[t] = _mm256_setzero_ps();
     /* super-blocks sb0 .. sb1 - 1; only the first and the last may be cut
      * (chunks j0 .. j1 - 1), the rest run without range tests */
     const unsigned sb0 = (unsigned)k0 / R1_QK_K, sb1 = ((unsigned)k1 + R1_QK_K - 1) / R1_QK_K;
@@ -233,84 +211,64 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int R, const in
                 }
             }
         }
-        const uint8_t *blk[4];
-        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) { /* scales, offsets and mins */
-            blk[r] = wr[r] + (size_t)sb * bs;
-            if (R == 4) kq_prefetch(blk[r], ws, bs); /* decode */
-            if (DT == F_Q6K) {
-                __m128i s8 = _mm_loadu_si128((const __m128i *)(blk[r] + 192));
-                __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(blk[r][208] | blk[r][209] << 8)));
-                __m256 sa = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d);
-                __m256 sb2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d);
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    __m256 ca = _mm256_mul_ps(sa, dx[t]), cb = _mm256_mul_ps(sb2, dx2[t]);
-                    /* groups 0, 2, 4, 6 in the low lane, 1, 3, 5, 7 in the high one
-                     * (8..15 alike): one vpermilps makes block b's multiplier,
-                     * groups 2b and 2b + 1 (Q6_BLOCK) */
-                    const __m256i oe = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-                    _mm256_store_ps(scm[r][t], _mm256_permutevar8x32_ps(ca, oe));
-                    _mm256_store_ps(scm[r][t] + 8, _mm256_permutevar8x32_ps(cb, oe));
-                    acc[r][t] = _mm256_fnmadd_ps(ca, sx[t], acc[r][t]);
-                    acc[r][t] = _mm256_fnmadd_ps(cb, sx2[t], acc[r][t]);
-                }
-            } else if (R == 1) {
-                __m256 sc, mn;
-                kq_scales(blk[r], &sc, &mn);
-                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                    _mm256_store_ps(scm[r][t], _mm256_mul_ps(sc, dx[t]));
-                    acc[r][t] = _mm256_fnmadd_ps(mn, sx[t], acc[r][t]);
-                }
-            } else if (r % 2 == 1) { /* rows r - 1 and r together */
-                __m256 sc[2], mn[2];
-                kq_scales2(blk[r - 1], blk[r], sc, mn);
-                _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++)
-                    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-                        _mm256_store_ps(scm[r - 1 + i][t], _mm256_mul_ps(sc[i], dx[t]));
-                        acc[r - 1 + i][t] = _mm256_fnmadd_ps(mn[i], sx[t], acc[r - 1 + i][t]);
-                    }
+        const uint8_t *blk = w + (size_t)sb * bs; /* scales, offsets and mins */
+        if (pf) kq_prefetch(blk, bs);
+        if (DT == F_Q6K) {
+            __m128i s8 = _mm_loadu_si128((const __m128i *)(blk + 192));
+            __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(blk[208] | blk[209] << 8)));
+            __m256 sa = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d);
+            __m256 sb2 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                __m256 ca = _mm256_mul_ps(sa, dx[t]), cb = _mm256_mul_ps(sb2, dx2[t]);
+                /* groups 0, 2, 4, 6 in the low lane, 1, 3, 5, 7 in the high one
+                 * (8..15 alike): one vpermilps makes block b's multiplier,
+                 * groups 2b and 2b + 1 (Q6_BLOCK) */
+                const __m256i oe = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+                _mm256_store_ps(scm[t], _mm256_permutevar8x32_ps(ca, oe));
+                _mm256_store_ps(scm[t] + 8, _mm256_permutevar8x32_ps(cb, oe));
+                acc[t] = _mm256_fnmadd_ps(ca, sx[t], acc[t]);
+                acc2[t] = _mm256_fnmadd_ps(cb, sx2[t], acc2[t]);
+            }
+        } else {
+            __m256 sc, mn;
+            kq_scales(blk, &sc, &mn);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                _mm256_store_ps(scm[t], _mm256_mul_ps(sc, dx[t]));
+                acc[t] = _mm256_fnmadd_ps(mn, sx[t], acc[t]);
             }
         }
-        /* chunk by chunk, the rows inside: R independent FMA chains */
         if (!part) { /* whole super-blocks (decode: all of them), no range tests */
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                    if (DT == F_Q6K) Q6_CHUNK(j);
-                    else KQ45_CHUNK(j);
-                }
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+                if (DT == F_Q6K) Q6_CHUNK(j);
+                else KQ45_CHUNK(j);
+            }
         } else {
             _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
                 if (j < j0 || j >= j1) continue;
-                _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
-                    if (DT == F_Q6K) Q6_CHUNK(j);
-                    else KQ45_CHUNK(j);
-                }
+                if (DT == F_Q6K) Q6_CHUNK(j);
+                else KQ45_CHUNK(j);
             }
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[t] = r1_avx2_hsum(_mm256_add_ps(acc[t], acc2[t]));
 }
 
-/* Decode (one token, or its two activation parts: nt <= 2; PAIR: one or
- * two tokens, both parts each): 4 rows (rows past nr repeat row 0) x nt,
- * the next rows fetched ahead. Batches: each row against 4 activation rows
- * (past nt: row 0 again), one row at a time. */
+/* One row at a time, each row one linear stream (decode on the Zen 3 VM:
+ * cpu.h r1_cpu_decode_row1; these tiles have no 4-row form, so the flag does
+ * not change them). Decode: one token, or its two activation parts (nt <= 2;
+ * PAIR: one or two tokens, both parts each). Batches: each row against 4
+ * activation rows (past nt: row 0 again), so a row's quants are unpacked
+ * once for all of them. */
 INL void kq_tile(const int DT, const int V, const int PAIR, R1_KQ_TILE_ARGS) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
-    if (nt <= 2) {
-        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
-        float res[8];
-        if (nt == 1) kq_run(DT, V, PAIR, 4, 1, K, k0, k1, wr, ws, xt, res);
-        else kq_run(DT, V, PAIR, 4, 2, K, k0, k1, wr, ws, xt, res);
-        for (int t = 0; t < nt; t++)
-            for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r * nt + t];
-        return;
-    }
+    const int pf = r1_cpu_tile_prefetch;
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        kq_run(DT, V, 0, 1, 4, K, k0, k1, &wr, ws, xt, res);
+        if (nt == 1) kq_run(DT, V, PAIR, 1, K, k0, k1, wr, xt, pf, res);
+        else if (nt == 2) kq_run(DT, V, PAIR, 2, K, k0, k1, wr, xt, pf, res);
+        else kq_run(DT, V, 0, 4, K, k0, k1, wr, xt, pf, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
 }
