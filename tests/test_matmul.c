@@ -669,6 +669,40 @@ static int bench(void) {
     return 0;
 }
 
+/* r1_cpu_reread_env (what mm_bench's DTYPE@NAME=VALUE relies on): a
+ * setting read once from the environment follows the environment again
+ * after the call, and a setter's value is forgotten; the process's own
+ * values are put back at the end. */
+static void test_reread_env(void) {
+    const char *names[2] = {"R1_CPU_ACT", "R1_CPU_ROW1"};
+    char saved[2][64];
+    int had[2];
+    for (int i = 0; i < 2; i++) {
+        const char *e = getenv(names[i]);
+        had[i] = e != NULL;
+        snprintf(saved[i], sizeof saved[i], "%s", e ? e : "");
+    }
+    setenv("R1_CPU_ACT", "q8", 1);
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_act_parts() == 1, "R1_CPU_ACT=q8 then reread: %d parts", r1_cpu_act_parts());
+    unsetenv("R1_CPU_ACT");
+    CHECK(r1_cpu_act_parts() == 1, "parts are read once: %d", r1_cpu_act_parts());
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_act_parts() == 2, "R1_CPU_ACT unset then reread: %d parts", r1_cpu_act_parts());
+    r1_cpu_set_act_parts(1);
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_act_parts() == 2, "the setter's 1 part survived a reread");
+    setenv("R1_CPU_ROW1", "0", 1);
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_decode_row1 == 0, "R1_CPU_ROW1=0 then reread: %d", r1_cpu_decode_row1);
+    unsetenv("R1_CPU_ROW1");
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_decode_row1 == 1, "R1_CPU_ROW1 unset then reread: %d", r1_cpu_decode_row1);
+    for (int i = 0; i < 2; i++)
+        if (had[i]) setenv(names[i], saved[i], 1);
+    r1_cpu_reread_env();
+}
+
 int main(void) {
     if (getenv("R1_BENCH")) {
         const char *isa = getenv("R1_BENCH_ISA");
@@ -717,6 +751,7 @@ int main(void) {
             rng = after;
         }
     }
+    test_reread_env();
     r1_cpu_select(NULL);
     return TEST_DONE("test_matmul");
 }

@@ -11,7 +11,11 @@
  *
  * DTYPE is any weight dtype name (q4_1, q4_1x8, q8_0, ...); it is used as
  * given (no regrouping), so a format and its regrouped layout can be
- * compared. Prints per dtype the layer matmuls' and the lm_head's GB/s
+ * compared. DTYPE@NAME=VALUE runs that dtype with the environment variable
+ * NAME set to VALUE (e.g. q4_K@R1_CPU_ACT=q8 beside q4_K): the settings the
+ * cpu backend reads once (cpu.h r1_cpu_reread_env) are read again before
+ * and after each such variant, so they take effect; R1_CPU_ISA cannot (use
+ * --isa, one table a process). Prints per dtype the layer matmuls' and the lm_head's GB/s
  * (decode, T = 1) or GFLOP/s (T > 1), best and median over the rounds.
  * At T = 1 each round starts with the bench's read-bandwidth probe (512 MiB,
  * 2 MiB pages, the best of its readers), and "frac" is the median over
@@ -133,6 +137,11 @@ int main(int argc, char **argv) {
         if (at) {
             *at = 0;
             snprintf(v[nv].env, sizeof v[nv].env, "%s", at + 1);
+            if (!strchr(v[nv].env, '=') || !strncmp(v[nv].env, "R1_CPU_ISA=", 11)) {
+                fprintf(stderr, "mm_bench: '%s': want DTYPE@NAME=VALUE, NAME not R1_CPU_ISA (--isa)\n",
+                        v[nv].env);
+                return 2;
+            }
         }
         int dt = r1_dtype_parse(tok);
         if (dt < 0 || !r1_dtype_traits[dt].from_f32) {
@@ -180,10 +189,14 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < nv; i++) {
             struct variant *x = &v[i];
-            char *eq = strchr(x->env, '=');
+            char *eq = strchr(x->env, '='), old[256];
+            int had = 0; /* the process's own value of NAME, restored after */
             if (eq) {
                 *eq = 0;
+                const char *o = getenv(x->env);
+                if (o) had = snprintf(old, sizeof old, "%s", o) >= 0;
                 setenv(x->env, eq + 1, 1);
+                r1_cpu_reread_env();
             }
             double t0 = r1_now(), tk[4] = {0, 0, 0, 0};
             for (int s = 0; s < x->nsets; s++)
@@ -206,7 +219,9 @@ int main(int argc, char **argv) {
             if (rd >= 0) x->lay[rd] = t1 - t0, x->hd[rd] = t2 - t1;
             if (rd >= 0 && T == 1) x->frac[rd] = (double)x->set_bytes * x->nsets / (t1 - t0) / 1e9 / probe[rd];
             if (eq) {
-                unsetenv(x->env);
+                if (had) setenv(x->env, old, 1);
+                else unsetenv(x->env);
+                r1_cpu_reread_env();
                 *eq = '=';
             }
         }
@@ -229,7 +244,9 @@ int main(int argc, char **argv) {
             for (int k = 0; k < 4; k++) lw += 2.0 * rows[k] * cols[k] * T;
             hw = 2.0 * sh->vocab * sh->dim * T;
         }
-        printf("%-8s %10.2f %10.2f %10.2f %10.2f", x->env[0] ? x->env : r1_dtype_name(x->dt), lw / x->lay[0] / 1e9,
+        char name[96];
+        snprintf(name, sizeof name, "%s%s%s", r1_dtype_name(x->dt), x->env[0] ? "@" : "", x->env);
+        printf("%-8s %10.2f %10.2f %10.2f %10.2f", name, lw / x->lay[0] / 1e9,
                lw / x->lay[rounds / 2] / 1e9, hw / x->hd[0] / 1e9, hw / x->hd[rounds / 2] / 1e9);
         for (int k = 0; k < 4; k++) { /* medians */
             qsort(x->op[k], (size_t)rounds, sizeof(double), cmp_double);

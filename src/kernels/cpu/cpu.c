@@ -112,10 +112,13 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
  * that picked another set itself (r1_cpu_select: the tests, cpu_table
  * --isa) keeps its choice. */
 int r1_cpu_decode_row1 = 1;
-static int cpu_init(void) {
-    const struct r1_cpu_isa *isa = r1_cpu_current();
+static void read_row1(void) {
     const char *r1 = getenv("R1_CPU_ROW1");
     r1_cpu_decode_row1 = !(r1 && *r1 == '0');
+}
+static int cpu_init(void) {
+    const struct r1_cpu_isa *isa = r1_cpu_current();
+    read_row1();
     const char *e = getenv("R1_CPU_ISA");
     if (e && *e && strcmp(e, isa->name) != 0) {
         char names[64] = "";
@@ -431,7 +434,15 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
 /* Matmuls take their rows through op->claim (kernels.h) unless
  * R1_CPU_STATIC=1 asks for the fixed split (comparisons). */
 static _Atomic int static_split = -1; /* read by every thread of every matmul */
-void r1_cpu_set_static(int on) { static_split = on; }
+void r1_cpu_set_static(int on) { static_split = on < 0 ? -1 : on != 0; }
+
+void r1_cpu_reread_env(void) {
+    r1_cpu_set_act_parts(-1);
+    static_split = -1;
+    small_batch_max = -1;
+    carry_on = -1;
+    read_row1();
+}
 static int guided(const struct r1_op *op) {
     if (!op->claim) return 0;
     if (static_split < 0) {

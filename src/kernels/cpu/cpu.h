@@ -119,7 +119,8 @@ void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K);
  * fold both rows in int32 and convert, scale and reduce once per token.
  * 1 part (R1_CPU_ACT=q8) is what llama.cpp does. Call between steps.
  * The lo part's scale is the hi part's / 256 exactly (r1_cpu_quant_q8_lo_c),
- * so a tile may fold both parts in int32: (w·q_hi << 8) + w·q_lo, times d_lo. */
+ * so a tile may fold both parts in int32: (w·q_hi << 8) + w·q_lo, times d_lo.
+ * Any other value of parts: R1_CPU_ACT's choice again, read at the next use. */
 void r1_cpu_set_act_parts(int parts);
 int r1_cpu_act_parts(void);
 /* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their best
@@ -314,8 +315,16 @@ uint8_t *r1_cpu_scratch(int slot, size_t bytes);
 
 /* 1: matmuls split rows statically by (ith, nth) instead of claiming
  * them through op->claim (also R1_CPU_STATIC=1); for comparisons. Call
- * between steps, not during one. */
+ * between steps, not during one. -1: R1_CPU_STATIC's choice again. */
 void r1_cpu_set_static(int on);
+
+/* Forget every setting read once from the environment (R1_CPU_ACT,
+ * R1_CPU_STATIC, R1_CPU_ROW1, R1_CPU_SMALL_BATCH, R1_CPU_CARRY), and any
+ * value the setters above gave them: each is read again at its next use
+ * (R1_CPU_ROW1 at once). For tools that compare settings in one process
+ * (mm_bench's DTYPE@NAME=VALUE); call between steps, not during one.
+ * R1_CPU_ISA is not among them: it picks the table once (r1_cpu_select). */
+void r1_cpu_reread_env(void);
 
 /* Generic q8 activation quantization (plain C), shared by the ISA files. */
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K);

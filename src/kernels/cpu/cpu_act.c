@@ -27,7 +27,7 @@ const uint8_t *r1_cpu_act_vnni(size_t *plane) {
 
 /* Integer activations in 1 or 2 parts (cpu.h); -1 until first read. */
 static _Atomic int act_parts = -1;
-void r1_cpu_set_act_parts(int parts) { act_parts = parts == 1 ? 1 : 2; }
+void r1_cpu_set_act_parts(int parts) { act_parts = parts == 1 ? 1 : parts == 2 ? 2 : -1; }
 int r1_cpu_act_parts(void) {
     int p = act_parts;
     if (p < 0) {
