@@ -23,6 +23,22 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
     for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
 }
 
+/* Rows [0, M) of a helper in passes of up to 6: ROWS(NR, m, ...) does rows
+ * m .. m + NR - 1, NR a constant, so each count is its own unrolled body. */
+#define BY_SIX(M, ROWS, ...)                                                                       \
+    do {                                                                                           \
+        int m_ = 0;                                                                                \
+        for (; m_ + 6 <= (M); m_ += 6) ROWS(6, m_, __VA_ARGS__);                                   \
+        switch ((M) - m_) {                                                                        \
+        case 5: ROWS(5, m_, __VA_ARGS__); break;                                                   \
+        case 4: ROWS(4, m_, __VA_ARGS__); break;                                                   \
+        case 3: ROWS(3, m_, __VA_ARGS__); break;                                                   \
+        case 2: ROWS(2, m_, __VA_ARGS__); break;                                                   \
+        case 1: ROWS(1, m_, __VA_ARGS__); break;                                                   \
+        default: break;                                                                            \
+        }                                                                                          \
+    } while (0)
+
 /* Scores of up to 6 query rows (NQ) against 2 cache rows at a time: 12
  * accumulators, the 2 cache vectors and one query vector in the 16 ymm
  * registers, so each cache vector converted feeds NQ FMAs (a group of
@@ -34,8 +50,9 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
 #define LD_F32(p) _mm256_loadu_ps(p)
 #define LD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
 #define ATTN_QK(NAME, KT, LD, CLAMP)                                                               \
-    INL void NAME##_rows(const int NQ, const float *q, const KT *k, int P, int hd, float *s,       \
-                         int ss) {                                                                 \
+    INL void NAME##_rows(const int NQ, int m, const float *q, const KT *k, int P, int hd,          \
+                         float *s, int ss) {                                                       \
+        q += (size_t)m * hd, s += (size_t)m * ss;                                                  \
         for (int p = 0; p < P; p += 2) {                                                           \
             const KT *k0 = k + (size_t)p * hd;                                                     \
             const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * hd;                 \
@@ -62,19 +79,8 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
-        int m = 0;                                                                                 \
-        for (; m + 6 <= M; m += 6)                                                                 \
-            NAME##_rows(6, q + (size_t)m * hd, k, P, hd, s + (size_t)m * ss, ss);                  \
-        q += (size_t)m * hd, s += (size_t)m * ss;                                                  \
-        switch (M - m) {                                                                           \
-        case 5: NAME##_rows(5, q, k, P, hd, s, ss); break;                                         \
-        case 4: NAME##_rows(4, q, k, P, hd, s, ss); break;                                         \
-        case 3: NAME##_rows(3, q, k, P, hd, s, ss); break;                                         \
-        case 2: NAME##_rows(2, q, k, P, hd, s, ss); break;                                         \
-        case 1: NAME##_rows(1, q, k, P, hd, s, ss); break;                                         \
-        default: break;                                                                            \
-        }                                                                                          \
+    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {           \
+        BY_SIX(M, NAME##_rows, q, k, P, hd, s, ss);                                                \
     }
 ATTN_QK(r1_x86_attn_qk_avx2, float, LD_F32, 0)
 ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
@@ -82,8 +88,9 @@ ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
 /* o rows += the score-weighted cache rows: up to 6 query rows (NR) x 16
  * columns at a time (12 accumulators), each cache vector feeding NR FMAs. */
 #define ATTN_PV(NAME, VT, LD)                                                                      \
-    INL void NAME##_rows(const int NR, const float *s, int ss, const VT *v, int P, int hd,         \
+    INL void NAME##_rows(const int NR, int m, const float *s, int ss, const VT *v, int P, int hd,  \
                          float *o) {                                                               \
+        s += (size_t)m * ss, o += (size_t)m * hd;                                                  \
         for (int d = 0; d < hd; d += 16) {                                                         \
             __m256 acc[6][2];                                                                      \
             _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                 \
@@ -105,19 +112,8 @@ ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
-        int m = 0;                                                                                 \
-        for (; m + 6 <= M; m += 6)                                                                 \
-            NAME##_rows(6, s + (size_t)m * ss, ss, v, P, hd, o + (size_t)m * hd);                  \
-        s += (size_t)m * ss, o += (size_t)m * hd;                                                  \
-        switch (M - m) {                                                                           \
-        case 5: NAME##_rows(5, s, ss, v, P, hd, o); break;                                         \
-        case 4: NAME##_rows(4, s, ss, v, P, hd, o); break;                                         \
-        case 3: NAME##_rows(3, s, ss, v, P, hd, o); break;                                         \
-        case 2: NAME##_rows(2, s, ss, v, P, hd, o); break;                                         \
-        case 1: NAME##_rows(1, s, ss, v, P, hd, o); break;                                         \
-        default: break;                                                                            \
-        }                                                                                          \
+    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {           \
+        BY_SIX(M, NAME##_rows, s, ss, v, P, hd, o);                                                \
     }
 ATTN_PV(r1_x86_attn_pv_avx2, float, LD_F32)
 ATTN_PV(r1_x86_attn_pv_f16_avx2, uint16_t, LD_F16)
