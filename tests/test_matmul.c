@@ -199,6 +199,19 @@ static void q8_to_q8w(const uint8_t *q8, uint8_t *dst, int K) {
     for (int b = 0; b < K / 32; b++) dw[b] = d[b] / 256;
     for (int k = 0; k < K; k++) qw[k] = (int16_t)(q[k] * 256);
 }
+/* The same in q8ws form (cpu.h): q8w, then each block's fs = d x the sum of
+ * its q, as r1_cpu_q8ws_from_q8 makes it. */
+static void q8_to_q8ws(const uint8_t *q8, uint8_t *dst, int K) {
+    q8_to_q8w(q8, dst, K);
+    const float *dw = (const float *)dst;
+    const int16_t *qw = (const int16_t *)(dst + r1_cpu_q8_qoff(K));
+    float *fs = (float *)(dst + r1_cpu_q8ws_foff(K));
+    for (int b = 0; b < K / 32; b++) {
+        int sum = 0;
+        for (int i = 0; i < 32; i++) sum += qw[32 * b + i];
+        fs[b] = dw[b] * (float)sum;
+    }
+}
 
 /* The q8-activation tiles of the GGUF formats over column sub-ranges that
  * cpu.c does not produce today (64-aligned, inside a 256-weight super-block,
@@ -213,7 +226,8 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
         enum r1_dtype dt = dts[di];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
-        const int w16 = mm->act == R1_CPU_ACT_Q8W;
+        const int w16 = mm->act == R1_CPU_ACT_Q8W || mm->act == R1_CPU_ACT_Q8WS;
+        const int wsums = mm->act == R1_CPU_ACT_Q8WS;
         if (!mm->tile || !(r1_cpu_act_q8(mm->act) || w16)) continue;
         char what[48];
         snprintf(what, sizeof what, "tile ranges/%s", r1_dtype_name(dt));
@@ -224,7 +238,7 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
             struct mat w = mat_new(dt, isa->mr, K);
             const int sums = mm->act == R1_CPU_ACT_Q8S;
             size_t xs = sums ? r1_cpu_q8s_stride(K) : r1_cpu_q8_stride(K);
-            const size_t ws16 = r1_cpu_q8w_stride(K);
+            const size_t ws16 = wsums ? r1_cpu_q8ws_stride(K) : r1_cpu_q8w_stride(K);
             uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT);
             uint8_t *xw = aligned_alloc(64, ws16 * R1_CPU_NT);
             float *wf = malloc((size_t)K * 4);
@@ -233,7 +247,8 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
                     float *xr = frand_buf((size_t)K);
                     isa->quant_q8(xr, xq + t * xs, K);
                     if (sums) r1_cpu_q8s_sums(xq + t * xs, K);
-                    q8_to_q8w(xq + t * xs, xw + t * ws16, K);
+                    if (wsums) q8_to_q8ws(xq + t * xs, xw + t * ws16, K);
+                    else q8_to_q8w(xq + t * xs, xw + t * ws16, K);
                     free(xr);
                 }
                 float out[R1_CPU_MR * R1_CPU_NT];
@@ -285,7 +300,8 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
     const size_t xs = r1_cpu_q8_stride(K);
     const size_t x8s = r1_cpu_q8x8_stride(K), ws16 = r1_cpu_q8w_stride(K);
     uint8_t *xq = aligned_alloc(64, xs * R1_CPU_NT), *x8 = aligned_alloc(64, x8s * R1_CPU_NT);
-    uint8_t *xw = aligned_alloc(64, ws16 * R1_CPU_NT);
+    const size_t wss = r1_cpu_q8ws_stride(K);
+    uint8_t *xw = aligned_alloc(64, ws16 * R1_CPU_NT), *xws = aligned_alloc(64, wss * R1_CPU_NT);
     float *xr = malloc((size_t)K * 4), *wf = malloc((size_t)K * 4);
     for (int t = 0; t < R1_CPU_NT; t++) { /* all +1, all -1, +-1 by halves of 16, random */
         for (int k = 0; k < K; k++)
@@ -293,12 +309,14 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
         isa->quant_q8(xr, xq + t * xs, K);
         r1_cpu_q8_to_q8x8(xq + t * xs, x8 + t * x8s, K); /* the same values for q4_0x8 */
         q8_to_q8w(xq + t * xs, xw + t * ws16, K);          /* and for q8w tiles */
+        q8_to_q8ws(xq + t * xs, xws + t * wss, K);
     }
     for (size_t di = 0; di < sizeof f16_at / sizeof f16_at[0]; di++) {
         const enum r1_dtype dt = (enum r1_dtype)f16_at[di][0];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
         const int is_x8 = mm->act == R1_CPU_ACT_Q8X8, w16 = mm->act == R1_CPU_ACT_Q8W;
-        if (!mm->tile || (mm->act != R1_CPU_ACT_Q8 && !is_x8 && !w16)) continue;
+        const int wsums = mm->act == R1_CPU_ACT_Q8WS;
+        if (!mm->tile || (mm->act != R1_CPU_ACT_Q8 && !is_x8 && !w16 && !wsums)) continue;
         const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
         const size_t rb = r1_dtype_row_bytes(dt, K);
         uint8_t *wb = malloc(rb * R1_CPU_MR);
@@ -323,6 +341,7 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
                 float out[R1_CPU_MR * R1_CPU_NT], a[R1_CPU_MR * R1_CPU_NT], e[R1_CPU_MR * R1_CPU_NT];
                 if (is_x8) mm->tile(K, 0, K, wb, rb, isa->mr, x8, x8s, nt, out);
                 else if (w16) mm->tile(K, 0, K, wb, rb, isa->mr, xw, ws16, nt, out);
+                else if (wsums) mm->tile(K, 0, K, wb, rb, isa->mr, xws, wss, nt, out);
                 else mm->tile(K, 0, K, wb, rb, isa->mr, xq, xs, nt, out);
                 int n = 0;
                 for (int r = 0; r < isa->mr; r++) {
@@ -341,7 +360,7 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
         group_print(&g);
         free(wb);
     }
-    free(xq), free(x8), free(xw), free(xr), free(wf);
+    free(xq), free(x8), free(xw), free(xws), free(xr), free(wf);
 }
 
 /* ---- q4_0x8: the activation form, column sub-ranges, and the loader's

@@ -1,6 +1,7 @@
 /*
  * tile_hot.c - one decode tile alone, on one thread, with its weights in L2:
- * the pair tile (cpu.h r1_cpu_mm.pair_tile, both activation parts) of an ISA
+ * the pair tile (cpu.h r1_cpu_mm.pair_tile, both activation parts; for the
+ * q8w and q8ws forms, which fold both parts into one row, the tile) of an ISA
  * table at T = 1 over ROWS x K weights, ITERS times. It answers whether a
  * kernel is compute- or memory-bound: its GB/s here is what one core can
  * compute at most, to set beside mm_bench's streaming figure (if one thread
@@ -56,17 +57,22 @@ int main(int argc, char **argv) {
         return 2;
     }
     const struct r1_cpu_mm *mm = &isa->mm[dt];
-    if (!mm->pair_tile) {
+    /* q8w / q8ws: one activation row a token holds both parts, and the
+     * table's tile is the two-part one */
+    const int folded = mm->act == R1_CPU_ACT_Q8W || mm->act == R1_CPU_ACT_Q8WS;
+    if (!mm->pair_tile && !folded) {
         fprintf(stderr, "tile_hot: the %s table has no pair tile for %s\n", isa->name, argv[2]);
         return 1;
     }
     const size_t rb = r1_dtype_row_bytes(dt, K);
-    const size_t s = mm->act == R1_CPU_ACT_Q8X8  ? r1_cpu_q8x8_stride(K)
-                     : mm->act == R1_CPU_ACT_Q8S ? r1_cpu_q8s_stride(K)
-                                                 : r1_cpu_q8_stride(K);
+    const size_t s = folded                      ? r1_cpu_q8ws_stride(K) / 2 /* tokens 2 s apart */
+                     : mm->act == R1_CPU_ACT_Q8X8 ? r1_cpu_q8x8_stride(K)
+                     : mm->act == R1_CPU_ACT_Q8S  ? r1_cpu_q8s_stride(K)
+                                                  : r1_cpu_q8_stride(K);
+    uint8_t *parts = r1_alloc(2 * r1_cpu_q8_stride(K), "activation parts");
     uint8_t *w = r1_alloc(rb * (size_t)rows, "weights"), *x = r1_alloc(2 * s * (size_t)nt, "activations");
     float *xf = malloc((size_t)K * sizeof *xf);
-    if (!w || !x || !xf) {
+    if (!w || !x || !xf || !parts) {
         fprintf(stderr, "tile_hot: %s\n", r1_last_error());
         return 1;
     }
@@ -88,6 +94,11 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "tile_hot: the %s table has no two-part q8 quantizer\n", isa->name);
                 return 1;
             }
+            if (folded) { /* both parts, then folded into one q8ws row (a q8w row and more) */
+                isa->quant_q8_2(xf, parts, parts + r1_cpu_q8_stride(K), K);
+                r1_cpu_q8ws_from_q8(parts, parts + r1_cpu_q8_stride(K), xt, K);
+                continue;
+            }
             isa->quant_q8_2(xf, xt, xt + s, K);
             if (mm->act == R1_CPU_ACT_Q8S) {
                 r1_cpu_q8s_sums(xt, K);
@@ -95,7 +106,8 @@ int main(int argc, char **argv) {
             }
         }
     }
-    const int tstep = mm->pair_nt;
+    const int tstep = folded ? isa->nt : mm->pair_nt;
+    const r1_cpu_tile_fn fn = folded ? mm->tile : mm->pair_tile;
     float out[R1_CPU_NT * R1_CPU_MR];
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the first pass's output bits */
     double t0 = r1_now();
@@ -104,7 +116,7 @@ int main(int argc, char **argv) {
             for (int t = 0; t < nt; t += tstep) {
                 const int n = nt - t < tstep ? nt - t : tstep;
                 r1_cpu_tile_prefetch = t == 0;
-                mm->pair_tile(K, 0, K, w + (size_t)r * rb, rb, 4, x + 2 * s * (size_t)t, 2 * s, n, out);
+                fn(K, 0, K, w + (size_t)r * rb, rb, 4, x + 2 * s * (size_t)t, 2 * s, n, out);
                 if (it == 0)
                     for (int i = 0; i < 4 * n; i++) {
                         uint32_t b;

@@ -31,6 +31,7 @@ enum r1_cpu_act {
     R1_CPU_ACT_F32EO,
     R1_CPU_ACT_Q16,
     R1_CPU_ACT_F32EO32,
+    R1_CPU_ACT_Q8WS,
 };
 static inline size_t r1_cpu_bf16_stride(int K) { return ((size_t)K * 2 + 63) & ~(size_t)63; }
 
@@ -57,7 +58,7 @@ static inline size_t r1_cpu_q8s_stride(int K) {
 static inline int r1_cpu_act_q8(enum r1_cpu_act a) { return a == R1_CPU_ACT_Q8 || a == R1_CPU_ACT_Q8S; }
 /* 1 for the integer activation forms (q8 in one part or two). */
 static inline int r1_cpu_act_int(enum r1_cpu_act a) {
-    return r1_cpu_act_q8(a) || a == R1_CPU_ACT_Q8X8 || a == R1_CPU_ACT_Q8W;
+    return r1_cpu_act_q8(a) || a == R1_CPU_ACT_Q8X8 || a == R1_CPU_ACT_Q8W || a == R1_CPU_ACT_Q8WS;
 }
 /* Fills s16 and fs of a token whose q8 part is already there (plain C). */
 void r1_cpu_q8s_sums(uint8_t *tok, int K);
@@ -70,6 +71,21 @@ void r1_cpu_q8s_sums(uint8_t *tok, int K);
  * parts: q = 256 q_hi + q_lo (|q| <= 32639) at d = d_lo, the integers a
  * pair tile folds in int32. */
 static inline size_t r1_cpu_q8w_stride(int K) { return r1_cpu_q8_qoff(K) + (((size_t)K * 2 + 63) & ~(size_t)63); }
+/* A token's activations in q8ws form (R1_CPU_ACT_Q8WS), K % 32 == 0: the
+ * q8w form (both parts in its int16 quants, as above), then the block sums
+ * the K-quants' mins need:
+ *   float fs[K/32]   at r1_cpu_q8ws_foff(K): fs_hi[b] + fs_lo[b], each part's
+ *                    d[b] x the sum of block b's q (q8s's fs; one part: fs_hi)
+ * the next token r1_cpu_q8ws_stride(K) bytes further. Tiles widen 4- and
+ * 5-bit quants to int16 and multiply with vpmaddwd: one product per weight
+ * for both parts, where q8s pairs take two vpmaddubsw and two vpmaddwd. */
+static inline size_t r1_cpu_q8ws_foff(int K) { return r1_cpu_q8w_stride(K); }
+static inline size_t r1_cpu_q8ws_stride(int K) {
+    return r1_cpu_q8ws_foff(K) + (((size_t)K / 32 * sizeof(float) + 63) & ~(size_t)63);
+}
+/* A token in q8ws form into dst from its q8 form h (one part) or its two
+ * parts h and l (q8 or q8s form, l at h's scale / 256). */
+void r1_cpu_q8ws_from_q8(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K);
 /* A token's activations in q16 form (R1_CPU_ACT_Q16, the integer panel
  * GEMMs of batches), K % 32 == 0: per block of 32 a scale d = max|x| / 32767
  * (float d[K/32]) and int16 q[K] = x / d rounded, at r1_cpu_q8_qoff(K); the

@@ -74,6 +74,22 @@ static void to_q8w(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K) {
         for (int i = 0; i < K; i++) q[i] = qh[i];
 }
 
+void r1_cpu_q8ws_from_q8(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K) {
+    to_q8w(h, l, dst, K);
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    float *fs = (float *)(dst + r1_cpu_q8ws_foff(K));
+    for (int b = 0; b < K / 32; b++) {
+        int sh = 0, sl = 0;
+        for (int i = 0; i < 32; i++) {
+            sh += ((const int8_t *)(h + qoff))[32 * b + i];
+            if (l) sl += ((const int8_t *)(l + qoff))[32 * b + i];
+        }
+        /* as r1_cpu_q8s_sums makes each part's fs, and the pair tiles add them */
+        fs[b] = ((const float *)h)[b] * (float)sh;
+        if (l) fs[b] += ((const float *)l)[b] * (float)sl;
+    }
+}
+
 static void quant_bf16_c(const float *x, uint16_t *dst, int K) {
     for (int i = 0; i < K; i++) dst[i] = r1_f32_to_bf16(x[i]);
 }
@@ -172,8 +188,9 @@ const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         *xs = s;
         return buf;
     }
-    if (mm->act == R1_CPU_ACT_Q8W) { /* one row a token, the parts folded */
-        const size_t s = r1_cpu_q8w_stride(K), s8 = r1_cpu_q8_stride(K);
+    if (mm->act == R1_CPU_ACT_Q8W || mm->act == R1_CPU_ACT_Q8WS) { /* one row a token, the parts folded */
+        const int sums = mm->act == R1_CPU_ACT_Q8WS;
+        const size_t s = sums ? r1_cpu_q8ws_stride(K) : r1_cpu_q8w_stride(K), s8 = r1_cpu_q8_stride(K);
         uint8_t *buf = scratch((size_t)T * s + 2 * s8 + (size_t)K * sizeof(float));
         uint8_t *h = buf + (size_t)T * s, *l = h + s8;
         const int two = r1_cpu_act_parts() == 2;
@@ -181,7 +198,8 @@ const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
             const float *xt = x + (size_t)t * K;
             if (two) quant_parts(isa, xt, h, l, K, (float *)(l + s8));
             else isa->quant_q8(xt, h, K);
-            to_q8w(h, two ? l : NULL, buf + (size_t)t * s, K);
+            if (sums) r1_cpu_q8ws_from_q8(h, two ? l : NULL, buf + (size_t)t * s, K);
+            else to_q8w(h, two ? l : NULL, buf + (size_t)t * s, K);
         }
         *xs = s;
         return buf;

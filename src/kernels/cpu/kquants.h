@@ -48,6 +48,11 @@ void r1_kq_tile_q4_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
 
+/* q4_K, q5_K against R1_CPU_ACT_Q8WS activations (both parts in int16),
+ * vpmaddwd: the avx2 table's; nr <= 4, nt <= 4 */
+void r1_kq_tile_q4_K_q8ws_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS);
+
 /* AVX-512 F/BW/VL/DQ + VNNI (the avx512 table's CPUs), nr <= 4, nt <= 4 */
 void r1_kq_tile_q4_K_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_K_avx512(R1_KQ_TILE_ARGS);

@@ -337,6 +337,12 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
  * two-part activations); without VNNI the panel wins (127 against 93). */
 #define Q4_0X8_PANEL_avx2 PANEL_Q16(q4_0x8)
 #define Q4_0X8_PANEL_avx2vnni .batch_panel = NULL
+/* q4_K and q5_K: without VNNI the quants widened to int16 against q8ws
+ * activations (both parts in one vpmaddwd, kquants_avx2.c); with VNNI
+ * vpdpbusd on q8s pairs */
+#define Q45_K_avx2(NAME) {R1_CPU_ACT_Q8WS, r1_kq_tile_##NAME##_q8ws_avx2, PANEL_OF(NAME)}
+#define Q45_K_avx2vnni(NAME)                                                                       \
+    {R1_CPU_ACT_Q8S, r1_kq_tile_##NAME##_avx2vnni, PANEL_OF(NAME), PAIR_OF(r1_kq_tile_##NAME, avx2vnni)}
 #define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
     {                                                                                              \
         .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
@@ -355,10 +361,8 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                                    PAIR_OF(r1_x86_tile_q5_0, V)},                                  \
                 [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V, PANEL_OF(q5_1),           \
                                    PAIR_OF(r1_x86_tile_q5_1, V)},                                  \
-                [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_##V, PANEL_OF(q4_K),            \
-                                   PAIR_OF(r1_kq_tile_q4_K, V)},                                   \
-                [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_##V, PANEL_OF(q5_K),            \
-                                   PAIR_OF(r1_kq_tile_q5_K, V)},                                   \
+                [R1_DTYPE_Q4_K] = Q45_K_##V(q4_K),                                                 \
+                [R1_DTYPE_Q5_K] = Q45_K_##V(q5_K),                                                 \
                 [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V, PANEL_OF(q6_K),            \
                                    PAIR_OF(r1_kq_tile_q6_K, V)},                                   \
                 [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V,    \

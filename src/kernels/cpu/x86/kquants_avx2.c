@@ -22,6 +22,9 @@
  * quants are unpacked once for all of them.
  * Column ranges start and end on 64-column chunks (kquants.h): a super-block
  * cut by the range has the sums of its missing sub-blocks masked out.
+ * Without VNNI the avx2 table runs q4_K and q5_K on q8ws activations
+ * instead (cpu.h: both parts in int16 quants, kqw_run below): one vpmaddwd
+ * per 16 weights where a q8s pair takes two vpmaddubsw and two vpmaddwd.
  */
 #include "kernels/cpu/kquants.h"
 
@@ -272,6 +275,113 @@ INL void kq_tile(const int DT, const int V, const int PAIR, R1_KQ_TILE_ARGS) {
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
 }
+
+/* ---- q4_K and q5_K against q8ws activations (cpu.h: int16 quants that hold
+ * both parts, 256 q_hi + q_lo, and the blocks' fs): the avx2 table's decode
+ * and small batches. A 32-column block is one vpmaddwd per 16 weights (the
+ * quants widened to int16) where q8s pairs took two vpmaddubsw and two
+ * vpmaddwd; the rest is as kq_run: per block one conversion and one FMA
+ * with d sc d_x, the mins per super-block, two FMA chains a token. The
+ * int32 lane i of a block holds columns 2i, 2i + 1, 2i + 16 and 2i + 17
+ * (kq_run's: 4i .. 4i + 3), so a sum is rounded in another order than the
+ * q8s tiles' (the avx2-vnni table, the AVX-512 ones), by float rounding
+ * only: the integers are the same. Bounds: |q| <= 32639, quants <= 31: a
+ * lane's 4 products stay below 2^22. */
+#define KQW_CHUNK(J)                                                                               \
+    do {                                                                                           \
+        const uint8_t *qb = blk + (DT == F_Q4K ? 16 : 48) + 32 * (J);                              \
+        __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)qb));                    \
+        __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(qb + 16)));             \
+        __m256i a0 = _mm256_and_si256(a, m4), a1 = _mm256_and_si256(_mm256_srli_epi16(a, 4), m4);  \
+        __m256i b0 = _mm256_and_si256(b, m4), b1 = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);  \
+        if (DT == F_Q5K) { /* bit s of each qh byte: sub-block s's fifth bit, as 16 */             \
+            a0 = _mm256_or_si256(a0, q5_hi16(ha, 2 * (J)));                                        \
+            b0 = _mm256_or_si256(b0, q5_hi16(hb, 2 * (J)));                                        \
+            a1 = _mm256_or_si256(a1, q5_hi16(ha, 2 * (J) + 1));                                    \
+            b1 = _mm256_or_si256(b1, q5_hi16(hb, 2 * (J) + 1));                                    \
+        }                                                                                          \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
+            const __m256i *xb = (const __m256i *)(xq[t] + 64 * (J));                               \
+            __m256i p0 = _mm256_add_epi32(_mm256_madd_epi16(a0, _mm256_loadu_si256(xb)),            \
+                                          _mm256_madd_epi16(b0, _mm256_loadu_si256(xb + 1)));       \
+            __m256i p1 = _mm256_add_epi32(_mm256_madd_epi16(a1, _mm256_loadu_si256(xb + 2)),        \
+                                          _mm256_madd_epi16(b1, _mm256_loadu_si256(xb + 3)));       \
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&scm[t][2 * (J)]), \
+                                     acc[t]);                                                      \
+            acc2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),                                      \
+                                      _mm256_broadcast_ss(&scm[t][2 * (J) + 1]), acc2[t]);         \
+        }                                                                                          \
+    } while (0)
+
+/* q5_K on int16 lanes: the fifth bit of sub-block s (bit s of each qh
+ * byte, zero-extended) as 0 or 16 */
+INL __m256i q5_hi16(__m256i qh, const int s) {
+    __m256i v = s < 4 ? _mm256_slli_epi16(qh, 4 - s) : _mm256_srli_epi16(qh, s - 4);
+    return _mm256_and_si256(v, _mm256_set1_epi16(0x10));
+}
+
+/* One row w x NT tokens (q8ws at xt[t]) over columns [k0, k1): res[t]; pf:
+ * fetch the row ahead (r1_cpu_tile_prefetch). */
+INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_t *w,
+                 const uint8_t *const *xt, int pf, float *res) {
+    const size_t bs = DT == F_Q4K ? 144 : 176;
+    const size_t qoff = r1_cpu_q8_qoff(K), foff = r1_cpu_q8ws_foff(K);
+    const __m256i m4 = _mm256_set1_epi16(0x0f);
+    __m256 acc[4], acc2[4];
+    _Alignas(32) float scm[4][8];
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] = acc2[t] = _mm256_setzero_ps();
+    const unsigned sb0 = (unsigned)k0 / R1_QK_K, sb1 = ((unsigned)k1 + R1_QK_K - 1) / R1_QK_K;
+    for (unsigned sb = sb0; sb < sb1; sb++) {
+        const int j0 = sb == sb0 ? (int)((unsigned)k0 % R1_QK_K / 64) : 0;
+        const int j1 = sb + 1 == sb1 ? (int)(((unsigned)k1 - sb * R1_QK_K + 63) / 64) : 4;
+        const int part = j0 != 0 || j1 != 4;
+        const int16_t *xq[4];
+        const uint8_t *blk = w + (size_t)sb * bs;
+        if (pf) kq_prefetch(blk, bs);
+        __m256 sc, mn;
+        kq_scales(blk, &sc, &mn);
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            xq[t] = (const int16_t *)(xt[t] + qoff) + (size_t)sb * R1_QK_K;
+            __m256 sx = _mm256_loadu_ps((const float *)(xt[t] + foff) + sb * 8);
+            if (part) sx = _mm256_and_ps(sx, lane_mask(2 * j0, 2 * j1));
+            _mm256_store_ps(scm[t], _mm256_mul_ps(sc, _mm256_loadu_ps((const float *)xt[t] + sb * 8)));
+            acc[t] = _mm256_fnmadd_ps(mn, sx, acc[t]);
+        }
+        __m256i ha = _mm256_setzero_si256(), hb = ha;
+        if (DT == F_Q5K) {
+            ha = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 16)));
+            hb = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 32)));
+        }
+        (void)ha, (void)hb;
+        if (!part) {
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) KQW_CHUNK(j);
+        } else {
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+                if (j < j0 || j >= j1) continue;
+                KQW_CHUNK(j);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[t] = r1_avx2_hsum(_mm256_add_ps(acc[t], acc2[t]));
+}
+
+/* Rows one at a time (each a linear stream, as kq_tile), against up to 4
+ * q8ws tokens. */
+INL void kqw_tile(const int DT, R1_KQ_TILE_ARGS) {
+    const uint8_t *xt[4];
+    for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const int pf = r1_cpu_tile_prefetch;
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *wr = w + (size_t)r * ws;
+        float res[4];
+        if (nt == 1) kqw_run(DT, 1, K, k0, k1, wr, xt, pf, res);
+        else if (nt == 2) kqw_run(DT, 2, K, k0, k1, wr, xt, pf, res);
+        else kqw_run(DT, 4, K, k0, k1, wr, xt, pf, res);
+        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
+    }
+}
+TGT void r1_kq_tile_q4_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kqw_tile(F_Q4K, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kqw_tile(F_Q5K, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
 /* NAME_avx2(vnni): one activation row per token (nt <= 4); NAME_pair_avx2(vnni):
  * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2) */
