@@ -200,7 +200,7 @@ static void q8_to_q8w(const uint8_t *q8, uint8_t *dst, int K) {
     for (int k = 0; k < K; k++) qw[k] = (int16_t)(q[k] * 256);
 }
 /* The same in q8ws form (cpu.h): q8w, then each block's fs = d x the sum of
- * its q, as r1_cpu_q8ws_from_q8 makes it. */
+ * its q, as r1_cpu_q8w_fold_c makes it. */
 static void q8_to_q8ws(const uint8_t *q8, uint8_t *dst, int K) {
     q8_to_q8w(q8, dst, K);
     const float *dw = (const float *)dst;

@@ -286,9 +286,10 @@ static void test_pair_tiles(const struct r1_cpu_isa *isa) {
 
 /* The two-part quantizers of an ISA (cpu.h quant_q8_2, quant_q8x8_2) give
  * the bytes cpu.c's plain path makes from the ISA's quant_q8: hi = q8(x),
- * lo = q8(x - d q), the x8 form rearranged from those. */
+ * lo = q8(x - d q), the x8 form rearranged from those; its q8w_fold the
+ * bytes of r1_cpu_q8w_fold_c, from one part or two, with sums or without. */
 static void test_two_parts(const struct r1_cpu_isa *isa) {
-    if (!isa->quant_q8_2 && !isa->quant_q8x8_2) return;
+    if (!isa->quant_q8_2 && !isa->quant_q8x8_2 && !isa->q8w_fold) return;
     int bad = 0, cases = 0;
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
         const int K = widths[wi];
@@ -331,10 +332,25 @@ static void test_two_parts(const struct r1_cpu_isa *isa) {
             cases++;
             free(hx), free(lx);
         }
+        if (isa->q8w_fold) {
+            const size_t sw = r1_cpu_q8ws_stride(K);
+            uint8_t *c = aligned_alloc(64, sw), *e = aligned_alloc(64, sw);
+            for (int two = 0; two < 2; two++)
+                for (int sums = 0; sums < 2; sums++) {
+                    memset(c, 0, sw), memset(e, 0xa5, sw);
+                    r1_cpu_q8w_fold_c(h, two ? l : NULL, c, K, sums);
+                    isa->q8w_fold(h, two ? l : NULL, e, K, sums);
+                    const size_t qo = r1_cpu_q8_qoff(K), fo = r1_cpu_q8ws_foff(K), nb = (size_t)K / 32 * 4;
+                    bad += memcmp(c, e, nb) != 0 || memcmp(c + qo, e + qo, (size_t)K * 2) != 0 ||
+                           (sums && memcmp(c + fo, e + fo, nb) != 0); /* d, q, fs: not the padding */
+                    cases++;
+                }
+            free(c), free(e);
+        }
         free(x), free(r), free(h), free(l), free(a), free(b);
     }
     CHECK(bad == 0, "%s two-part quantizers: %d of %d rows differ from the plain path", isa->name, bad, cases);
-    printf("%-8s two-part q8 / q8x8 activations: %d rows, %s\n", isa->name, cases,
+    printf("%-8s two-part q8 / q8x8 / q8w(s) activations: %d rows, %s\n", isa->name, cases,
            bad ? "DIFFER" : "the plain path's bytes");
 }
 

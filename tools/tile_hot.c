@@ -96,7 +96,7 @@ int main(int argc, char **argv) {
             }
             if (folded) { /* both parts, then folded into one q8ws row (a q8w row and more) */
                 isa->quant_q8_2(xf, parts, parts + r1_cpu_q8_stride(K), K);
-                r1_cpu_q8ws_from_q8(parts, parts + r1_cpu_q8_stride(K), xt, K);
+                r1_cpu_q8w_fold_c(parts, parts + r1_cpu_q8_stride(K), xt, K, 1);
                 continue;
             }
             isa->quant_q8_2(xf, xt, xt + s, K);

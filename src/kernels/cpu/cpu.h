@@ -83,9 +83,10 @@ static inline size_t r1_cpu_q8ws_foff(int K) { return r1_cpu_q8w_stride(K); }
 static inline size_t r1_cpu_q8ws_stride(int K) {
     return r1_cpu_q8ws_foff(K) + (((size_t)K / 32 * sizeof(float) + 63) & ~(size_t)63);
 }
-/* A token in q8ws form into dst from its q8 form h (one part) or its two
- * parts h and l (q8 or q8s form, l at h's scale / 256). */
-void r1_cpu_q8ws_from_q8(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K);
+/* A token in q8w form (sums: q8ws) into dst from its q8 form h (one part)
+ * or its two parts h and l (q8 or q8s form, l at h's scale / 256); plain C,
+ * and the bytes an ISA's q8w_fold must make. */
+void r1_cpu_q8w_fold_c(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K, int sums);
 /* A token's activations in q16 form (R1_CPU_ACT_Q16, the integer panel
  * GEMMs of batches), K % 32 == 0: per block of 32 a scale d = max|x| / 32767
  * (float d[K/32]) and int16 q[K] = x / d rounded, at r1_cpu_q8_qoff(K); the
@@ -275,6 +276,8 @@ struct r1_cpu_isa {
     void (*quant_q8x8_2)(const float *x, uint8_t *hi, uint8_t *lo, int K);
     void (*quant_bf16)(const float *x, uint16_t *dst, int K); /* one token; NULL: plain C */
     void (*quant_q16)(const float *x, uint8_t *dst, int K);   /* one token, K % 32 == 0; NULL: plain C */
+    /* Optional: r1_cpu_q8w_fold_c (the same bytes); NULL: that one. */
+    void (*q8w_fold)(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K, int sums);
     /* Optional: h1 = bf16(x - h0), h2 = bf16(x - h0 - h1) for i < K, h0 =
      * bf16(x) given (round to nearest even; the same bits as plain C). */
     void (*split_bf16)(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K);

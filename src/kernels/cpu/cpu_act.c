@@ -62,31 +62,21 @@ static void quant_parts(const struct r1_cpu_isa *isa, const float *x, uint8_t *h
 
 /* A token in q8w form (cpu.h) from its q8 form h (one part) or its two
  * parts h and l: q = 256 q_h + q_l at l's scale (d_h / 256), the integers
- * the pair tiles fold in int32. */
-static void to_q8w(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K) {
+ * the pair tiles fold in int32; sums: and the q8ws form's fs, each part's
+ * d x its block's sum, added (q8s's fs, which the pair tiles add alike). */
+void r1_cpu_q8w_fold_c(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K, int sums) {
     const size_t qoff = r1_cpu_q8_qoff(K);
     memcpy(dst, l ? l : h, (size_t)K / 32 * sizeof(float));
     const int8_t *qh = (const int8_t *)(h + qoff), *ql = l ? (const int8_t *)(l + qoff) : NULL;
     int16_t *q = (int16_t *)(dst + qoff);
-    if (ql)
-        for (int i = 0; i < K; i++) q[i] = (int16_t)(qh[i] * 256 + ql[i]);
-    else
-        for (int i = 0; i < K; i++) q[i] = qh[i];
-}
-
-void r1_cpu_q8ws_from_q8(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K) {
-    to_q8w(h, l, dst, K);
-    const size_t qoff = r1_cpu_q8_qoff(K);
+    for (int i = 0; i < K; i++) q[i] = (int16_t)(ql ? qh[i] * 256 + ql[i] : qh[i]); /* one part: q_h at d_h */
+    if (!sums) return;
     float *fs = (float *)(dst + r1_cpu_q8ws_foff(K));
     for (int b = 0; b < K / 32; b++) {
         int sh = 0, sl = 0;
-        for (int i = 0; i < 32; i++) {
-            sh += ((const int8_t *)(h + qoff))[32 * b + i];
-            if (l) sl += ((const int8_t *)(l + qoff))[32 * b + i];
-        }
-        /* as r1_cpu_q8s_sums makes each part's fs, and the pair tiles add them */
+        for (int i = 0; i < 32; i++) sh += qh[32 * b + i], sl += ql ? ql[32 * b + i] : 0;
         fs[b] = ((const float *)h)[b] * (float)sh;
-        if (l) fs[b] += ((const float *)l)[b] * (float)sl;
+        if (ql) fs[b] += ((const float *)l)[b] * (float)sl;
     }
 }
 
@@ -194,12 +184,13 @@ const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         uint8_t *buf = scratch((size_t)T * s + 2 * s8 + (size_t)K * sizeof(float));
         uint8_t *h = buf + (size_t)T * s, *l = h + s8;
         const int two = r1_cpu_act_parts() == 2;
+        void (*fold)(const uint8_t *, const uint8_t *, uint8_t *, int, int) =
+            isa->q8w_fold ? isa->q8w_fold : r1_cpu_q8w_fold_c;
         for (int t = 0; t < T; t++) {
             const float *xt = x + (size_t)t * K;
             if (two) quant_parts(isa, xt, h, l, K, (float *)(l + s8));
             else isa->quant_q8(xt, h, K);
-            if (sums) r1_cpu_q8ws_from_q8(h, two ? l : NULL, buf + (size_t)t * s, K);
-            else to_q8w(h, two ? l : NULL, buf + (size_t)t * s, K);
+            fold(h, two ? l : NULL, buf + (size_t)t * s, K, sums);
         }
         *xs = s;
         return buf;

@@ -272,6 +272,39 @@ TGT void r1_x86_quant_q8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K)
     }
 }
 
+/* The sum of v's 32 signed bytes: vpsadbw on them biased by 128. */
+INL int sum_i8(__m256i v) {
+    __m256i s = _mm256_sad_epu8(_mm256_xor_si256(v, _mm256_set1_epi8(-128)), _mm256_setzero_si256());
+    __m128i t = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return _mm_cvtsi128_si32(_mm_add_epi64(t, _mm_unpackhi_epi64(t, t))) - 32 * 128;
+}
+/* cpu.h r1_cpu_q8w_fold_c, the same bytes: each 32 quants widened to int16,
+ * q_h x 256 + q_l, and (sums) fs = d_h s_h + d_l s_l, rounded as there. */
+TGT void r1_x86_q8w_fold_avx2(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K, int sums) {
+    const size_t qoff = r1_cpu_q8_qoff(K);
+    memcpy(dst, l ? l : h, (size_t)K / 32 * sizeof(float));
+    const uint8_t *qh = h + qoff, *ql = l ? l + qoff : NULL;
+    __m256i *q = (__m256i *)(dst + qoff);
+    float *fs = (float *)(dst + r1_cpu_q8ws_foff(K));
+    for (int b = 0; b < K / 32; b++) {
+        const __m256i vh = _mm256_loadu_si256((const __m256i *)(qh + 32 * b));
+        __m256i q0 = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(vh));
+        __m256i q1 = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(vh, 1));
+        __m256i vl = _mm256_setzero_si256();
+        if (ql) {
+            vl = _mm256_loadu_si256((const __m256i *)(ql + 32 * b));
+            q0 = _mm256_add_epi16(_mm256_slli_epi16(q0, 8), _mm256_cvtepi8_epi16(_mm256_castsi256_si128(vl)));
+            q1 = _mm256_add_epi16(_mm256_slli_epi16(q1, 8), _mm256_cvtepi8_epi16(_mm256_extracti128_si256(vl, 1)));
+        }
+        _mm256_storeu_si256(q + 2 * b, q0);
+        _mm256_storeu_si256(q + 2 * b + 1, q1);
+        if (sums) {
+            fs[b] = ((const float *)h)[b] * (float)sum_i8(vh);
+            if (ql) fs[b] += ((const float *)l)[b] * (float)sum_i8(vl);
+        }
+    }
+}
+
 /* ---- vector helpers for attention and the KV cache ---- */
 TGT float r1_x86_dot_f32_avx2(const float *a, const float *b, int n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
@@ -370,7 +403,7 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
             },                                                                                     \
         .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
         .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                  \
-        .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2,                                                  \
+        .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2, .q8w_fold = r1_x86_q8w_fold_avx2,                \
         .dot_f32 = r1_x86_dot_f32_avx2,                          \
         .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
         .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \

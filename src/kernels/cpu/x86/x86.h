@@ -38,6 +38,8 @@ R1_X86_Q32_AVX2(r1_x86_tile_q4_0x8)
 void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K);
 /* Two-part activations (cpu.h quant_q8_2, quant_q8x8_2), plain AVX2 */
 void r1_x86_quant_q8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
+/* cpu.h q8w_fold, plain AVX2 */
+void r1_x86_q8w_fold_avx2(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K, int sums);
 void r1_x86_quant_q8x8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
 /* q8_0 weights against q8w activations (plain AVX2: decode and batches) */
 void r1_x86_tile_q8_0_q8w_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
