@@ -34,15 +34,11 @@ void r1_kq_tile_q5_1_c(R1_KQ_TILE_ARGS);
 #if defined(__x86_64__)
 /* AVX2 + FMA + F16C (x86/kquants_avx2.c), against R1_CPU_ACT_Q8S activations;
  * the _avx2vnni forms need r1_x86_avx2_vnni != 0. nr <= 4, nt <= 4 */
-void r1_kq_tile_q4_K_avx2(R1_KQ_TILE_ARGS);
-void r1_kq_tile_q5_K_avx2(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_K_avx2(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q4_K_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_K_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_K_avx2vnni(R1_KQ_TILE_ARGS);
 /* the same on two-part pairs, folded in int32 (cpu.h r1_cpu_mm.pair_tile), nt <= 2 */
-void r1_kq_tile_q4_K_pair_avx2(R1_KQ_TILE_ARGS);
-void r1_kq_tile_q5_K_pair_avx2(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_K_pair_avx2(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q4_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_K_pair_avx2vnni(R1_KQ_TILE_ARGS);

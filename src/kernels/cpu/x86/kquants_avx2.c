@@ -383,26 +383,30 @@ INL void kqw_tile(const int DT, R1_KQ_TILE_ARGS) {
 TGT void r1_kq_tile_q4_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kqw_tile(F_Q4K, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kqw_tile(F_Q5K, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
-/* NAME_avx2(vnni): one activation row per token (nt <= 4); NAME_pair_avx2(vnni):
- * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2) */
-#define KQ_AVX2(NAME, DT)                                                                          \
-    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+/* NAME_avx2vnni: one activation row per token (nt <= 4); NAME_pair_avx2vnni:
+ * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2); KQ_AVX2 adds the
+ * plain AVX2 forms NAME_avx2 and NAME_pair_avx2 (q6_K: q4_K and q5_K run
+ * on q8ws there, kqw_tile) */
+#define KQ_VNNI(NAME, DT)                                                                          \
     static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                        \
         if (r1_x86_avx2_vnni == 1) NAME##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
         else NAME##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
     }                                                                                              \
-    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_pvex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_pevex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                   \
         if (r1_x86_avx2_vnni == 1) NAME##_pvex(K, k0, k1, w, ws, nr, x, xs, nt, out);              \
         else NAME##_pevex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
     }
+#define KQ_AVX2(NAME, DT)                                                                          \
+    KQ_VNNI(NAME, DT)                                                                              \
+    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
-KQ_AVX2(r1_kq_tile_q4_K, F_Q4K)
-KQ_AVX2(r1_kq_tile_q5_K, F_Q5K)
+KQ_VNNI(r1_kq_tile_q4_K, F_Q4K)
+KQ_VNNI(r1_kq_tile_q5_K, F_Q5K)
 KQ_AVX2(r1_kq_tile_q6_K, F_Q6K)
 
 #endif /* __x86_64__ */
