@@ -105,6 +105,13 @@ INL __m256i q5_hi(__m256i qh, const int s) {
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
+/* A chunk's two sub-block dots into a token's two chains: *a += p0 s[0],
+ * *a2 += p1 s[1] */
+INL void kq_fma2(__m256 *a, __m256 *a2, __m256i p0, __m256i p1, const float *s) {
+    *a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(s), *a);
+    *a2 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_broadcast_ss(s + 1), *a2);
+}
+
 /* Chunk J (columns 64J..64J+63 of the super-block at blk) of a q4_K/q5_K row:
  * its two sub-blocks' quants, then into each token's two sums: the even
  * sub-block into acc[t], the odd one into acc2[t] (two FMA chains). */
@@ -123,10 +130,7 @@ INL __m256i q5_hi(__m256i qh, const int s) {
                               : r1_avx2_dotz(V, lo, ld(xb));                                       \
             __m256i p1 = PAIR ? r1_avx2_dotz_pair(V, hi, ld(xb + 32), hi, ld(xb + lp + 32))       \
                               : r1_avx2_dotz(V, hi, ld(xb + 32));                                  \
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&scm[t][2 * (J)]), \
-                                     acc[t]);                                                      \
-            acc2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),                                      \
-                                      _mm256_broadcast_ss(&scm[t][2 * (J) + 1]), acc2[t]);         \
+            kq_fma2(&acc[t], &acc2[t], p0, p1, &scm[t][2 * (J)]);                                  \
         }                                                                                          \
     } while (0)
 
@@ -158,6 +162,32 @@ INL __m256i q5_hi(__m256i qh, const int s) {
         Q6_BLOCK(q1, 2 * (J) + 1, acc2)                                                            \
     } while (0)
 
+/* Super-block sb of sb0 .. sb1 - 1 (columns [k0, k1)): its chunks j0 .. j1 -
+ * 1; 1 if that is not all 4 (only the first and the last may be cut). */
+INL int kq_span(unsigned sb, unsigned sb0, unsigned sb1, int k0, int k1, int *j0, int *j1) {
+    *j0 = sb == sb0 ? (int)((unsigned)k0 % R1_QK_K / 64) : 0;
+    *j1 = sb + 1 == sb1 ? (int)(((unsigned)k1 - sb * R1_QK_K + 63) / 64) : 4;
+    return *j0 != 0 || *j1 != 4;
+}
+/* CHUNK(j) for the chunks of the span: whole super-blocks (decode: all of
+ * them) without range tests */
+#define KQ_CHUNKS(CHUNK)                                                                           \
+    do {                                                                                           \
+        if (!part) {                                                                               \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) CHUNK(j);                          \
+        } else {                                                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                  \
+                if (j < j0 || j >= j1) continue;                                                   \
+                CHUNK(j);                                                                          \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+#define KQ_RUN_CHUNK(J)                                                                            \
+    do {                                                                                           \
+        if (DT == F_Q6K) Q6_CHUNK(J);                                                              \
+        else KQ45_CHUNK(J);                                                                        \
+    } while (0)
+
 /* One row w x NT tokens (xt) over columns [k0, k1): res[t]. pf: fetch the
  * row ahead (r1_cpu_tile_prefetch).
  * PAIR: two-part activations (cpu.h r1_cpu_mm.pair_tile), token t's lo part
@@ -180,9 +210,8 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, 
      * (chunks j0 .. j1 - 1), the rest run without range tests */
     const unsigned sb0 = (unsigned)k0 / R1_QK_K, sb1 = ((unsigned)k1 + R1_QK_K - 1) / R1_QK_K;
     for (unsigned sb = sb0; sb < sb1; sb++) {
-        const int j0 = sb == sb0 ? (int)((unsigned)k0 % R1_QK_K / 64) : 0;
-        const int j1 = sb + 1 == sb1 ? (int)(((unsigned)k1 - sb * R1_QK_K + 63) / 64) : 4;
-        const int part = j0 != 0 || j1 != 4;
+        int j0, j1;
+        const int part = kq_span(sb, sb0, sb1, k0, k1, &j0, &j1);
         const uint8_t *xq[4];
         __m256 dx[4], dx2[4], sx[4], sx2[4]; /* dx: act scales; sx(, sx2): the sums, masked to the range */
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
@@ -240,40 +269,9 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, 
                 acc[t] = _mm256_fnmadd_ps(mn, sx[t], acc[t]);
             }
         }
-        if (!part) { /* whole super-blocks (decode: all of them), no range tests */
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-                if (DT == F_Q6K) Q6_CHUNK(j);
-                else KQ45_CHUNK(j);
-            }
-        } else {
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-                if (j < j0 || j >= j1) continue;
-                if (DT == F_Q6K) Q6_CHUNK(j);
-                else KQ45_CHUNK(j);
-            }
-        }
+        KQ_CHUNKS(KQ_RUN_CHUNK);
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[t] = r1_avx2_hsum(_mm256_add_ps(acc[t], acc2[t]));
-}
-
-/* One row at a time, each row one linear stream (decode on the Zen 3 VM:
- * cpu.h r1_cpu_decode_row1; these tiles have no 4-row form, so the flag does
- * not change them). Decode: one token, or its two activation parts (nt <= 2;
- * PAIR: one or two tokens, both parts each). Batches: each row against 4
- * activation rows (past nt: row 0 again), so a row's quants are unpacked
- * once for all of them. */
-INL void kq_tile(const int DT, const int V, const int PAIR, R1_KQ_TILE_ARGS) {
-    const uint8_t *xt[4];
-    for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
-    const int pf = r1_cpu_tile_prefetch;
-    for (int r = 0; r < nr; r++) {
-        const uint8_t *wr = w + (size_t)r * ws;
-        float res[4];
-        if (nt == 1) kq_run(DT, V, PAIR, 1, K, k0, k1, wr, xt, pf, res);
-        else if (nt == 2) kq_run(DT, V, PAIR, 2, K, k0, k1, wr, xt, pf, res);
-        else kq_run(DT, V, 0, 4, K, k0, k1, wr, xt, pf, res);
-        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
-    }
 }
 
 /* ---- q4_K and q5_K against q8ws activations (cpu.h: int16 quants that hold
@@ -306,10 +304,7 @@ INL void kq_tile(const int DT, const int V, const int PAIR, R1_KQ_TILE_ARGS) {
                                           _mm256_madd_epi16(b0, _mm256_loadu_si256(xb + 1)));       \
             __m256i p1 = _mm256_add_epi32(_mm256_madd_epi16(a1, _mm256_loadu_si256(xb + 2)),        \
                                           _mm256_madd_epi16(b1, _mm256_loadu_si256(xb + 3)));       \
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_broadcast_ss(&scm[t][2 * (J)]), \
-                                     acc[t]);                                                      \
-            acc2[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1),                                      \
-                                      _mm256_broadcast_ss(&scm[t][2 * (J) + 1]), acc2[t]);         \
+            kq_fma2(&acc[t], &acc2[t], p0, p1, &scm[t][2 * (J)]);                                  \
         }                                                                                          \
     } while (0)
 
@@ -332,9 +327,8 @@ INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[t] = acc2[t] = _mm256_setzero_ps();
     const unsigned sb0 = (unsigned)k0 / R1_QK_K, sb1 = ((unsigned)k1 + R1_QK_K - 1) / R1_QK_K;
     for (unsigned sb = sb0; sb < sb1; sb++) {
-        const int j0 = sb == sb0 ? (int)((unsigned)k0 % R1_QK_K / 64) : 0;
-        const int j1 = sb + 1 == sb1 ? (int)(((unsigned)k1 - sb * R1_QK_K + 63) / 64) : 4;
-        const int part = j0 != 0 || j1 != 4;
+        int j0, j1;
+        const int part = kq_span(sb, sb0, sb1, k0, k1, &j0, &j1);
         const int16_t *xq[4];
         const uint8_t *blk = w + (size_t)sb * bs;
         if (pf) kq_prefetch(blk, bs);
@@ -353,57 +347,55 @@ INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_
             hb = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(blk + 32)));
         }
         (void)ha, (void)hb;
-        if (!part) {
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) KQW_CHUNK(j);
-        } else {
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
-                if (j < j0 || j >= j1) continue;
-                KQW_CHUNK(j);
-            }
-        }
+        KQ_CHUNKS(KQW_CHUNK);
     }
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[t] = r1_avx2_hsum(_mm256_add_ps(acc[t], acc2[t]));
 }
 
-/* Rows one at a time (each a linear stream, as kq_tile), against up to 4
- * q8ws tokens. */
-INL void kqw_tile(const int DT, R1_KQ_TILE_ARGS) {
+/* One row at a time, each row one linear stream (decode on the Zen 3 VM:
+ * cpu.h r1_cpu_decode_row1; these tiles have no 4-row form, so the flag does
+ * not change them). Decode: one token, or its two activation parts (nt <= 2;
+ * PAIR: one or two tokens, both parts each). Batches: each row against 4
+ * activation rows (past nt: row 0 again), so a row's quants are unpacked
+ * once for all of them. W: q8ws activations (kqw_run; PAIR and V unused). */
+INL void kq_tile(const int DT, const int V, const int PAIR, const int W, R1_KQ_TILE_ARGS) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const int pf = r1_cpu_tile_prefetch;
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        if (nt == 1) kqw_run(DT, 1, K, k0, k1, wr, xt, pf, res);
-        else if (nt == 2) kqw_run(DT, 2, K, k0, k1, wr, xt, pf, res);
-        else kqw_run(DT, 4, K, k0, k1, wr, xt, pf, res);
+        if (nt == 1) W ? kqw_run(DT, 1, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, PAIR, 1, K, k0, k1, wr, xt, pf, res);
+        else if (nt == 2) W ? kqw_run(DT, 2, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, PAIR, 2, K, k0, k1, wr, xt, pf, res);
+        else W ? kqw_run(DT, 4, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, 0, 4, K, k0, k1, wr, xt, pf, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
 }
-TGT void r1_kq_tile_q4_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kqw_tile(F_Q4K, K, k0, k1, w, ws, nr, x, xs, nt, out); }
-TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kqw_tile(F_Q5K, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+
+TGT void r1_kq_tile_q4_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q4K, 0, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q5K, 0, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
 /* NAME_avx2vnni: one activation row per token (nt <= 4); NAME_pair_avx2vnni:
  * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2); KQ_AVX2 adds the
  * plain AVX2 forms NAME_avx2 and NAME_pair_avx2 (q6_K: q4_K and q5_K run
- * on q8ws there, kqw_tile) */
+ * on q8ws there, kqw_run) */
 #define KQ_VNNI(NAME, DT)                                                                          \
-    static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                        \
         if (r1_x86_avx2_vnni == 1) NAME##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
         else NAME##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
     }                                                                                              \
-    static TGT void NAME##_pvex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_pevex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_pvex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void NAME##_pevex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                   \
         if (r1_x86_avx2_vnni == 1) NAME##_pvex(K, k0, k1, w, ws, nr, x, xs, nt, out);              \
         else NAME##_pevex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
     }
 #define KQ_AVX2(NAME, DT)                                                                          \
     KQ_VNNI(NAME, DT)                                                                              \
-    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
 KQ_VNNI(r1_kq_tile_q4_K, F_Q4K)
 KQ_VNNI(r1_kq_tile_q5_K, F_Q5K)
