@@ -206,6 +206,13 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  * R1_CPU_ROW1=0 keeps the 4-row forms, for comparisons; read once, by the
  * backend's init. */
 extern int r1_cpu_decode_row1;
+/* How far ahead the AVX-512 one-row float tiles (bf16, f16, f32) prefetch
+ * their row's weights, in bytes: R1_CPU_ROW_PF, default 2048 (avx512.c has
+ * the measurements); 0 or less: the same bytes 4 rows on, the form before,
+ * for comparisons (mm_bench bf16@R1_CPU_ROW_PF=0). Read with
+ * r1_cpu_decode_row1. The x8 and K-quant one-row forms keep 4 rows on
+ * (q8_0x8 moved within noise either way). */
+extern int r1_cpu_row_pf;
 /* The tile f (a one-row form) on nr rows, one call a row: out[t *
  * R1_CPU_MR + r] as one call on the nr rows would write it. */
 static inline void r1_cpu_tile_by_row(r1_cpu_tile_fn f, int K, int k0, int k1, const uint8_t *w,
