@@ -14,6 +14,10 @@
  *   build/tools/tile_hot ISA DTYPE K ROWS ITERS [NT]
  *   e.g. build/tools/tile_hot avx2 q4_K 1536 128 400
  *
+ * R1_CPU_PAIR=0 (NT = 1): the table's plain tile on the token's two parts
+ * (as cpu.c runs it then) instead of its pair tile, to compare the two
+ * forms (the outputs differ by rounding, so the hash does too).
+ *
  * NT > 1 (default 1): a small batch of NT tokens as cpu.c's whole-K path
  * runs it: per 4 rows, the tile on pair_nt tokens at a time, the rows'
  * prefetch only on the first call (r1_cpu_tile_prefetch); the hash covers
@@ -106,8 +110,12 @@ int main(int argc, char **argv) {
             }
         }
     }
-    const int tstep = folded ? isa->nt : mm->pair_nt;
-    const r1_cpu_tile_fn fn = folded ? mm->tile : mm->pair_tile;
+    /* R1_CPU_PAIR=0 (NT = 1 only): the plain tile on the two parts, as cpu.c
+     * runs it then, its two rows of outputs summed */
+    const char *pe = getenv("R1_CPU_PAIR");
+    const int plain = !folded && pe && *pe == '0' && nt == 1;
+    const int tstep = folded ? isa->nt : plain ? 1 : mm->pair_nt;
+    const r1_cpu_tile_fn fn = folded || plain ? mm->tile : mm->pair_tile;
     float out[R1_CPU_NT * R1_CPU_MR];
     uint64_t h = 1469598103934665603ull; /* FNV-1a over the first pass's output bits */
     double t0 = r1_now();
@@ -116,7 +124,12 @@ int main(int argc, char **argv) {
             for (int t = 0; t < nt; t += tstep) {
                 const int n = nt - t < tstep ? nt - t : tstep;
                 r1_cpu_tile_prefetch = t == 0;
-                fn(K, 0, K, w + (size_t)r * rb, rb, 4, x + 2 * s * (size_t)t, 2 * s, n, out);
+                if (plain) {
+                    fn(K, 0, K, w + (size_t)r * rb, rb, 4, x, s, 2, out);
+                    for (int i = 0; i < 4; i++) out[i] += out[R1_CPU_MR + i];
+                } else {
+                    fn(K, 0, K, w + (size_t)r * rb, rb, 4, x + 2 * s * (size_t)t, 2 * s, n, out);
+                }
                 if (it == 0)
                     for (int i = 0; i < 4 * n; i++) {
                         uint32_t b;

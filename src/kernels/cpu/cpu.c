@@ -224,6 +224,19 @@ static int small_batch(void) {
     return n;
 }
 
+/* 1 (the default): two-part activations run a table's pair tiles where it
+ * has them; R1_CPU_PAIR=0 runs the plain tiles on both parts instead, for
+ * comparisons (mm_bench q4_Kx8,q4_Kx8@R1_CPU_PAIR=0). */
+static _Atomic int pair_on = -1;
+static int pairs_on(void) {
+    int on = pair_on;
+    if (on < 0) {
+        const char *e = getenv("R1_CPU_PAIR");
+        pair_on = on = !(e && *e == '0');
+    }
+    return on;
+}
+
 /* The tile for w and a batch of T tokens (in *buf), or NULL when this kernel
  * must fall back to ref. */
 static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct r1_mat *w, int T,
@@ -250,7 +263,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     }
     buf->pairs = 0;
     if ((buf->act == R1_CPU_ACT_Q8X8 || r1_cpu_act_q8(buf->act)) && buf->tile == mm->tile && mm->pair_tile &&
-        r1_cpu_act_parts() == 2) {
+        r1_cpu_act_parts() == 2 && pairs_on()) {
         buf->tile = mm->pair_tile;
         buf->pairs = 1;
     }
@@ -444,6 +457,7 @@ void r1_cpu_reread_env(void) {
     static_split = -1;
     small_batch_max = -1;
     carry_on = -1;
+    pair_on = -1;
     read_row1();
 }
 static int guided(const struct r1_op *op) {
