@@ -60,6 +60,10 @@ void r1_kq_tile_q5_1_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q4_Kx8_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_Kx8_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_Kx8_avx512(R1_KQ_TILE_ARGS);
+/* the same on two-part pairs (cpu.h r1_cpu_mm.pair_tile), nt <= 2 */
+void r1_kq_tile_q4_Kx8_avx512_pair(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q5_Kx8_avx512_pair(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_Kx8_avx512_pair(R1_KQ_TILE_ARGS);
 #endif
 
 #endif

@@ -251,11 +251,18 @@ KQ_AVX512(r1_kq_tile_q5_1_avx512, F_Q51, r1_kq_tile_q5_1_c)
  *   q6_K:      acc += (cvt(dot lo) * sc_lo + cvt(dot hi) * sc_hi) * dx
  * where sx[i] = dx[i % 8] * (the sum of lane i's 16 activations), from the
  * q8x8 form's nx, and the q6_K dots start at -32 x the lane sums of their
- * two parts (offset 32 of the 6-bit quants). ---- */
+ * two parts (offset 32 of the 6-bit quants).
+ * PAIR (the pair tiles, cpu.h r1_cpu_mm.pair_tile): a token's two
+ * activation parts fold in int32, (w·hi << 8) + w·lo (the lo part's scale
+ * is the hi part's / 256), so the conversion, the scale multiplies and the
+ * FMAs run once per token instead of once per part; nx and the q6_K start
+ * values fold the same way. Per 32-bit lane and part: 16 products of
+ * quants <= 31 (q4_K, q5_K) or 8 of <= 63 (q6_K, with its start value)
+ * with |x| <= 128, < 2^17, << 8 < 2^25: no overflow. ---- */
 enum { X_Q4K, X_Q5K, X_Q6K };
 
-INL void kx8_body(const int DT, const int NR, const int NT, R1_KQ_TILE_ARGS) {
-    (void)K;
+INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_KQ_TILE_ARGS) {
+    const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
                             w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[R1_CPU_NT];
@@ -274,20 +281,32 @@ INL void kx8_body(const int DT, const int NR, const int NT, R1_KQ_TILE_ARGS) {
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
             __m512i nx = _mm512_loadu_si512(xp + 256); /* -8 x the lane sums */
-            dx[t] = _mm512_loadu_ps((const float *)(xp + 320));
+            dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320)); /* PAIR: the lo part's */
             if (DT == X_Q6K) {
                 const __m512i c32 = _mm512_set1_epi8(32);
-                __m512i lo = _mm512_dpbusd_epi32(zero, c32, _mm512_loadu_si512(xp));
-                lo = _mm512_dpbusd_epi32(lo, c32, _mm512_loadu_si512(xp + 64));
-                nlo[t] = _mm512_sub_epi32(zero, lo);
-                nhi[t] = _mm512_add_epi32(_mm512_slli_epi32(nx, 2), lo); /* -32 (lo + hi) + 32 lo */
+                __m512i l = _mm512_dpbusd_epi32(zero, c32, _mm512_loadu_si512(xp));
+                l = _mm512_dpbusd_epi32(l, c32, _mm512_loadu_si512(xp + 64));
+                nlo[t] = _mm512_sub_epi32(zero, l);
+                nhi[t] = _mm512_add_epi32(_mm512_slli_epi32(nx, 2), l); /* -32 (lo + hi) + 32 lo */
+                if (PAIR) { /* both parts' start values, hi << 8 + lo */
+                    const uint8_t *xl = xp + lo;
+                    __m512i l2 = _mm512_dpbusd_epi32(zero, c32, _mm512_loadu_si512(xl));
+                    l2 = _mm512_dpbusd_epi32(l2, c32, _mm512_loadu_si512(xl + 64));
+                    __m512i h2 = _mm512_loadu_si512(xl + 256);
+                    h2 = _mm512_add_epi32(_mm512_slli_epi32(h2, 2), l2);
+                    nlo[t] = _mm512_sub_epi32(_mm512_slli_epi32(nlo[t], 8), l2);
+                    nhi[t] = _mm512_add_epi32(_mm512_slli_epi32(nhi[t], 8), h2);
+                }
             } else {
+                if (PAIR) /* hi x 256 + lo, at the lo part's scale */
+                    nx = _mm512_add_epi32(_mm512_slli_epi32(nx, 8), _mm512_loadu_si512(xp + lo + 256));
                 sx[t] = _mm512_mul_ps(_mm512_mul_ps(dx[t], _mm512_set1_ps(-0.125f)), _mm512_cvtepi32_ps(nx));
             }
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
             const uint8_t *blk = wr[r] + (size_t)s * bs;
-            if (NT <= 2) { /* decode: the next 4 rows' super-block into L1, the 4 after into L2 */
+            /* decode: the next 4 rows' super-block into L1, the 4 after into L2 */
+            if (PAIR ? NT == 1 : NT <= 2) {
                 for (size_t o = 0; o < bs; o += 64) {
                     _mm_prefetch((const char *)(blk + 4 * ws + o), _MM_HINT_T0);
                     _mm_prefetch((const char *)(blk + 8 * ws + o), _MM_HINT_T1);
@@ -323,19 +342,37 @@ INL void kx8_body(const int DT, const int NR, const int NT, R1_KQ_TILE_ARGS) {
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
-                if (DT == X_Q6K) {
-                    __m512i lo = _mm512_dpbusd_epi32(nlo[t], q[0], _mm512_loadu_si512(xp));
-                    lo = _mm512_dpbusd_epi32(lo, q[1], _mm512_loadu_si512(xp + 64));
-                    __m512i hi = _mm512_dpbusd_epi32(nhi[t], q[2], _mm512_loadu_si512(xp + 128));
-                    hi = _mm512_dpbusd_epi32(hi, q[3], _mm512_loadu_si512(xp + 192));
-                    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(lo), fa);
-                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), fb, v);
+                if (DT == X_Q6K) { /* a and b: each group's first and second 16 weights */
+                    const __m512i a0 = PAIR ? zero : nlo[t], b0 = PAIR ? zero : nhi[t];
+                    __m512i a = _mm512_dpbusd_epi32(a0, q[0], _mm512_loadu_si512(xp));
+                    a = _mm512_dpbusd_epi32(a, q[1], _mm512_loadu_si512(xp + 64));
+                    __m512i b = _mm512_dpbusd_epi32(b0, q[2], _mm512_loadu_si512(xp + 128));
+                    b = _mm512_dpbusd_epi32(b, q[3], _mm512_loadu_si512(xp + 192));
+                    if (PAIR) {
+                        const uint8_t *xl = xp + lo;
+                        __m512i a2 = _mm512_dpbusd_epi32(nlo[t], q[0], _mm512_loadu_si512(xl));
+                        a2 = _mm512_dpbusd_epi32(a2, q[1], _mm512_loadu_si512(xl + 64));
+                        __m512i b2 = _mm512_dpbusd_epi32(nhi[t], q[2], _mm512_loadu_si512(xl + 128));
+                        b2 = _mm512_dpbusd_epi32(b2, q[3], _mm512_loadu_si512(xl + 192));
+                        a = _mm512_add_epi32(_mm512_slli_epi32(a, 8), a2);
+                        b = _mm512_add_epi32(_mm512_slli_epi32(b, 8), b2);
+                    }
+                    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), fa);
+                    v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), fb, v);
                     acc[r][t] = _mm512_fmadd_ps(v, dx[t], acc[r][t]);
                 } else {
                     __m512i di = _mm512_dpbusd_epi32(zero, q[0], _mm512_loadu_si512(xp));
                     di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xp + 64));
                     di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xp + 128));
                     di = _mm512_dpbusd_epi32(di, q[3], _mm512_loadu_si512(xp + 192));
+                    if (PAIR) { /* (w·hi << 8) + w·lo, at the lo part's scale */
+                        const uint8_t *xl = xp + lo;
+                        di = _mm512_slli_epi32(di, 8);
+                        di = _mm512_dpbusd_epi32(di, q[0], _mm512_loadu_si512(xl));
+                        di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xl + 64));
+                        di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xl + 128));
+                        di = _mm512_dpbusd_epi32(di, q[3], _mm512_loadu_si512(xl + 192));
+                    }
                     acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(di), fa), dx[t], acc[r][t]);
                     acc[r][t] = _mm512_fnmadd_ps(fb, sx[t], acc[r][t]);
                 }
@@ -345,12 +382,28 @@ INL void kx8_body(const int DT, const int NR, const int NT, R1_KQ_TILE_ARGS) {
     R1_X86_TILE_OUT(NT);
 }
 
+/* NAME##SUF: kx8_body with NR rows, NT tokens, PAIR */
+#define KX8_V(NAME, SUF, DT, NR, NT, PAIR)                                                         \
+    static TGT void NAME##SUF(R1_KQ_TILE_ARGS) {                                                   \
+        kx8_body(DT, NR, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
+    }
 #define KX8_AVX512(NAME, DT)                                                                       \
-    static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kx8_body(DT, 4, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_1r(R1_KQ_TILE_ARGS) { kx8_body(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_2r(R1_KQ_TILE_ARGS) { kx8_body(DT, 1, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    KX8_V(NAME, _1, DT, 4, 1, 0)                                                                   \
+    KX8_V(NAME, _2, DT, 4, 2, 0)                                                                   \
+    KX8_V(NAME, _4, DT, 4, 4, 0)                                                                   \
+    KX8_V(NAME, _1r, DT, 1, 1, 0)                                                                  \
+    KX8_V(NAME, _2r, DT, 1, 2, 0)                                                                  \
+    KX8_V(NAME, _p1, DT, 4, 1, 1)                                                                  \
+    KX8_V(NAME, _p2, DT, 4, 2, 1)                                                                  \
+    KX8_V(NAME, _p1r, DT, 1, 1, 1)                                                                 \
+    /* two-part pairs (cpu.h r1_cpu_mm.pair_tile), 1 or 2 tokens a call; one token a row at a     \
+     * time (cpu.h r1_cpu_decode_row1) */                                                          \
+    void NAME##_pair(R1_KQ_TILE_ARGS) {                                                            \
+        if (nt == 1 && r1_cpu_decode_row1)                                                         \
+            r1_cpu_tile_by_row(NAME##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
+        else if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
+        else NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    }                                                                                              \
     /* a token (its two parts: nt == 2) a row at a time, cpu.h r1_cpu_decode_row1 */              \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt <= 2 && r1_cpu_decode_row1)                                                         \
