@@ -112,12 +112,13 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
  * that picked another set itself (r1_cpu_select: the tests, cpu_table
  * --isa) keeps its choice. */
 int r1_cpu_decode_row1 = 1;
-int r1_cpu_row_pf = 2048;
+#define ROW_PF_DEFAULT 2048
+int r1_cpu_row_pf = ROW_PF_DEFAULT;
 static void read_row1(void) {
     const char *r1 = getenv("R1_CPU_ROW1");
     r1_cpu_decode_row1 = !(r1 && *r1 == '0');
     const char *pf = getenv("R1_CPU_ROW_PF");
-    r1_cpu_row_pf = pf && *pf ? atoi(pf) : 2048;
+    r1_cpu_row_pf = pf && *pf ? atoi(pf) : ROW_PF_DEFAULT;
 }
 static int cpu_init(void) {
     const struct r1_cpu_isa *isa = r1_cpu_current();

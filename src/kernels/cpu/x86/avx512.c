@@ -84,21 +84,11 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
         }                                                                                          \
     } while (0)
 
-/* A row at a time (the float tiles' NR = 1) reads the weights as one linear
- * stream and prefetches pfa = r1_cpu_row_pf bytes on (2 KiB): rows lie one
- * after another, so past a row's end that is the next row's start. The same
- * bytes 4 rows on, as before, are 12 KiB ahead at K = 1536 and 70 KiB at
- * K = 8960, past the 32 KiB L1 they were fetched into. Zen 4 VM, 2 threads,
- * mm_bench's 1.5B bf16 layers with R1_CPU_ROW_PF=0 and 2048 alternating:
- * medians 25.2 -> 27.2 and 27.3 -> 29.0 GB/s (f16 26.5 -> 28.3), one thread
- * 16.3 -> 18.2. */
 #define SETUP_PTRS(NT, XT_TYPE)                                                                    \
     const uint8_t *w0 = w, *w1 = w + (nr > 1 ? ws : 0), *w2 = w + (nr > 2 ? 2 * ws : 0),           \
                   *w3 = w + (nr > 3 ? 3 * ws : 0);                                                 \
     XT_TYPE xt[NT];                                                                                \
-    for (int t = 0; t < NT; t++) xt[t] = (XT_TYPE)(x + (size_t)(t < nt ? t : 0) * xs);           \
-    const size_t pfa = r1_cpu_row_pf > 0 ? (size_t)r1_cpu_row_pf : 4 * ws; /* one-row prefetch */  \
-    (void)pfa;
+    for (int t = 0; t < NT; t++) xt[t] = (XT_TYPE)(x + (size_t)(t < nt ? t : 0) * xs);
 
 #define FSTEP(NR, NT, LD, M, PF)                                                                   \
     do {                                                                                           \
@@ -143,6 +133,7 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
                          int nt, float *out) {                                                     \
         SETUP_PTRS(NT, const float *)                                                              \
         const uint8_t *wr_[4] = {w0, w1, w2, w3};                                                  \
+        const size_t pfa = r1_cpu_row_pf > 0 ? (size_t)r1_cpu_row_pf : 4 * ws; /* cpu.h */         \
         const size_t es = ws / (size_t)K; /* bytes per weight */                                    \
         __m512 acc[4][NT];                                                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
@@ -207,6 +198,7 @@ DISPATCH(tile_f16)
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
         SETUP_PTRS(NT, const float *)                                                              \
         const uint8_t *wr_[4] = {w0, w1, w2, w3};                                                  \
+        const size_t pfa = r1_cpu_row_pf > 0 ? (size_t)r1_cpu_row_pf : 4 * ws; /* cpu.h */         \
         const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);                                  \
         __m512 acc[4][NT];                                                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \

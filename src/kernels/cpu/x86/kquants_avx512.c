@@ -261,6 +261,21 @@ KQ_AVX512(r1_kq_tile_q5_1_avx512, F_Q51, r1_kq_tile_q5_1_c)
  * with |x| <= 128, < 2^17, << 8 < 2^25: no overflow. ---- */
 enum { X_Q4K, X_Q5K, X_Q6K };
 
+/* s + qa · (the 64 activations at p) + qb · (the 64 after them) */
+INL __m512i dp2(__m512i s, __m512i qa, __m512i qb, const uint8_t *p) {
+    s = _mm512_dpbusd_epi32(s, qa, _mm512_loadu_si512(p));
+    return _mm512_dpbusd_epi32(s, qb, _mm512_loadu_si512(p + 64));
+}
+/* q6_K: the start values of one activation part's (xp) dots, -32 x the lane
+ * sums of each group's first 16 columns (*nlo) and of its second 16 (*nhi) */
+INL void q6_starts(const uint8_t *xp, __m512i *nlo, __m512i *nhi) {
+    const __m512i c32 = _mm512_set1_epi8(32), zero = _mm512_setzero_si512();
+    __m512i l = dp2(zero, c32, c32, xp);
+    *nlo = _mm512_sub_epi32(zero, l);
+    /* nx = -8 x the lane sums: -32 (lo + hi) + 32 lo */
+    *nhi = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 2), l);
+}
+
 INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_KQ_TILE_ARGS) {
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
@@ -283,18 +298,11 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
             __m512i nx = _mm512_loadu_si512(xp + 256); /* -8 x the lane sums */
             dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320)); /* PAIR: the lo part's */
             if (DT == X_Q6K) {
-                const __m512i c32 = _mm512_set1_epi8(32);
-                __m512i l = _mm512_dpbusd_epi32(zero, c32, _mm512_loadu_si512(xp));
-                l = _mm512_dpbusd_epi32(l, c32, _mm512_loadu_si512(xp + 64));
-                nlo[t] = _mm512_sub_epi32(zero, l);
-                nhi[t] = _mm512_add_epi32(_mm512_slli_epi32(nx, 2), l); /* -32 (lo + hi) + 32 lo */
+                q6_starts(xp, &nlo[t], &nhi[t]);
                 if (PAIR) { /* both parts' start values, hi << 8 + lo */
-                    const uint8_t *xl = xp + lo;
-                    __m512i l2 = _mm512_dpbusd_epi32(zero, c32, _mm512_loadu_si512(xl));
-                    l2 = _mm512_dpbusd_epi32(l2, c32, _mm512_loadu_si512(xl + 64));
-                    __m512i h2 = _mm512_loadu_si512(xl + 256);
-                    h2 = _mm512_add_epi32(_mm512_slli_epi32(h2, 2), l2);
-                    nlo[t] = _mm512_sub_epi32(_mm512_slli_epi32(nlo[t], 8), l2);
+                    __m512i l2, h2;
+                    q6_starts(xp + lo, &l2, &h2);
+                    nlo[t] = _mm512_add_epi32(_mm512_slli_epi32(nlo[t], 8), l2);
                     nhi[t] = _mm512_add_epi32(_mm512_slli_epi32(nhi[t], 8), h2);
                 }
             } else {
@@ -343,35 +351,21 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
                 if (DT == X_Q6K) { /* a and b: each group's first and second 16 weights */
-                    const __m512i a0 = PAIR ? zero : nlo[t], b0 = PAIR ? zero : nhi[t];
-                    __m512i a = _mm512_dpbusd_epi32(a0, q[0], _mm512_loadu_si512(xp));
-                    a = _mm512_dpbusd_epi32(a, q[1], _mm512_loadu_si512(xp + 64));
-                    __m512i b = _mm512_dpbusd_epi32(b0, q[2], _mm512_loadu_si512(xp + 128));
-                    b = _mm512_dpbusd_epi32(b, q[3], _mm512_loadu_si512(xp + 192));
-                    if (PAIR) {
+                    __m512i a = dp2(PAIR ? zero : nlo[t], q[0], q[1], xp);
+                    __m512i b = dp2(PAIR ? zero : nhi[t], q[2], q[3], xp + 128);
+                    if (PAIR) { /* the lo part's dots start at the folded start values */
                         const uint8_t *xl = xp + lo;
-                        __m512i a2 = _mm512_dpbusd_epi32(nlo[t], q[0], _mm512_loadu_si512(xl));
-                        a2 = _mm512_dpbusd_epi32(a2, q[1], _mm512_loadu_si512(xl + 64));
-                        __m512i b2 = _mm512_dpbusd_epi32(nhi[t], q[2], _mm512_loadu_si512(xl + 128));
-                        b2 = _mm512_dpbusd_epi32(b2, q[3], _mm512_loadu_si512(xl + 192));
-                        a = _mm512_add_epi32(_mm512_slli_epi32(a, 8), a2);
-                        b = _mm512_add_epi32(_mm512_slli_epi32(b, 8), b2);
+                        a = _mm512_add_epi32(_mm512_slli_epi32(a, 8), dp2(nlo[t], q[0], q[1], xl));
+                        b = _mm512_add_epi32(_mm512_slli_epi32(b, 8), dp2(nhi[t], q[2], q[3], xl + 128));
                     }
                     __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), fa);
                     v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), fb, v);
                     acc[r][t] = _mm512_fmadd_ps(v, dx[t], acc[r][t]);
                 } else {
-                    __m512i di = _mm512_dpbusd_epi32(zero, q[0], _mm512_loadu_si512(xp));
-                    di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xp + 64));
-                    di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xp + 128));
-                    di = _mm512_dpbusd_epi32(di, q[3], _mm512_loadu_si512(xp + 192));
+                    __m512i di = dp2(dp2(zero, q[0], q[1], xp), q[2], q[3], xp + 128);
                     if (PAIR) { /* (w·hi << 8) + w·lo, at the lo part's scale */
                         const uint8_t *xl = xp + lo;
-                        di = _mm512_slli_epi32(di, 8);
-                        di = _mm512_dpbusd_epi32(di, q[0], _mm512_loadu_si512(xl));
-                        di = _mm512_dpbusd_epi32(di, q[1], _mm512_loadu_si512(xl + 64));
-                        di = _mm512_dpbusd_epi32(di, q[2], _mm512_loadu_si512(xl + 128));
-                        di = _mm512_dpbusd_epi32(di, q[3], _mm512_loadu_si512(xl + 192));
+                        di = dp2(dp2(_mm512_slli_epi32(di, 8), q[0], q[1], xl), q[2], q[3], xl + 128);
                     }
                     acc[r][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(di), fa), dx[t], acc[r][t]);
                     acc[r][t] = _mm512_fnmadd_ps(fb, sx[t], acc[r][t]);
