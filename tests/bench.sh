@@ -72,5 +72,17 @@ expect "--batch 0,2: exit 2 (got $rc)" test "$rc" -eq 2
 "$BIN" bench --synthetic tiny --batch 2, >/dev/null 2>&1; rc=$?
 expect "--batch 2,: exit 2 (got $rc)" test "$rc" -eq 2
 
+# tools/gpu_bench (scripts/gpu-check.sh's benchmark) on the cpu backend: it builds its
+# models by hand, so a field the session starts to read shows up here, not on a lent GPU
+GB=$(dirname "$BIN")/tools/gpu_bench
+if [ -x "$GB" ]; then
+    "$GB" --backend cpu --models tiny --dtypes bf16,q8_0 --gen 4 --prompt 16 --profile >"$tmp/gb" 2>&1; rc=$?
+    expect "gpu_bench --backend cpu: exit 0 (got $rc: $(tail -n 2 "$tmp/gb"))" test "$rc" -eq 0
+    expect "gpu_bench: a table row per dtype" test "$(grep -Ec '^\| tiny \| (bf16|q8_0) \| [0-9.]+ \|' "$tmp/gb")" -eq 2
+    expect "gpu_bench --profile: lm_head's time per step" grep -Eq '^  profile tiny +bf16 +lm_head +[0-9.]+ us/step' "$tmp/gb"
+else
+    bad "no $GB (make tests builds it)"
+fi
+
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -8,7 +8,10 @@
  * decode implies (r1_model_decode_bytes x tok/s) and its fraction of the
  * device-to-device copy bandwidth measured in the same run; a table last.
  *
- *   gpu_bench [--models 1.5b,7b] [--dtypes bf16,q8_0] [--gen 128] [--prompt 512]
+ *   gpu_bench [--models 1.5b,7b] [--dtypes bf16,q8_0] [--gen 128] [--prompt 512] [--profile]
+ *
+ * --profile adds each kernel's time per decode step, every launch synced on
+ * its own (so launch gaps are in it and graphs are off).
  *
  * Not a test: it checks nothing but that the runs complete. --backend cpu runs
  * the same plan on the CPU (slowly), to check the tool itself without a GPU.
@@ -94,7 +97,8 @@ static r1_model_t *fast_model(const char *name, enum r1_dtype dt) {
     size_t rb = r1_dtype_row_bytes(dt, D), rbf = r1_dtype_row_bytes(dt, c->ffn), rbq = r1_dtype_row_bytes(dt, c->n_head * hd);
     size_t per_layer = (size_t)nqkv * rb + (size_t)D * rbq + (size_t)2 * c->ffn * rb + (size_t)D * rbf +
                        (size_t)(2 * D + nqkv) * 4 + 6 * 64;
-    size_t total = (size_t)c->vocab * rb * 2 + (size_t)c->n_layer * per_layer + (size_t)D * 4 + 4 * 64;
+    size_t total = (size_t)c->vocab * rb * 2 + (size_t)c->n_layer * per_layer + (size_t)D * 4 + (size_t)hd / 2 * 4 +
+                   5 * 64;
     m->arena = aligned_alloc(64, (total + 63) & ~(size_t)63);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->arena || !m->layers) return NULL;
@@ -107,6 +111,9 @@ static r1_model_t *fast_model(const char *name, enum r1_dtype dt) {
     for (int i = 0; i < D; i++) ones[i] = 1.0f;
     m->out_norm = ones;
     cur += ((size_t)D * 4 + 63) & ~(size_t)63;
+    m->rope_inv_freq = (float *)cur; /* the session's rope reads it (r1_model_load fills it the same way) */
+    r1_rope_inv_freq(c, NULL, m->rope_inv_freq);
+    cur += ((size_t)hd / 2 * 4 + 63) & ~(size_t)63;
     for (int l = 0; l < c->n_layer; l++) {
         struct r1_layer *L = &m->layers[l];
         L->attn_norm = L->ffn_norm = ones;
@@ -128,6 +135,7 @@ struct row {
 };
 
 static const char *backend = "cuda";
+static int profile; /* --profile: each kernel's time per decode step */
 
 static int bench_one(const char *name, enum r1_dtype dt, int n_gen, int n_prompt, double copy_gbps, struct row *out) {
     memset(out, 0, sizeof *out);
@@ -174,6 +182,24 @@ static int bench_one(const char *name, enum r1_dtype dt, int n_gen, int n_prompt
         out->decode_tps = n_gen / dtm;
         out->checksum = sum;
     }
+    if (!rc && profile) { /* each kernel synced on its own: launch gaps included, graphs off */
+        r1_session_t *p = r1_session_new(m, &(struct r1_session_opts){.n_ctx = 64 + n_gen, .backend = backend,
+                                                                      .kv_dtype = R1_DTYPE_AUTO, .profile = 1});
+        int32_t id = p ? r1_session_forward_argmax(p, ids, 16) : -1;
+        if (p) r1_session_profile_reset(p);
+        for (int i = 0; i < n_gen && id >= 0; i++) id = r1_session_forward_argmax(p, &id, 1);
+        const char *names[64];
+        double us[64], tot = 0;
+        long calls[64];
+        int nk = p && id >= 0 ? r1_session_profile(p, names, us, calls, 64) : 0;
+        for (int k = 0; k < nk; k++) tot += us[k];
+        for (int k = 0; k < nk; k++)
+            if (calls[k])
+                printf("  profile %-5s %-5s %-16s %8.1f us/step  %5.1f%%  %6.2f us/call\n", name, out->dtype, names[k],
+                       us[k] / n_gen, 100 * us[k] / tot, us[k] / calls[k]);
+        if (!nk) fprintf(stderr, "gpu_bench: profile %s %s: %s\n", name, out->dtype, r1_last_error());
+        r1_session_free(p);
+    }
     if (rc) fprintf(stderr, "gpu_bench: %s %s: %s\n", name, out->dtype, r1_last_error());
     out->gbps = (double)r1_model_decode_bytes(m) * out->decode_tps / 1e9;
     out->frac = copy_gbps > 0 ? out->gbps / copy_gbps : 0;
@@ -197,8 +223,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gen") && i + 1 < argc) n_gen = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) n_prompt = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i]; /* cpu: check the tool */
+        else if (!strcmp(argv[i], "--profile")) profile = 1;
         else {
-            fprintf(stderr, "usage: gpu_bench [--models 1.5b,7b] [--dtypes bf16,q8_0] [--gen N] [--prompt N]\n");
+            fprintf(stderr, "usage: gpu_bench [--models 1.5b,7b] [--dtypes bf16,q8_0] [--gen N] [--prompt N] [--profile]\n");
             return 2;
         }
     }
