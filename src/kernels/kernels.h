@@ -110,7 +110,8 @@ struct r1_device_ops {
     /* Floats of op->scratch attention needs for batches of up to n_batch rows. */
     size_t (*scratch_floats)(int n_batch, int n_head, int head_dim, int n_ctx);
     /* Decode-step graphs (NULL: launch directly): begin capturing the queued
-     * launches, end to get a replayable handle, launch it, free it. */
+     * launches (0; 1: graphs are turned off, launch directly; -1 + error),
+     * end to get a replayable handle, launch it, free it. */
     int (*graph_begin)(void);
     void *(*graph_end)(void);
     int (*graph_launch)(void *g);

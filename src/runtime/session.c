@@ -388,14 +388,20 @@ static int forward_batch(struct r1_session *s, const int32_t *ids, int T, float 
         s->d_all = d->alloc((size_t)s->n_batch * V * sizeof(float), "all-rows logits");
         if (!s->d_all) return -1;
     }
-    if (T == 1 && !all && s->use_graph && !s->profile) {
-        if (!s->graph) { /* capture the decode step once; replays read the position from d_pos */
-            if (d->graph_begin()) return -1;
+    /* capture the decode step once; replays read the position from d_pos. graph_begin > 0: the
+     * backend has graphs turned off, so the step launches directly */
+    int graph = T == 1 && !all && s->use_graph && !s->profile;
+    if (graph && !s->graph) {
+        int rc = d->graph_begin();
+        if (rc < 0) return -1;
+        if (rc == 0) {
             forward_ops(s, s->d_ids, 1, s->n_past, &s->kv, NULL, NULL, (struct out_sel){0}, s->d_logits,
                         s->d_pos);
             s->graph = d->graph_end();
             if (!s->graph) return -1;
         }
+    }
+    if (graph && s->graph) {
         if (d->graph_launch(s->graph)) return -1;
     } else {
         forward_ops(s, s->d_ids, T, s->n_past, &s->kv, NULL, NULL, (struct out_sel){.all_rows = all != NULL},

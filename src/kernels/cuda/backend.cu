@@ -229,7 +229,7 @@ static size_t dev_scratch_floats(int n_batch, int n_head, int head_dim, int n_ct
 }
 
 static int dev_graph_begin(void) {
-    if (!g.graphs) return r1_err("decode graphs are off (R1_CUDA_GRAPH=0)");
+    if (!g.graphs) return 1; /* R1_CUDA_GRAPH=0 or r1_cuda_set_graphs(0): the session launches directly */
     if (take_failure()) return -1;
     return CUDA_CHECK(cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeThreadLocal)) ? take_failure() : 0;
 }
