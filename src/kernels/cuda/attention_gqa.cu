@@ -9,8 +9,10 @@
  * head are updated (online softmax) and each thread accumulates its output
  * dimensions over the tile's V rows.
  *
- * Decode (T = 1) splits the context into n_split ranges of `chunk` keys (a
- * multiple of ATT_TILE) so long contexts fill the GPU; each split writes
+ * Decode (T = 1) splits the context into n_split ranges of `chunk` keys (at
+ * least ATT_MIN_CHUNK, at most ATT_MAX_SPLIT ranges) so that even short
+ * contexts give many short blocks, and runs attention_decode_kernel below
+ * where the cache rows are whole 16-byte vectors; each split writes
  * (max, sum, unnormalized out) to scratch and a second kernel merges them.
  * The plan depends only on n_ctx, not on the position, so a captured graph
  * stays valid: splits past the current length exit at once, and the merge
@@ -26,8 +28,13 @@
 #define ATT_TILE 128
 #define ATT_MAXG 8   /* query heads per block */
 #define ATT_DSLOT 4  /* head_dim <= ATT_DSLOT * ATT_THREADS = 512 */
-#define ATT_MAX_SPLIT 64
-#define ATT_MIN_CHUNK 256
+#define ATT_MAX_SPLIT 128
+#define ATT_MIN_CHUNK 32 /* decode keys per split, at least (R1_CUDA_ATT_CHUNK: 32, 64 or 128) */
+
+/* R1_CUDA_ATT_CHUNK, set by the backend's init (0: ATT_MIN_CHUNK). On an H200,
+ * 1.5b/7b bf16 decode at 704 tokens of context: 32 -> 460 / 206 tok/s, 64 ->
+ * 450 / 204, 128 -> 440 / 202 (one run, 2026-12-04). */
+int r1cu_att_chunk;
 
 extern "C" void r1cu_attention_plan(int T, int n_ctx, int *n_split, int *chunk) {
     if (T > 1) {
@@ -35,10 +42,12 @@ extern "C" void r1cu_attention_plan(int T, int n_ctx, int *n_split, int *chunk) 
         *chunk = n_ctx;
         return;
     }
-    int ns = (n_ctx + ATT_MIN_CHUNK - 1) / ATT_MIN_CHUNK;
+    const int min_chunk = r1cu_att_chunk > 0 ? r1cu_att_chunk : ATT_MIN_CHUNK;
+    const int unit = min_chunk < ATT_TILE ? min_chunk : ATT_TILE;
+    int ns = (n_ctx + min_chunk - 1) / min_chunk;
     if (ns > ATT_MAX_SPLIT) ns = ATT_MAX_SPLIT;
     int ch = (n_ctx + ns - 1) / ns;
-    ch = (ch + ATT_TILE - 1) / ATT_TILE * ATT_TILE;
+    ch = (ch + unit - 1) / unit * unit;
     *n_split = (n_ctx + ch - 1) / ch;
     *chunk = ch;
 }
@@ -54,6 +63,24 @@ struct att_args {
     int chunk, n_split, n_gc;
     float scale;
 };
+
+/* 16 bytes of the cache to floats: 8 halves or 4 floats */
+template <bool F16>
+__device__ __forceinline__ void unpack16(uint4 raw, float *o) {
+    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if constexpr (F16) {
+            const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
+            o[2 * i] = f.x, o[2 * i + 1] = f.y;
+        } else {
+            o[i] = __uint_as_float(w[i]);
+        }
+    }
+}
+
+/* 1: every step through attention_kernel (R1_CUDA_ATT=plain; the A/B of the decode kernel) */
+int r1cu_attention_plain;
 
 template <bool F16>
 __device__ __forceinline__ float kv_load(const void *base, size_t i) {
@@ -168,29 +195,191 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a) {
     }
 }
 
-/* merge the splits of one (t, head): grid (n_head, T) */
-__global__ void attention_merge_kernel(att_args a) {
-    const int h = blockIdx.x, t = blockIdx.y, hd = a.hd;
+/*
+ * The decode step (T = 1) when a K/V row is whole 16-byte vectors (head_dim a
+ * multiple of 8 for an f16 cache, of 4 for f32). attention_kernel above walks
+ * its keys one dependent load after another (a warp per key for the scores, a
+ * thread per dimension over every key for p V): at short contexts a step is a
+ * handful of blocks, and each paid ~70 us of latency on an H200. Here:
+ * - scores: a thread per key of the tile, its K row in 16-byte loads, the
+ *   query heads from shared memory (broadcast), no reductions;
+ * - p V: the tile's keys dealt out to groups of head_dim / VEC threads, each
+ *   thread VEC dimensions of a row, every load in flight at once; the groups'
+ *   sums meet in shared memory once, at the end.
+ * Same online softmax and split plan as attention_kernel, so the merge and
+ * the scratch layout are shared.
+ */
+template <bool F16>
+__global__ void __launch_bounds__(ATT_THREADS) attention_decode_kernel(att_args a) {
+    constexpr int VEC = F16 ? 8 : 4; /* elements per 16-byte load */
+    static_assert(ATT_THREADS == ATT_TILE, "a thread per key of a tile");
+    extern __shared__ float sm[];
+    const int hd = a.hd, nv = hd / VEC, ngrp = ATT_THREADS / nv;
+    float *q_s = sm;                    /* (G, hd) */
+    float *s_s = q_s + ATT_MAXG * hd;   /* (G, ATT_TILE) */
+    float *r_s = s_s + ATT_MAXG * ATT_TILE; /* (ngrp, G, hd): the groups' sums */
+    __shared__ float m_run[ATT_MAXG], l_run[ATT_MAXG], corr[ATT_MAXG];
+
+    const int kvh = blockIdx.x / a.n_gc, g0 = (blockIdx.x % a.n_gc) * ATT_MAXG;
+    const int G = min(ATT_MAXG, a.group - g0);
+    const int split = blockIdx.y;
+    const int n_keys = r1cu_pos(a.pos0, a.pos_dev) + 1;
+    const int p0 = split * a.chunk, p1 = min(p0 + a.chunk, n_keys);
+    if (p0 >= p1) return; /* past the current length (graph replays) */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
+    const int h0 = kvh * a.group + g0;
+    const int vi = tid % nv, grp = tid / nv; /* p V: vector vi of the rows of group grp */
+
+    for (int i = tid; i < G * hd; i += ATT_THREADS) q_s[i] = a.qkv[(size_t)(h0 + i / hd) * hd + i % hd];
+    if (tid < ATT_MAXG) m_run[tid] = -INFINITY, l_run[tid] = 0.0f;
+    float acc[VEC][ATT_MAXG];
+#pragma unroll
+    for (int j = 0; j < VEC; j++)
+#pragma unroll
+        for (int g = 0; g < ATT_MAXG; g++) acc[j][g] = 0.0f;
+    const size_t head_base = ((size_t)a.layer * a.nkv + kvh) * a.n_ctx;
+    const uint4 *kvec = reinterpret_cast<const uint4 *>(a.kc) + head_base * nv;
+    const uint4 *vvec = reinterpret_cast<const uint4 *>(a.vc) + head_base * nv;
+    __syncthreads();
+
+    for (int tile0 = p0; tile0 < p1; tile0 += ATT_TILE) {
+        const int n = min(ATT_TILE, p1 - tile0);
+        if (tid < n) { /* the score of key tile0 + tid for each query head */
+            float d[ATT_MAXG];
+#pragma unroll
+            for (int g = 0; g < ATT_MAXG; g++) d[g] = 0.0f;
+            const uint4 *kr = kvec + (size_t)(tile0 + tid) * nv;
+#pragma unroll 4
+            for (int v = 0; v < nv; v++) {
+                float kf[VEC];
+                unpack16<F16>(kr[v], kf);
+#pragma unroll
+                for (int g = 0; g < ATT_MAXG; g++) {
+                    if (g >= G) break;
+                    const float *q = q_s + g * hd + v * VEC;
+#pragma unroll
+                    for (int j = 0; j < VEC; j++) d[g] += q[j] * kf[j];
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < ATT_MAXG; g++)
+                if (g < G) s_s[g * ATT_TILE + tid] = d[g] * a.scale;
+        }
+        __syncthreads();
+        for (int g = warp; g < G; g += ATT_WARPS) { /* online softmax: warp per head */
+            float mx = -INFINITY;
+            for (int i = lane; i < n; i += 32) mx = fmaxf(mx, s_s[g * ATT_TILE + i]);
+            mx = warp_max(mx);
+            const float m_new = fmaxf(m_run[g], mx);
+            float sum = 0.0f;
+            for (int i = lane; i < n; i += 32) {
+                const float e = expf(s_s[g * ATT_TILE + i] - m_new);
+                s_s[g * ATT_TILE + i] = e;
+                sum += e;
+            }
+            sum = warp_sum(sum);
+            if (lane == 0) {
+                const float c = expf(m_run[g] - m_new); /* 0 on the first tile */
+                corr[g] = c;
+                l_run[g] = l_run[g] * c + sum;
+                m_run[g] = m_new;
+            }
+        }
+        __syncthreads();
+        if (grp < ngrp) {
+#pragma unroll
+            for (int g = 0; g < ATT_MAXG; g++)
+                if (g < G)
+#pragma unroll
+                    for (int j = 0; j < VEC; j++) acc[j][g] *= corr[g];
+#pragma unroll 4
+            for (int i = grp; i < n; i += ngrp) {
+                float vf[VEC];
+                unpack16<F16>(vvec[(size_t)(tile0 + i) * nv + vi], vf);
+#pragma unroll
+                for (int g = 0; g < ATT_MAXG; g++) {
+                    if (g >= G) break;
+                    const float pg = s_s[g * ATT_TILE + i];
+#pragma unroll
+                    for (int j = 0; j < VEC; j++) acc[j][g] += pg * vf[j];
+                }
+            }
+        }
+        __syncthreads(); /* s_s and corr are rewritten by the next tile */
+    }
+
+    if (grp < ngrp)
+#pragma unroll
+        for (int g = 0; g < ATT_MAXG; g++)
+            if (g < G)
+#pragma unroll
+                for (int j = 0; j < VEC; j++) r_s[((size_t)grp * G + g) * hd + vi * VEC + j] = acc[j][g];
+    __syncthreads();
+    for (int i = tid; i < G * hd; i += ATT_THREADS) {
+        const int g = i / hd, dd = i % hd, h = h0 + g;
+        float o = 0.0f;
+        for (int k = 0; k < ngrp; k++) o += r_s[(size_t)k * G * hd + i];
+        if (a.n_split == 1) {
+            a.out[(size_t)h * hd + dd] = o / l_run[g];
+        } else {
+            float *p = a.part + ((size_t)h * a.n_split + split) * (hd + 2);
+            p[2 + dd] = o;
+            if (dd == 0) p[0] = m_run[g], p[1] = l_run[g];
+        }
+    }
+}
+
+/* merge the splits of one (t, head): grid (n_head, T), ATT_THREADS threads;
+ * the splits' maxima and weights are reduced across the block, then a thread
+ * per dimension sums the splits' outputs */
+__global__ void __launch_bounds__(ATT_THREADS) attention_merge_kernel(att_args a) {
+    __shared__ float e_s[ATT_MAX_SPLIT], red[ATT_WARPS];
+    const int h = blockIdx.x, t = blockIdx.y, hd = a.hd, tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
     const int n_keys = r1cu_pos(a.pos0, a.pos_dev) + t + 1;
     const int used = min(a.n_split, (n_keys + a.chunk - 1) / a.chunk);
     const float *p = a.part + ((size_t)t * a.n_head + h) * a.n_split * (hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < used; s++) M = fmaxf(M, p[s * (hd + 2)]);
-    float L = 0.0f;
-    for (int s = 0; s < used; s++) L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    auto block_reduce = [&](float v, bool is_max) {
+        v = is_max ? warp_max(v) : warp_sum(v);
+        __syncthreads(); /* red is reused */
+        if (lane == 0) red[warp] = v;
+        __syncthreads();
+        v = red[0];
+        for (int w = 1; w < ATT_WARPS; w++) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+        return v;
+    };
+    float m = -INFINITY;
+    for (int s = tid; s < used; s += ATT_THREADS) m = fmaxf(m, p[(size_t)s * (hd + 2)]);
+    const float M = block_reduce(m, true);
+    float l = 0.0f;
+    for (int s = tid; s < used; s += ATT_THREADS) {
+        const float e = expf(p[(size_t)s * (hd + 2)] - M);
+        e_s[s] = e;
+        l += p[(size_t)s * (hd + 2) + 1] * e;
+    }
+    const float L = block_reduce(l, false); /* its barriers also publish e_s */
+    for (int d = tid; d < hd; d += ATT_THREADS) {
         float o = 0.0f;
-        for (int s = 0; s < used; s++) o += p[s * (hd + 2) + 2 + d] * expf(p[s * (hd + 2)] - M);
+        for (int s = 0; s < used; s++) o += p[(size_t)s * (hd + 2) + 2 + d] * e_s[s];
         a.out[(size_t)t * a.n_head * hd + (size_t)h * hd + d] = o / L;
     }
 }
 
 static size_t att_smem(int hd) { return (size_t)(ATT_MAXG * hd + ATT_MAXG * ATT_TILE) * sizeof(float); }
+/* + the groups' sums: (ATT_THREADS / (hd / VEC)) * G * hd <= ATT_THREADS * VEC * ATT_MAXG floats */
+static size_t dec_smem(int hd, int vec) {
+    return att_smem(hd) + (size_t)(ATT_THREADS / (hd / vec)) * ATT_MAXG * hd * sizeof(float);
+}
+static bool dec_fits(int hd, int vec) { return hd % vec == 0 && hd / vec <= ATT_THREADS; }
 
 /* Called once by the backend's init: allow > 48 KB of shared memory. */
 extern "C" int r1cu_attention_init(void) {
     const int bytes = (int)att_smem(ATT_DSLOT * ATT_THREADS);
-    if (CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)))
+    const int dec16 = (int)dec_smem(ATT_DSLOT * ATT_THREADS, 8), dec32 = (int)dec_smem(ATT_DSLOT * ATT_THREADS, 4);
+    if (CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)) ||
+        CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        dec16)) ||
+        CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        dec32)))
         return -1;
     return CUDA_CHECK(
         cudaFuncSetAttribute(attention_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
@@ -216,12 +405,21 @@ extern "C" void r1cu_attention_gqa(const struct r1_op *op, int ith, int nth) {
     r1cu_attention_plan(op->T, span, &a.n_split, &a.chunk);
     cudaStream_t st = r1cu_stream();
     const dim3 grid(a.nkv * a.n_gc, a.n_split, op->T);
-    const size_t smem = att_smem(a.hd);
-    if (kv->dtype == R1_DTYPE_F16) attention_kernel<true><<<grid, ATT_THREADS, smem, st>>>(a);
-    else attention_kernel<false><<<grid, ATT_THREADS, smem, st>>>(a);
-    if (CUDA_LAUNCHED("attention_kernel")) return;
+    const bool f16 = kv->dtype == R1_DTYPE_F16;
+    const int vec = f16 ? 8 : 4;
+    if (op->T == 1 && dec_fits(a.hd, vec) && !r1cu_attention_plain) {
+        const size_t smem = dec_smem(a.hd, vec);
+        if (f16) attention_decode_kernel<true><<<grid, ATT_THREADS, smem, st>>>(a);
+        else attention_decode_kernel<false><<<grid, ATT_THREADS, smem, st>>>(a);
+        if (CUDA_LAUNCHED("attention_decode_kernel")) return;
+    } else {
+        const size_t smem = att_smem(a.hd);
+        if (f16) attention_kernel<true><<<grid, ATT_THREADS, smem, st>>>(a);
+        else attention_kernel<false><<<grid, ATT_THREADS, smem, st>>>(a);
+        if (CUDA_LAUNCHED("attention_kernel")) return;
+    }
     if (a.n_split > 1) {
-        attention_merge_kernel<<<dim3(a.n_head, op->T), 128, 0, st>>>(a);
+        attention_merge_kernel<<<dim3(a.n_head, op->T), ATT_THREADS, 0, st>>>(a);
         CUDA_LAUNCHED("attention_merge_kernel");
     }
 }

@@ -23,6 +23,8 @@
 #include "runtime/device_common.h"
 
 extern "C" int r1cu_attention_init(void);
+extern int r1cu_attention_plain; /* attention_gqa.cu: R1_CUDA_ATT=plain */
+extern int r1cu_att_chunk;       /* attention_gqa.cu: R1_CUDA_ATT_CHUNK */
 
 static struct {
     int ready, device, graphs, exact;
@@ -105,11 +107,15 @@ static int cuda_init_locked(void) {
                       why);
     }
     const int dev = r1_device_env_index("R1_GPU", "--gpu", n, "CUDA", "");
-    static const char *const onoff[] = {"0", "1"}, *const prec[] = {"fast", "exact"};
+    static const char *const onoff[] = {"0", "1"}, *const prec[] = {"fast", "exact"}, *const att[] = {"fast", "plain"};
+    static const char *const chunks[] = {"32", "64", "128"};
     if (dev < 0) return -1;
     int graphs = r1_env_choice("R1_CUDA_GRAPH", onoff, 2, 1);
     int exact = r1_env_choice("R1_CUDA_PREFILL", prec, 2, 0);
-    if (graphs < 0 || exact < 0) return -1;
+    int plain = r1_env_choice("R1_CUDA_ATT", att, 2, 0);
+    int chunk = r1_env_choice("R1_CUDA_ATT_CHUNK", chunks, 3, 0);
+    if (graphs < 0 || exact < 0 || plain < 0 || chunk < 0) return -1;
+    r1cu_attention_plain = plain, r1cu_att_chunk = 32 << chunk;
     if (CUDA_CHECK(cudaSetDevice(dev))) return take_failure(), -1;
     cudaDeviceProp p;
     if (CUDA_CHECK(cudaGetDeviceProperties(&p, dev))) return take_failure(), -1;

@@ -30,7 +30,10 @@ double r1_cuda_copy_gbps(size_t bytes, int reps);
 void r1_cuda_set_prefill_exact(int exact);
 
 /* Decode-step graphs on (1, default, R1_CUDA_GRAPH=1) or off (0). Sessions
- * read it when they capture their first decode step. */
+ * read it when they capture their first decode step. Two more settings are
+ * read once at init, for comparisons: R1_CUDA_ATT=plain runs every step
+ * through the general attention kernel, R1_CUDA_ATT_CHUNK=32|64|128 sets the
+ * decode attention's keys per split (32). */
 void r1_cuda_set_graphs(int on);
 
 #ifdef __cplusplus
