@@ -88,6 +88,32 @@ __device__ __forceinline__ float kv_load(const void *base, size_t i) {
     else return ((const float *)base)[i];
 }
 
+/* Online softmax over a tile's n scores s_s (G, ATT_TILE), a warp per head:
+ * the scores become exp(s - m_new), and each head's running max and sum are
+ * updated, with corr[g] the factor its earlier output must be scaled by. */
+__device__ __forceinline__ void tile_softmax(float *s_s, int n, int G, float *m_run, float *l_run, float *corr) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+    for (int g = warp; g < G; g += ATT_WARPS) {
+        float mx = -INFINITY;
+        for (int i = lane; i < n; i += 32) mx = fmaxf(mx, s_s[g * ATT_TILE + i]);
+        mx = warp_max(mx);
+        const float m_new = fmaxf(m_run[g], mx);
+        float sum = 0.0f;
+        for (int i = lane; i < n; i += 32) {
+            const float e = expf(s_s[g * ATT_TILE + i] - m_new);
+            s_s[g * ATT_TILE + i] = e;
+            sum += e;
+        }
+        sum = warp_sum(sum);
+        if (lane == 0) {
+            const float c = expf(m_run[g] - m_new); /* 0 on the first tile */
+            corr[g] = c;
+            l_run[g] = l_run[g] * c + sum;
+            m_run[g] = m_new;
+        }
+    }
+}
+
 template <bool F16>
 __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a) {
     extern __shared__ float sm[];
@@ -137,26 +163,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a) {
             }
         }
         __syncthreads();
-        /* online softmax: warp per head */
-        for (int g = warp; g < G; g += ATT_WARPS) {
-            float mx = -INFINITY;
-            for (int i = lane; i < n; i += 32) mx = fmaxf(mx, s_s[g * ATT_TILE + i]);
-            mx = warp_max(mx);
-            const float m_new = fmaxf(m_run[g], mx);
-            float sum = 0.0f;
-            for (int i = lane; i < n; i += 32) {
-                const float e = expf(s_s[g * ATT_TILE + i] - m_new);
-                s_s[g * ATT_TILE + i] = e;
-                sum += e;
-            }
-            sum = warp_sum(sum);
-            if (lane == 0) {
-                const float c = expf(m_run[g] - m_new); /* 0 on the first tile */
-                corr[g] = c;
-                l_run[g] = l_run[g] * c + sum;
-                m_run[g] = m_new;
-            }
-        }
+        tile_softmax(s_s, n, G, m_run, l_run, corr);
         __syncthreads();
         /* out += p V: thread per output dimension */
 #pragma unroll
@@ -226,7 +233,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_decode_kernel(att_args 
     const int n_keys = r1cu_pos(a.pos0, a.pos_dev) + 1;
     const int p0 = split * a.chunk, p1 = min(p0 + a.chunk, n_keys);
     if (p0 >= p1) return; /* past the current length (graph replays) */
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
+    const int tid = threadIdx.x;
     const int h0 = kvh * a.group + g0;
     const int vi = tid % nv, grp = tid / nv; /* p V: vector vi of the rows of group grp */
 
@@ -266,25 +273,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_decode_kernel(att_args 
                 if (g < G) s_s[g * ATT_TILE + tid] = d[g] * a.scale;
         }
         __syncthreads();
-        for (int g = warp; g < G; g += ATT_WARPS) { /* online softmax: warp per head */
-            float mx = -INFINITY;
-            for (int i = lane; i < n; i += 32) mx = fmaxf(mx, s_s[g * ATT_TILE + i]);
-            mx = warp_max(mx);
-            const float m_new = fmaxf(m_run[g], mx);
-            float sum = 0.0f;
-            for (int i = lane; i < n; i += 32) {
-                const float e = expf(s_s[g * ATT_TILE + i] - m_new);
-                s_s[g * ATT_TILE + i] = e;
-                sum += e;
-            }
-            sum = warp_sum(sum);
-            if (lane == 0) {
-                const float c = expf(m_run[g] - m_new); /* 0 on the first tile */
-                corr[g] = c;
-                l_run[g] = l_run[g] * c + sum;
-                m_run[g] = m_new;
-            }
-        }
+        tile_softmax(s_s, n, G, m_run, l_run, corr);
         __syncthreads();
         if (grp < ngrp) {
 #pragma unroll
