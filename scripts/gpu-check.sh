@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
-# gpu-check.sh - everything a GPU session runs, in one call, under 8 minutes
-# on an H200: build with CUDA, nvidia-smi, the kernel + fixture tests on the
+# gpu-check.sh - everything a GPU session runs, in one call (40 s on an H200
+# with a carried pack): nvidia-smi, the kernel + fixture tests on the
 # GPU (build-cuda/tests/test_cuda), then the synthetic 1.5b/7b benchmark in
 # bf16 and q8_0 (build-cuda/tools/gpu_bench); the benchmark table prints last.
 #
 #   bash scripts/gpu-check.sh            on the GPU machine (logs under $OUT or /tmp/gpu-check)
+#   bash scripts/gpu-check.sh --ncu      on the GPU machine, instead: each 1.5b bf16 decode kernel's
+#                                        time under ncu (tools/ncu_decode.py)
 #   bash scripts/gpu-check.sh --pack     on a build machine without a GPU: build build-cuda/ and
 #                                        put the three programs and the non-CUDA shared libraries
 #                                        they need into build-cuda/pack (carry: ["build-cuda/pack"])
 #
-# On the GPU machine it first tries to build there (binaries match that
-# image); if that fails (say, no jansson headers and no network) it falls
-# back to build-cuda/pack carried from the build machine, with its libs/ on
-# LD_LIBRARY_PATH. Exit status: non-zero if the build or a test failed.
+# On the GPU machine it runs a carried build-cuda/pack as it is, with its
+# libs/ on LD_LIBRARY_PATH (a pack built on Debian 12 ran on the H200's image);
+# without one, or with GPU_CHECK_BUILD=1, it builds there first. Exit status:
+# non-zero if the build or a test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG=${OUT:-/tmp/gpu-check}
@@ -60,6 +62,19 @@ else
         echo "FAILED: no CUDA build (and no carried build-cuda/pack; run 'scripts/gpu-check.sh --pack' where it builds)"
         exit 1
     fi
+fi
+
+if [ "${1:-}" = "--ncu" ]; then
+    # each decode kernel's own time (ncu serializes the launches: no graph gaps, caches kept);
+    # ~2 minutes for the 1.5b (the 7b did not finish in 4)
+    step "ncu: 1.5b bf16 decode kernels"
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+    timeout 150 "$NCU" --clock-control none --cache-control none --csv \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum \
+        "$BUILD/tools/gpu_bench" --models 1.5b --dtypes bf16 --gen 4 --prompt 16 >"$LOG/ncu.csv" 2>"$LOG/ncu.err"
+    echo "ncu: exit $?"
+    python3 tools/ncu_decode.py "$LOG/ncu.csv" 3
+    exit $?
 fi
 
 step "kernel and fixture tests on the GPU ($BUILD/tests/test_cuda)"

@@ -84,5 +84,27 @@ else
     bad "no $GB (make tests builds it)"
 fi
 
+# tools/ncu_decode.py (gpu-check.sh --ncu) on a made-up ncu csv: 4 forward passes of
+# embedding + 2 matvec launches; the last 2 complete steps are summed per kernel
+if command -v python3 >/dev/null; then
+    {
+        echo '"ID","Kernel Name","Metric Name","Metric Unit","Metric Value"'
+        id=0
+        for step in 1 2 3 4; do
+            for k in "embedding_kernel(int)" "matvec_kernel<2, 1>(dmat)" "matvec_kernel<2, 1>(dmat)"; do
+                echo "\"$id\",\"$k\",\"gpu__time_duration.sum\",\"ns\",\"$((1000 * step))\""
+                echo "\"$id\",\"$k\",\"dram__bytes_read.sum\",\"byte\",\"2,000,000\""
+                id=$((id + 1))
+            done
+        done
+    } >"$tmp/ncu.csv"
+    python3 "$here/../tools/ncu_decode.py" "$tmp/ncu.csv" 2 >"$tmp/ncu.out" 2>&1; rc=$?
+    expect "ncu_decode.py: exit 0 (got $rc: $(tail -n 2 "$tmp/ncu.out"))" test "$rc" -eq 0
+    # steps 2 and 3: matvec 2 launches a step, (2 x 2000 + 2 x 3000) ns / 2 steps = 5.0 us, 2.50 us a launch
+    expect "ncu_decode.py: matvec's launches, us per step and per launch" \
+        grep -Eq '^matvec_kernel<2, 1> +2 +5\.0 +2\.50 +800$' "$tmp/ncu.out"
+    expect "ncu_decode.py: the step's total" grep -Eq '^step +3 +7\.5$' "$tmp/ncu.out"
+fi
+
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
