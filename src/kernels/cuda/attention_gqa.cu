@@ -362,16 +362,14 @@ static bool dec_fits(int hd, int vec) { return hd % vec == 0 && hd / vec <= ATT_
 
 /* Called once by the backend's init: allow > 48 KB of shared memory. */
 extern "C" int r1cu_attention_init(void) {
-    const int bytes = (int)att_smem(ATT_DSLOT * ATT_THREADS);
-    const int dec16 = (int)dec_smem(ATT_DSLOT * ATT_THREADS, 8), dec32 = (int)dec_smem(ATT_DSLOT * ATT_THREADS, 4);
-    if (CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)) ||
-        CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        dec16)) ||
-        CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        dec32)))
+    const int hd = ATT_DSLOT * ATT_THREADS; /* the largest head_dim */
+    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    if (CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<true>, a, (int)att_smem(hd))) ||
+        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<false>, a, (int)att_smem(hd))) ||
+        CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<true>, a, (int)dec_smem(hd, 8))) ||
+        CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<false>, a, (int)dec_smem(hd, 4))))
         return -1;
-    return CUDA_CHECK(
-        cudaFuncSetAttribute(attention_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    return 0;
 }
 
 extern "C" void r1cu_attention_gqa(const struct r1_op *op, int ith, int nth) {

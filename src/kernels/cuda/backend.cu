@@ -107,8 +107,8 @@ static int cuda_init_locked(void) {
                       why);
     }
     const int dev = r1_device_env_index("R1_GPU", "--gpu", n, "CUDA", "");
-    static const char *const onoff[] = {"0", "1"}, *const prec[] = {"fast", "exact"}, *const att[] = {"fast", "plain"};
-    static const char *const chunks[] = {"32", "64", "128"};
+    static const char *const onoff[] = {"0", "1"}, *const prec[] = {"fast", "exact"};
+    static const char *const att[] = {"fast", "plain"}, *const chunks[] = {"32", "64", "128"};
     if (dev < 0) return -1;
     int graphs = r1_env_choice("R1_CUDA_GRAPH", onoff, 2, 1);
     int exact = r1_env_choice("R1_CUDA_PREFILL", prec, 2, 0);
