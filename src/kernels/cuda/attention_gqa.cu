@@ -64,21 +64,6 @@ struct att_args {
     float scale;
 };
 
-/* 16 bytes of the cache to floats: 8 halves or 4 floats */
-template <bool F16>
-__device__ __forceinline__ void unpack16(uint4 raw, float *o) {
-    const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if constexpr (F16) {
-            const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
-            o[2 * i] = f.x, o[2 * i + 1] = f.y;
-        } else {
-            o[i] = __uint_as_float(w[i]);
-        }
-    }
-}
-
 /* 1: every step through attention_kernel (R1_CUDA_ATT=plain; the A/B of the decode kernel) */
 int r1cu_attention_plain;
 
@@ -86,6 +71,28 @@ template <bool F16>
 __device__ __forceinline__ float kv_load(const void *base, size_t i) {
     if constexpr (F16) return __half2float(((const __half *)base)[i]);
     else return ((const float *)base)[i];
+}
+
+/* A block's share of the work: kv head kvh, its G query heads from h0, keys
+ * [p0, p1) of query row t. att_block_start fills it, loads the G query rows
+ * into q_s and resets the running max and sum; false (nothing loaded) when the
+ * block's split lies past the current length (graph replays). */
+struct att_block {
+    int kvh, G, h0, p0, p1;
+};
+__device__ __forceinline__ bool att_block_start(const att_args &a, int t, float *q_s, float *m_run, float *l_run,
+                                                att_block &b) {
+    const int g0 = (blockIdx.x % a.n_gc) * ATT_MAXG, hd = a.hd, tid = threadIdx.x;
+    b.kvh = blockIdx.x / a.n_gc;
+    b.G = min(ATT_MAXG, a.group - g0);
+    b.h0 = b.kvh * a.group + g0;
+    b.p0 = blockIdx.y * a.chunk;
+    b.p1 = min(b.p0 + a.chunk, r1cu_pos(a.pos0, a.pos_dev) + t + 1);
+    if (b.p0 >= b.p1) return false;
+    for (int i = tid; i < b.G * hd; i += ATT_THREADS)
+        q_s[i] = a.qkv[(size_t)t * a.stride + (size_t)(b.h0 + i / hd) * hd + i % hd];
+    if (tid < ATT_MAXG) m_run[tid] = -INFINITY, l_run[tid] = 0.0f;
+    return true;
 }
 
 /* Online softmax over a tile's n scores s_s (G, ATT_TILE), a warp per head:
@@ -121,18 +128,11 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a) {
     float *s_s = q_s + ATT_MAXG * a.hd;         /* (G, ATT_TILE) */
     __shared__ float m_run[ATT_MAXG], l_run[ATT_MAXG], corr[ATT_MAXG];
 
-    const int kvh = blockIdx.x / a.n_gc, g0 = (blockIdx.x % a.n_gc) * ATT_MAXG;
-    const int G = min(ATT_MAXG, a.group - g0);
     const int split = blockIdx.y, t = blockIdx.z;
-    const int n_keys = r1cu_pos(a.pos0, a.pos_dev) + t + 1;
-    const int p0 = split * a.chunk, p1 = min(p0 + a.chunk, n_keys);
-    if (p0 >= p1) return; /* past the current length (graph replays) */
+    att_block b;
+    if (!att_block_start(a, t, q_s, m_run, l_run, b)) return;
+    const int kvh = b.kvh, G = b.G, h0 = b.h0, p0 = b.p0, p1 = b.p1;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32, hd = a.hd;
-    const int h0 = kvh * a.group + g0; /* first query head of the block */
-
-    for (int i = tid; i < G * hd; i += ATT_THREADS)
-        q_s[i] = a.qkv[(size_t)t * a.stride + (size_t)(h0 + i / hd) * hd + i % hd];
-    if (tid < ATT_MAXG) m_run[tid] = -INFINITY, l_run[tid] = 0.0f;
     float acc[ATT_DSLOT][ATT_MAXG];
 #pragma unroll
     for (int ds = 0; ds < ATT_DSLOT; ds++)
@@ -227,18 +227,12 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_decode_kernel(att_args 
     float *r_s = s_s + ATT_MAXG * ATT_TILE; /* (ngrp, G, hd): the groups' sums */
     __shared__ float m_run[ATT_MAXG], l_run[ATT_MAXG], corr[ATT_MAXG];
 
-    const int kvh = blockIdx.x / a.n_gc, g0 = (blockIdx.x % a.n_gc) * ATT_MAXG;
-    const int G = min(ATT_MAXG, a.group - g0);
     const int split = blockIdx.y;
-    const int n_keys = r1cu_pos(a.pos0, a.pos_dev) + 1;
-    const int p0 = split * a.chunk, p1 = min(p0 + a.chunk, n_keys);
-    if (p0 >= p1) return; /* past the current length (graph replays) */
+    att_block b;
+    if (!att_block_start(a, 0, q_s, m_run, l_run, b)) return;
+    const int kvh = b.kvh, G = b.G, h0 = b.h0, p0 = b.p0, p1 = b.p1;
     const int tid = threadIdx.x;
-    const int h0 = kvh * a.group + g0;
     const int vi = tid % nv, grp = tid / nv; /* p V: vector vi of the rows of group grp */
-
-    for (int i = tid; i < G * hd; i += ATT_THREADS) q_s[i] = a.qkv[(size_t)(h0 + i / hd) * hd + i % hd];
-    if (tid < ATT_MAXG) m_run[tid] = -INFINITY, l_run[tid] = 0.0f;
     float acc[VEC][ATT_MAXG];
 #pragma unroll
     for (int j = 0; j < VEC; j++)
@@ -259,7 +253,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_decode_kernel(att_args 
 #pragma unroll 4
             for (int v = 0; v < nv; v++) {
                 float kf[VEC];
-                unpack16<F16>(kr[v], kf);
+                dequant16<F16 ? DT_F16 : DT_F32>(kr[v], 1.0f, kf);
 #pragma unroll
                 for (int g = 0; g < ATT_MAXG; g++) {
                     if (g >= G) break;
@@ -284,7 +278,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_decode_kernel(att_args 
 #pragma unroll 4
             for (int i = grp; i < n; i += ngrp) {
                 float vf[VEC];
-                unpack16<F16>(vvec[(size_t)(tile0 + i) * nv + vi], vf);
+                dequant16<F16 ? DT_F16 : DT_F32>(vvec[(size_t)(tile0 + i) * nv + vi], 1.0f, vf);
 #pragma unroll
                 for (int g = 0; g < ATT_MAXG; g++) {
                     if (g >= G) break;
