@@ -68,14 +68,16 @@
 #define NMSE_GATE_UP_Q8ACT 3e-2
 
 static void test_matmul(const struct r1_cpu_isa *isa) {
+    /* 11x4616: a token's f32 activations past R1_CPU_ROW1_ACT (the float
+     * tiles' decode then takes rows several a pass), odd rows, a K % 32 tail */
     static const int shapes_full[][2] = {{5, 32}, {17, 7}, {33, 100}, {64, 96}, {130, 1536},
-                                         {12, 257}, {40, 8960 / 4}, {9, 256}, {21, 512}};
+                                         {12, 257}, {40, 8960 / 4}, {9, 256}, {21, 512}, {11, 4616}};
     /* quick (qemu): also 25 blocks of 32 (steps of 128 columns and a tail, in
      * two KC slices) and 3 super-blocks */
     static const int shapes_quick[][2] = {{5, 32}, {17, 7}, {33, 160}, {6, 256}, {7, 800}, {5, 768}};
     static const int Ts_full[] = {1, 3, 17, 64}, Ts_quick[] = {1, 3, 9};
     const int(*shapes)[2] = quick ? shapes_quick : shapes_full;
-    int nshapes = quick ? 6 : 9;
+    int nshapes = quick ? 6 : 10;
     const int *Ts = quick ? Ts_quick : Ts_full;
     int nT = quick ? 3 : 4, ncase = 0;
     for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++) {
@@ -454,9 +456,10 @@ static void test_q4_0x8(const struct r1_cpu_isa *isa) {
  * a batch against one call per row. */
 static void test_small_batch(const struct r1_cpu_isa *isa) {
     /* 3100: cpu.c's carried column ranges (bf16, 8 or more tokens) ending in a K % 32 tail;
-     * 3104: the q8_0x8 pair tile's 4-row form (K >= 3072) and its q8 tail */
-    static const int shapes[][2] = {{5, 32},  {70, 256}, {33, 576},
-                                    {17, 1536}, {9, 7}, {21, 3100}, {9, 3104}};
+     * 3104: the q8_0x8 pair tile's 4-row form (K >= 3072) and its q8 tail;
+     * 4616: single tokens past R1_CPU_ROW1_ACT, rows several a pass (f32, f16, bf16) */
+    static const int shapes[][2] = {{5, 32},  {70, 256}, {33, 576},  {17, 1536},
+                                    {9, 7},   {21, 3100}, {9, 3104}, {7, 4616}};
     /* 13: three calls of 4 tokens and one of 1 */
     static const int Ts[] = {2, 3, 5, 8, 13, 16};
     const int nT = quick ? 3 : (int)(sizeof Ts / sizeof Ts[0]);
@@ -465,7 +468,7 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
         for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
             enum r1_kernel k = mm_kernels[ki];
             enum r1_dtype dt = dtypes[di];
-            for (int si = 0; si < (quick ? 3 : 7); si++) {
+            for (int si = 0; si < (quick ? 3 : 8); si++) {
                 int rows = shapes[si][0], cols = shapes[si][1];
                 if (r1_dtype_traits[dt].block > 1 && cols % r1_dtype_traits[dt].block) continue;
                 if (k == R1_K_GATE_UP_SILU) rows *= 2;

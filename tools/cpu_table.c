@@ -17,7 +17,10 @@
  * alternating token by token so that the machine's noise hits both alike;
  * R1_TABLE_AB=split compares the guided row split of decode matmuls with the
  * static one the same way, for each dtype of the table; R1_TABLE_AB=act
- * compares two-part integer activations (the default) with one part (q8).
+ * compares two-part integer activations (the default) with one part (q8);
+ * R1_TABLE_AB=rows the float tiles' decode rows four a pass where a
+ * token's activations outgrow L1 (the default) with one row at a time
+ * (cpu.h r1_cpu_row1_act).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,9 +46,12 @@ static double time_prefill(r1_session_t *s, const int32_t *ids, int n) {
     return n / (r1_now() - t0);
 }
 
-/* The two variants R1_TABLE_AB=split|act alternates: b = 0 is the default. */
-static void ab_set(int act, int b) {
-    if (act) r1_cpu_set_act_parts(b ? 1 : 2);
+/* The two variants R1_TABLE_AB=split|act|rows alternates: b = 0 is the default. */
+enum { AB_NONE, AB_SPLIT, AB_ACT, AB_ROWS };
+static const char *const ab_names[][2] = {{"", ""}, {"guided", "static"}, {"q8x2", "q8"}, {"rows4", "row1"}};
+static void ab_set(int ab, int b) {
+    if (ab == AB_ACT) r1_cpu_set_act_parts(b ? 1 : 2);
+    else if (ab == AB_ROWS) r1_cpu_row1_act = b ? 0 : R1_CPU_ROW1_ACT;
     else r1_cpu_set_static(b);
 }
 
@@ -100,7 +106,7 @@ static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *i
 /* One row per thread count: model `path` held as dt (R1_DTYPE_AUTO: the
  * file's own), labelled `label`, on the ISA selected now. */
 static int table_rows(const char *path, enum r1_dtype dt, const char *label, const int *threads, int nt,
-                      int ab_split, int ab_act) {
+                      int ab) {
     int32_t ids[512];
     const int n_dec = 32;
     r1_model_t *m = r1_model_load(path, &(struct r1_load_opts){.dtype = dt});
@@ -125,24 +131,24 @@ static int table_rows(const char *path, enum r1_dtype dt, const char *label, con
             fprintf(stderr, "%s\n", r1_last_error());
             return 1;
         }
-        if (ab_split || ab_act) {
+        if (ab) {
             double t[2] = {0, 0}, pf[2] = {0, 0};
             int32_t id = 1;
             for (int i = 0; i < 8; i++) {
-                ab_set(ab_act, i & 1);
+                ab_set(ab, i & 1);
                 pf[i & 1] += time_prefill(s, ids, 64) / 4;
             }
             for (int i = 0; i < 4 * n_dec; i++) {
-                ab_set(ab_act, i & 1);
+                ab_set(ab, i & 1);
                 double t0 = r1_now();
                 if (!r1_session_forward(s, &id, 1, NULL)) return 1;
                 t[i & 1] += r1_now() - t0;
             }
-            ab_set(ab_act, 0);
+            ab_set(ab, 0);
             printf("%-7s %-16s %3d  %s %.2f tok/s (%.2f) pf64 %.1f  %s %.2f tok/s (%.2f) pf64 %.1f  "
                    "bw %.1f GB/s\n",
-                   r1_cpu_current()->name, label, threads[k], ab_act ? "q8x2" : "guided", 2 * n_dec / t[0],
-                   2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], ab_act ? "q8" : "static", 2 * n_dec / t[1],
+                   r1_cpu_current()->name, label, threads[k], ab_names[ab][0], 2 * n_dec / t[0],
+                   2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], ab_names[ab][1], 2 * n_dec / t[1],
                    2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1], bw.best_gbps);
             fflush(stdout);
             r1_session_free(s);
@@ -226,8 +232,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *ab = getenv("R1_TABLE_AB");
-    int ab_split = ab && !strcmp(ab, "split"), ab_act = ab && !strcmp(ab, "act");
-    if (ab && *ab && *ab != '0' && !ab_split && !ab_act) {
+    const int abm = !ab ? AB_NONE : !strcmp(ab, "split") ? AB_SPLIT : !strcmp(ab, "act") ? AB_ACT
+                                  : !strcmp(ab, "rows") ? AB_ROWS : AB_NONE;
+    if (ab && *ab && *ab != '0' && abm == AB_NONE) {
         int32_t ids[512];
         for (int i = 0; i < 512; i++) ids[i] = 1000 + (i * 7919) % 100000;
         return ab_q4_0(models[0], threads, nt, ids, 64);
@@ -256,13 +263,13 @@ int main(int argc, char **argv) {
             size_t l = strlen(models[mi]);
             if (l > 5 && !strcmp(models[mi] + l - 5, ".gguf")) {
                 const char *base = strrchr(models[mi], '/');
-                if (table_rows(models[mi], R1_DTYPE_AUTO, base ? base + 1 : models[mi], threads, nt, ab_split, ab_act))
+                if (table_rows(models[mi], R1_DTYPE_AUTO, base ? base + 1 : models[mi], threads, nt, abm))
                     return 1;
                 continue;
             }
             for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
                 if (only && *only && !in_list(only, r1_dtype_name(dts[d]))) continue;
-                if (table_rows(models[mi], dts[d], r1_dtype_name(dts[d]), threads, nt, ab_split, ab_act)) return 1;
+                if (table_rows(models[mi], dts[d], r1_dtype_name(dts[d]), threads, nt, abm)) return 1;
             }
         }
     }

@@ -114,9 +114,12 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
 int r1_cpu_decode_row1 = 1;
 #define ROW_PF_DEFAULT 2048
 int r1_cpu_row_pf = ROW_PF_DEFAULT;
+int r1_cpu_row1_act = R1_CPU_ROW1_ACT;
 static void read_row1(void) {
     const char *r1 = getenv("R1_CPU_ROW1");
     r1_cpu_decode_row1 = !(r1 && *r1 == '0');
+    const char *ra = getenv("R1_CPU_ROW1_ACT");
+    r1_cpu_row1_act = ra && *ra ? atoi(ra) : R1_CPU_ROW1_ACT;
     const char *pf = getenv("R1_CPU_ROW_PF");
     r1_cpu_row_pf = pf && *pf ? atoi(pf) : ROW_PF_DEFAULT;
 }

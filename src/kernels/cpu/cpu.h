@@ -201,11 +201,27 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  * faster it is not used. AVX2's K-quants read one row at a time always
  * (kquants_avx2.c; Q4_K_M decode ~15% faster on a Zen 3 VM than 4 rows in
  * lockstep). AVX2's float tiles (f32, f16, bf16) read one row
- * at a time always, with four FMA chains a row; they have no 4-row form.
+ * at a time, with four FMA chains a row, but for r1_cpu_row1_act below.
  * The outputs are the same bits: each row's sums are its own.
  * R1_CPU_ROW1=0 keeps the 4-row forms, for comparisons; read once, by the
  * backend's init. */
 extern int r1_cpu_decode_row1;
+/* The most bytes of a token's activations that the float tiles (f32, f16,
+ * bf16) read one row at a time in decode: past it, a row streamed beside
+ * them pushed them out of a 32 KiB L1 before the next row came to them
+ * (bf16's f32eo32 at the 1.5B's down, K = 8960: 35 KB), so such rows go
+ * four a pass (AVX-512's 4-row forms, AVX2's avx2.c ROW_TILES) and the
+ * activations come from L2 once per pass. Same bits either way.
+ * R1_CPU_ROW1_ACT, default R1_CPU_ROW1_ACT; 0 or less: one row at a time
+ * whatever K, for comparisons (mm_bench bf16@R1_CPU_ROW1_ACT=0). Read with
+ * r1_cpu_decode_row1. Zen 4 VM, 1.5B down, mm_bench with the two
+ * alternating, 2 threads: AVX-512 bf16 20.8 -> 25.4 GB/s, f16 20.9 -> 25.7.
+ * Splitting K instead (cpu.c's carried ranges, one token) was slower still
+ * (8.1 against 11.2 one row at a time, 1 thread): a row read in pieces is
+ * no longer one stream with the next. */
+#define R1_CPU_ROW1_ACT 16384
+extern int r1_cpu_row1_act;
+static inline int r1_cpu_row1_fits(size_t xs) { return r1_cpu_row1_act <= 0 || xs <= (size_t)r1_cpu_row1_act; }
 /* How far ahead the AVX-512 one-row float tiles (bf16, f16, f32) prefetch
  * in their row's stream, in bytes: R1_CPU_ROW_PF, default 2048 (rows lie one
  * after another, so past a row's end that is the next row's start); 0 or

@@ -2,9 +2,9 @@
  * avx2.c - the AVX2 + FMA + F16C tables of the cpu backend (x86-64 from
  * Haswell / Zen on): "avx2", and "avx2-vnni" where the CPU also has AVX-VNNI
  * (or AVX512-VNNI with VL: then the same tiles run with EVEX vpdpbusd). Here:
- * the float tiles (f32/f16 weights against f32 activations, 4 rows x 1
- * or 4 tokens in ymm registers; bf16 against f32eo32 activations, a row at
- * a time), the q8 activation quantizer, the vector
+ * the float tiles (f32/f16 weights against f32 activations, bf16 against
+ * f32eo32 ones; a row at a time, four where a token's activations outgrow
+ * L1), the q8 activation quantizer, the vector
  * helpers, and the tables; the quantized tiles are in q32_avx2.c and
  * kquants_avx2.c. Compiled on every architecture; the code exists only on
  * x86-64 and is reached only after the CPU check. Never compiled with
@@ -91,22 +91,25 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
         V[3] = _mm256_castsi256_ps(_mm256_and_si256(d1_, hi_));                                    \
     } while (0)
 
-#define ROW_STEP(GRP, P, XP, NT)                                                                   \
+#define ROW_STEP(GRP, NR, P, XP, NT)                                                               \
     do {                                                                                           \
-        __m256 v_[4];                                                                              \
-        GRP(P, v_);                                                                                \
-        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                    \
-                acc[t][j] = _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(XP[t] + xo[j]), acc[t][j]);     \
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {                                     \
+            __m256 v_[4];                                                                          \
+            GRP(P[r], v_);                                                                         \
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                   \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[r * NT + t][j] =           \
+                    _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(XP[t] + xo[j]), acc[r * NT + t][j]);    \
+        }                                                                                          \
     } while (0)
 
-/* One row (wr) against NT tokens (xt) over [k0, k1): res[t]. ES: bytes a
+/* NR rows (wr) against NT tokens (xt) over [k0, k1): res[r NT + t]. ES: bytes a
  * weight; EO: the activations are f32eo32 (vector 0 of GRP_BF16 the even
  * columns of the first 16, at positions 0-7 of the group of 32; 1 their odd
  * ones, 16-23; 2 and 3 those of the next 16, 8-15 and 24-31; padded, so the
  * tail reads 32 of them), else plain f32 (vector j at 8j; the tail copies
- * k1 - k). pf: prefetch the weights FLOAT_PF_AHEAD bytes on (rows lie one
- * after another, so past a row's end that is the next row's start; a
+ * k1 - k). Each (row, token) has the same four chains whatever NR and NT,
+ * so the same bits. pf: prefetch each row FLOAT_PF_AHEAD bytes on (rows lie
+ * one after another, so past a row's end that is the next row's start; a
  * predictable branch: the rows a small batch has just read skip it).
  * Measured on an AVX2-only Zen 3 VM (1.5B bf16 decode, 2 threads, cpu_table
  * runs alternating): 2 KiB ahead was faster in 8 of 10 pairs than the same
@@ -115,49 +118,70 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * 13.1-16.0. Four rows on is 12 KiB ahead at K = 1536 and 70 KiB at
  * K = 8960, past the 32 KiB L1 it prefetches into. */
 #define FLOAT_PF_AHEAD 2048
-#define ROW_TILE(NAME, NT, GRP, ES, EO)                                                            \
-    static TGT void NAME(const uint8_t *wr, const float *const *xt, int k0, int k1, int pf,        \
+#define ROW_TILE(NAME, NR, NT, GRP, ES, EO)                                                        \
+    static TGT void NAME(const uint8_t *const *wr, const float *const *xt, int k0, int k1, int pf, \
                          float *res) {                                                             \
         static const int xo[4] = {0, EO ? 16 : 8, EO ? 8 : 16, 24};                                \
-        __m256 acc[NT][4];                                                                         \
-        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[t][j] = _mm256_setzero_ps();   \
+        __m256 acc[NR * NT][4];                                                                    \
+        _Pragma("GCC unroll 2") for (int i = 0; i < NR * NT; i++)                                  \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();   \
         const float *xk[NT];                                                                       \
+        const uint8_t *wk[NR];                                                                     \
         int k = k0;                                                                                \
         for (; k + 32 <= k1; k += 32) {                                                            \
-            if (pf)                                                                                \
-                _Pragma("GCC unroll 2") for (int i = 0; i < 32 * ES; i += 64)                      \
-                    _mm_prefetch((const char *)wr + FLOAT_PF_AHEAD + (size_t)k * ES + i,       \
-                                 _MM_HINT_T0);                                                     \
+            _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {                                 \
+                wk[r] = wr[r] + (size_t)k * ES;                                                    \
+                if (pf)                                                                            \
+                    _Pragma("GCC unroll 2") for (int i = 0; i < 32 * ES; i += 64)                  \
+                        _mm_prefetch((const char *)wk[r] + FLOAT_PF_AHEAD + i, _MM_HINT_T0);       \
+            }                                                                                      \
             _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;                \
-            ROW_STEP(GRP, wr + (size_t)k * ES, xk, NT);                                            \
+            ROW_STEP(GRP, NR, wk, xk, NT);                                                         \
         }                                                                                          \
         if (k < k1) {                                                                              \
-            _Alignas(32) uint8_t wt[32 * ES] = {0};                                                \
+            _Alignas(32) uint8_t wt[NR][32 * ES] = {{0}};                                          \
             _Alignas(32) float xtl[NT][32] = {{0}};                                                \
-            memcpy(wt, wr + (size_t)k * ES, (size_t)(k1 - k) * ES);                                \
+            for (int r = 0; r < NR; r++) {                                                         \
+                memcpy(wt[r], wr[r] + (size_t)k * ES, (size_t)(k1 - k) * ES);                      \
+                wk[r] = wt[r];                                                                     \
+            }                                                                                      \
             for (int t = 0; t < NT; t++) {                                                         \
                 memcpy(xtl[t], xt[t] + k, (size_t)(EO ? 32 : k1 - k) * sizeof(float));             \
                 xk[t] = xtl[t];                                                                    \
             }                                                                                      \
-            ROW_STEP(GRP, wt, xk, NT);                                                             \
+            ROW_STEP(GRP, NR, wk, xk, NT);                                                         \
         }                                                                                          \
-        _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                       \
-            res[t] = hsum(_mm256_add_ps(_mm256_add_ps(acc[t][0], acc[t][1]),                       \
-                                        _mm256_add_ps(acc[t][2], acc[t][3])));                     \
+        _Pragma("GCC unroll 2") for (int i = 0; i < NR * NT; i++)                                  \
+            res[i] = hsum(_mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]),                       \
+                                        _mm256_add_ps(acc[i][2], acc[i][3])));                     \
     }
 
 /* Rows outer, tokens in pairs inner (8 sums and 4 weight vectors fill the
- * 16 registers): the row is read from memory once, for the first pair. */
+ * 16 registers): the row is read from memory once, for the first pair. A
+ * lone token whose activations do not fit (cpu.h r1_cpu_row1_act) takes
+ * its rows four at a time instead (the rest one by one), so they come from
+ * L2 once per four rows; 16 sums spill some to the stack, which a decode
+ * bound by memory affords. 1.5B shapes, 1 thread, mm_bench on the Zen 4
+ * VM, down (K = 8960), the forms alternating: bf16 11.5 GB/s one row at a
+ * time, 13.0 two, 14.4 four; f16 10.6, 14.5, 15.6. */
 #define ROW_TILES(NAME, GRP, ES, EO)                                                               \
-    ROW_TILE(NAME##_r1, 1, GRP, ES, EO)                                                            \
-    ROW_TILE(NAME##_r2, 2, GRP, ES, EO)                                                            \
+    ROW_TILE(NAME##_r1, 1, 1, GRP, ES, EO)                                                         \
+    ROW_TILE(NAME##_r2, 1, 2, GRP, ES, EO)                                                         \
+    ROW_TILE(NAME##_r4, 4, 1, GRP, ES, EO)                                                         \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
         (void)K;                                                                                   \
         const int pf = r1_cpu_tile_prefetch;                                                       \
-        for (int r = 0; r < nr; r++) {                                                             \
-            const uint8_t *wr = w + (size_t)r * ws;                                                \
+        int r = 0;                                                                                 \
+        if (nt == 1 && !r1_cpu_row1_fits(xs))                                                     \
+            for (; r + 4 <= nr; r += 4) {                                                          \
+                const uint8_t *wr[4] = {w + (size_t)r * ws, w + (size_t)(r + 1) * ws,              \
+                                        w + (size_t)(r + 2) * ws, w + (size_t)(r + 3) * ws};       \
+                const float *xt[1] = {(const float *)x};                                           \
+                NAME##_r4(wr, xt, k0, k1, pf, out + r);                                            \
+            }                                                                                      \
+        for (; r < nr; r++) {                                                                      \
+            const uint8_t *wr[1] = {w + (size_t)r * ws};                                           \
             int t = 0;                                                                             \
             for (; t + 2 <= nt; t += 2) {                                                          \
                 const float *xt[2] = {(const float *)(x + (size_t)t * xs),                         \

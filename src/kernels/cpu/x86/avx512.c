@@ -147,7 +147,7 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
 #define DISPATCH(NAME)                                                                             \
     static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
                      int nt, float *out) {                                                         \
-        if (nt == 1 && r1_cpu_decode_row1)                                                         \
+        if (nt == 1 && r1_cpu_decode_row1 && r1_cpu_row1_fits(xs))                                 \
             r1_cpu_tile_by_row(NAME##_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                   \
         else if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
@@ -215,7 +215,7 @@ EOTILE(tile_bf16_4, 4, 4)
 EOTILE(tile_bf16_1r, 1, 1)
 static void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                       size_t xs, int nt, float *out) {
-    if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc)
+    if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc && r1_cpu_row1_fits(xs))
         r1_cpu_tile_by_row(tile_bf16_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 1) tile_bf16_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else tile_bf16_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
