@@ -6,7 +6,7 @@
  * enough distinct layer sets to stream from memory (far more than the L3),
  * run through the engine's thread pool with claimed rows, as a session does.
  *
- *   build/tools/mm_bench [-t THREADS] [-T TOKENS] [--shape smol|1.5b] [--isa NAME]
+ *   build/tools/mm_bench [-t THREADS] [-T TOKENS] [--shape smol|1.5b|7b|8b|14b] [--isa NAME]
  *                        [--rounds N] DTYPE[,DTYPE...]
  *
  * DTYPE is any weight dtype name (q4_1, q4_1x8, q8_0, ...); it is used as
@@ -44,6 +44,9 @@ struct shape {
 static const struct shape shapes[] = {
     {"smol", 576, 960, 1536, 49152, 30},   /* SmolLM2-135M */
     {"1.5b", 1536, 2048, 8960, 151936, 28}, /* R1-Distill-Qwen-1.5B */
+    {"7b", 3584, 4608, 18944, 152064, 28},  /* R1-Distill-Qwen-7B */
+    {"8b", 4096, 6144, 14336, 128256, 32},  /* R1-Distill-Llama-8B */
+    {"14b", 5120, 7168, 13824, 152064, 48}, /* R1-Distill-Qwen-14B */
 };
 
 struct variant {
@@ -112,7 +115,7 @@ int main(int argc, char **argv) {
         }
     }
     if (!list || nth < 1 || T < 1 || rounds < 1 || rounds > 64) {
-        fprintf(stderr, "usage: mm_bench [-t THREADS] [-T TOKENS] [--shape smol|1.5b] [--isa NAME] "
+        fprintf(stderr, "usage: mm_bench [-t THREADS] [-T TOKENS] [--shape smol|1.5b|7b|8b|14b] [--isa NAME] "
                         "[--rounds N<=64] DTYPE[,DTYPE...]\n");
         return 2;
     }
