@@ -696,10 +696,10 @@ static int bench(void) {
  * after the call, and a setter's value is forgotten; the process's own
  * values are put back at the end. */
 static void test_reread_env(void) {
-    const char *names[2] = {"R1_CPU_ACT", "R1_CPU_ROW1"};
-    char saved[2][64];
-    int had[2];
-    for (int i = 0; i < 2; i++) {
+    const char *names[3] = {"R1_CPU_ACT", "R1_CPU_ROW1", "R1_CPU_ROW1_ACT"};
+    char saved[3][64];
+    int had[3];
+    for (int i = 0; i < 3; i++) {
         const char *e = getenv(names[i]);
         had[i] = e != NULL;
         snprintf(saved[i], sizeof saved[i], "%s", e ? e : "");
@@ -720,7 +720,15 @@ static void test_reread_env(void) {
     unsetenv("R1_CPU_ROW1");
     r1_cpu_reread_env();
     CHECK(r1_cpu_decode_row1 == 1, "R1_CPU_ROW1 unset then reread: %d", r1_cpu_decode_row1);
-    for (int i = 0; i < 2; i++)
+    setenv("R1_CPU_ROW1_ACT", "0", 1);
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_row1_fits((size_t)1 << 20), "R1_CPU_ROW1_ACT=0 then reread: one row at 1 MiB (%d)",
+          r1_cpu_row1_act);
+    unsetenv("R1_CPU_ROW1_ACT");
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_row1_fits(R1_CPU_ROW1_ACT) && !r1_cpu_row1_fits(R1_CPU_ROW1_ACT + 1),
+          "R1_CPU_ROW1_ACT unset then reread: limit %d, default %d", r1_cpu_row1_act, R1_CPU_ROW1_ACT);
+    for (int i = 0; i < 3; i++)
         if (had[i]) setenv(names[i], saved[i], 1);
     r1_cpu_reread_env();
 }
