@@ -696,10 +696,11 @@ static int bench(void) {
  * after the call, and a setter's value is forgotten; the process's own
  * values are put back at the end. */
 static void test_reread_env(void) {
-    const char *names[3] = {"R1_CPU_ACT", "R1_CPU_ROW1", "R1_CPU_ROW1_ACT"};
-    char saved[3][64];
-    int had[3];
-    for (int i = 0; i < 3; i++) {
+    const char *names[] = {"R1_CPU_ACT", "R1_CPU_ROW1", "R1_CPU_ROW1_ACT"};
+    enum { N = sizeof names / sizeof names[0] };
+    char saved[N][64];
+    int had[N];
+    for (int i = 0; i < N; i++) {
         const char *e = getenv(names[i]);
         had[i] = e != NULL;
         snprintf(saved[i], sizeof saved[i], "%s", e ? e : "");
@@ -728,7 +729,7 @@ static void test_reread_env(void) {
     r1_cpu_reread_env();
     CHECK(r1_cpu_row1_fits(R1_CPU_ROW1_ACT) && !r1_cpu_row1_fits(R1_CPU_ROW1_ACT + 1),
           "R1_CPU_ROW1_ACT unset then reread: limit %d, default %d", r1_cpu_row1_act, R1_CPU_ROW1_ACT);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < N; i++)
         if (had[i]) setenv(names[i], saved[i], 1);
     r1_cpu_reread_env();
 }

@@ -48,7 +48,9 @@ static double time_prefill(r1_session_t *s, const int32_t *ids, int n) {
 
 /* The two variants R1_TABLE_AB=split|act|rows alternates: b = 0 is the default. */
 enum { AB_NONE, AB_SPLIT, AB_ACT, AB_ROWS };
-static const char *const ab_names[][2] = {{"", ""}, {"guided", "static"}, {"q8x2", "q8"}, {"rows4", "row1"}};
+/* per mode: its R1_TABLE_AB value, then the labels of variants 0 and 1 */
+static const char *const ab_names[][3] = {
+    {"", "", ""}, {"split", "guided", "static"}, {"act", "q8x2", "q8"}, {"rows", "rows4", "row1"}};
 static void ab_set(int ab, int b) {
     if (ab == AB_ACT) r1_cpu_set_act_parts(b ? 1 : 2);
     else if (ab == AB_ROWS) r1_cpu_row1_act = b ? 0 : R1_CPU_ROW1_ACT;
@@ -147,8 +149,8 @@ static int table_rows(const char *path, enum r1_dtype dt, const char *label, con
             ab_set(ab, 0);
             printf("%-7s %-16s %3d  %s %.2f tok/s (%.2f) pf64 %.1f  %s %.2f tok/s (%.2f) pf64 %.1f  "
                    "bw %.1f GB/s\n",
-                   r1_cpu_current()->name, label, threads[k], ab_names[ab][0], 2 * n_dec / t[0],
-                   2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], ab_names[ab][1], 2 * n_dec / t[1],
+                   r1_cpu_current()->name, label, threads[k], ab_names[ab][1], 2 * n_dec / t[0],
+                   2 * n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], ab_names[ab][2], 2 * n_dec / t[1],
                    2 * n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1], bw.best_gbps);
             fflush(stdout);
             r1_session_free(s);
@@ -232,8 +234,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *ab = getenv("R1_TABLE_AB");
-    const int abm = !ab ? AB_NONE : !strcmp(ab, "split") ? AB_SPLIT : !strcmp(ab, "act") ? AB_ACT
-                                  : !strcmp(ab, "rows") ? AB_ROWS : AB_NONE;
+    int abm = AB_NONE;
+    for (int i = AB_SPLIT; ab && i <= AB_ROWS; i++)
+        if (!strcmp(ab, ab_names[i][0])) abm = i;
     if (ab && *ab && *ab != '0' && abm == AB_NONE) {
         int32_t ids[512];
         for (int i = 0; i < 512; i++) ids[i] = 1000 + (i * 7919) % 100000;
