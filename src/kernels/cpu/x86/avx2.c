@@ -424,6 +424,8 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                                    PAIR_OF(r1_kq_tile_q6_K, V)},                                   \
                 [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V,    \
                                      PAIR_OF(r1_x86_tile_q4_0x8, V)},                              \
+                [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_##V, PANEL_OF(q4_Kx8),    \
+                                     PAIR_OF(r1_x86_tile_q4_Kx8, V)},                              \
             },                                                                                     \
         .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
         .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                  \

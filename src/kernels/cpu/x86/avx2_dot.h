@@ -9,12 +9,15 @@
  * inline asm: an intrinsic needs its ISA in the target of the function it is
  * inlined into, so a shared always_inline body could not use it, and the
  * tiles stay plain AVX2 code for the compiler (16 ymm registers, no EVEX).
- * Callers check the CPU before running V = 1 or 2. x86-64 only.
+ * Callers check the CPU before running V = 1 or 2. Also the helpers more
+ * than one tile file shares (the q4_K scales, a horizontal sum). x86-64 only.
  */
 #ifndef R1_CPU_X86_AVX2_DOT_H
 #define R1_CPU_X86_AVX2_DOT_H
 
 #include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
 
 #define R1_AVX2_TGT "avx2,fma,f16c"
 #define R1_AVX2_INL static inline __attribute__((always_inline, target(R1_AVX2_TGT)))
@@ -57,6 +60,25 @@ R1_AVX2_INL __m256i r1_avx2_dotz_pair(const int V, __m256i u1, __m256i s1, __m25
         return _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_set1_epi16(256)),
                                 _mm256_madd_epi16(_mm256_maddubs_epi16(u2, s2), _mm256_set1_epi16(1)));
     return r1_avx2_dot4(V, _mm256_slli_epi32(r1_avx2_dotz(V, u1, s1), 8), u2, s2);
+}
+
+/* q4_K/q5_K super-block scales (also the first 16 bytes of q4_Kx8's,
+ * dtype.h): lanes s < 8 of *sc d sc[s], of *mn dmin m[s]. The 12 bytes at
+ * blk + 4 hold dwords a, b, c: sc[0..3] = a & 63, m[0..3] = b & 63, sc[4..7]
+ * = (c & 15) | (a >> 6) << 4, m[4..7] = (c >> 4) | (b >> 6) << 4 (per byte). */
+R1_AVX2_INL void r1_avx2_kq_scales(const uint8_t *blk, __m256 *sc, __m256 *mn) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4));
+    __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f));
+    __m128i t = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));
+    __m128i u = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
+    __m128i hi = _mm_or_si128(t, _mm_and_si128(u, _mm_set1_epi8(0x0f)));
+    __m128i sm = _mm_unpacklo_epi32(lo, hi); /* sc[0..7], m[0..7] */
+    int32_t dm;
+    memcpy(&dm, blk, 4);
+    __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32(dm)); /* d, dmin, d, dmin, ... */
+    *sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)), _mm256_permute_ps(dd, 0x00));
+    *mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm))),
+                        _mm256_permute_ps(dd, 0x55));
 }
 
 R1_AVX2_INL float r1_avx2_hsum(__m256 v) {

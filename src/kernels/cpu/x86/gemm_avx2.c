@@ -133,10 +133,22 @@ static TGT void deq_q4_1(const uint8_t *r, int k0, int k1, float *d) { deq_q32(Q
 static TGT void deq_q5_0(const uint8_t *r, int k0, int k1, float *d) { deq_q32(Q50, r, k0, k1, d); }
 static TGT void deq_q5_1(const uint8_t *r, int k0, int k1, float *d) { deq_q32(Q51, r, k0, k1, d); }
 
-/* q4_0x8 (dtype.h): per 256 columns d[8], then 32-byte groups j = 0..3 whose
- * lane b is dword j of block b's 16 nibble bytes; a 4x4 dword transpose per
- * 128-bit half gives blocks b and b + 4 whole. */
-static TGT void deq_q4_0x8(const uint8_t *row, int k0, int k1, float *dst) {
+/* q4_K's 6-bit scales and mins of sub-blocks 0..7 (quants.c has the layout):
+ * w = sc[s] q + mn[s] */
+INL void kq_scale_min(const uint8_t *s12, float d, float dmin, float *sc, float *mn) {
+    for (int s = 0; s < 8; s++) {
+        int a, m;
+        if (s < 4) a = s12[s] & 63, m = s12[s + 4] & 63;
+        else a = (s12[s + 4] & 0x0f) | ((s12[s - 4] >> 6) << 4), m = (s12[s + 4] >> 4) | ((s12[s] >> 6) << 4);
+        sc[s] = d * (float)a;
+        mn[s] = -dmin * (float)m;
+    }
+}
+/* q4_0x8 and q4_Kx8 (dtype.h): per 256 columns 16 bytes of scales, then
+ * 32-byte groups j = 0..3 whose lane b is dword j of block (sub-block) b's
+ * 16 nibble bytes; a 4x4 dword transpose per 128-bit half gives blocks b
+ * and b + 4 whole. KQ: q4_Kx8 (w = d sc q - dmin m), else q4_0x8 (w = d (q - 8)). */
+INL void deq_x8(const int KQ, const uint8_t *row, int k0, int k1, float *dst) {
     const __m128i m4 = _mm_set1_epi8(0x0f);
     for (int s = k0 / 256; s < k1 / 256; s++, dst += 256) {
         const uint8_t *p = row + (size_t)s * 144;
@@ -148,31 +160,28 @@ static TGT void deq_q4_0x8(const uint8_t *row, int k0, int k1, float *dst) {
         __m256i c = _mm256_unpackhi_epi32(q0, q1), e = _mm256_unpackhi_epi32(q2, q3);
         __m256i blk[4] = {_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b),
                           _mm256_unpacklo_epi64(c, e), _mm256_unpackhi_epi64(c, e)};
-        __m256 d8 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        _Alignas(32) float dv[8];
-        _mm256_store_ps(dv, d8);
+        _Alignas(32) float dv[8], mv[8];
+        if (KQ) {
+            kq_scale_min(p + 4, f16(p), f16(p + 2), dv, mv);
+        } else {
+            _mm256_store_ps(dv, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)));
+            _mm256_store_ps(mv, _mm256_mul_ps(_mm256_load_ps(dv), _mm256_set1_ps(-8.0f)));
+        }
         _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
             _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
                 const int bi = i + 4 * h; /* block */
                 __m128i v = h ? _mm256_extracti128_si256(blk[i], 1) : _mm256_castsi256_si128(blk[i]);
-                __m256 d = _mm256_set1_ps(dv[bi]), m = _mm256_set1_ps(-8.0f * dv[bi]);
+                __m256 d = _mm256_set1_ps(dv[bi]), m = _mm256_set1_ps(mv[bi]);
                 put16(dst + 32 * bi, _mm_and_si128(v, m4), d, m);
                 put16(dst + 32 * bi + 16, _mm_and_si128(_mm_srli_epi16(v, 4), m4), d, m);
             }
         }
     }
 }
+static TGT void deq_q4_0x8(const uint8_t *r, int k0, int k1, float *d) { deq_x8(0, r, k0, k1, d); }
+static TGT void deq_q4_Kx8(const uint8_t *r, int k0, int k1, float *d) { deq_x8(1, r, k0, k1, d); }
 
 /* ---- K-quants (quants.c has the layouts) ---- */
-INL void kq_scale_min(const uint8_t *s12, float d, float dmin, float *sc, float *mn) {
-    for (int s = 0; s < 8; s++) {
-        int a, m;
-        if (s < 4) a = s12[s] & 63, m = s12[s + 4] & 63;
-        else a = (s12[s + 4] & 0x0f) | ((s12[s - 4] >> 6) << 4), m = (s12[s + 4] >> 4) | ((s12[s] >> 6) << 4);
-        sc[s] = d * (float)a;
-        mn[s] = -dmin * (float)m;
-    }
-}
 INL void deq_kq45(const int Q5, const uint8_t *row, int k0, int k1, float *dst) {
     const size_t bs = Q5 ? 176 : 144;
     const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
@@ -357,5 +366,6 @@ PANEL(q4_K)
 PANEL(q5_K)
 PANEL(q6_K)
 PANEL(q4_0x8)
+PANEL(q4_Kx8)
 
 #endif /* __x86_64__ */

@@ -29,7 +29,6 @@
 #include "kernels/cpu/kquants.h"
 
 #if defined(__x86_64__)
-#include <string.h>
 
 #include "kernels/cpu/x86/avx2_dot.h"
 #include "kernels/cpu/x86/x86.h"
@@ -40,11 +39,6 @@
 
 enum { F_Q4K, F_Q5K, F_Q6K };
 
-INL uint32_t u32(const uint8_t *p) {
-    uint32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 INL __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* A row is read as one linear stream, and the super-block KQ_PF_AHEAD
@@ -70,22 +64,6 @@ INL __m256 lane_mask(int lo, int hi) {
                                  _mm256_cmpgt_epi32(_mm256_add_epi32(i, _mm256_set1_epi32(1)),
                                                     _mm256_set1_epi32(lo)));
     return _mm256_castsi256_ps(m);
-}
-
-/* q4_K/q5_K super-block scales: d sc[s] and dmin m[s], s < 8. The 12 bytes
- * hold dwords a, b, c: sc[0..3] = a & 63, m[0..3] = b & 63, sc[4..7] =
- * (c & 15) | (a >> 6) << 4, m[4..7] = (c >> 4) | (b >> 6) << 4 (per byte). */
-INL void kq_scales(const uint8_t *blk, __m256 *sc, __m256 *mn) {
-    __m128i v = _mm_loadu_si128((const __m128i *)(blk + 4));
-    __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f));
-    __m128i t = _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30));
-    __m128i u = _mm_srlv_epi32(_mm_shuffle_epi32(v, 0xaa), _mm_setr_epi32(0, 4, 0, 0));
-    __m128i hi = _mm_or_si128(t, _mm_and_si128(u, _mm_set1_epi8(0x0f)));
-    __m128i sm = _mm_unpacklo_epi32(lo, hi); /* sc[0..7], m[0..7] */
-    __m256 dd = _mm256_cvtph_ps(_mm_set1_epi32((int)u32(blk))); /* d, dmin, d, dmin, ... */
-    *sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)), _mm256_permute_ps(dd, 0x00));
-    *mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm))),
-                        _mm256_permute_ps(dd, 0x55));
 }
 
 /* element i of each 128-bit lane of v in all 4 of its places (vpermilps;
@@ -263,7 +241,7 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, 
             }
         } else {
             __m256 sc, mn;
-            kq_scales(blk, &sc, &mn);
+            r1_avx2_kq_scales(blk, &sc, &mn);
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 _mm256_store_ps(scm[t], _mm256_mul_ps(sc, dx[t]));
                 acc[t] = _mm256_fnmadd_ps(mn, sx[t], acc[t]);
@@ -333,7 +311,7 @@ INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_
         const uint8_t *blk = w + (size_t)sb * bs;
         if (pf) kq_prefetch(blk, bs);
         __m256 sc, mn;
-        kq_scales(blk, &sc, &mn);
+        r1_avx2_kq_scales(blk, &sc, &mn);
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             xq[t] = (const int16_t *)(xt[t] + qoff) + (size_t)sb * R1_QK_K;
             __m256 sx = _mm256_loadu_ps((const float *)(xt[t] + foff) + sb * 8);

@@ -1,8 +1,9 @@
 /*
  * q32_avx2.c - AVX2 tiles for the 32-weight block formats: q8_0, q4_0, q4_1,
- * q5_0, q5_1 in GGUF's layout, and q4_0x8 (q4_0 regrouped by the loader,
- * dtype.h), for the avx2 and avx2-vnni tables (avx2_dot.h: V selects the dot
- * product encoding). Target attributes only, never -mavx2.
+ * q5_0, q5_1 in GGUF's layout, and q4_0x8 and q4_Kx8 (q4_0 and q4_K
+ * regrouped by the loader, dtype.h), for the avx2 and avx2-vnni tables
+ * (avx2_dot.h: V selects the dot product encoding). Target attributes only,
+ * never -mavx2.
  *
  * GGUF layout: a block's 32 quants become one ymm of unsigned bytes in column
  * order (q8_0: signed, with the sign trick), so the activations are read as
@@ -17,6 +18,12 @@
  * vpmaddubsw of a row add up in int16 (at most 8 x 2 x 15 x 127 = 30480) and
  * one vpmaddwd, one conversion and one FMA with the 8 scales (one vcvtph2ps)
  * finish 256 weights. The activations are in the q8x8 form (cpu.h).
+ * q4_Kx8 (q4_K regrouped, dtype.h) keeps q4_0x8's quant layout, lane b
+ * sub-block b, so the same loop serves it and only the end of a superblock
+ * differs: d sc per lane for d, and the mins, dmin m times the activations'
+ * lane sums, one more FMA. Against the plain q4_K tile (kquants_avx2.c) a
+ * super-block costs one conversion and two FMAs instead of 8 and 9, and its
+ * products add in int16 before a single vpmaddwd.
  *
  * Two-part activations (cpu.h) run the pair tiles (PAIR, lp): both parts'
  * dots folded in int32, (dot(q, x_hi) << 8) + dot(q, x_lo), then that one
@@ -43,7 +50,9 @@
 #define TGT __attribute__((target(R1_AVX2_TGT)))
 #define INL R1_AVX2_INL
 
-enum { F_Q80, F_Q40, F_Q41, F_Q50, F_Q51 };
+/* the regrouped formats (x8_run, x8_row): q4_0x8, and q4_Kx8 whose
+ * quants sit where q4_0x8's do (dtype.h) */
+enum { F_Q4KX8 = -2, F_Q40X8 = -1, F_Q80, F_Q40, F_Q41, F_Q50, F_Q51 };
 
 #define BS(DT) ((DT) == F_Q80 ? 34 : (DT) == F_Q40 ? 18 : (DT) == F_Q41 ? 20 : (DT) == F_Q50 ? 22 : 24)
 #define HAS_M(DT) ((DT) == F_Q41 || (DT) == F_Q51) /* w = d q + m */
@@ -196,7 +205,29 @@ INL void prefetch_x8_rows(const uint8_t *bp, size_t ws) {
     }
 }
 
-INL void x8_run(const int V, const int R, const int NT, const int PAIR, int K, int k0, int k1,
+/* A regrouped superblock's scales, lane b for block (q4_Kx8: sub-block) b:
+ * q4_0x8 *dw = d; q4_Kx8 *dw = d sc, *mn8 = dmin m / 8 */
+INL void x8_scales(const int DT, const uint8_t *bp, __m256 *dw, __m256 *mn8) {
+    if (DT == F_Q40X8) {
+        *dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)bp));
+        *mn8 = _mm256_setzero_ps();
+        return;
+    }
+    r1_avx2_kq_scales(bp, dw, mn8);
+    *mn8 = _mm256_mul_ps(*mn8, _mm256_set1_ps(0.125f));
+}
+/* acc + a superblock's lanes: d the quants' dots, nx -8 x the activations'
+ * lane sums (both folded alike), dx the activation scales (PAIR: d_lo).
+ * q4_0x8: w = d (q - 8), so (d + nx) d dx; q4_Kx8: w = d sc q - dmin m, so
+ * d (d sc dx) + nx (dmin m / 8) dx. */
+INL __m256 x8_fma(const int DT, __m256 acc, __m256i d, __m256i nx, __m256 dw, __m256 mn8, const float *dx) {
+    __m256 x = _mm256_loadu_ps(dx);
+    if (DT == F_Q40X8) return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(d, nx)), _mm256_mul_ps(dw, x), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d), _mm256_mul_ps(dw, x), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(nx), _mm256_mul_ps(mn8, x), acc);
+}
+
+INL void x8_run(const int DT, const int V, const int R, const int NT, const int PAIR, int K, int k0, int k1,
                 const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
     const size_t lp = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
@@ -245,16 +276,14 @@ INL void x8_run(const int V, const int R, const int NT, const int PAIR, int K, i
                     }
                 }
             }
-            __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)bp));
+            __m256 dw, mn8;
+            x8_scales(DT, bp, &dw, &mn8);
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 __m256i d = V == 0 ? _mm256_madd_epi16(di[t], _mm256_set1_epi16(PAIR ? 256 : 1)) : di[t];
                 if (PAIR)
                     d = V == 0 ? _mm256_add_epi32(d, _mm256_madd_epi16(dl[t], _mm256_set1_epi16(1)))
                                : _mm256_add_epi32(_mm256_slli_epi32(d, 8), dl[t]);
-                d = _mm256_add_epi32(d, nx[t]);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
-                                            _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(xp[t] + lp + 320))),
-                                            acc[r][t]);
+                acc[r][t] = x8_fma(DT, acc[r][t], d, nx[t], dw, mn8, (const float *)(xp[t] + lp + 320));
             }
         }
     }
@@ -273,7 +302,7 @@ INL void x8_run(const int V, const int R, const int NT, const int PAIR, int K, i
  * 4 rows' independent vpdpbusd chains were faster (37 against 33 GB/s).
  * The same block of the rows 4 and 8 on is fetched ahead into L2, as
  * x8_run does. */
-INL void x8_row(const int PAIR, const int NT, size_t lp, int k0, int k1, const uint8_t *w, size_t ws,
+INL void x8_row(const int DT, const int PAIR, const int NT, size_t lp, int k0, int k1, const uint8_t *w, size_t ws,
                 const uint8_t *const *xt, float *res) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[2];
@@ -301,7 +330,8 @@ INL void x8_row(const int PAIR, const int NT, size_t lp, int k0, int k1, const u
                                          _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xh + lp)))));
             }
         }
-        __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)bp));
+        __m256 dw, mn8;
+        x8_scales(DT, bp, &dw, &mn8);
         _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
             __m256i nx = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + 256)),
                                           _mm256_loadu_si256((const __m256i *)(xp[t] + 288)));
@@ -311,9 +341,7 @@ INL void x8_row(const int PAIR, const int NT, size_t lp, int k0, int k1, const u
                                                        _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 288))));
             __m256i d = _mm256_madd_epi16(di[t], _mm256_set1_epi16(PAIR ? 256 : 1));
             if (PAIR) d = _mm256_add_epi32(d, _mm256_madd_epi16(dl[t], _mm256_set1_epi16(1)));
-            d = _mm256_add_epi32(d, nx);
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d),
-                                     _mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(xp[t] + lp + 320))), acc[t]);
+            acc[t] = x8_fma(DT, acc[t], d, nx, dw, mn8, (const float *)(xp[t] + lp + 320));
         }
     }
     _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) res[t] = r1_avx2_hsum(acc[t]);
@@ -476,8 +504,8 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
             const size_t lp = PAIR ? r1_cpu_q8x8_stride(K) : 0;
             for (int r = 0; r < nr; r++) {
                 float res2[2];
-                if (nt == 1) x8_row(PAIR, 1, lp, k0, k1, w + (size_t)r * ws, ws, xt, res2);
-                else x8_row(PAIR, 2, lp, k0, k1, w + (size_t)r * ws, ws, xt, res2);
+                if (nt == 1) x8_row(DT, PAIR, 1, lp, k0, k1, w + (size_t)r * ws, ws, xt, res2);
+                else x8_row(DT, PAIR, 2, lp, k0, k1, w + (size_t)r * ws, ws, xt, res2);
                 for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res2[t];
             }
             return;
@@ -491,10 +519,10 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
             return;
         }
         if (nt == 1) {
-            if (DT < 0) x8_run(V, 4, 1, PAIR, K, k0, k1, wr, ws, xt, res);
+            if (DT < 0) x8_run(DT, V, 4, 1, PAIR, K, k0, k1, wr, ws, xt, res);
             else q32_run(DT, V, PAIR, 4, 1, K, k0, k1, wr, ws, xt, res);
         } else {
-            if (DT < 0) x8_run(V, 4, 2, PAIR, K, k0, k1, wr, ws, xt, res);
+            if (DT < 0) x8_run(DT, V, 4, 2, PAIR, K, k0, k1, wr, ws, xt, res);
             else q32_run(DT, V, PAIR, 4, 2, K, k0, k1, wr, ws, xt, res);
         }
         for (int t = 0; t < nt; t++)
@@ -514,7 +542,7 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        if (DT < 0) x8_run(V, 1, 4, 0, K, k0, k1, &wr, ws, xt, res);
+        if (DT < 0) x8_run(DT, V, 1, 4, 0, K, k0, k1, &wr, ws, xt, res);
         else q32_run(DT, V, 0, 1, 4, K, k0, k1, &wr, ws, xt, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
@@ -547,6 +575,7 @@ Q_AVX2(r1_x86_tile_q4_0, F_Q40)
 Q_AVX2(r1_x86_tile_q4_1, F_Q41)
 Q_AVX2(r1_x86_tile_q5_0, F_Q50)
 Q_AVX2(r1_x86_tile_q5_1, F_Q51)
-Q_AVX2(r1_x86_tile_q4_0x8, -1)
+Q_AVX2(r1_x86_tile_q4_0x8, F_Q40X8)
+Q_AVX2(r1_x86_tile_q4_Kx8, F_Q4KX8)
 
 #endif /* __x86_64__ */

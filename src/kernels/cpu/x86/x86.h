@@ -15,9 +15,9 @@ int r1_x86_has_f16c(void);
  * 1 AVX-VNNI, 2 AVX512-VNNI on ymm (AVX512VL), 0 neither (avx2_dot.h) */
 extern int r1_x86_avx2_vnni;
 /* AVX2 tiles of the 32-weight block formats (q32_avx2.c; cpu.h r1_cpu_tile_fn):
- * q8_0 on q8 activations (VNNI only), q4_0x8 on q8x8, the others on q8s. The _avx2vnni
- * forms need r1_x86_avx2_vnni != 0. _pair: the same on two-part pairs, folded
- * in int32 (cpu.h r1_cpu_mm.pair_tile), nt <= 2. */
+ * q8_0 on q8 activations (VNNI only), q4_0x8 and q4_Kx8 on q8x8, the others
+ * on q8s. The _avx2vnni forms need r1_x86_avx2_vnni != 0. _pair: the same on
+ * two-part pairs, folded in int32 (cpu.h r1_cpu_mm.pair_tile), nt <= 2. */
 #define R1_X86_Q32_AVX2VNNI(NAME)                                                                  \
     void NAME##_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
                          const uint8_t *x, size_t xs, int nt, float *out);                         \
@@ -35,6 +35,7 @@ R1_X86_Q32_AVX2(r1_x86_tile_q4_1)
 R1_X86_Q32_AVX2(r1_x86_tile_q5_0)
 R1_X86_Q32_AVX2(r1_x86_tile_q5_1)
 R1_X86_Q32_AVX2(r1_x86_tile_q4_0x8)
+R1_X86_Q32_AVX2(r1_x86_tile_q4_Kx8)
 void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K);
 /* Two-part activations (cpu.h quant_q8_2, quant_q8x8_2), plain AVX2 */
 void r1_x86_quant_q8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
@@ -69,6 +70,7 @@ R1_X86_PANEL_AVX2(q4_K)
 R1_X86_PANEL_AVX2(q5_K)
 R1_X86_PANEL_AVX2(q6_K)
 R1_X86_PANEL_AVX2(q4_0x8)
+R1_X86_PANEL_AVX2(q4_Kx8)
 void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K);
 float r1_x86_dot_f32_avx2(const float *a, const float *b, int n);
 float r1_x86_dot_f16_avx2(const float *a, const uint16_t *b, int n);
