@@ -43,6 +43,11 @@ void r1_kq_tile_q6_K_pair_avx2(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q4_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_K_pair_avx2vnni(R1_KQ_TILE_ARGS);
+/* q6_Kx8 against R1_CPU_ACT_Q8X8 activations (one and two parts) */
+void r1_kq_tile_q6_Kx8_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_Kx8_pair_avx2(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_Kx8_avx2vnni(R1_KQ_TILE_ARGS);
+void r1_kq_tile_q6_Kx8_pair_avx2vnni(R1_KQ_TILE_ARGS);
 
 /* q4_K, q5_K against R1_CPU_ACT_Q8WS activations (both parts in int16),
  * vpmaddwd: the avx2 table's; nr <= 4, nt <= 4 */

@@ -426,6 +426,8 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
                                      PAIR_OF(r1_x86_tile_q4_0x8, V)},                              \
                 [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_##V, PANEL_OF(q4_Kx8),    \
                                      PAIR_OF(r1_x86_tile_q4_Kx8, V)},                              \
+                [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_##V, PANEL_OF(q6_Kx8),     \
+                                     PAIR_OF(r1_kq_tile_q6_Kx8, V)},                               \
             },                                                                                     \
         .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
         .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                  \

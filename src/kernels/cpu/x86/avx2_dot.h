@@ -10,7 +10,8 @@
  * inlined into, so a shared always_inline body could not use it, and the
  * tiles stay plain AVX2 code for the compiler (16 ymm registers, no EVEX).
  * Callers check the CPU before running V = 1 or 2. Also the helpers more
- * than one tile file shares (the q4_K scales, a horizontal sum). x86-64 only.
+ * than one tile file shares (the q4_K scales, q6_Kx8's quants, a horizontal
+ * sum). x86-64 only.
  */
 #ifndef R1_CPU_X86_AVX2_DOT_H
 #define R1_CPU_X86_AVX2_DOT_H
@@ -79,6 +80,19 @@ R1_AVX2_INL void r1_avx2_kq_scales(const uint8_t *blk, __m256 *sc, __m256 *mn) {
     *sc = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sm)), _mm256_permute_ps(dd, 0x00));
     *mn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_unpackhi_epi64(sm, sm))),
                         _mm256_permute_ps(dd, 0x55));
+}
+
+/* q6_Kx8 (dtype.h): vector m (0..7) of a super-block's quants at bp, as
+ * bytes 0..63 in the q8x8 activations' order (cpu.h: lane b holds quants 4m
+ * .. 4m + 3 of group b): the nibble of qs[32 (m % 4)] (high for m >= 4) and
+ * the bits 2 (m / 2), 2 (m / 2) + 1 of h6[32 (m % 2)] above it. */
+R1_AVX2_INL __m256i r1_avx2_q6x8_quants(const uint8_t *bp, const int m) {
+    const int sh = 2 * (m / 2);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(bp + 32 * (m % 4)));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(bp + 128 + 32 * (m % 2)));
+    q = m >= 4 ? _mm256_srli_epi16(q, 4) : q;
+    hb = sh < 4 ? _mm256_slli_epi16(hb, 4 - sh) : sh > 4 ? _mm256_srli_epi16(hb, sh - 4) : hb;
+    return _mm256_or_si256(_mm256_and_si256(q, _mm256_set1_epi8(0x0f)), _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
 }
 
 R1_AVX2_INL float r1_avx2_hsum(__m256 v) {

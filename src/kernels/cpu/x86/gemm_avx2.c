@@ -255,6 +255,29 @@ INL void tr8(const float *src, size_t ss, float *dst) {
     _mm256_store_ps(dst + 7 * GR, _mm256_permute2f128_ps(u3, u7, 0x31));
 }
 
+/* q6_Kx8 (dtype.h): the quants rebuilt into the q8x8 activation vectors m
+ * = 0..7 (avx2_dot.h r1_avx2_q6x8_quants; lane b: quants 4m .. 4m + 3 of group b),
+ * then an 8x8 dword transpose (tr8) gives each group's 32 quants in order;
+ * scales per 16 columns, w = d sc (q - 32) */
+static TGT void deq_q6_Kx8(const uint8_t *row, int k0, int k1, float *dst) {
+    _Alignas(32) float vm[8 * 8], gq[8 * GR];
+    for (int s = k0 / 256; s < k1 / 256; s++, dst += 256) {
+        const uint8_t *p = row + (size_t)s * 210;
+        _Pragma("GCC unroll 8") for (int m = 0; m < 8; m++)
+            _mm256_store_si256((__m256i *)(vm + 8 * m), r1_avx2_q6x8_quants(p, m));
+        tr8(vm, 8, gq); /* group b's quants at gq + GR b */
+        const int8_t *sc8 = (const int8_t *)(p + 192);
+        const float d = f16(p + 208);
+        for (int b = 0; b < 8; b++) {
+            __m128i lo = _mm_load_si128((const __m128i *)(gq + GR * b)),
+                    hi = _mm_load_si128((const __m128i *)(gq + GR * b + 4));
+            float s0 = d * (float)sc8[2 * b], s1 = d * (float)sc8[2 * b + 1];
+            put16(dst + 32 * b, lo, _mm256_set1_ps(s0), _mm256_set1_ps(-32.0f * s0));
+            put16(dst + 32 * b + 16, hi, _mm256_set1_ps(s1), _mm256_set1_ps(-32.0f * s1));
+        }
+    }
+}
+
 /* Rows [0, nr) of w, columns [k0, k1), into the panel group pg (pg[k * GR +
  * i] = row i, column k0 + k), rows past nr and columns past k1 (up to a
  * multiple of 8) zero. stage: GR x KP floats. */
@@ -367,5 +390,6 @@ PANEL(q5_K)
 PANEL(q6_K)
 PANEL(q4_0x8)
 PANEL(q4_Kx8)
+PANEL(q6_Kx8)
 
 #endif /* __x86_64__ */

@@ -330,6 +330,129 @@ INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[t] = r1_avx2_hsum(_mm256_add_ps(acc[t], acc2[t]));
 }
 
+/* ---- q6_Kx8 (q6_K regrouped, dtype.h) against q8x8 activations (cpu.h).
+ * The 32-byte vector m (0..7) of a super-block's activations holds, in lane
+ * b, quants 4m .. 4m + 3 of block b; the weights are rebuilt into the same
+ * vectors (nibble from qs, two high bits from h6), so each lane stays with
+ * one 32-weight group for the whole super-block and the two halves of a
+ * group (m < 4 and m >= 4: q6_K's two 16-weight scales) add up in int32:
+ *   acc += (cvt(dot_0 + st_0) d sc_even + cvt(dot_1 + st_1) d sc_odd) dx
+ * with st_h = -32 x the lane's activation sum over half h (q6_K's offset:
+ * w = d sc (q - 32)), from vpmaddubsw by 32 for half 0 and the q8x8 lane
+ * sums (nx = -8 x the whole sum) for half 1. On AVX2 two vpmaddubsw of 6-bit
+ * quants add in int16 before one vpmaddwd (avx2_dot.h r1_avx2_dotz2).
+ * PAIR: both activation parts folded in int32, (hi << 8) + lo at d_lo, the
+ * start values alike (|dot| <= 16 x 63 x 127 per half, << 8 < 2^25). One
+ * row at a time, each a linear stream (kq_prefetch); NT tokens (PAIR: NT <=
+ * 2), res[t]. */
+INL __m256i q6x8_dot2(const int V, const int SH, __m256i u1, const uint8_t *x1, __m256i u2) {
+    const __m256i s1 = _mm256_loadu_si256((const __m256i *)x1), s2 = _mm256_loadu_si256((const __m256i *)(x1 + 32));
+    if (V == 0) /* SH: the hi part's << 8 as vpmaddwd by 256 */
+        return _mm256_madd_epi16(_mm256_add_epi16(_mm256_maddubs_epi16(u1, s1), _mm256_maddubs_epi16(u2, s2)),
+                                 _mm256_set1_epi16(SH ? 256 : 1));
+    __m256i d = r1_avx2_dotz2(V, u1, s1, u2, s2);
+    return SH ? _mm256_slli_epi32(d, 8) : d;
+}
+/* -32 x each lane's sum over the first half (vectors 0..3) of one part at
+ * xp, times 256 for the hi part of a pair (SH) */
+INL __m256i q6x8_start(const int SH, const uint8_t *xp) {
+    const __m256i c32 = _mm256_set1_epi8(32);
+    __m256i a = _mm256_add_epi16(_mm256_maddubs_epi16(c32, _mm256_loadu_si256((const __m256i *)xp)),
+                                 _mm256_maddubs_epi16(c32, _mm256_loadu_si256((const __m256i *)(xp + 32))));
+    __m256i b = _mm256_add_epi16(_mm256_maddubs_epi16(c32, _mm256_loadu_si256((const __m256i *)(xp + 64))),
+                                 _mm256_maddubs_epi16(c32, _mm256_loadu_si256((const __m256i *)(xp + 96))));
+    return _mm256_madd_epi16(_mm256_add_epi16(a, b), _mm256_set1_epi16(SH ? -256 : -1)); /* |sum| <= 4 x 2 x 32 x 127 */
+}
+/* the q8x8 lane sums nx (-8 x the sum of the lane's 32 bytes) of the 8 groups */
+INL __m256i q6x8_nx(const uint8_t *xp) {
+    return _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp + 256)),
+                            _mm256_loadu_si256((const __m256i *)(xp + 288)));
+}
+INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K, int k0, int k1,
+                  const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, int pf, float *res) {
+    const size_t lp = PAIR ? r1_cpu_q8x8_stride(K) : 0;
+    /* the 16 int8 scales, even ones (a group's first 16 weights) then odd */
+    const __m128i eo = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+    __m256 acc[4][4];
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    for (int s = k0 / 256; s < k1 / 256; s++) {
+        _Alignas(32) int32_t st[4][2][8]; /* per token: the two halves' start values */
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+            const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
+            __m256i st0 = q6x8_start(PAIR, xp), nx = q6x8_nx(xp);
+            if (PAIR) {
+                st0 = _mm256_add_epi32(st0, q6x8_start(0, xp + lp));
+                nx = _mm256_add_epi32(_mm256_slli_epi32(nx, 8), q6x8_nx(xp + lp));
+            }
+            _mm256_store_si256((__m256i *)st[t][0], st0);
+            /* -32 x the second half's sum */
+            _mm256_store_si256((__m256i *)st[t][1], _mm256_sub_epi32(_mm256_slli_epi32(nx, 2), st0));
+        }
+        _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
+            const uint8_t *bp = wr[r] + (size_t)s * 210;
+            if (R == 4) { /* the same super-block of the next 4 rows into L1, of the 4 after into L2 */
+                for (int o = 0; o < 256; o += 64) {
+                    _mm_prefetch((const char *)(bp + 4 * ws + (o < 209 ? o : 209)), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(bp + 8 * ws + (o < 209 ? o : 209)), _MM_HINT_T1);
+                }
+            } else if (pf) kq_prefetch(bp, 210);
+            __m256i di[4][2];
+            _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++) {
+                __m256i v[4]; /* vectors m = 4h .. 4h + 3 */
+                _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) v[i] = r1_avx2_q6x8_quants(bp, 4 * h + i);
+                _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                    const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES + 128 * h;
+                    __m256i d = _mm256_add_epi32(q6x8_dot2(V, PAIR, v[0], xp, v[1]),
+                                                 q6x8_dot2(V, PAIR, v[2], xp + 64, v[3]));
+                    if (PAIR)
+                        d = _mm256_add_epi32(d, _mm256_add_epi32(q6x8_dot2(V, 0, v[0], xp + lp, v[1]),
+                                                                 q6x8_dot2(V, 0, v[2], xp + lp + 64, v[3])));
+                    di[t][h] = _mm256_add_epi32(_mm256_load_si256((const __m256i *)st[t][h]), d);
+                }
+            }
+            __m128i s8 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(bp + 192)), eo);
+            __m256 d = _mm256_set1_ps(_cvtsh_ss((unsigned short)(bp[208] | bp[209] << 8)));
+            __m256 se = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d);
+            __m256 so = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(s8, s8))), d);
+            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+                const float *dx = (const float *)(xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES + lp + 320);
+                __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(di[t][1]), so,
+                                           _mm256_mul_ps(_mm256_cvtepi32_ps(di[t][0]), se));
+                acc[r][t] = _mm256_fmadd_ps(f, _mm256_loadu_ps(dx), acc[r][t]);
+            }
+        }
+    }
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+}
+/* Decode (nt == 1: a token, or PAIR's one token): 4 rows a pass, each
+ * super-block's activations and start values shared by them while in L1
+ * (a row at a time, the 1.5B's down projection, K = 8960, whose pair of
+ * activation parts takes 27 KiB, read 11.0 against 16.0 GB/s on one thread;
+ * the K = 1536 shapes the same either way); else rows one at a time against
+ * nt tokens (<= 4; PAIR: nt <= 2, both parts each). */
+INL void q6x8_tile(const int V, const int PAIR, R1_KQ_TILE_ARGS) {
+    const uint8_t *xt[4];
+    for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    const int pf = r1_cpu_tile_prefetch;
+    if (nt == 1) {
+        const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
+        float res[4];
+        q6x8_run(V, PAIR, 4, 1, K, k0, k1, wr, ws, xt, pf, res);
+        for (int r = 0; r < nr; r++) out[r] = res[r];
+        return;
+    }
+    for (int r = 0; r < nr; r++) {
+        const uint8_t *wr = w + (size_t)r * ws;
+        float res[4];
+        if (nt == 1) q6x8_run(V, PAIR, 1, 1, K, k0, k1, &wr, ws, xt, pf, res);
+        else if (nt == 2 || PAIR) q6x8_run(V, PAIR, 1, 2, K, k0, k1, &wr, ws, xt, pf, res);
+        else q6x8_run(V, 0, 1, 4, K, k0, k1, &wr, ws, xt, pf, res);
+        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
+    }
+}
+
 /* One row at a time, each row one linear stream (decode on the Zen 3 VM:
  * cpu.h r1_cpu_decode_row1; these tiles have no 4-row form, so the flag does
  * not change them). Decode: one token, or its two activation parts (nt <= 2;
@@ -374,6 +497,20 @@ TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q5K, 0, 0, 1, K,
     KQ_VNNI(NAME, DT)                                                                              \
     TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+
+/* q6_Kx8 (q6x8_tile): the same four forms */
+static TGT void q6x8_vex(R1_KQ_TILE_ARGS) { q6x8_tile(1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+static TGT void q6x8_evex(R1_KQ_TILE_ARGS) { q6x8_tile(2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+static TGT void q6x8_pvex(R1_KQ_TILE_ARGS) { q6x8_tile(1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+static TGT void q6x8_pevex(R1_KQ_TILE_ARGS) { q6x8_tile(2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+void r1_kq_tile_q6_Kx8_avx2vnni(R1_KQ_TILE_ARGS) {
+    (r1_x86_avx2_vnni == 1 ? q6x8_vex : q6x8_evex)(K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+void r1_kq_tile_q6_Kx8_pair_avx2vnni(R1_KQ_TILE_ARGS) {
+    (r1_x86_avx2_vnni == 1 ? q6x8_pvex : q6x8_pevex)(K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
+TGT void r1_kq_tile_q6_Kx8_avx2(R1_KQ_TILE_ARGS) { q6x8_tile(0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+TGT void r1_kq_tile_q6_Kx8_pair_avx2(R1_KQ_TILE_ARGS) { q6x8_tile(0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
 KQ_VNNI(r1_kq_tile_q4_K, F_Q4K)
 KQ_VNNI(r1_kq_tile_q5_K, F_Q5K)

@@ -71,6 +71,7 @@ R1_X86_PANEL_AVX2(q5_K)
 R1_X86_PANEL_AVX2(q6_K)
 R1_X86_PANEL_AVX2(q4_0x8)
 R1_X86_PANEL_AVX2(q4_Kx8)
+R1_X86_PANEL_AVX2(q6_Kx8)
 void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K);
 float r1_x86_dot_f32_avx2(const float *a, const float *b, int n);
 float r1_x86_dot_f16_avx2(const float *a, const uint16_t *b, int n);
