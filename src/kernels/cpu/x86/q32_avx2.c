@@ -22,8 +22,8 @@
  * sub-block b, so the same loop serves it and only the end of a superblock
  * differs: d sc per lane for d, and the mins, dmin m times the activations'
  * lane sums, one more FMA. Against the plain q4_K tile (kquants_avx2.c) a
- * super-block costs one conversion and two FMAs instead of 8 and 9, and its
- * products add in int16 before a single vpmaddwd.
+ * super-block costs two conversions and two FMAs instead of 8 and 9, and
+ * its products add in int16 before a single vpmaddwd.
  *
  * Two-part activations (cpu.h) run the pair tiles (PAIR, lp): both parts'
  * dots folded in int32, (dot(q, x_hi) << 8) + dot(q, x_lo), then that one
