@@ -22,6 +22,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include "kernels/cpu/x86/avx2_dot.h"
 #include "kernels/cpu/x86/x86.h"
 #include <string.h>
 
@@ -283,9 +284,9 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
     const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
-    const __m512i idx_d = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
-    const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(8));
-    const __m512i idx_e = _mm512_add_epi32(idx_d, idx_d), idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
+    /* q6_K: lane i takes scale 2 (i % 8) (idx_e) or 2 (i % 8) + 1 (idx_o) */
+    const __m512i idx_e = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
     const size_t bs = DT == X_Q4K ? 144 : DT == X_Q5K ? 176 : 210;
     __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
@@ -345,8 +346,9 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
                 __m512 sc = q6_scales(blk); /* d * sc[16] */
                 fa = _mm512_permutexvar_ps(idx_e, sc), fb = _mm512_permutexvar_ps(idx_o, sc);
             } else {
-                __m512 sf = kq_scales(blk);
-                fa = _mm512_permutexvar_ps(idx_d, sf), fb = _mm512_permutexvar_ps(idx_m, sf);
+                __m256 sc, mn; /* vector unpacking (avx2_dot.h), each spread to both halves */
+                r1_avx2_kq_scales(blk, &sc, &mn);
+                fa = _mm512_broadcast_f32x8(sc), fb = _mm512_broadcast_f32x8(mn);
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
