@@ -720,7 +720,12 @@ static void test_reread_env(void) {
     CHECK(r1_cpu_decode_row1 == 0, "R1_CPU_ROW1=0 then reread: %d", r1_cpu_decode_row1);
     unsetenv("R1_CPU_ROW1");
     r1_cpu_reread_env();
-    CHECK(r1_cpu_decode_row1 == 1, "R1_CPU_ROW1 unset then reread: %d", r1_cpu_decode_row1);
+    CHECK(r1_cpu_decode_row1 == -1, "R1_CPU_ROW1 unset then reread: %d", r1_cpu_decode_row1);
+    setenv("R1_CPU_ROW1", "1", 1);
+    r1_cpu_reread_env();
+    CHECK(r1_cpu_decode_row1 == 1, "R1_CPU_ROW1=1 then reread: %d", r1_cpu_decode_row1);
+    unsetenv("R1_CPU_ROW1");
+    r1_cpu_reread_env();
     setenv("R1_CPU_ROW1_ACT", "0", 1);
     r1_cpu_reread_env();
     CHECK(r1_cpu_row1_fits((size_t)1 << 20), "R1_CPU_ROW1_ACT=0 then reread: one row at 1 MiB (%d)",
@@ -748,11 +753,17 @@ int main(void) {
         uint64_t seed = rng;
         test_matmul(isa);
         test_small_batch(isa);
-        /* single tokens on 4 rows in lockstep (R1_CPU_ROW1=0) against the same batches */
+        /* single tokens on 4 rows in lockstep (R1_CPU_ROW1=0), then a row at a time
+         * (R1_CPU_ROW1=1, also for the tiles whose default is 4 rows), against
+         * the same batches */
+        const int row1 = r1_cpu_decode_row1;
         r1_cpu_decode_row1 = 0;
         printf("%s with single tokens 4 rows at a time:\n", isa->name);
         test_small_batch(isa);
         r1_cpu_decode_row1 = 1;
+        printf("%s with single tokens a row at a time:\n", isa->name);
+        test_small_batch(isa);
+        r1_cpu_decode_row1 = row1;
         r1_cpu_set_act_parts(1); /* one-part q8 activations (R1_CPU_ACT=q8) */
         printf("%s with one-part q8 activations:\n", isa->name);
         test_matmul(isa);

@@ -111,13 +111,13 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
  * refuses to start (r1_cpu_current fell back to the best set). A program
  * that picked another set itself (r1_cpu_select: the tests, cpu_table
  * --isa) keeps its choice. */
-int r1_cpu_decode_row1 = 1;
+int r1_cpu_decode_row1 = -1;
 #define ROW_PF_DEFAULT 2048
 int r1_cpu_row_pf = ROW_PF_DEFAULT;
 int r1_cpu_row1_act = R1_CPU_ROW1_ACT;
 static void read_row1(void) {
     const char *r1 = getenv("R1_CPU_ROW1");
-    r1_cpu_decode_row1 = !(r1 && *r1 == '0');
+    r1_cpu_decode_row1 = !r1 || !*r1 ? -1 : *r1 == '0' ? 0 : 1;
     const char *ra = getenv("R1_CPU_ROW1_ACT");
     r1_cpu_row1_act = ra && *ra ? atoi(ra) : R1_CPU_ROW1_ACT;
     const char *pf = getenv("R1_CPU_ROW_PF");

@@ -192,19 +192,24 @@ typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, cons
  * decode tiles then skip their prefetch of the next rows. 1 otherwise. */
 extern _Thread_local int r1_cpu_tile_prefetch;
 
-/* 1 (the default): single-token decode tiles read their rows one at a
- * time, each row one linear stream, instead of 4 rows in lockstep (4 streams
- * 1 row apart): AVX-512 q8_0x8, q4_1x8, q4_0x8 (pairs), q4_Kx8, q5_Kx8,
- * q6_Kx8, bf16, f16 and f32; AVX2 q8_0. Decode is bound by memory, and on
- * the Zen 5 VM this was measured on the lockstep streams were read slower (bench
+/* -1 (the default, R1_CPU_ROW1 unset): single-token decode tiles read their
+ * rows one at a time, each row one linear stream, instead of 4 rows in
+ * lockstep (4 streams 1 row apart): AVX-512 q8_0x8, q4_1x8, q4_0x8 (pairs),
+ * bf16, f16 and f32; AVX2 q8_0. Decode is bound by memory, and on the Zen 5
+ * VM this was measured on the lockstep streams were read slower (bench
  * --batch 1, q8_0 on AVX-512: 46 -> 36 ms a step). Where one row was not
- * faster it is not used. AVX2's K-quants read one row at a time always
+ * faster it is not used: the AVX-512 K-quant x8 tiles (q4_Kx8, q5_Kx8,
+ * q6_Kx8), whose super-blocks cost more arithmetic, read 4 rows a pass by
+ * default, each super-block's activations shared by them (Zen 4 VM, mm_bench
+ * 1.5B layers with the two alternating, 2 threads: q4_Kx8 32.0 -> 38.9,
+ * q6_Kx8 36.8 -> 48.9 GB/s; one thread 17.0 -> 20.5 and 19.5 -> 25.9); 1
+ * (R1_CPU_ROW1=1) makes them read a row at a time too. AVX2's K-quants read one row at a time always
  * (kquants_avx2.c; Q4_K_M decode ~15% faster on a Zen 3 VM than 4 rows in
  * lockstep). AVX2's float tiles (f32, f16, bf16) read one row
  * at a time, with four FMA chains a row, but for r1_cpu_row1_act below.
  * The outputs are the same bits: each row's sums are its own.
- * R1_CPU_ROW1=0 keeps the 4-row forms, for comparisons; read once, by the
- * backend's init. */
+ * R1_CPU_ROW1=0 keeps the 4-row forms everywhere, for comparisons; read once,
+ * by the backend's init. */
 extern int r1_cpu_decode_row1;
 /* The most bytes of a token's activations that the float tiles (f32, f16,
  * bf16) read one row at a time in decode: past it, a row streamed beside
