@@ -10,8 +10,8 @@
  * inlined into, so a shared always_inline body could not use it, and the
  * tiles stay plain AVX2 code for the compiler (16 ymm registers, no EVEX).
  * Callers check the CPU before running V = 1 or 2. Also the helpers more
- * than one tile file shares (the q4_K scales, q6_Kx8's quants, a horizontal
- * sum). x86-64 only.
+ * than one tile file shares (the q4_K scales, q6_Kx8's quants, the q8x8
+ * lane sums, a horizontal sum). x86-64 only.
  */
 #ifndef R1_CPU_X86_AVX2_DOT_H
 #define R1_CPU_X86_AVX2_DOT_H
@@ -93,6 +93,13 @@ R1_AVX2_INL __m256i r1_avx2_q6x8_quants(const uint8_t *bp, const int m) {
     q = m >= 4 ? _mm256_srli_epi16(q, 4) : q;
     hb = sh < 4 ? _mm256_slli_epi16(hb, 4 - sh) : sh > 4 ? _mm256_srli_epi16(hb, sh - 4) : hb;
     return _mm256_or_si256(_mm256_and_si256(q, _mm256_set1_epi8(0x0f)), _mm256_and_si256(hb, _mm256_set1_epi8(0x30)));
+}
+
+/* The q8x8 activations' lane sums (cpu.h: nx, -8 x the sum of a lane's
+ * bytes) of a super-block at xp, one int32 per 32-column block */
+R1_AVX2_INL __m256i r1_avx2_q8x8_nx(const uint8_t *xp) {
+    return _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp + 256)),
+                            _mm256_loadu_si256((const __m256i *)(xp + 288)));
 }
 
 R1_AVX2_INL float r1_avx2_hsum(__m256 v) {

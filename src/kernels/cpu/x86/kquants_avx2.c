@@ -342,9 +342,9 @@ INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_
  * sums (nx = -8 x the whole sum) for half 1. On AVX2 two vpmaddubsw of 6-bit
  * quants add in int16 before one vpmaddwd (avx2_dot.h r1_avx2_dotz2).
  * PAIR: both activation parts folded in int32, (hi << 8) + lo at d_lo, the
- * start values alike (|dot| <= 16 x 63 x 127 per half, << 8 < 2^25). One
- * row at a time, each a linear stream (kq_prefetch); NT tokens (PAIR: NT <=
- * 2), res[t]. */
+ * start values alike (|dot| <= 16 x 63 x 127 per half, << 8 < 2^25). R
+ * rows (q6x8_tile: 4 for decode, else 1, a linear stream fetched ahead by
+ * kq_prefetch) x NT tokens (PAIR: NT <= 2), res[r * NT + t]. */
 INL __m256i q6x8_dot2(const int V, const int SH, __m256i u1, const uint8_t *x1, __m256i u2) {
     const __m256i s1 = _mm256_loadu_si256((const __m256i *)x1), s2 = _mm256_loadu_si256((const __m256i *)(x1 + 32));
     if (V == 0) /* SH: the hi part's << 8 as vpmaddwd by 256 */
@@ -363,11 +363,6 @@ INL __m256i q6x8_start(const int SH, const uint8_t *xp) {
                                  _mm256_maddubs_epi16(c32, _mm256_loadu_si256((const __m256i *)(xp + 96))));
     return _mm256_madd_epi16(_mm256_add_epi16(a, b), _mm256_set1_epi16(SH ? -256 : -1)); /* |sum| <= 4 x 2 x 32 x 127 */
 }
-/* the q8x8 lane sums nx (-8 x the sum of the lane's 32 bytes) of the 8 groups */
-INL __m256i q6x8_nx(const uint8_t *xp) {
-    return _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp + 256)),
-                            _mm256_loadu_si256((const __m256i *)(xp + 288)));
-}
 INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K, int k0, int k1,
                   const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, int pf, float *res) {
     const size_t lp = PAIR ? r1_cpu_q8x8_stride(K) : 0;
@@ -380,10 +375,10 @@ INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K,
         _Alignas(32) int32_t st[4][2][8]; /* per token: the two halves' start values */
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
-            __m256i st0 = q6x8_start(PAIR, xp), nx = q6x8_nx(xp);
+            __m256i st0 = q6x8_start(PAIR, xp), nx = r1_avx2_q8x8_nx(xp);
             if (PAIR) {
                 st0 = _mm256_add_epi32(st0, q6x8_start(0, xp + lp));
-                nx = _mm256_add_epi32(_mm256_slli_epi32(nx, 8), q6x8_nx(xp + lp));
+                nx = _mm256_add_epi32(_mm256_slli_epi32(nx, 8), r1_avx2_q8x8_nx(xp + lp));
             }
             _mm256_store_si256((__m256i *)st[t][0], st0);
             /* -32 x the second half's sum */
@@ -392,9 +387,9 @@ INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K,
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 210;
             if (R == 4) { /* the same super-block of the next 4 rows into L1, of the 4 after into L2 */
-                for (int o = 0; o < 256; o += 64) {
-                    _mm_prefetch((const char *)(bp + 4 * ws + (o < 209 ? o : 209)), _MM_HINT_T0);
-                    _mm_prefetch((const char *)(bp + 8 * ws + (o < 209 ? o : 209)), _MM_HINT_T1);
+                for (int o = 0; o < 210; o += 64) {
+                    _mm_prefetch((const char *)(bp + 4 * ws + o), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(bp + 8 * ws + o), _MM_HINT_T1);
                 }
             } else if (pf) kq_prefetch(bp, 210);
             __m256i di[4][2];
@@ -446,8 +441,7 @@ INL void q6x8_tile(const int V, const int PAIR, R1_KQ_TILE_ARGS) {
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        if (nt == 1) q6x8_run(V, PAIR, 1, 1, K, k0, k1, &wr, ws, xt, pf, res);
-        else if (nt == 2 || PAIR) q6x8_run(V, PAIR, 1, 2, K, k0, k1, &wr, ws, xt, pf, res);
+        if (nt == 2 || PAIR) q6x8_run(V, PAIR, 1, 2, K, k0, k1, &wr, ws, xt, pf, res);
         else q6x8_run(V, 0, 1, 4, K, k0, k1, &wr, ws, xt, pf, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }

@@ -49,15 +49,12 @@ INL __m512 pair_ps(float a, float b) {
     return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
 }
 
-/* q4_K/q5_K super-block scales: lanes 0-7 d*sc[s], lanes 8-15 dmin*m[s] */
+/* q4_K/q5_K super-block scales: lanes 0-7 d*sc[s], lanes 8-15 dmin*m[s]
+ * (avx2_dot.h's vector unpacking) */
 INL __m512 kq_scales(const uint8_t *blk) {
-    uint32_t a = u32(blk + 4), b = u32(blk + 8), c = u32(blk + 12);
-    uint64_t sc = (a & 0x3f3f3f3fu) |
-                  (uint64_t)((c & 0x0f0f0f0fu) | ((a >> 2) & 0x30303030u)) << 32;
-    uint64_t mn = (b & 0x3f3f3f3fu) |
-                  (uint64_t)(((c >> 4) & 0x0f0f0f0fu) | ((b >> 2) & 0x30303030u)) << 32;
-    __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)mn, (long long)sc)));
-    return _mm512_mul_ps(f, pair_ps(h2f(blk), h2f(blk + 2)));
+    __m256 sc, mn;
+    r1_avx2_kq_scales(blk, &sc, &mn);
+    return _mm512_insertf32x8(_mm512_castps256_ps512(sc), mn, 1);
 }
 /* q6_K super-block scales: 16 lanes d*sc[g] */
 INL __m512 q6_scales(const uint8_t *blk) {

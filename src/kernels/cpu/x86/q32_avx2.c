@@ -239,12 +239,8 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
         __m256i nx[4];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             xp[t] = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
-            nx[t] = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + 256)),
-                                     _mm256_loadu_si256((const __m256i *)(xp[t] + 288)));
-            if (PAIR)
-                nx[t] = _mm256_add_epi32(_mm256_slli_epi32(nx[t], 8),
-                                         _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + lp + 256)),
-                                                          _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 288))));
+            nx[t] = r1_avx2_q8x8_nx(xp[t]);
+            if (PAIR) nx[t] = _mm256_add_epi32(_mm256_slli_epi32(nx[t], 8), r1_avx2_q8x8_nx(xp[t] + lp));
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 144;
@@ -333,12 +329,8 @@ INL void x8_row(const int DT, const int PAIR, const int NT, size_t lp, int k0, i
         __m256 dw, mn8;
         x8_scales(DT, bp, &dw, &mn8);
         _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) {
-            __m256i nx = _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + 256)),
-                                          _mm256_loadu_si256((const __m256i *)(xp[t] + 288)));
-            if (PAIR)
-                nx = _mm256_add_epi32(_mm256_slli_epi32(nx, 8),
-                                      _mm256_add_epi32(_mm256_loadu_si256((const __m256i *)(xp[t] + lp + 256)),
-                                                       _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 288))));
+            __m256i nx = r1_avx2_q8x8_nx(xp[t]);
+            if (PAIR) nx = _mm256_add_epi32(_mm256_slli_epi32(nx, 8), r1_avx2_q8x8_nx(xp[t] + lp));
             __m256i d = _mm256_madd_epi16(di[t], _mm256_set1_epi16(PAIR ? 256 : 1));
             if (PAIR) d = _mm256_add_epi32(d, _mm256_madd_epi16(dl[t], _mm256_set1_epi16(1)));
             acc[t] = x8_fma(DT, acc[t], d, nx, dw, mn8, (const float *)(xp[t] + lp + 320));
