@@ -7,10 +7,9 @@
  * columns, and each tile over every column range cpu.c may ask for
  * (superblock slices, the row's tail) against dequantized rows and
  * dequantized activations in double, for every ISA table this CPU runs.
- * For prefill on AMX (x86): the bf16 panels the blocks multiply (against
- * to_f32, rounded to bf16), the bf16-activation tiles beside them, and the
- * blocks themselves where this CPU has AMX (elsewhere they decline, and
- * the test says so).
+ * For prefill on the AMX sets (x86; "avx512-amx-emu" runs wherever AVX-512
+ * and AVX512_BF16 do): the two-part bf16 panels the blocks multiply, against
+ * to_f32, and the blocks themselves against double sums.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -355,108 +354,94 @@ static void test_two_parts(const struct r1_cpu_isa *isa) {
 }
 
 #if defined(__x86_64__)
-/* bf16 ulps between a and b (same sign assumed close) */
-static int bf16_ulps(uint16_t a, uint16_t b) {
-    int ia = a & 0x8000 ? -(a & 0x7fff) : a, ib = b & 0x8000 ? -(b & 0x7fff) : b;
-    return ia > ib ? ia - ib : ib - ia;
-}
+/* |w - (hi + lo)| over |w| of a two-part bf16 panel: bf16 keeps 8
+ * significant bits, so |w - hi| <= 2^-8 |w| and lo = bf16(w - hi) is off by
+ * at most 2^-8 of that: 2^-16 |w| (measured: 2^-17); a q*_K weight may
+ * differ from to_f32's by an f32 rounding (2^-24) more */
+#define ERR_PANEL2 0x1p-16
+/* an AMX block against the dequantized weights times the f32 activations in
+ * double, over the sum of |products| (the measure of ERR_TILE_RANGE): each
+ * product is within ~2^-17 of w x (the panel's and the activations' parts
+ * left out), the sums in f32 */
+#define ERR_AMX_BLOCK 1e-9
 
-typedef void (*panel_fn)(const uint8_t *, size_t, int, int, uint16_t *, uint16_t *);
-
-/* The AMX side of the regrouped layouts on the avx512 table. */
+/* The AMX side of every dtype an AMX set has blocks for: the two-part bf16
+ * panels (amx_panel.c) against to_f32, and the blocks themselves on three-part
+ * bf16 activations against double sums, on odd row counts (a zero-padded
+ * panel) and token counts past one 16-token group. */
 static void test_amx_side(const struct r1_cpu_isa *isa) {
-    static const struct {
-        enum r1_dtype dt;
-        panel_fn panel;
-    } pan[] = {{R1_DTYPE_Q4_1X8, r1_x86_panel_q4_1x8}, {R1_DTYPE_Q8_0X8, r1_x86_panel_q8_0x8},
-               {R1_DTYPE_Q4_KX8, r1_x86_panel_q4_Kx8}, {R1_DTYPE_Q5_KX8, r1_x86_panel_q5_Kx8},
-               {R1_DTYPE_Q6_KX8, r1_x86_panel_q6_Kx8}};
-    static const int Ks[] = {256, 576, 1536, 2240};
-    if (strcmp(isa->name, "avx512")) return; /* the only table with AMX blocks */
-    if (!__builtin_cpu_supports("avx512bf16")) {
-        printf("%-8s bf16 panels: no AVX512_BF16 here, not run\n", isa->name);
-        return;
-    }
-    for (size_t i = 0; i < sizeof pan / sizeof pan[0]; i++) {
-        enum r1_dtype dt = pan[i].dt;
+    static const enum r1_dtype dts[] = {R1_DTYPE_BF16,   R1_DTYPE_F16,    R1_DTYPE_Q8_0,
+                                        R1_DTYPE_Q4_0,   R1_DTYPE_Q4_0X8, R1_DTYPE_Q4_1X8,
+                                        R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8,
+                                        R1_DTYPE_Q6_KX8};
+    static const int Ks[] = {256, 576, 1536};
+    int blocks = 0;
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+        const enum r1_dtype dt = dts[i];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
-        int far = 0, one = 0, n = 0, declined = 0, ran = 0;
-        double worst_tile = 0;
+        if (!mm->batch_block) continue;
+        double worst_panel = 0, worst_block = 0;
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
             const int K = Ks[ki], R = 37, T = 21;
             if (K % r1_dtype_traits[dt].block) continue;
-            size_t rb = r1_dtype_row_bytes(dt, K), xs = r1_cpu_bf16_stride(K);
+            const size_t rb = r1_dtype_row_bytes(dt, K), xs = r1_cpu_bf16_stride(K);
             uint8_t *w = malloc(rb * R);
-            float *wf = malloc((size_t)R * K * 4), *xr = malloc((size_t)K * 4);
-            uint16_t *pn = malloc((size_t)R * K * 2);
-            uint8_t *xb = aligned_alloc(64, xs * T);
+            float *wf = malloc((size_t)R * K * 4), *x = malloc((size_t)T * K * 4);
+            uint16_t *hi = malloc((size_t)R * K * 2), *lo = malloc((size_t)R * K * 2);
+            fill(x, K, 0.05f);
             for (int r = 0; r < R; r++) {
-                fill(xr, K, 0.05f);
-                r1_dtype_traits[dt].from_f32(xr, w + r * rb, K);
+                fill(x, K, 0.05f);
+                r1_dtype_traits[dt].from_f32(x, w + r * rb, K);
                 r1_dtype_traits[dt].to_f32(w + r * rb, wf + (size_t)r * K, K);
             }
-            for (int t = 0; t < T; t++) {
-                fill(xr, K, 1.0f);
-                for (int k = 0; k < K; k++) ((uint16_t *)(xb + t * xs))[k] = r1_f32_to_bf16(xr[k]);
-            }
-            /* the panel: to_f32 rounded to bf16, a q*_K weight one f32 rounding apart at most */
-            pan[i].panel(w, rb, R, K, pn, NULL);
+            fill(x, T * K, 1.0f);
+            CHECK(r1_x86_amx_panel(dt, w, rb, R, K, hi, lo) == 0, "%s panel K=%d", r1_dtype_name(dt), K);
             for (size_t j = 0; j < (size_t)R * K; j++) {
-                int u = bf16_ulps(pn[j], r1_f32_to_bf16(wf[j]));
-                far += u > 1, one += u == 1, n++;
+                const double v = (double)r1_bf16_to_f32(hi[j]) + (dt == R1_DTYPE_BF16 ? 0 : r1_bf16_to_f32(lo[j]));
+                if (wf[j] != 0) worst_panel = fmax(worst_panel, fabs(v - wf[j]) / fabs(wf[j]));
             }
-            /* the batch tile on bf16 activations, over a whole row and a slice */
-            for (int rg = 0; rg < 2; rg++) {
-                int k0 = rg ? 256 * (K / 512) : 0, k1 = K;
-                float out[R1_CPU_MR * R1_CPU_NT];
-                mm->batch_tile(K, k0, k1, w, rb, 3, xb, xs, 4, out);
-                double err = 0, mag = 0;
-                for (int r = 0; r < 3; r++)
-                    for (int t = 0; t < 4; t++) {
-                        double sum = 0, sa = 0;
-                        for (int k = k0; k < k1; k++) {
-                            double p = (double)wf[(size_t)r * K + k] *
-                                       r1_bf16_to_f32(((uint16_t *)(xb + t * xs))[k]);
-                            sum += p, sa += fabs(p);
-                        }
-                        double e = out[t * R1_CPU_MR + r] - sum;
-                        err += e * e, mag += sa * sa;
-                    }
-                if (err / mag > worst_tile) worst_tile = err / mag;
+            /* the activations as cpu_act.c hands them to a block */
+            uint8_t *xb[3], *xv;
+            const size_t plane = r1_cpu_vnni_bytes(K, T);
+            xv = aligned_alloc(64, 3 * plane);
+            for (int p = 0; p < 3; p++) xb[p] = aligned_alloc(64, xs * T);
+            for (int t = 0; t < T; t++) {
+                const float *xr = x + (size_t)t * K;
+                uint16_t *h0 = (uint16_t *)(xb[0] + t * xs), *h1 = (uint16_t *)(xb[1] + t * xs),
+                         *h2 = (uint16_t *)(xb[2] + t * xs);
+                isa->quant_bf16(xr, h0, K);
+                isa->split_bf16(xr, h0, h1, h2, K);
             }
-            /* the AMX block, where this CPU has AMX */
-            size_t plane = r1_cpu_vnni_bytes(K, T);
-            uint8_t *xv = aligned_alloc(64, plane);
-            r1_cpu_pack_vnni(xb, xs, K, T, xv);
+            for (int p = 0; p < 3; p++) r1_cpu_pack_vnni(xb[p], xs, K, T, xv + p * plane);
             float *C = malloc((size_t)T * 64 * 4);
-            if (mm->batch_block(K, w, rb, R, xv, plane, 0, T, C, 64) == 0) {
-                ran++;
+            for (int rows = R; rows > 0; rows -= 21) { /* 37 rows, 16 */
+                CHECK(mm->batch_block(dt, K, w, rb, rows, xv, plane, 0, T, C, 64) == 0,
+                      "%s %s block K=%d rows=%d declined", isa->name, r1_dtype_name(dt), K, rows);
+                blocks++;
                 double err = 0, mag = 0;
-                for (int r = 0; r < R; r++)
+                for (int r = 0; r < rows; r++)
                     for (int t = 0; t < T; t++) {
                         double sum = 0, sa = 0;
                         for (int k = 0; k < K; k++) {
-                            double p = (double)r1_bf16_to_f32(pn[(size_t)r * K + k]) *
-                                       r1_bf16_to_f32(((uint16_t *)(xb + t * xs))[k]);
-                            sum += p, sa += fabs(p);
+                            const double pr = (double)wf[(size_t)r * K + k] * x[(size_t)t * K + k];
+                            sum += pr, sa += fabs(pr);
                         }
-                        double e = C[(size_t)t * 64 + r] - sum;
+                        const double e = C[(size_t)t * 64 + r] - sum;
                         err += e * e, mag += sa * sa;
                     }
-                CHECK(err / mag <= ERR_TILE_RANGE, "%s AMX block K=%d: error %.3g", r1_dtype_name(dt), K,
-                      err / mag);
-            } else {
-                declined++;
+                worst_block = fmax(worst_block, err / mag);
             }
-            free(w), free(wf), free(xr), free(pn), free(xb), free(xv), free(C);
+            free(w), free(wf), free(x), free(hi), free(lo), free(xv), free(C);
+            for (int p = 0; p < 3; p++) free(xb[p]);
         }
-        CHECK(far == 0, "%s bf16 panel: %d of %d weights more than one bf16 ulp from to_f32's",
-              r1_dtype_name(dt), far, n);
-        CHECK(worst_tile <= ERR_TILE_RANGE, "%s bf16 batch tile: error %.3g", r1_dtype_name(dt), worst_tile);
-        printf("%-8s %-8s bf16 panel: %d weights, %d one ulp off; batch tile error %.3g; AMX block %s\n",
-               isa->name, r1_dtype_name(dt), n, one, worst_tile,
-               ran ? "checked" : declined ? "declined (no AMX here)" : "-");
+        CHECK(worst_panel <= ERR_PANEL2, "%s %s two-part bf16 panel: error %.3g > %.3g", isa->name,
+              r1_dtype_name(dt), worst_panel, ERR_PANEL2);
+        CHECK(worst_block <= ERR_AMX_BLOCK, "%s %s AMX block: error %.3g > %.0e", isa->name,
+              r1_dtype_name(dt), worst_block, ERR_AMX_BLOCK);
+        printf("%-8s %-8s AMX: two-part panel error %.3g (limit %.3g), block error %.3g (limit %.0e)\n",
+               isa->name, r1_dtype_name(dt), worst_panel, ERR_PANEL2, worst_block, ERR_AMX_BLOCK);
     }
+    if (!strncmp(isa->name, "avx512-amx", 10)) CHECK(blocks > 0, "%s: no AMX block ran", isa->name);
 }
 #endif
 

@@ -44,6 +44,7 @@
 
 const struct r1_cpu_isa *const r1_cpu_isas[] = {
 #if defined(__x86_64__)
+    &r1_cpu_avx512_amx,
     &r1_cpu_avx512,
     &r1_cpu_avx2_vnni,
     &r1_cpu_avx2,
@@ -53,6 +54,9 @@ const struct r1_cpu_isa *const r1_cpu_isas[] = {
     &r1_cpu_neon,
 #endif
     &r1_cpu_generic,
+#if defined(__x86_64__)
+    &r1_cpu_avx512_amx_emu,
+#endif
     NULL,
 };
 
@@ -61,7 +65,7 @@ static _Atomic(const struct r1_cpu_isa *) current_isa;
 int r1_cpu_select(const char *name) {
     for (int i = 0; r1_cpu_isas[i]; i++) {
         const struct r1_cpu_isa *isa = r1_cpu_isas[i];
-        if (name && strcmp(name, isa->name) != 0) continue;
+        if (name ? strcmp(name, isa->name) != 0 : isa->emulated) continue;
         if (!isa->available()) {
             if (name) return r1_err("cpu backend: this CPU cannot run the '%s' kernels", name);
             continue;
@@ -251,19 +255,18 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 32) return NULL; /* a q8 tail past K % 256 */
     const int bact_ok = !(r1_cpu_act_q8(mm->batch_act) && w->cols % 32) &&
                         !(mm->batch_act == R1_CPU_ACT_Q8W && w->cols % 32) &&
-                        !(mm->batch_act == R1_CPU_ACT_F32EO && w->cols % 16);
+                        !(mm->batch_act == R1_CPU_ACT_F32EO && w->cols % 16) &&
+                        !(mm->batch_block && w->cols % 32);
     *buf = *mm;
     buf->batch_block = NULL;
     const int small_max = small_batch();
     buf->whole_k = T <= small_max;
-    if (T > small_max && mm->batch_tile && bact_ok &&
-        !(mm->batch_block && w->cols % 32) && /* the block or nothing */
-        (!mm->batch_avail || mm->batch_avail())) {
+    if (T > small_max && (mm->batch_tile || mm->batch_block) && bact_ok) {
         buf->whole_k = 0;
         buf->act = mm->batch_act;
         buf->tile = mm->batch_tile;
         buf->carry_k = 0; /* carry_k says what tile does; the batch tiles do not carry */
-        if (mm->batch_block && w->cols % 32 == 0) buf->batch_block = mm->batch_block;
+        buf->batch_block = mm->batch_block;
     }
     buf->pairs = 0;
     if ((buf->act == R1_CPU_ACT_Q8X8 || r1_cpu_act_q8(buf->act)) && buf->tile == mm->tile && mm->pair_tile &&
@@ -354,15 +357,16 @@ static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
  * makes its own slices). A batch walks K in KC-column slices so
  * the slice of ROW_BLOCK rows and of the tokens both stay in L2 while every
  * tile of them is computed; a single token streams each row group once. */
-static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
+static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, enum r1_dtype dt, int K,
                      const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
                      int t0, int tn, float *C) {
-    /* mm->batch_block is set only for batches past SMALL_BATCH (mm_for) */
-    size_t plane;
-    const uint8_t *vnni = mm->batch_block ? r1_cpu_act_vnni(&plane) : NULL;
-    if (vnni &&
-        mm->batch_block(K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C, ROW_BLOCK) == 0)
+    if (mm->batch_block) { /* set only for batches past SMALL_BATCH (mm_for) */
+        size_t plane;
+        const uint8_t *vnni = r1_cpu_act_vnni(&plane);
+        R1_ASSERT(vnni && mm->batch_block(dt, K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C,
+                                          ROW_BLOCK) == 0);
         return;
+    }
     if (mm->batch_panel) {
         mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,
                         tn, C, ROW_BLOCK);
@@ -429,7 +433,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
+            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
                      tn * parts, C);
             if (parts == 2) fold_parts(C, tn, mc);
             for (int t = 0; t < tn; t++) {
@@ -555,9 +559,9 @@ again:
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
+            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
                      tn * parts, g);
-            mm_block(isa, mm, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, u);
+            mm_block(isa, mm, w->dtype, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, u);
             if (parts == 2) {
                 fold_parts(g, tn, mc);
                 fold_parts(u, tn, mc);

@@ -158,16 +158,15 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols);
 typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
 
-/* A whole block of a batch at once (AMX): C[(t - t0) * ldc + r] = row r of w ·
- * token t, r < mc <= ldc, t in [t0, t0 + tn), over all K columns; rows of C
- * from mc up to ldc may be overwritten. xv holds the batch's activations
- * split in three bf16 parts, x0 = bf16(x), x1 = bf16(x - x0), x2 =
- * bf16(x - x0 - x1), each in the VNNI layout of r1_cpu_pack_vnni, xplane
- * bytes apart; t0 % 16 == 0.
- * Returns -1, touching nothing, when it cannot: the caller then uses the
- * tiles. */
-typedef int (*r1_cpu_block_fn)(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
-                               size_t xplane, int t0, int tn, float *C, int ldc);
+/* A whole block of a batch at once (the AMX sets): C[(t - t0) * ldc + r] =
+ * row r of w (dtype dt) · token t, r < mc <= ldc, t in [t0, t0 + tn), over
+ * all K columns; rows of C from mc up to ldc may be overwritten. xv holds
+ * the batch's activations split in three bf16 parts, x0 = bf16(x), x1 =
+ * bf16(x - x0), x2 = bf16(x - x0 - x1), each in the VNNI layout of
+ * r1_cpu_pack_vnni, xplane bytes apart. K % 32 == 0, t0 % 16 == 0, mc <= 64;
+ * returns -1, touching nothing, when those do not hold. */
+typedef int (*r1_cpu_block_fn)(enum r1_dtype dt, int K, const uint8_t *w, size_t ws, int mc,
+                               const uint8_t *xv, size_t xplane, int t0, int tn, float *C, int ldc);
 
 /* bf16 activation rows (R1_CPU_ACT_BF16 form, K % 32 == 0) of T tokens into
  * the VNNI layout: per group of 16 tokens and chunk c of 32 columns, 1 KiB
@@ -260,13 +259,13 @@ extern _Thread_local void *r1_cpu_tile_acc;
 struct r1_cpu_mm {
     enum r1_cpu_act act;
     r1_cpu_tile_fn tile; /* NULL: not supported, the kernel falls back to ref */
-    /* Optional form for batches (T > 16, prefill): its own activation form;
-     * NULL: tile serves batches too. May trade exactness for speed (bf16
-     * activations), within the conformance test's named limits. */
+    /* Optional form for batches (T > 16, prefill): its own activation form
+     * and a tile, or a whole-block function (batch_act R1_CPU_ACT_BF16,
+     * columns a multiple of 32). NULL: tile serves batches too. May trade
+     * exactness for speed, within the conformance test's named limits. */
     enum r1_cpu_act batch_act;
     r1_cpu_tile_fn batch_tile;
-    r1_cpu_block_fn batch_block; /* optional, with batch_act R1_CPU_ACT_BF16 */
-    int (*batch_avail)(void);    /* NULL, or 0 when the batch form is off on this CPU */
+    r1_cpu_block_fn batch_block;
     /* Set by cpu.c on its copy for one matmul (tables leave it 0): every
      * tile call spans all K columns (the decode form, also on batches of
      * up to 16 tokens, so that each row is bit for bit a decode step's). */
@@ -295,6 +294,7 @@ struct r1_cpu_mm {
 struct r1_cpu_isa {
     const char *name;
     int (*available)(void); /* 1 if this CPU (and OS) runs it */
+    int emulated;           /* 1: a software model of an ISA (tests); never the default */
     int mr, nt;             /* tile shape, <= R1_CPU_MR, R1_CPU_NT */
     struct r1_cpu_mm mm[R1_DTYPE_COUNT];
     void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
@@ -344,11 +344,16 @@ extern const struct r1_cpu_isa r1_cpu_generic;
 extern const struct r1_cpu_isa r1_cpu_avx2;   /* x86-64 only, else name NULL */
 extern const struct r1_cpu_isa r1_cpu_avx2_vnni; /* x86-64 only: AVX2 + AVX-VNNI (or AVX512-VNNI/VL) */
 extern const struct r1_cpu_isa r1_cpu_avx512; /* x86-64 only */
+/* x86-64 only: the avx512 table with AMX blocks for batches, on the
+ * hardware's tiles and on a software model of them (emulated; amx_blocks.h).
+ * Filled by their first successful availability check. */
+extern struct r1_cpu_isa r1_cpu_avx512_amx;
+extern struct r1_cpu_isa r1_cpu_avx512_amx_emu;
 extern const struct r1_cpu_isa r1_cpu_neon;   /* aarch64 only */
 extern const struct r1_cpu_isa r1_cpu_neon_dot;
 
 /* Every ISA table built into this binary, best first, NULL-terminated
- * (tables for another architecture are left out). */
+ * (tables for another architecture are left out; emulated ones last). */
 extern const struct r1_cpu_isa *const r1_cpu_isas[];
 
 /* Use the named ISA for the cpu kernels from now on ("avx512", "avx2-vnni", "avx2",

@@ -6,12 +6,11 @@
  * (cpu.h; one shift or AND per 16 weights), q8_0/q4_0 weights against q8 activations
  * two blocks per zmm with vpdpbusd (sign trick; with AVX512-VBMI, one masked
  * load and byte/word permutes per block pair, q4_0 on unsigned nibbles).
- * Batches (prefill) of bf16, f16, q8_0 and q4_0 weights run on AMX where the
- * CPU and OS allow it (activations rounded to bf16 once per batch, weights
- * other than bf16 converted to a bf16 panel once per block of rows); bf16
- * batches without AMX use vdpbf16ps (AVX512_BF16). Each extension is checked
- * at run time; R1_CPU_NO_VBMI / _NO_BF16 / _NO_AMX turn one off (tests,
- * comparisons). CPUs with AVX-512 but no VNNI use the AVX2 table. Target
+ * Batches (prefill) take the same tiles over column slices, and the
+ * K-quant x8 layouts an f32 panel GEMM (gemm_avx512.c); the AMX sets
+ * (amx_blocks.h) are this table with AMX blocks for batches. VBMI and GFNI
+ * are checked at run time (r1_cpu_set_features turns them off for tests).
+ * CPUs with AVX-512 but no VNNI use the AVX2 table. Target
  * attributes only, never -mavx512f.
  */
 #include "kernels/cpu/cpu.h"
@@ -36,9 +35,6 @@
 static int has_vbmi; /* set by avx512_available: the VBMI quant tiles */
 static int has_gfni; /* with VBMI: q4_0 high nibbles by one vgf2p8affineqb */
 static int has_vbmi_cpu(void);
-static int has_bf16; /* set by avx512_available: vdpbf16ps for bf16 batches */
-static int has_bf16_cpu(void);
-static int has_amx; /* set by avx512_available: AMX tiles for bf16 batches */
 
 static int avx512_available(void) {
     __builtin_cpu_init();
@@ -47,8 +43,6 @@ static int avx512_available(void) {
         const char *off = getenv("R1_CPU_NO_GFNI"); /* tests: the VBMI tiles without it */
         has_gfni = __builtin_cpu_supports("gfni") && !(off && *off && *off != '0');
     }
-    has_bf16 = has_bf16_cpu();
-    has_amx = has_bf16 && r1_x86_amx_probe();
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
@@ -219,150 +213,6 @@ static void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr
         r1_cpu_tile_by_row(tile_bf16_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 1) tile_bf16_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else tile_bf16_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-
-/* ---- bf16 weights in a batch: activations rounded to bf16 once per batch
- * (R1_CPU_ACT_BF16), then vdpbf16ps multiplies 32 weight/activation pairs a
- * row per instruction with f32 accumulation: no per-weight conversion and
- * half the activation bytes. CPUs without AVX512_BF16 widen both to f32. ---- */
-#define TGT_B TGT_S ",avx512bf16"
-#define TGTB __attribute__((target(TGT_B)))
-
-static int has_bf16_cpu(void) {
-    const char *off = getenv("R1_CPU_NO_BF16"); /* tests: the widening fallback */
-    return __builtin_cpu_supports("avx512bf16") && !(off && *off && *off != '0');
-}
-
-static TGTB void tile_bf16_dp(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                              const uint8_t *x, size_t xs, int nt, float *out) {
-    (void)K;
-    SETUP_PTRS(4, const uint16_t *)
-    __m512 acc[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();
-    const uint16_t *p0 = (const uint16_t *)w0, *p1 = (const uint16_t *)w1,
-                   *p2 = (const uint16_t *)w2, *p3 = (const uint16_t *)w3;
-    int k = k0;
-    for (; k < k1; k += 32) {
-        __mmask32 m = k1 - k >= 32 ? (__mmask32)~0u : (__mmask32)((1u << (k1 - k)) - 1);
-        __m512bh a0 = (__m512bh)_mm512_maskz_loadu_epi16(m, p0 + k);
-        __m512bh a1 = (__m512bh)_mm512_maskz_loadu_epi16(m, p1 + k);
-        __m512bh a2 = (__m512bh)_mm512_maskz_loadu_epi16(m, p2 + k);
-        __m512bh a3 = (__m512bh)_mm512_maskz_loadu_epi16(m, p3 + k);
-        _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {
-            __m512bh xv = (__m512bh)_mm512_maskz_loadu_epi16(m, xt[t] + k);
-            acc[0][t] = _mm512_dpbf16_ps(acc[0][t], a0, xv);
-            acc[1][t] = _mm512_dpbf16_ps(acc[1][t], a1, xv);
-            acc[2][t] = _mm512_dpbf16_ps(acc[2][t], a2, xv);
-            acc[3][t] = _mm512_dpbf16_ps(acc[3][t], a3, xv);
-        }
-    }
-    R1_X86_TILE_OUT(4);
-}
-
-/* the same without AVX512_BF16 (and f16 weights against bf16 activations):
- * both operands widened to f32 */
-#define WIDE_TILE(NAME, LDW)                                                                       \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
-                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        (void)K;                                                                                   \
-        SETUP_PTRS(4, const uint8_t *)                                                             \
-        __m512 acc[4][4];                                                                          \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm512_setzero_ps();   \
-        for (int k = k0; k < k1; k += 16) {                                                        \
-            __mmask16 m = k1 - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (k1 - k)) - 1);    \
-            __m512 a0 = LDW(w0, k, m), a1 = LDW(w1, k, m), a2 = LDW(w2, k, m), a3 = LDW(w3, k, m); \
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) {                                  \
-                __m512 xv = ld_bf16(xt[t], k, m);                                                  \
-                acc[0][t] = _mm512_fmadd_ps(a0, xv, acc[0][t]);                                    \
-                acc[1][t] = _mm512_fmadd_ps(a1, xv, acc[1][t]);                                    \
-                acc[2][t] = _mm512_fmadd_ps(a2, xv, acc[2][t]);                                    \
-                acc[3][t] = _mm512_fmadd_ps(a3, xv, acc[3][t]);                                    \
-            }                                                                                      \
-        }                                                                                          \
-        R1_X86_TILE_OUT(4);                                                                \
-    }
-WIDE_TILE(tile_bf16_wide, ld_bf16)
-WIDE_TILE(tile_f16_batch, ld_f16)
-
-static void tile_bf16_batch(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                            const uint8_t *x, size_t xs, int nt, float *out) {
-    if (has_bf16) tile_bf16_dp(K, k0, k1, w, ws, nr, x, xs, nt, out);
-    else tile_bf16_wide(K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-
-/* the f16 batch form exists for AMX; the tiles left over (rows not a multiple
- * of 16) widen the bf16 activations */
-#define tile_f16_amx_tiles tile_f16_batch
-
-static TGTB void quant_bf16_dp(const float *x, uint16_t *dst, int K) {
-    for (int k = 0; k < K; k += 16) {
-        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
-        __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k));
-        _mm256_mask_storeu_epi16(dst + k, m, (__m256i)v);
-    }
-}
-static TGTB void split_bf16_dp(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K) {
-    for (int k = 0; k < K; k += 16) {
-        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + k);
-        __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h0 + k)), 16));
-        __m512 r = _mm512_sub_ps(v, a);
-        __m256bh b1 = _mm512_cvtneps_pbh(r);
-        __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)b1), 16));
-        _mm256_mask_storeu_epi16(h1 + k, m, (__m256i)b1);
-        _mm256_mask_storeu_epi16(h2 + k, m, (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, f1)));
-    }
-}
-static void split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K) {
-    if (has_bf16) {
-        split_bf16_dp(x, h0, h1, h2, K);
-        return;
-    }
-    for (int k = 0; k < K; k++) {
-        float r = x[k] - r1_bf16_to_f32(h0[k]);
-        h1[k] = r1_f32_to_bf16(r);
-        h2[k] = r1_f32_to_bf16(r - r1_bf16_to_f32(h1[k]));
-    }
-}
-static void quant_bf16(const float *x, uint16_t *dst, int K) {
-    if (has_bf16) {
-        quant_bf16_dp(x, dst, K);
-        return;
-    }
-    for (int i = 0; i < K; i++) dst[i] = r1_f32_to_bf16(x[i]);
-}
-
-
-static int amx_on(void) { return has_amx; }
-
-/* Quantized weights against bf16 activations without a block (never reached
- * while AMX is on, which the batch form requires; kept plain and correct). */
-static void tile_q_bf16(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws,
-                        int nr, const uint8_t *x, size_t xs, int nt, float *out) {
-    float wf[64];
-    const size_t bb = r1_dtype_traits[dt].block_size;
-    for (int r = 0; r < nr; r++) {
-        float acc[R1_CPU_NT] = {0};
-        for (int k = k0; k < k1; k += 32) {
-            r1_dtype_traits[dt].to_f32(w + (size_t)r * ws + (size_t)(k / 32) * bb, wf, 32);
-            for (int t = 0; t < nt; t++) {
-                const uint16_t *xr = (const uint16_t *)(x + (size_t)t * xs) + k;
-                for (int j = 0; j < 32; j++) acc[t] += wf[j] * r1_bf16_to_f32(xr[j]);
-            }
-        }
-        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = acc[t];
-    }
-    (void)K;
-}
-static void tile_q8_0_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                           const uint8_t *x, size_t xs, int nt, float *out) {
-    tile_q_bf16(R1_DTYPE_Q8_0, K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-static void tile_q4_0_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                           const uint8_t *x, size_t xs, int nt, float *out) {
-    tile_q_bf16(R1_DTYPE_Q4_0, K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 
 /* ---- quantized weights: blocks b and b+1 (b+1 only if two) of a row as 64
@@ -735,41 +585,31 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
     .mm =
         {
             [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},
-            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, R1_CPU_ACT_BF16, tile_f16_amx_tiles,
-                              r1_x86_block_f16_amx, amx_on},
-            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_BF16, tile_bf16_batch,
-                               r1_x86_block_bf16_amx, amx_on, .carry_k = 32},
-            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0, R1_CPU_ACT_BF16, tile_q8_0_bf16,
-                               r1_x86_block_q8_0_amx, amx_on},
-            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0, R1_CPU_ACT_BF16, tile_q4_0_bf16,
-                               r1_x86_block_q4_0_amx, amx_on},
+            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},
+            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, .carry_k = 32},
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0},
             [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_1_avx512},
             [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_0_avx512},
             [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_1_avx512},
             [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_K_avx512},
             [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_K_avx512},
             [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_avx512},
-            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx512, R1_CPU_ACT_BF16,
-                                 r1_x86_tile_q4_0x8_bf16, r1_x86_block_q4_0x8_amx, amx_on,
+            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx512,
                                  .pair_tile = r1_x86_tile_q4_0x8_avx512_pair, .pair_nt = 4},
-            [R1_DTYPE_Q4_1X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_1x8_avx512, R1_CPU_ACT_BF16,
-                                 r1_x86_tile_q4_1x8_bf16, r1_x86_block_q4_1x8_amx, amx_on,
+            [R1_DTYPE_Q4_1X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_1x8_avx512,
                                  .pair_tile = r1_x86_tile_q4_1x8_avx512_pair, .pair_nt = 4,
                                  .carry_k = 256},
-            [R1_DTYPE_Q8_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q8_0x8_avx512, R1_CPU_ACT_BF16,
-                                 r1_x86_tile_q8_0x8_bf16, r1_x86_block_q8_0x8_amx, amx_on,
+            [R1_DTYPE_Q8_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q8_0x8_avx512,
                                  .pair_tile = r1_x86_tile_q8_0x8_avx512_pair, .pair_nt = 4,
                                  .carry_k = 256},
-            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q4_Kx8_avx512, R1_CPU_ACT_BF16,
-                                 r1_x86_tile_q4_Kx8_bf16, r1_x86_block_q4_Kx8_amx, amx_on,
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q4_Kx8_avx512,
                                  .batch_panel = r1_x86_panel_avx512_q4_Kx8,
                                  .pair_tile = r1_kq_tile_q4_Kx8_avx512_pair, .pair_nt = 2},
-            [R1_DTYPE_Q5_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q5_Kx8_avx512, R1_CPU_ACT_BF16,
-                                 r1_x86_tile_q5_Kx8_bf16, r1_x86_block_q5_Kx8_amx, amx_on,
+            [R1_DTYPE_Q5_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q5_Kx8_avx512,
                                  .batch_panel = r1_x86_panel_avx512_q5_Kx8,
                                  .pair_tile = r1_kq_tile_q5_Kx8_avx512_pair, .pair_nt = 2},
-            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx512, R1_CPU_ACT_BF16,
-                                 r1_x86_tile_q6_Kx8_bf16, r1_x86_block_q6_Kx8_amx, amx_on,
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx512,
                                  .batch_panel = r1_x86_panel_avx512_q6_Kx8,
                                  .pair_tile = r1_kq_tile_q6_Kx8_avx512_pair, .pair_nt = 2},
         },
@@ -777,8 +617,6 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
     .quant_q8x8 = r1_x86_quant_q8x8_avx512,
     .quant_q8_2 = r1_x86_quant_q8_2_avx512,
     .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx512,
-    .quant_bf16 = quant_bf16,
-    .split_bf16 = split_bf16,
     .dot_f32 = r1_x86_dot_f32_avx2,
     .dot_f16 = r1_x86_dot_f16_avx2,
     .axpy_f32 = r1_x86_axpy_f32_avx2,

@@ -272,23 +272,4 @@ void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t w
     else tile_x8_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 
-/* Against bf16 activations (batches whose AMX block declined): plain C, the
- * weights dequantized a superblock at a time. */
-void r1_x86_tile_q4_0x8_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                             const uint8_t *x, size_t xs, int nt, float *out) {
-    (void)K;
-    float wf[256];
-    for (int r = 0; r < nr; r++) {
-        float acc[R1_CPU_NT] = {0};
-        for (int k = k0; k < k1; k += 256) {
-            r1_dtype_traits[R1_DTYPE_Q4_0X8].to_f32(w + (size_t)r * ws + (size_t)(k / 256) * 144, wf, 256);
-            for (int t = 0; t < nt; t++) {
-                const uint16_t *xr = (const uint16_t *)(x + (size_t)t * xs) + k;
-                for (int j = 0; j < 256; j++) acc[t] += wf[j] * r1_bf16_to_f32(xr[j]);
-            }
-        }
-        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = acc[t];
-    }
-}
-
 #endif /* __x86_64__ */

@@ -94,34 +94,24 @@ void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd,
 void r1_x86_attn_pv_avx512(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
 float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m);
 
-/* AMX prefill blocks (amx_avx512.c), r1_cpu_block_fn in cpu.h (plus the
- * plane stride of the split activations). r1_x86_amx_probe asks Linux for the
- * tile state and returns 1 if the blocks may run (R1_CPU_NO_AMX=1: 0). */
-int r1_x86_amx_probe(void);
-int r1_x86_block_q4_0x8_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
-                            size_t xplane, int t0, int tn, float *C, int ldc);
-/* q4_0x8 weights (q4x8_avx512.c): the VNNI tile on q8x8 activations, its
- * quantizer, and the plain tile on bf16 activations */
+/* Weight rows [0, nr) of w (ws bytes apart, K columns) as bf16 panels
+ * (amx_panel.c): hi = bf16(w), and for every dtype but bf16 lo = bf16(w -
+ * hi), K values a row each. Returns -1, writing nothing, for a dtype or K it
+ * has no panel for. */
+int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *hi,
+                     uint16_t *lo);
+/* cpu.h quant_bf16 and split_bf16 on AVX512_BF16 (amx_panel.c) */
+void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K);
+void r1_x86_split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K);
+/* q4_0x8 weights (q4x8_avx512.c): the VNNI tile on q8x8 activations and its
+ * quantizer */
 void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
-void r1_x86_tile_q4_0x8_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                             const uint8_t *x, size_t xs, int nt, float *out);
 void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
 void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
 void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
-/* The regrouped layouts on AMX (amx_x8_avx512.c, amx_avx512.c): rows into
- * bf16 panels (the panel_fn of amx_avx512.c: K bf16 per row, natural
- * column order; dlo unused), the blocks, and the batch tiles on bf16
- * activations for what a block declines. */
-#define R1_X86_X8_AMX(NAME)                                                                        \
-    void r1_x86_panel_##NAME(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,           \
-                             uint16_t *dlo);                                                       \
-    int r1_x86_block_##NAME##_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,  \
-                                  size_t xplane, int t0, int tn, float *C, int ldc);               \
-    void r1_x86_tile_##NAME##_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,    \
-                                   const uint8_t *x, size_t xs, int nt, float *out);
 /* Columns [k0, k1) (multiples of 256) of a q4_Kx8, q5_Kx8 or q6_Kx8 row
- * as f32 (amx_x8_avx512.c; the avx512 table's features, no BF16) */
+ * as f32 (amx_panel.c; the avx512 table's features, no BF16) */
 void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1, float *dst);
 /* The f32 panel GEMM of their batches where AMX is off (gemm_avx512.c) */
 #define R1_X86_PANEL_AVX512(NAME)                                                                  \
@@ -130,11 +120,6 @@ void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1, flo
 R1_X86_PANEL_AVX512(q4_Kx8)
 R1_X86_PANEL_AVX512(q5_Kx8)
 R1_X86_PANEL_AVX512(q6_Kx8)
-R1_X86_X8_AMX(q4_1x8)
-R1_X86_X8_AMX(q8_0x8)
-R1_X86_X8_AMX(q4_Kx8)
-R1_X86_X8_AMX(q5_Kx8)
-R1_X86_X8_AMX(q6_Kx8)
 
 /* q4_1x8 and q8_0x8 weights (x8_avx512.c) on q8x8 activations */
 void r1_x86_tile_q4_1x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
@@ -153,15 +138,16 @@ void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, 
                                int ss);
 void r1_x86_attn_pv_f16_avx512(const float *s, int ss, int M, const uint16_t *v, int P, int hd,
                                float *o);
-int r1_x86_block_bf16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
-                          int t0, int tn, float *C, int ldc);
-int r1_x86_block_f16_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
-                         int t0, int tn, float *C, int ldc);
-int r1_x86_block_q8_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
-                          int t0, int tn, float *C, int ldc);
-int r1_x86_block_q4_0_amx(int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv, size_t xplane,
-                          int t0, int tn, float *C, int ldc);
-
+/* f32 weights lo16 (columns 0..15) and hi16 (16..31) as 32 bf16 in two
+ * parts: o = bf16(w) (round to nearest even), olo = bf16(w - that) */
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512bf16"))) void
+r1_x86_bf16_split_store(__m512 lo16, __m512 hi16, uint16_t *o, uint16_t *olo) {
+    __m512i h = (__m512i)_mm512_cvtne2ps_pbh(hi16, lo16);
+    _mm512_storeu_si512(o, h);
+    __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+    __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+    _mm512_storeu_si512(olo, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(hi16, h1), _mm512_sub_ps(lo16, h0)));
+}
 
 /* The end of an AVX-512 tile: the 4 x NT zmm accumulators acc[r][t] summed
  * across lanes into out[t * R1_CPU_MR + r] for the nr rows and nt tokens

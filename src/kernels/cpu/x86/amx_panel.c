@@ -1,19 +1,22 @@
 /*
- * amx_x8_avx512.c - bf16 panels of the regrouped layouts (dtype.h: q4_1x8,
- * q8_0x8, q4_Kx8, q5_Kx8, q6_Kx8) for the AMX prefill blocks
- * (amx_avx512.c): rows of K weights dequantized into K bf16 values each, in
- * the natural column order the activations have. Needs AVX512_BF16 (the
- * AMX machines have it); runs on any CPU with it, so it is tested where AMX
- * is missing too.
+ * amx_panel.c - weight rows as bf16 panels for the AMX prefill blocks
+ * (amx_blocks.h): K bf16 values a row in the natural column order the
+ * activations have, in two parts hi + lo where one bf16 cannot hold the
+ * weight (every format but bf16): hi = bf16(w), lo = bf16(w - hi), 16 of w's
+ * significant bits, so a block's result keeps f32 precision (an f16 weight
+ * is exactly hi + lo; a q8_0 one, d x q, has up to 19 bits and stays within
+ * 2^-17 of w). Needs AVX512_BF16 (every AMX machine has it); runs on any CPU
+ * with it, so it is tested where AMX is missing too. Also the regrouped
+ * rows as f32 for the f32 panel GEMM (gemm_avx512.c).
  *
- * Per 256-weight group: the quants as 4 vectors of unsigned bytes in lane
+ * The regrouped layouts (dtype.h: q4_1x8, q8_0x8, q4_Kx8, q5_Kx8, q6_Kx8),
+ * per 256-weight group: the quants as 4 vectors of unsigned bytes in lane
  * order (as the decode tiles load them), a scale a and offset b per 16
  * weights (w = a q + b), then per two blocks two vpermt2d and a blend put
  * the 64 quants in natural order, and per 16 weights one widening, a
- * conversion, an FMA; a vcvtne2ps2bf16 per 32. The row's plain tail
- * (q4_1x8, q8_0x8) goes block by block. Rounding: w is rounded to bf16 once
- * (relative error <= 2^-9, as the other panels); a q4_K/q5_K/q6_K weight
- * may differ from to_f32's by one f32 rounding before that.
+ * conversion, an FMA. The row's plain tail (q4_1x8, q8_0x8) goes block by
+ * block. A q4_K/q5_K/q6_K weight may differ from to_f32's by one f32
+ * rounding.
  */
 #include "kernels/cpu/cpu.h"
 
@@ -99,25 +102,23 @@ INLS void group_unpack(enum r1_dtype dt, const uint8_t *g, __m512i *q, float *a,
 }
 
 /* 32 weights a q + b (16 chunk c, c + 1) of the natural-order bytes in the
- * 128-bit halves h of v, as bf16 into o */
-INL void deq32(__m512i v, int h, const float *a, const float *b, int c, uint16_t *o) {
-    __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 0)));
-    __m512 f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 1)));
-    __m512 f2 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 2)));
-    __m512 f3 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 3)));
-    if (h == 0) {
-        f0 = _mm512_fmadd_ps(f0, _mm512_set1_ps(a[c]), _mm512_set1_ps(b[c]));
-        f1 = _mm512_fmadd_ps(f1, _mm512_set1_ps(a[c + 1]), _mm512_set1_ps(b[c + 1]));
-        _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(f1, f0));
+ * 128-bit halves h of v, in two bf16 parts into o and olo */
+INL void deq32(__m512i v, int h, const float *a, const float *b, int c, uint16_t *o, uint16_t *olo) {
+    __m512 f0, f1;
+    if (h == 0) { /* extract's index must be a constant */
+        f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 0)));
+        f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 1)));
     } else {
-        f2 = _mm512_fmadd_ps(f2, _mm512_set1_ps(a[c]), _mm512_set1_ps(b[c]));
-        f3 = _mm512_fmadd_ps(f3, _mm512_set1_ps(a[c + 1]), _mm512_set1_ps(b[c + 1]));
-        _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(f3, f2));
+        f0 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 2)));
+        f1 = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(v, 3)));
     }
+    f0 = _mm512_fmadd_ps(f0, _mm512_set1_ps(a[c]), _mm512_set1_ps(b[c]));
+    f1 = _mm512_fmadd_ps(f1, _mm512_set1_ps(a[c + 1]), _mm512_set1_ps(b[c + 1]));
+    r1_x86_bf16_split_store(f0, f1, o, olo);
 }
 
-/* a plain q4_1 / q8_0 block of the row's tail as 32 bf16 */
-INL void tail_block(enum r1_dtype dt, const uint8_t *p, uint16_t *o) {
+/* a plain q4_1 / q8_0 block of the row's tail as 32 bf16 in two parts */
+INL void tail_block(enum r1_dtype dt, const uint8_t *p, uint16_t *o, uint16_t *olo) {
     __m512 lo, hi;
     if (dt == R1_DTYPE_Q8_0X8) {
         __m512 d = _mm512_set1_ps(h2f(p));
@@ -131,7 +132,7 @@ INL void tail_block(enum r1_dtype dt, const uint8_t *p, uint16_t *o) {
         lo = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ql)), m);
         hi = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(qh)), m);
     }
-    _mm512_storeu_si512(o, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+    r1_x86_bf16_split_store(lo, hi, o, olo);
 }
 
 /* natural dword n of block 2j + L / 8 at output lane L sits in vector
@@ -178,14 +179,14 @@ TGTS void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1
     }
 }
 
-static TGTB void x8_rows_to_bf16(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K,
-                                 uint16_t *dst) {
+static TGTB void x8_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+                        uint16_t *dlo) {
     const size_t gb = dt == R1_DTYPE_Q4_1X8 ? 160 : dt == R1_DTYPE_Q8_0X8 ? 272 : r1_dtype_traits[dt].block_size;
     const size_t tbs = dt == R1_DTYPE_Q4_1X8 ? 20 : 34; /* a plain tail block */
     const __m512i idx0 = natural_idx();
     for (int r = 0; r < nr; r++) {
         const uint8_t *row = w + (size_t)r * ws;
-        uint16_t *o = dst + (size_t)r * K;
+        uint16_t *o = dst + (size_t)r * K, *ol = dlo + (size_t)r * K;
         int k = 0;
         for (; k + 256 <= K; k += 256) {
             __m512i q[4];
@@ -193,56 +194,109 @@ static TGTB void x8_rows_to_bf16(enum r1_dtype dt, const uint8_t *w, size_t ws, 
             group_unpack(dt, row + (size_t)(k / 256) * gb, q, a, b);
             for (int j = 0; j < 4; j++) { /* blocks 2j, 2j + 1 */
                 __m512i v = blocks_natural(q, idx0, j);
-                deq32(v, 0, a, b, 4 * j, o + k + 64 * j);
-                deq32(v, 1, a, b, 4 * j + 2, o + k + 64 * j + 32);
+                deq32(v, 0, a, b, 4 * j, o + k + 64 * j, ol + k + 64 * j);
+                deq32(v, 1, a, b, 4 * j + 2, o + k + 64 * j + 32, ol + k + 64 * j + 32);
             }
         }
-        for (const uint8_t *p = row + (size_t)(k / 256) * gb; k < K; k += 32, p += tbs) tail_block(dt, p, o + k);
+        for (const uint8_t *p = row + (size_t)(k / 256) * gb; k < K; k += 32, p += tbs)
+            tail_block(dt, p, o + k, ol + k);
     }
 }
 
-#define PANEL(NAME, DT)                                                                            \
-    void NAME(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst, uint16_t *dlo) {         \
-        (void)dlo;                                                                                 \
-        x8_rows_to_bf16(DT, w, ws, nr, K, dst);                                                    \
-    }
-PANEL(r1_x86_panel_q4_1x8, R1_DTYPE_Q4_1X8)
-PANEL(r1_x86_panel_q8_0x8, R1_DTYPE_Q8_0X8)
-PANEL(r1_x86_panel_q4_Kx8, R1_DTYPE_Q4_KX8)
-PANEL(r1_x86_panel_q5_Kx8, R1_DTYPE_Q5_KX8)
-PANEL(r1_x86_panel_q6_Kx8, R1_DTYPE_Q6_KX8)
-
-/* The batch tiles beside the AMX blocks (r1_cpu_tile_fn on bf16
- * activations), for what a block declines: plain C, each row dequantized
- * 256 columns at a time through the dtype's to_f32 (k0 and k1 are
- * multiples of 256, or k1 == K). */
-static void x8_tile_bf16(enum r1_dtype dt, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                         const uint8_t *x, size_t xs, int nt, float *out) {
-    const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
-    float wf[256];
+/* GGUF's q8_0 and q4_0 blocks (q4_0 also regrouped eight blocks at a time:
+ * dwords j = 0..3 of block b at 32-bit offsets 16 (j / 2) + 8 (j % 2) + b) */
+static TGTB void q32_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+                          uint16_t *dlo) {
+    const __m128i m4 = _mm_set1_epi8(0x0f), e8 = _mm_set1_epi8(8), idx = _mm_set_epi32(24, 16, 8, 0);
     for (int r = 0; r < nr; r++) {
-        float acc[R1_CPU_NT] = {0};
-        for (int k = k0; k < k1; k += 256) {
-            int n = k1 - k < 256 ? k1 - k : 256;
-            tr->to_f32(w + (size_t)r * ws + (size_t)(k / tr->block) * tr->block_size, wf, n);
-            for (int t = 0; t < nt; t++) {
-                const uint16_t *xr = (const uint16_t *)(x + (size_t)t * xs) + k;
-                for (int j = 0; j < n; j++) acc[t] += wf[j] * r1_bf16_to_f32(xr[j]);
+        const uint8_t *row = w + (size_t)r * ws;
+        for (int k = 0; k < K; k += 32) {
+            float d;
+            __m128i ql, qh;
+            if (dt == R1_DTYPE_Q8_0) {
+                const struct r1_block_q8_0 *b = (const struct r1_block_q8_0 *)row + k / 32;
+                __m256i q = _mm256_loadu_si256((const __m256i *)b->qs);
+                d = r1_f16_to_f32(b->d), ql = _mm256_castsi256_si128(q), qh = _mm256_extracti128_si256(q, 1);
+            } else {
+                __m128i q;
+                if (dt == R1_DTYPE_Q4_0) {
+                    const struct r1_block_q4_0 *b = (const struct r1_block_q4_0 *)row + k / 32;
+                    d = r1_f16_to_f32(b->d), q = _mm_loadu_si128((const __m128i *)b->qs);
+                } else {
+                    const struct r1_block_q4_0x8 *x = (const struct r1_block_q4_0x8 *)row + k / 256;
+                    const int b = k / 32 % 8;
+                    d = r1_f16_to_f32(x->d[b]), q = _mm_i32gather_epi32((const int *)x->qs + b, idx, 4);
+                }
+                ql = _mm_sub_epi8(_mm_and_si128(q, m4), e8);
+                qh = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m4), e8);
             }
+            __m512 dv = _mm512_set1_ps(d); /* d q is exact in f32: 11 x 8 bits */
+            r1_x86_bf16_split_store(_mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ql))),
+                                    _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qh))),
+                                    dst + (size_t)r * K + k, dlo + (size_t)r * K + k);
         }
-        for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = acc[t];
     }
 }
-#define TILE_BF16(NAME, DT)                                                                        \
-    void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
-              size_t xs, int nt, float *out) {                                                     \
-        (void)K;                                                                                   \
-        x8_tile_bf16(DT, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+
+/* f16 weights: an f16 (11 significant bits) is exactly hi + lo in bf16 */
+static TGTB void f16_rows(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst, uint16_t *dlo) {
+    for (int r = 0; r < nr; r++) {
+        const uint16_t *src = (const uint16_t *)(w + (size_t)r * ws);
+        for (int k = 0; k < K; k += 32)
+            r1_x86_bf16_split_store(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k))),
+                                    _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k + 16))),
+                                    dst + (size_t)r * K + k, dlo + (size_t)r * K + k);
     }
-TILE_BF16(r1_x86_tile_q4_1x8_bf16, R1_DTYPE_Q4_1X8)
-TILE_BF16(r1_x86_tile_q8_0x8_bf16, R1_DTYPE_Q8_0X8)
-TILE_BF16(r1_x86_tile_q4_Kx8_bf16, R1_DTYPE_Q4_KX8)
-TILE_BF16(r1_x86_tile_q5_Kx8_bf16, R1_DTYPE_Q5_KX8)
-TILE_BF16(r1_x86_tile_q6_Kx8_bf16, R1_DTYPE_Q6_KX8)
+}
+
+/* The activations of the AMX sets (cpu.h quant_bf16, split_bf16) */
+TGTB void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K) {
+    for (int k = 0; k < K; k += 16) {
+        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+        __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, x + k));
+        _mm256_mask_storeu_epi16(dst + k, m, (__m256i)v);
+    }
+}
+TGTB void r1_x86_split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K) {
+    for (int k = 0; k < K; k += 16) {
+        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + k);
+        __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h0 + k)), 16));
+        __m512 r = _mm512_sub_ps(v, a);
+        __m256bh b1 = _mm512_cvtneps_pbh(r);
+        __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)b1), 16));
+        _mm256_mask_storeu_epi16(h1 + k, m, (__m256i)b1);
+        _mm256_mask_storeu_epi16(h2 + k, m, (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, f1)));
+    }
+}
+
+int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *hi,
+                     uint16_t *lo) {
+    if (K % 32) return -1;
+    switch (dt) {
+    case R1_DTYPE_BF16:
+        for (int r = 0; r < nr; r++) memcpy(hi + (size_t)r * K, w + (size_t)r * ws, (size_t)K * 2);
+        return 0;
+    case R1_DTYPE_F16:
+        f16_rows(w, ws, nr, K, hi, lo);
+        return 0;
+    case R1_DTYPE_Q8_0:
+    case R1_DTYPE_Q4_0:
+    case R1_DTYPE_Q4_0X8:
+        if (dt == R1_DTYPE_Q4_0X8 && K % 256) return -1;
+        q32_rows(dt, w, ws, nr, K, hi, lo);
+        return 0;
+    case R1_DTYPE_Q4_1X8:
+    case R1_DTYPE_Q8_0X8:
+    case R1_DTYPE_Q4_KX8:
+    case R1_DTYPE_Q5_KX8:
+    case R1_DTYPE_Q6_KX8:
+        if (K % r1_dtype_traits[dt].block) return -1;
+        x8_rows(dt, w, ws, nr, K, hi, lo);
+        return 0;
+    default:
+        return -1;
+    }
+}
 
 #endif /* __x86_64__ */

@@ -1,0 +1,202 @@
+/*
+ * amx_blocks.h - the AMX kernel set: the avx512 table plus prefill blocks
+ * (cpu.h r1_cpu_block_fn) that multiply bf16 weight panels with bf16
+ * activations in 16x16 f32 tiles, a 32-row x 32-token block per pass over K.
+ * One source, compiled twice: amx_avx512.c on the hardware's tile
+ * instructions ("avx512-amx", chosen where the CPU and the OS allow AMX) and
+ * amx_emu_avx512.c on amx_emu.c's software model of them
+ * ("avx512-amx-emu", every CPU with AVX-512 and AVX512_BF16; tests only), so
+ * that the blocks are tested on every machine with AVX-512.
+ *
+ * Precision: the activations come in three bf16 parts x = x0 + x1 + x2
+ * (cpu_act.c; x to f32 precision), the weights in one (bf16) or two
+ * (amx_panel.c: hi + lo, every other format) bf16 parts, and a block sums
+ * the products of the parts whose magnitude reaches 2^-17 of w x: bf16 w
+ * x0, w x1, w x2; f16 and the quantized formats w_hi x0, w_hi x1, w_lo x0
+ * (and f16 w_hi x2, w_lo x1: f16 is exactly hi + lo). Each product is exact
+ * in the tile's f32 sums, so a block lands within f32 rounding of the
+ * dequantized weights times the f32 activations: closer to ref than the
+ * two-part int8 tiles of decode (test_matmul's NMSE_AMX).
+ *
+ * Each thread loads the tile configuration once. Linux grants the tile
+ * state per process on request (arch_prctl ARCH_REQ_XCOMP_PERM).
+ */
+#include "kernels/cpu/cpu.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kernels/cpu/x86/amx_tile.h"
+#include "kernels/cpu/x86/x86.h"
+#include "util/util.h"
+
+#define TGT_B "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c,avx512bf16"
+#if defined(R1_AMX_EMU)
+#define TGTA __attribute__((target(TGT_B)))
+#else
+#define TGTA __attribute__((target(TGT_B ",amx-tile,amx-bf16")))
+#endif
+
+static _Thread_local int amx_ready; /* this thread loaded the tile configuration */
+
+/* 1 if this CPU and OS run the blocks (the model: every CPU that runs the
+ * avx512 table and AVX512_BF16, which the panels need). */
+static int amx_probe(void) {
+    if (!r1_cpu_avx512.available() || !__builtin_cpu_supports("avx512bf16")) return 0;
+#if defined(R1_AMX_EMU)
+    return 1;
+#else
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+    if (!((d >> 22) & 1) || !((d >> 24) & 1)) return 0; /* AMX-BF16, AMX-TILE */
+#if defined(__linux__)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+#endif
+}
+
+/* C = sum over the np pairs p of A[pa[p][0]] · B[pa[p][1]]: A are bf16 weight
+ * rows (stride ws, mc a multiple of 16), B bf16 activation parts in VNNI
+ * layout; pairs that share an A are consecutive. Tile (i, j) of a pass:
+ * weight row i, token j -> C[token * ldc + row]. */
+static TGTA void amx_core(int K, const uint8_t *const *A, size_t ws, int mc, const uint8_t *const *B,
+                          const int (*pa)[2], int np, int t0, int tn, float *C, int ldc) {
+    if (!amx_ready) {
+        struct r1_amx_cfg cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.palette = 1;
+        for (int i = 0; i < 8; i++) cfg.rows[i] = 16, cfg.colsb[i] = 64;
+        AMX_LOADCONFIG(&cfg);
+        amx_ready = 1;
+    }
+    const int nc = K / 32;
+    const size_t gb = (size_t)nc * 1024;
+    const int g0 = t0 / 16, g1 = (t0 + tn + 15) / 16;
+    float tmp[16 * 16];
+    for (int r = 0; r < mc; r += 32) {
+        const int two_r = r + 32 <= mc;
+        const size_t ro = (size_t)r * ws, ro1 = two_r ? ro + 16 * ws : ro;
+        for (int g = g0; g < g1; g += 2) {
+            const int two_g = g + 1 < g1;
+            const size_t go = (size_t)g * gb, go1 = two_g ? go + gb : go;
+            AMX_ZERO(0);
+            AMX_ZERO(1);
+            AMX_ZERO(2);
+            AMX_ZERO(3);
+            for (int c = 0; c < nc; c++) {
+                int cur = -1;
+                for (int p = 0; p < np; p++) {
+                    if (pa[p][0] != cur) {
+                        cur = pa[p][0];
+                        AMX_LOADD(4, A[cur] + ro + (size_t)c * 64, (long)ws);
+                        AMX_LOADD(5, A[cur] + ro1 + (size_t)c * 64, (long)ws);
+                    }
+                    const uint8_t *b = B[pa[p][1]] + (size_t)c * 1024;
+                    AMX_LOADD(6, b + go, 64);
+                    AMX_DPBF16PS(0, 4, 6);
+                    AMX_DPBF16PS(2, 5, 6);
+                    AMX_LOADD(7, b + go1, 64);
+                    AMX_DPBF16PS(1, 4, 7);
+                    AMX_DPBF16PS(3, 5, 7);
+                }
+            }
+            for (int q = 0; q < 4; q++) {
+                const int rq = r + 16 * (q / 2), gq = g + q % 2;
+                if ((q / 2 && !two_r) || (q % 2 && !two_g)) continue;
+                switch (q) { /* the tile number must be a constant */
+                case 0: AMX_STORED(0, tmp, 64); break;
+                case 1: AMX_STORED(1, tmp, 64); break;
+                case 2: AMX_STORED(2, tmp, 64); break;
+                default: AMX_STORED(3, tmp, 64); break;
+                }
+                for (int j = 0; j < 16; j++) {
+                    const int t = gq * 16 + j - t0;
+                    if (t >= tn) break;
+                    float *o = C + (size_t)t * ldc + rq;
+                    for (int i = 0; i < 16; i++) o[i] = tmp[i * 16 + j];
+                }
+            }
+        }
+    }
+}
+
+/* The products a block sums: (weight part, activation part); see the top. */
+static const int pairs_bf16[][2] = {{0, 0}, {0, 1}, {0, 2}};
+static const int pairs_f16[][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}};
+static const int pairs_q[][2] = {{0, 0}, {0, 1}, {1, 0}};
+
+/* r1_cpu_block_fn for every dtype with a panel (amx_panel.c) */
+static int amx_block(enum r1_dtype dt, int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                     size_t xplane, int t0, int tn, float *C, int ldc) {
+    if (K % 32 || t0 % 16 || mc > 64) return -1;
+    const uint8_t *B[3] = {xv, xv + xplane, xv + 2 * xplane};
+    const int(*pa)[2] = dt == R1_DTYPE_BF16 ? pairs_bf16 : dt == R1_DTYPE_F16 ? pairs_f16 : pairs_q;
+    const int np = dt == R1_DTYPE_F16 ? 5 : 3;
+    if (dt == R1_DTYPE_BF16 && mc % 16 == 0) { /* the weights are their own panel */
+        const uint8_t *A[1] = {w};
+        amx_core(K, A, ws, mc, B, pa, np, t0, tn, C, ldc);
+        return 0;
+    }
+    /* 32 rows at a time, hi and lo, zero-padded to a multiple of 16 rows;
+     * rows past mc land in C's unused rows (mc <= ldc) */
+    uint16_t *hi = (uint16_t *)r1_cpu_scratch(2, (size_t)64 * K * 2), *lo = hi + (size_t)32 * K;
+    for (int r = 0; r < mc; r += 32) {
+        const int nr = mc - r < 32 ? mc - r : 32, nr16 = (nr + 15) & ~15;
+        if (r1_x86_amx_panel(dt, w + (size_t)r * ws, ws, nr, K, hi, lo) != 0) return -1;
+        if (nr16 > nr) {
+            memset(hi + (size_t)nr * K, 0, (size_t)(nr16 - nr) * K * 2);
+            memset(lo + (size_t)nr * K, 0, (size_t)(nr16 - nr) * K * 2);
+        }
+        const uint8_t *A[2] = {(const uint8_t *)hi, (const uint8_t *)lo};
+        amx_core(K, A, (size_t)K * 2, nr16, B, pa, np, t0, tn, C + r, ldc);
+    }
+    return 0;
+}
+
+/* The kernel set: the avx512 table, with the blocks taking the batches of
+ * every dtype that has a panel. Filled once, on the first availability check
+ * that succeeds (the name and the check are all a set needs before that). */
+static const enum r1_dtype amx_dtypes[] = {
+    R1_DTYPE_BF16,   R1_DTYPE_F16,    R1_DTYPE_Q8_0,   R1_DTYPE_Q4_0,   R1_DTYPE_Q4_0X8,
+    R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8,
+};
+static int amx_available(void);
+#if defined(R1_AMX_EMU)
+struct r1_cpu_isa r1_cpu_avx512_amx_emu = {.name = "avx512-amx-emu", .available = amx_available,
+                                           .emulated = 1};
+#define AMX_TABLE r1_cpu_avx512_amx_emu
+#else
+struct r1_cpu_isa r1_cpu_avx512_amx = {.name = "avx512-amx", .available = amx_available};
+#define AMX_TABLE r1_cpu_avx512_amx
+#endif
+static int amx_ok;
+static pthread_once_t amx_once = PTHREAD_ONCE_INIT;
+static void amx_fill(void) {
+    amx_ok = amx_probe();
+    if (!amx_ok) return;
+    struct r1_cpu_isa t = r1_cpu_avx512;
+    t.name = AMX_TABLE.name;
+    t.available = AMX_TABLE.available;
+    t.emulated = AMX_TABLE.emulated;
+    t.quant_bf16 = r1_x86_quant_bf16;
+    t.split_bf16 = r1_x86_split_bf16;
+    for (size_t i = 0; i < sizeof amx_dtypes / sizeof amx_dtypes[0]; i++) {
+        struct r1_cpu_mm *mm = &t.mm[amx_dtypes[i]];
+        mm->batch_act = R1_CPU_ACT_BF16;
+        mm->batch_block = amx_block;
+    }
+    AMX_TABLE = t;
+}
+static int amx_available(void) {
+    pthread_once(&amx_once, amx_fill);
+    return amx_ok;
+}
+
+#endif /* __x86_64__ */
