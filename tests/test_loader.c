@@ -67,12 +67,12 @@ static void fresh_dir(void) {
 
 /* The loader regroups q4_0, q4_1, q8_0 and the K-quants (where the best
  * ISA reads q4_0x8, q4_1x8, q8_0x8, q4_Kx8, ...) without loss: every weight dequantizes to the same value as the
- * plain format (R1_Q4_0_PLAIN=1, R1_CPU_PLAIN=1), ref gives bit-identical
+ * plain format (cpu tunings q4_0_plain, plain), ref gives bit-identical
  * logits on both, and cpu logits agree within LOGIT_TOL_REGROUP (only the
  * float summation order differs). q4_1 and q8_0 run at SmolLM2-135M's
  * widths (576 and 1536 columns: rows with a tail of plain blocks). */
 #define LOGIT_TOL_REGROUP 1e-4
-static void test_regroup(enum r1_dtype dt, const char *plain_env, int dim, int ffn) {
+static void test_regroup(enum r1_dtype dt, const char *plain, int dim, int ffn) {
     struct r1_config c = {.dim = dim, .n_layer = 2, .n_head = dim / 64, .n_kv_head = dim / 192,
                           .head_dim = 64, .ffn = ffn, .vocab = 300, .max_pos = 64, .eps = 1e-6f,
                           .rope_theta = 10000.0f, .file_dtype = R1_DTYPE_F32, .bos_id = -1,
@@ -81,15 +81,15 @@ static void test_regroup(enum r1_dtype dt, const char *plain_env, int dim, int f
     enum r1_dtype want = r1_cpu_layout(dt, dim);
     r1_model_t *m[2];
     for (int i = 0; i < 2; i++) {
-        setenv(plain_env, i ? "1" : "0", 1);
+        r1_cpu_tune(plain, i);
         m[i] = r1_model_synthetic(&c, dt, 11, 0);
         CHECK(m[i] != NULL, "synthetic %s model: %s", name, r1_last_error());
         if (!m[i]) return;
     }
-    unsetenv(plain_env);
+    r1_cpu_tune(plain, 0);
     CHECK(r1_model_dtype(m[0]) == want && r1_model_dtype(m[1]) == dt,
           "%s held as %s (want %s here), as %s with %s=1", name,
-          r1_dtype_name(r1_model_dtype(m[0])), r1_dtype_name(want), name, plain_env);
+          r1_dtype_name(r1_model_dtype(m[0])), r1_dtype_name(want), name, plain);
     printf("regroup: %s weights held as %s\n", name, r1_dtype_name(r1_model_dtype(m[0])));
     const struct r1_mat *wa[] = {&m[0]->layers[1].wgu, &m[0]->layers[0].wqkv, &m[0]->lm_head};
     const struct r1_mat *wb[] = {&m[1]->layers[1].wgu, &m[1]->layers[0].wqkv, &m[1]->lm_head};
@@ -340,11 +340,11 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
     if (system(cmd)) {
     }
-    test_regroup(R1_DTYPE_Q4_0, "R1_Q4_0_PLAIN", 256, 512);
-    test_regroup(R1_DTYPE_Q4_1, "R1_CPU_PLAIN", 576, 1536);
-    test_regroup(R1_DTYPE_Q8_0, "R1_CPU_PLAIN", 576, 1536);
-    test_regroup(R1_DTYPE_Q4_K, "R1_CPU_PLAIN", 768, 1536);
-    test_regroup(R1_DTYPE_Q6_K, "R1_CPU_PLAIN", 768, 1536);
+    test_regroup(R1_DTYPE_Q4_0, "q4_0_plain", 256, 512);
+    test_regroup(R1_DTYPE_Q4_1, "plain", 576, 1536);
+    test_regroup(R1_DTYPE_Q8_0, "plain", 576, 1536);
+    test_regroup(R1_DTYPE_Q4_K, "plain", 768, 1536);
+    test_regroup(R1_DTYPE_Q6_K, "plain", 768, 1536);
     test_f16_conversions();
     test_q8_0_quant();
     return TEST_DONE("test_loader");

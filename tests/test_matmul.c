@@ -67,6 +67,10 @@
  * same on avx512, avx2-vnni and avx2, so it is the activations' q8 rounding */
 #define NMSE_GATE_UP_Q8ACT 3e-2
 
+/* 1: test_matmul runs only the batches (T > 16) of the dtypes with a batch
+ * form, for an emulated kernel set, whose decode tiles another set has */
+static int only_batches;
+
 static void test_matmul(const struct r1_cpu_isa *isa) {
     /* 11x4616: a token's f32 activations past R1_CPU_ROW1_ACT (the float
      * tiles' decode then takes rows several a pass), odd rows, a K % 32 tail */
@@ -75,15 +79,16 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
     /* quick (qemu): also 25 blocks of 32 (steps of 128 columns and a tail, in
      * two KC slices) and 3 super-blocks */
     static const int shapes_quick[][2] = {{5, 32}, {17, 7}, {33, 160}, {6, 256}, {7, 800}, {5, 768}};
-    static const int Ts_full[] = {1, 3, 17, 64}, Ts_quick[] = {1, 3, 9};
+    static const int Ts_full[] = {1, 3, 17, 64}, Ts_quick[] = {1, 3, 9}, Ts_batch[] = {17, 64};
     const int(*shapes)[2] = quick ? shapes_quick : shapes_full;
     int nshapes = quick ? 6 : 10;
-    const int *Ts = quick ? Ts_quick : Ts_full;
-    int nT = quick ? 3 : 4, ncase = 0;
+    const int *Ts = only_batches ? Ts_batch : quick ? Ts_quick : Ts_full;
+    int nT = only_batches ? 2 : quick ? 3 : 4, ncase = 0;
     for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++) {
         enum r1_kernel k = mm_kernels[ki];
         for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
             enum r1_dtype dt = dtypes[di];
+            if (only_batches && !isa->mm[dt].batch_block && !isa->mm[dt].batch_tile) continue;
             int q = r1_dtype_traits[dt].block > 1;
             char what[48];
             snprintf(what, sizeof what, "%s/%s", r1_kernel_names[k], r1_dtype_name(dt));
@@ -691,52 +696,23 @@ static int bench(void) {
     return 0;
 }
 
-/* r1_cpu_reread_env (what mm_bench's DTYPE@NAME=VALUE relies on): a
- * setting read once from the environment follows the environment again
- * after the call, and a setter's value is forgotten; the process's own
- * values are put back at the end. */
-static void test_reread_env(void) {
-    const char *names[] = {"R1_CPU_ACT", "R1_CPU_ROW1", "R1_CPU_ROW1_ACT"};
-    enum { N = sizeof names / sizeof names[0] };
-    char saved[N][64];
-    int had[N];
-    for (int i = 0; i < N; i++) {
-        const char *e = getenv(names[i]);
-        had[i] = e != NULL;
-        snprintf(saved[i], sizeof saved[i], "%s", e ? e : "");
-    }
-    setenv("R1_CPU_ACT", "q8", 1);
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_act_parts() == 1, "R1_CPU_ACT=q8 then reread: %d parts", r1_cpu_act_parts());
-    unsetenv("R1_CPU_ACT");
-    CHECK(r1_cpu_act_parts() == 1, "parts are read once: %d", r1_cpu_act_parts());
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_act_parts() == 2, "R1_CPU_ACT unset then reread: %d parts", r1_cpu_act_parts());
-    r1_cpu_set_act_parts(1);
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_act_parts() == 2, "the setter's 1 part survived a reread");
-    setenv("R1_CPU_ROW1", "0", 1);
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_decode_row1 == 0, "R1_CPU_ROW1=0 then reread: %d", r1_cpu_decode_row1);
-    unsetenv("R1_CPU_ROW1");
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_decode_row1 == -1, "R1_CPU_ROW1 unset then reread: %d", r1_cpu_decode_row1);
-    setenv("R1_CPU_ROW1", "1", 1);
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_decode_row1 == 1, "R1_CPU_ROW1=1 then reread: %d", r1_cpu_decode_row1);
-    unsetenv("R1_CPU_ROW1");
-    r1_cpu_reread_env();
-    setenv("R1_CPU_ROW1_ACT", "0", 1);
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_row1_fits((size_t)1 << 20), "R1_CPU_ROW1_ACT=0 then reread: one row at 1 MiB (%d)",
-          r1_cpu_row1_act);
-    unsetenv("R1_CPU_ROW1_ACT");
-    r1_cpu_reread_env();
-    CHECK(r1_cpu_row1_fits(R1_CPU_ROW1_ACT) && !r1_cpu_row1_fits(R1_CPU_ROW1_ACT + 1),
-          "R1_CPU_ROW1_ACT unset then reread: limit %d, default %d", r1_cpu_row1_act, R1_CPU_ROW1_ACT);
-    for (int i = 0; i < N; i++)
-        if (had[i]) setenv(names[i], saved[i], 1);
-    r1_cpu_reread_env();
+/* r1_cpu_tune (what mm_bench's DTYPE@NAME=VALUE and the tests use): a
+ * named setting takes its value, an unknown name is an error, and
+ * r1_cpu_tune_reset puts every default back. */
+static void test_tune(void) {
+    CHECK(r1_cpu_tune("act_parts", 1) == 0 && r1_cpu_act_parts() == 1, "act_parts=1: %d parts",
+          r1_cpu_act_parts());
+    CHECK(r1_cpu_tune("act_parts", 3) != 0, "act_parts=3 refused");
+    CHECK(r1_cpu_tune("row1", 0) == 0 && r1_cpu_tuning.row1 == 0, "row1=0: %d", r1_cpu_tuning.row1);
+    CHECK(r1_cpu_tune("row1_act", 0) == 0 && r1_cpu_row1_fits((size_t)1 << 20),
+          "row1_act=0: one row at 1 MiB (%d)", r1_cpu_tuning.row1_act);
+    CHECK(r1_cpu_tune("nosuch", 1) != 0 && strstr(r1_last_error(), "nosuch"), "an unknown tuning refused: %s",
+          r1_last_error());
+    r1_cpu_tune_reset();
+    CHECK(r1_cpu_act_parts() == 2 && r1_cpu_tuning.row1 == -1 && r1_cpu_row1_fits(R1_CPU_ROW1_ACT) &&
+              !r1_cpu_row1_fits(R1_CPU_ROW1_ACT + 1),
+          "reset: %d parts, row1 %d, row1_act %d", r1_cpu_act_parts(), r1_cpu_tuning.row1,
+          r1_cpu_tuning.row1_act);
 }
 
 int main(void) {
@@ -750,20 +726,25 @@ int main(void) {
     for (int i = 0; r1_cpu_isas[i]; i++) {
         const struct r1_cpu_isa *isa = r1_cpu_isas[i];
         if (!kt_select(isa)) continue;
+        if (isa->emulated) { /* its decode tiles are another set's: its batch forms only */
+            only_batches = 1;
+            test_matmul(isa);
+            only_batches = 0;
+            continue;
+        }
         uint64_t seed = rng;
         test_matmul(isa);
         test_small_batch(isa);
-        /* single tokens on 4 rows in lockstep (R1_CPU_ROW1=0), then a row at a time
-         * (R1_CPU_ROW1=1, also for the tiles whose default is 4 rows), against
+        /* single tokens on 4 rows in lockstep (tuning row1 0), then a row at a time
+         * (row1 1, also for the tiles whose default is 4 rows), against
          * the same batches */
-        const int row1 = r1_cpu_decode_row1;
-        r1_cpu_decode_row1 = 0;
+        r1_cpu_tuning.row1 = 0;
         printf("%s with single tokens 4 rows at a time:\n", isa->name);
         test_small_batch(isa);
-        r1_cpu_decode_row1 = 1;
+        r1_cpu_tuning.row1 = 1;
         printf("%s with single tokens a row at a time:\n", isa->name);
         test_small_batch(isa);
-        r1_cpu_decode_row1 = row1;
+        r1_cpu_tuning.row1 = -1;
         r1_cpu_set_act_parts(1); /* one-part q8 activations (R1_CPU_ACT=q8) */
         printf("%s with one-part q8 activations:\n", isa->name);
         test_matmul(isa);
@@ -776,24 +757,21 @@ int main(void) {
         if (!strcmp(isa->name, "avx512")) { /* also the tiles for CPUs without VBMI / BF16 */
             uint64_t after = rng;
             rng = seed; /* the same cases */
-            setenv("R1_CPU_NO_VBMI", "1", 1);
-            setenv("R1_CPU_NO_BF16", "1", 1);
+            r1_cpu_tune("vbmi", 0);
             CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-            printf("avx512 without VBMI and AVX512_BF16 (same cases):\n");
+            printf("avx512 without VBMI (same cases):\n");
             test_matmul(isa);
-            unsetenv("R1_CPU_NO_VBMI");
-            unsetenv("R1_CPU_NO_BF16");
-            CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
-            setenv("R1_CPU_NO_GFNI", "1", 1); /* the VBMI q4_0 tile without GFNI */
+            r1_cpu_tune("vbmi", 1);
+            r1_cpu_tune("gfni", 0); /* the VBMI q4_0 tile without GFNI */
             CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
             printf("avx512 without GFNI:\n");
             test_tile_ranges(isa);
-            unsetenv("R1_CPU_NO_GFNI");
+            r1_cpu_tune("gfni", 1);
             CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
             rng = after;
         }
     }
-    test_reread_env();
+    test_tune();
     r1_cpu_select(NULL);
     return TEST_DONE("test_matmul");
 }

@@ -20,7 +20,7 @@
  * compares two-part integer activations (the default) with one part (q8);
  * R1_TABLE_AB=rows the float tiles' decode rows four a pass where a
  * token's activations outgrow L1 (the default) with one row at a time
- * (cpu.h r1_cpu_row1_act).
+ * (cpu.h r1_cpu_tuning.row1_act).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,21 +53,21 @@ static const char *const ab_names[][3] = {
     {"", "", ""}, {"split", "guided", "static"}, {"act", "q8x2", "q8"}, {"rows", "rows4", "row1"}};
 static void ab_set(int ab, int b) {
     if (ab == AB_ACT) r1_cpu_set_act_parts(b ? 1 : 2);
-    else if (ab == AB_ROWS) r1_cpu_row1_act = b ? 0 : R1_CPU_ROW1_ACT;
-    else r1_cpu_set_static(b);
+    else if (ab == AB_ROWS) r1_cpu_tuning.row1_act = b ? 0 : R1_CPU_ROW1_ACT;
+    else r1_cpu_tune("static_split", b);
 }
 
 static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *ids, int n_dec) {
     r1_model_t *m[2];
     for (int i = 0; i < 2; i++) {
-        setenv("R1_Q4_0_PLAIN", i ? "1" : "0", 1);
+        r1_cpu_tune("q4_0_plain", i);
         m[i] = r1_model_load(dir, &(struct r1_load_opts){.dtype = R1_DTYPE_Q4_0});
         if (!m[i]) {
             fprintf(stderr, "%s\n", r1_last_error());
             return 1;
         }
     }
-    unsetenv("R1_Q4_0_PLAIN");
+    r1_cpu_tune("q4_0_plain", 0);
     double bpt = (double)r1_model_decode_bytes(m[1]);
     for (int k = 0; k < nt; k++) {
         struct r1_pool *pool = r1_pool_new(threads[k]);

@@ -11,11 +11,10 @@
  *
  * DTYPE is any weight dtype name (q4_1, q4_1x8, q8_0, ...); it is used as
  * given (no regrouping), so a format and its regrouped layout can be
- * compared. DTYPE@NAME=VALUE runs that dtype with the environment variable
- * NAME set to VALUE (e.g. q4_K@R1_CPU_ACT=q8 beside q4_K): the settings the
- * cpu backend reads once (cpu.h r1_cpu_reread_env) are read again before
- * and after each such variant, so they take effect; R1_CPU_ISA cannot (use
- * --isa, one table a process). Prints per dtype the layer matmuls' and the lm_head's GB/s
+ * compared. DTYPE@NAME=VALUE runs that dtype with the cpu tuning NAME set
+ * to the integer VALUE (cpu.h r1_cpu_tune; e.g. q4_K@act_parts=1 beside
+ * q4_K, bf16@row1_act=0), the defaults back after each such variant; the
+ * kernel set is one a process (--isa). Prints per dtype the layer matmuls' and the lm_head's GB/s
  * (decode, T = 1) or GFLOP/s (T > 1), best and median over the rounds.
  * At T = 1 each round starts with the bench's read-bandwidth probe (512 MiB,
  * 2 MiB pages, the best of its readers), and "frac" is the median over
@@ -140,9 +139,17 @@ int main(int argc, char **argv) {
         if (at) {
             *at = 0;
             snprintf(v[nv].env, sizeof v[nv].env, "%s", at + 1);
-            if (!strchr(v[nv].env, '=') || !strncmp(v[nv].env, "R1_CPU_ISA=", 11)) {
-                fprintf(stderr, "mm_bench: '%s': want DTYPE@NAME=VALUE, NAME not R1_CPU_ISA (--isa)\n",
-                        v[nv].env);
+            char *eq = strchr(v[nv].env, '=');
+            if (!eq) {
+                fprintf(stderr, "mm_bench: '%s': want DTYPE@NAME=VALUE\n", v[nv].env);
+                return 2;
+            }
+            *eq = 0;
+            const int bad = r1_cpu_tune(v[nv].env, atoi(eq + 1));
+            r1_cpu_tune_reset();
+            *eq = '=';
+            if (bad) {
+                fprintf(stderr, "mm_bench: '%s': %s\n", v[nv].env, r1_last_error());
                 return 2;
             }
         }
@@ -192,14 +199,10 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < nv; i++) {
             struct variant *x = &v[i];
-            char *eq = strchr(x->env, '='), old[256];
-            int had = 0; /* the process's own value of NAME, restored after */
+            char *eq = strchr(x->env, '=');
             if (eq) {
                 *eq = 0;
-                const char *o = getenv(x->env);
-                if (o) had = snprintf(old, sizeof old, "%s", o) >= 0;
-                setenv(x->env, eq + 1, 1);
-                r1_cpu_reread_env();
+                r1_cpu_tune(x->env, atoi(eq + 1));
             }
             double t0 = r1_now(), tk[4] = {0, 0, 0, 0};
             for (int s = 0; s < x->nsets; s++)
@@ -222,9 +225,7 @@ int main(int argc, char **argv) {
             if (rd >= 0) x->lay[rd] = t1 - t0, x->hd[rd] = t2 - t1;
             if (rd >= 0 && T == 1) x->frac[rd] = (double)x->set_bytes * x->nsets / (t1 - t0) / 1e9 / probe[rd];
             if (eq) {
-                if (had) setenv(x->env, old, 1);
-                else unsetenv(x->env);
-                r1_cpu_reread_env();
+                r1_cpu_tune_reset();
                 *eq = '=';
             }
         }

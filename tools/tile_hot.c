@@ -14,9 +14,10 @@
  *   build/tools/tile_hot ISA DTYPE K ROWS ITERS [NT]
  *   e.g. build/tools/tile_hot avx2 q4_K 1536 128 400
  *
- * R1_CPU_PAIR=0 (NT = 1): the table's plain tile on the token's two parts
- * (as cpu.c runs it then) instead of its pair tile, to compare the two
- * forms (the outputs differ by rounding, so the hash does too).
+ * TILE_HOT_PLAIN=1 (NT = 1): the table's plain tile on the token's two
+ * parts (as cpu.c runs it with the cpu tuning pairs 0) instead of its pair
+ * tile, to compare the two forms (the outputs differ by rounding, so the
+ * hash does too).
  *
  * NT > 1 (default 1): a small batch of NT tokens as cpu.c's whole-K path
  * runs it: per 4 rows, the tile on pair_nt tokens at a time, the rows'
@@ -110,10 +111,10 @@ int main(int argc, char **argv) {
             }
         }
     }
-    /* R1_CPU_PAIR=0 (NT = 1 only): the plain tile on the two parts, as cpu.c
-     * runs it then, its two rows of outputs summed */
-    const char *pe = getenv("R1_CPU_PAIR");
-    const int plain = !folded && pe && *pe == '0' && nt == 1;
+    /* TILE_HOT_PLAIN=1 (NT = 1 only): the plain tile on the two parts, as
+     * cpu.c runs it with pairs off, its two rows of outputs summed */
+    const char *pe = getenv("TILE_HOT_PLAIN");
+    const int plain = !folded && pe && *pe == '1' && nt == 1;
     const int tstep = folded ? isa->nt : plain ? 1 : mm->pair_nt;
     const r1_cpu_tile_fn fn = folded || plain ? mm->tile : mm->pair_tile;
     float out[R1_CPU_NT * R1_CPU_MR];

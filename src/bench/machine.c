@@ -11,6 +11,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "util/env.h"
 #include "bench/bench.h"
 #ifdef R1_OPENCL
 #include "kernels/opencl/opencl.h"
@@ -179,6 +180,6 @@ void bench_machine_probe(struct bench_machine *m, const char *backend, int threa
     snprintf(m->toolchain, sizeof m->toolchain, "unknown");
 #endif
     git_sha(m->git_sha, sizeof m->git_sha);
-    const char *user = getenv("USER");
+    const char *user = r1_env("USER");
     snprintf(m->submitter, sizeof m->submitter, "%s", user && *user ? user : "r1infer");
 }

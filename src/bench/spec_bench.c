@@ -19,6 +19,7 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include "util/env.h"
 #include "bench/bench.h"
 #include "model/model.h"
 #include "util/util.h"
@@ -112,7 +113,7 @@ static void lock(int how) {
 }
 
 int bench_spec_run(const struct spec_bench_opts *o) {
-    const char *lp = getenv("R1_BENCH_LOCK");
+    const char *lp = r1_env("R1_BENCH_LOCK");
     if (lp && *lp) lock_fd = open(lp, O_RDONLY | O_CREAT, 0644);
     lock(LOCK_SH);
     int rc = 1;

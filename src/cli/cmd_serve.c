@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "server/server.h"
@@ -169,7 +170,7 @@ int cmd_serve(int argc, char **argv) {
                              /* the drafts of the slots run side by side, beside the engine */
                              .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1,
                              /* tests: every step drafts --draft-n tokens (a lookup: when it matches) */
-                             .spec_fixed_k = getenv("R1_SPEC_FIXED_K") != NULL};
+                             .spec_fixed_k = r1_env("R1_SPEC_FIXED_K") != NULL};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;

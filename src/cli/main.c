@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "util/env.h"
 
 static const struct {
     const char *name;
@@ -27,6 +28,7 @@ static void usage(FILE *f) {
     fprintf(f, "usage: r1infer <command> [options]   (r1infer <command> --help for options)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n  r1infer --help-env   the environment variables r1infer reads\n");
 }
 
 int main(int argc, char **argv) {
@@ -34,6 +36,11 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--help-env")) {
+        r1_env_print(stdout);
+        return 0;
+    }
+    r1_env_check(stderr);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "r1infer: unknown command '%s'\n\n", argv[1]);

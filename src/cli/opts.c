@@ -1,6 +1,7 @@
 /*
  * opts.c - shared option parsing; see opts.h.
  */
+#include "util/env.h"
 #include "cli/opts.h"
 
 #include <stdlib.h>
@@ -163,7 +164,7 @@ void cli_opts_help(FILE *f) {
 }
 
 const char *cli_default_model(const char *cmd) {
-    const char *e = getenv("R1INFER_MODEL");
+    const char *e = r1_env("R1INFER_MODEL");
     if (e && *e) return e;
     static char path[4096];
     if (access("models/" CLI_DEFAULT_MODEL_FILE, R_OK) == 0) return "models/" CLI_DEFAULT_MODEL_FILE;

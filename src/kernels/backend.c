@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "util/env.h"
 #include "util/util.h"
 
-extern char **environ;
 
 const char *const r1_kernel_names[R1_K_COUNT] = {
     [R1_K_EMBEDDING] = "embedding",
@@ -69,35 +69,38 @@ const struct r1_backend *r1_backend_find(const char *name) {
     return NULL;
 }
 
+struct resolve {
+    const struct r1_backend *be;
+    r1_kernel_fn *out;
+    int rc;
+};
+/* R1_KERNEL_<name>=ref: kernel <name> on the reference backend */
+static void resolve_one(const char *name, const char *value, void *ctx) {
+    struct resolve *r = ctx;
+    if (r->rc) return;
+    int found = -1;
+    for (int k = 0; k < R1_K_COUNT; k++)
+        if (!strcmp(r1_kernel_names[k], name)) found = k;
+    if (found < 0)
+        r->rc = r1_err("environment R1_KERNEL_%s: no kernel named '%s' (kernels: embedding, "
+                       "rms_norm, qkv_bias, rope_qk, kv_append, attention_gqa, matvec_add, "
+                       "gate_up_silu, lm_head, argmax)",
+                       name, name);
+    else if (strcmp(value, "ref") == 0 && r->be->dev)
+        r->rc = r1_err("environment R1_KERNEL_%s=%s: backend '%s' keeps its buffers in device memory, "
+                       "where the reference kernels cannot run; unset it or use --backend cpu",
+                       name, value, r->be->name);
+    else if (strcmp(value, "ref") == 0)
+        r->out[found] = r1_ref_kernels[found];
+    else if (strcmp(value, r->be->name) != 0)
+        r->rc = r1_err("environment R1_KERNEL_%s=%s: the only override is 'ref' (or the session's "
+                       "backend '%s')",
+                       name, value, r->be->name);
+}
+
 int r1_backend_resolve(const struct r1_backend *be, r1_kernel_fn out[R1_K_COUNT]) {
     for (int k = 0; k < R1_K_COUNT; k++) out[k] = be->fn[k] ? be->fn[k] : r1_ref_kernels[k];
-    static const char prefix[] = "R1_KERNEL_";
-    for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
-        const char *name = *e + sizeof prefix - 1;
-        const char *eq = strchr(name, '=');
-        if (!eq) continue;
-        size_t len = (size_t)(eq - name);
-        int found = -1;
-        for (int k = 0; k < R1_K_COUNT; k++)
-            if (strlen(r1_kernel_names[k]) == len && strncmp(r1_kernel_names[k], name, len) == 0)
-                found = k;
-        if (found < 0)
-            return r1_err("environment %.*s: no kernel named '%.*s' (kernels: embedding, "
-                          "rms_norm, qkv_bias, rope_qk, kv_append, attention_gqa, matvec_add, "
-                          "gate_up_silu, lm_head, argmax)",
-                          (int)(eq - *e), *e, (int)len, name);
-        if (strcmp(eq + 1, "ref") == 0 && be->dev) {
-            return r1_err("environment %s: backend '%s' keeps its buffers in device memory, "
-                          "where the reference kernels cannot run; unset it or use --backend cpu",
-                          *e, be->name);
-        } else if (strcmp(eq + 1, "ref") == 0) {
-            out[found] = r1_ref_kernels[found];
-        } else if (strcmp(eq + 1, be->name) != 0) {
-            return r1_err("environment %s: the only override is 'ref' (or the session's "
-                          "backend '%s')",
-                          *e, be->name);
-        }
-    }
-    return 0;
+    struct resolve r = {be, out, 0};
+    r1_env_each("R1_KERNEL_", resolve_one, &r);
+    return r.rc;
 }

@@ -3,6 +3,7 @@
  * (see device_common.h). It must not call a device API: only strings,
  * locks and the environment.
  */
+#include "util/env.h"
 #include "runtime/device_common.h"
 
 #include <stdio.h>
@@ -66,7 +67,7 @@ int r1_device_weights_check(const char *backend, enum r1_dtype t, const enum r1_
 }
 
 int r1_env_choice(const char *name, const char *const *values, int n, int dflt) {
-    const char *v = getenv(name);
+    const char *v = r1_env(name);
     if (!v || !*v) return dflt;
     for (int i = 0; i < n; i++)
         if (!strcmp(v, values[i])) return i;
@@ -77,7 +78,7 @@ int r1_env_choice(const char *name, const char *const *values, int n, int dflt) 
 }
 
 int r1_device_env_index(const char *env, const char *flag, int n, const char *kind, const char *hint) {
-    const char *v = getenv(env);
+    const char *v = r1_env(env);
     if (!v || !*v) return 0;
     char *end;
     long d = strtol(v, &end, 10);

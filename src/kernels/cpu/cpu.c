@@ -19,12 +19,14 @@
 #include "kernels/cpu/cpu.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
 #include "util/util.h"
 
 #define TOKEN_BLOCK 64 /* tokens that share one pass over the weights in prefill */
@@ -82,23 +84,48 @@ int r1_cpu_select(const char *name) {
 const struct r1_cpu_isa *r1_cpu_current(void) {
     const struct r1_cpu_isa *isa = atomic_load_explicit(&current_isa, memory_order_acquire);
     if (!isa) {
-        const char *e = getenv("R1_CPU_ISA");
+        const char *e = r1_env("R1_CPU_ISA");
         if (!e || !*e || r1_cpu_select(e) != 0) r1_cpu_select(NULL); /* generic always runs */
         isa = atomic_load(&current_isa);
     }
     return isa;
 }
 
-int r1_cpu_regroup_q4_0(void) {
-    const char *e = getenv("R1_Q4_0_PLAIN");
-    if (e && *e && *e != '0') return 0;
-    return r1_cpu_current()->mm[R1_DTYPE_Q4_0X8].tile != NULL;
+#define TUNING_DEFAULT                                                                             \
+    {.row1 = -1, .row1_act = R1_CPU_ROW1_ACT, .row_pf = 2048, .small_batch = SMALL_BATCH,             \
+     .pairs = 1, .carry = 1, .vbmi = 1, .gfni = 1}
+struct r1_cpu_tuning r1_cpu_tuning = TUNING_DEFAULT;
+static const struct r1_cpu_tuning tuning_default = TUNING_DEFAULT;
+#define TUNE(F) {#F, offsetof(struct r1_cpu_tuning, F)}
+static const struct {
+    const char *name;
+    size_t off;
+} tunings[] = {TUNE(row1),  TUNE(row1_act),     TUNE(row_pf), TUNE(small_batch), TUNE(pairs),
+               TUNE(carry), TUNE(static_split), TUNE(plain),  TUNE(q4_0_plain),  TUNE(vbmi),
+               TUNE(gfni)};
+#undef TUNE
+int r1_cpu_tune(const char *name, int value) {
+    if (!strcmp(name, "act_parts")) {
+        if (value != 1 && value != 2) return r1_err("cpu tuning act_parts=%d: 1 or 2", value);
+        r1_cpu_set_act_parts(value);
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof tunings / sizeof tunings[0]; i++)
+        if (!strcmp(name, tunings[i].name)) {
+            *(int *)((char *)&r1_cpu_tuning + tunings[i].off) = value;
+            return 0;
+        }
+    return r1_err("no cpu tuning named '%s'", name);
+}
+void r1_cpu_tune_reset(void) {
+    r1_cpu_tuning = tuning_default;
+    r1_cpu_set_act_parts(-1);
 }
 
-static int env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && *e != '0';
+int r1_cpu_regroup_q4_0(void) {
+    return !r1_cpu_tuning.q4_0_plain && r1_cpu_current()->mm[R1_DTYPE_Q4_0X8].tile != NULL;
 }
+
 enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
     if (dt == R1_DTYPE_Q4_0)
         return cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0() ? R1_DTYPE_Q4_0X8 : dt;
@@ -107,7 +134,7 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
         [R1_DTYPE_Q4_K] = R1_DTYPE_Q4_KX8, [R1_DTYPE_Q5_K] = R1_DTYPE_Q5_KX8,
         [R1_DTYPE_Q6_K] = R1_DTYPE_Q6_KX8};
     enum r1_dtype g = (int)dt >= 0 && dt < R1_DTYPE_COUNT ? grouped[dt] : 0;
-    if (!g || cols % r1_dtype_traits[g].block || env_on("R1_CPU_PLAIN")) return dt;
+    if (!g || cols % r1_dtype_traits[g].block || r1_cpu_tuning.plain) return dt;
     return r1_cpu_current()->mm[g].tile ? g : dt;
 }
 
@@ -115,24 +142,11 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
  * refuses to start (r1_cpu_current fell back to the best set). A program
  * that picked another set itself (r1_cpu_select: the tests, cpu_table
  * --isa) keeps its choice. */
-int r1_cpu_decode_row1 = -1;
-#define ROW_PF_DEFAULT 2048
-int r1_cpu_row_pf = ROW_PF_DEFAULT;
-int r1_cpu_row1_act = R1_CPU_ROW1_ACT;
-static void read_row1(void) {
-    const char *r1 = getenv("R1_CPU_ROW1");
-    r1_cpu_decode_row1 = !r1 || !*r1 ? -1 : *r1 == '0' ? 0 : 1;
-    const char *ra = getenv("R1_CPU_ROW1_ACT");
-    r1_cpu_row1_act = ra && *ra ? atoi(ra) : R1_CPU_ROW1_ACT;
-    const char *pf = getenv("R1_CPU_ROW_PF");
-    r1_cpu_row_pf = pf && *pf ? atoi(pf) : ROW_PF_DEFAULT;
-}
 static int cpu_init(void) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
-    read_row1();
-    const char *e = getenv("R1_CPU_ISA");
+    const char *e = r1_env("R1_CPU_ISA");
     if (e && *e && strcmp(e, isa->name) != 0) {
-        char names[64] = "";
+        char names[128] = "";
         for (int i = 0; r1_cpu_isas[i]; i++) {
             if (!strcmp(e, r1_cpu_isas[i]->name)) {
                 if (r1_cpu_isas[i]->available()) return 0;
@@ -217,32 +231,11 @@ static void fold_parts(float *C, int tn, int mc) {
     }
 }
 
-/* The largest batch that runs the decode form: SMALL_BATCH, or
- * R1_CPU_SMALL_BATCH=N (0: only single tokens, as before; for comparisons). */
-static _Atomic int small_batch_max = -1;
+/* The largest batch that runs the decode form (r1_cpu_tuning.small_batch,
+ * clamped to 1..SMALL_BATCH). */
 static int small_batch(void) {
-    int n = small_batch_max;
-    if (n < 0) {
-        const char *e = getenv("R1_CPU_SMALL_BATCH");
-        n = e && *e ? atoi(e) : SMALL_BATCH;
-        if (n < 1) n = 1;
-        if (n > SMALL_BATCH) n = SMALL_BATCH;
-        small_batch_max = n;
-    }
-    return n;
-}
-
-/* 1 (the default): two-part activations run a table's pair tiles where it
- * has them; R1_CPU_PAIR=0 runs the plain tiles on both parts instead, for
- * comparisons (mm_bench q4_Kx8,q4_Kx8@R1_CPU_PAIR=0). */
-static _Atomic int pair_on = -1;
-static int pairs_on(void) {
-    int on = pair_on;
-    if (on < 0) {
-        const char *e = getenv("R1_CPU_PAIR");
-        pair_on = on = !(e && *e == '0');
-    }
-    return on;
+    const int n = r1_cpu_tuning.small_batch;
+    return n < 1 ? 1 : n > SMALL_BATCH ? SMALL_BATCH : n;
 }
 
 /* The tile for w and a batch of T tokens (in *buf), or NULL when this kernel
@@ -270,7 +263,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     }
     buf->pairs = 0;
     if ((buf->act == R1_CPU_ACT_Q8X8 || r1_cpu_act_q8(buf->act)) && buf->tile == mm->tile && mm->pair_tile &&
-        r1_cpu_act_parts() == 2 && pairs_on()) {
+        r1_cpu_act_parts() == 2 && r1_cpu_tuning.pairs) {
         buf->tile = mm->pair_tile;
         buf->pairs = 1;
     }
@@ -310,19 +303,14 @@ static void put_tile(float *C, const float *tile, int t, int nt, int r, int nr) 
  * Over all K at once (below), 8 tokens' f32 activations (48 KB at K = 1536,
  * 287 KB at 8960) came from L2 again for every 4 rows. Returns -1, touching
  * nothing, when the batch's activations are at most CARRY_MIN bytes, all K
- * fits one range, or R1_CPU_CARRY=0 (for comparisons). */
+ * fits one range, or r1_cpu_tuning.carry is 0 (for comparisons). */
 #define CARRY_ACT 16384
 #define CARRY_MIN (96 << 10) /* below, whole K stays ahead (the activations stay in L2; on
                                 Zen 5 the ranges were 5-15% slower at K = 1536, 8 tokens) */
-static _Atomic int carry_on = -1;
 static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
                        const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa,
                        size_t xs, int t0, int tn, float *C) {
-    if (carry_on < 0) {
-        const char *e = getenv("R1_CPU_CARRY");
-        carry_on = !(e && !strcmp(e, "0"));
-    }
-    if (!carry_on || (size_t)tn * xs <= CARRY_MIN) return -1;
+    if (!r1_cpu_tuning.carry || (size_t)tn * xs <= CARRY_MIN) return -1;
     const int tstep = mm->pairs ? mm->pair_nt : isa->nt, ng = (tn + tstep - 1) / tstep;
     const int ck = mm->carry_k;
     const size_t per_col = ((size_t)tn * xs + K - 1) / K; /* activation bytes per column */
@@ -456,26 +444,8 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
 }
 
 /* Matmuls take their rows through op->claim (kernels.h) unless
- * R1_CPU_STATIC=1 asks for the fixed split (comparisons). */
-static _Atomic int static_split = -1; /* read by every thread of every matmul */
-void r1_cpu_set_static(int on) { static_split = on < 0 ? -1 : on != 0; }
-
-void r1_cpu_reread_env(void) {
-    r1_cpu_set_act_parts(-1);
-    static_split = -1;
-    small_batch_max = -1;
-    carry_on = -1;
-    pair_on = -1;
-    read_row1();
-}
-static int guided(const struct r1_op *op) {
-    if (!op->claim) return 0;
-    if (static_split < 0) {
-        const char *e = getenv("R1_CPU_STATIC");
-        static_split = e && *e && *e != '0';
-    }
-    return !static_split;
-}
+ * r1_cpu_tuning.static_split asks for the fixed split (comparisons). */
+static int guided(const struct r1_op *op) { return op->claim && !r1_cpu_tuning.static_split; }
 /* The next run of rows [*lo, *hi) of `rows`, left / (2 nth) rounded up to
  * whole ROW_BLOCKs; 0 when none is left. About 2 nth ln(rows / ROW_BLOCK)
  * claims per kernel, so the atomics cost nothing next to the rows. */

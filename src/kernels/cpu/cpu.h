@@ -140,14 +140,14 @@ void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K);
  * Any other value of parts: R1_CPU_ACT's choice again, read at the next use. */
 void r1_cpu_set_act_parts(int parts);
 int r1_cpu_act_parts(void);
-/* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their best
- * ISA has a tile for it; R1_Q4_0_PLAIN=1 says no, for comparisons). */
+/* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their
+ * kernel set has a tile for it, and r1_cpu_tuning.q4_0_plain is 0). */
 int r1_cpu_regroup_q4_0(void);
 /* The layout the loader holds weights of dtype dt and `cols` columns in:
  * a regrouping of dt (dtype.h: q4_0x8, q4_1x8, q8_0x8, q4_Kx8, q5_Kx8,
  * q6_Kx8) where the current ISA has a
- * tile for it, else dt itself. R1_CPU_PLAIN=1 keeps every format but q4_0
- * as stored (R1_Q4_0_PLAIN=1 does q4_0), for comparisons. */
+ * tile for it, else dt itself (r1_cpu_tuning.plain and q4_0_plain keep the
+ * file's layout, for comparisons). */
 enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols);
 
 /* out[t * R1_CPU_MR + r] = (row r of w) · (token t of x) over columns
@@ -191,51 +191,55 @@ typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, cons
  * decode tiles then skip their prefetch of the next rows. 1 otherwise. */
 extern _Thread_local int r1_cpu_tile_prefetch;
 
-/* -1 (the default, R1_CPU_ROW1 unset): single-token decode tiles read their
- * rows one at a time, each row one linear stream, instead of 4 rows in
- * lockstep (4 streams 1 row apart): AVX-512 q8_0x8, q4_1x8, q4_0x8 (pairs),
- * bf16, f16 and f32; AVX2 q8_0. Decode is bound by memory, and on the Zen 5
- * VM this was measured on the lockstep streams were read slower (bench
- * --batch 1, q8_0 on AVX-512: 46 -> 36 ms a step). Where one row was not
- * faster it is not used: the AVX-512 K-quant x8 tiles (q4_Kx8, q5_Kx8,
- * q6_Kx8), whose super-blocks cost more arithmetic, read 4 rows a pass by
- * default, each super-block's activations shared by them (Zen 4 VM, mm_bench
- * 1.5B layers with the two alternating, 2 threads: q4_Kx8 32.0 -> 38.9,
- * q6_Kx8 36.8 -> 48.9 GB/s; one thread 17.0 -> 20.5 and 19.5 -> 25.9); 1
- * (R1_CPU_ROW1=1) makes them read a row at a time too. AVX2's K-quants read one row at a time always
- * (kquants_avx2.c; Q4_K_M decode ~15% faster on a Zen 3 VM than 4 rows in
- * lockstep). AVX2's float tiles (f32, f16, bf16) read one row
- * at a time, with four FMA chains a row, but for r1_cpu_row1_act below.
- * The outputs are the same bits: each row's sums are its own.
- * R1_CPU_ROW1=0 keeps the 4-row forms everywhere, for comparisons; read once,
- * by the backend's init. */
-extern int r1_cpu_decode_row1;
-/* The most bytes of a token's activations that the float tiles (f32, f16,
- * bf16) read one row at a time in decode: past it, a row streamed beside
- * them pushed them out of a 32 KiB L1 before the next row came to them
- * (bf16's f32eo32 at the 1.5B's down, K = 8960: 35 KB), so such rows go
- * four a pass (AVX-512's 4-row forms, AVX2's avx2.c ROW_TILES) and the
- * activations come from L2 once per pass. Same bits either way.
- * R1_CPU_ROW1_ACT, default R1_CPU_ROW1_ACT; 0 or less: one row at a time
- * whatever K, for comparisons (mm_bench bf16@R1_CPU_ROW1_ACT=0). Read with
- * r1_cpu_decode_row1. Zen 4 VM, 1.5B down, mm_bench with the two
- * alternating, 2 threads: AVX-512 bf16 20.8 -> 25.4 GB/s, f16 20.9 -> 25.7.
- * Splitting K instead (cpu.c's carried ranges, one token) was slower still
- * (8.1 against 11.2 one row at a time, 1 thread): a row read in pieces is
- * no longer one stream with the next. */
-#define R1_CPU_ROW1_ACT 16384
-extern int r1_cpu_row1_act;
-static inline int r1_cpu_row1_fits(size_t xs) { return r1_cpu_row1_act <= 0 || xs <= (size_t)r1_cpu_row1_act; }
-/* How far ahead the AVX-512 one-row float tiles (bf16, f16, f32) prefetch
- * in their row's stream, in bytes: R1_CPU_ROW_PF, default 2048 (rows lie one
- * after another, so past a row's end that is the next row's start); 0 or
- * less: the same bytes 4 rows on, the form before, for comparisons
- * (mm_bench bf16@R1_CPU_ROW_PF=0). 4 rows on was 12 KiB ahead at K = 1536
- * and 70 KiB at K = 8960, past the 32 KiB L1 it fetched into; Zen 4 VM, 2
- * threads, mm_bench 1.5B bf16 layers with the two alternating: medians
- * 25.2 -> 27.2 and 27.3 -> 29.0 GB/s. Read with r1_cpu_decode_row1. The x8
- * and K-quant one-row forms keep 4 rows on (q8_0x8 moved within noise). */
-extern int r1_cpu_row_pf;
+/* The cpu backend's settled choices, one struct (r1_cpu_tuning; the
+ * defaults are what runs). Nothing reads them from the environment: tests
+ * and the comparison tools (mm_bench, cpu_table, tile_hot) set another
+ * form by name with r1_cpu_tune, between steps, and r1_cpu_tune_reset puts
+ * the defaults back. The measurements behind each default are in
+ * docs/kernels.md.
+ *   row1: single-token decode tiles read their rows one at a time (one
+ *     linear stream a row) where that was measured faster: -1 (default) the
+ *     per-tile choice (AVX-512 q8_0x8, q4_1x8, q4_0x8, bf16, f16, f32 and
+ *     AVX2 q8_0 one row; the AVX-512 K-quant x8 tiles 4 rows in lockstep,
+ *     their super-blocks carry more arithmetic per byte); 0: 4 rows
+ *     everywhere; 1: one row everywhere. Same bits either way.
+ *   row1_act: the most bytes of a token's activations that the float tiles
+ *     (f32, f16, bf16) still read one row at a time in decode; past it four
+ *     rows a pass, so the activations come from L2 once per pass instead
+ *     of being pushed out of L1 by each row (bf16 at K = 8960: 35 KB);
+ *     0: one row at a time whatever K.
+ *   row_pf: how far ahead (bytes) the AVX-512 one-row float tiles prefetch
+ *     in their row's stream; 0: the same bytes 4 rows on.
+ *   small_batch: the largest batch (1..16) that runs the decode form, bit
+ *     for bit a decode step per row (speculative verification relies on it).
+ *   pairs: two-part activations run a table's pair tiles (both parts folded
+ *     in int32); 0: the plain tiles on both parts.
+ *   carry: small batches walk K in ranges that stay in L1, the tiles
+ *     carrying their sums (same bits); 0: all K at once.
+ *   static_split: matmuls split rows evenly between threads instead of
+ *     claiming runs of rows.
+ *   plain: keep q4_1, q8_0 and the K-quants in GGUF's layout instead of the
+ *     x8 regroupings the kernel set reads; q4_0_plain: the same for q4_0.
+ *   vbmi, gfni: the AVX-512 tiles use VBMI / GFNI where the CPU has them
+ *     (0: the tiles for CPUs without; the CPU check is made at selection). */
+struct r1_cpu_tuning {
+    int row1, row1_act, row_pf, small_batch, pairs, carry, static_split, plain, q4_0_plain;
+    int vbmi, gfni;
+};
+extern struct r1_cpu_tuning r1_cpu_tuning;
+#define R1_CPU_ROW1_ACT 16384 /* row1_act's default */
+/* Sets the field `name` of r1_cpu_tuning (also "act_parts": 1 or 2,
+ * r1_cpu_set_act_parts) to value; -1 with an error for an unknown name. Call
+ * between steps; a layout choice (plain, q4_0_plain) applies to models
+ * loaded after it, a feature choice (vbmi, gfni) from the next
+ * r1_cpu_select. */
+int r1_cpu_tune(const char *name, int value);
+/* Every field of r1_cpu_tuning back to its default (and the activation
+ * parts to R1_CPU_ACT's choice). */
+void r1_cpu_tune_reset(void);
+static inline int r1_cpu_row1_fits(size_t xs) {
+    return r1_cpu_tuning.row1_act <= 0 || xs <= (size_t)r1_cpu_tuning.row1_act;
+}
 /* The tile f (a one-row form) on nr rows, one call a row: out[t *
  * R1_CPU_MR + r] as one call on the nr rows would write it. */
 static inline void r1_cpu_tile_by_row(r1_cpu_tile_fn f, int K, int k0, int k1, const uint8_t *w,
@@ -367,19 +371,6 @@ const struct r1_cpu_isa *r1_cpu_current(void);
  * cpu.c's): at least bytes, 64-byte aligned, kept for the thread's next
  * call, freed at thread exit. */
 uint8_t *r1_cpu_scratch(int slot, size_t bytes);
-
-/* 1: matmuls split rows statically by (ith, nth) instead of claiming
- * them through op->claim (also R1_CPU_STATIC=1); for comparisons. Call
- * between steps, not during one. -1: R1_CPU_STATIC's choice again. */
-void r1_cpu_set_static(int on);
-
-/* Forget every setting read once from the environment (R1_CPU_ACT,
- * R1_CPU_STATIC, R1_CPU_ROW1, R1_CPU_SMALL_BATCH, R1_CPU_CARRY), and any
- * value the setters above gave them: each is read again at its next use
- * (R1_CPU_ROW1 at once). For tools that compare settings in one process
- * (mm_bench's DTYPE@NAME=VALUE); call between steps, not during one.
- * R1_CPU_ISA is not among them: it picks the table once (r1_cpu_select). */
-void r1_cpu_reread_env(void);
 
 /* Generic q8 activation quantization (plain C), shared by the ISA files. */
 void r1_cpu_quant_q8_c(const float *x, uint8_t *dst, int K);

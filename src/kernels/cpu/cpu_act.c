@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "util/env.h"
 #include "util/util.h"
 
 static uint8_t *scratch(size_t bytes) { return r1_cpu_scratch(0, bytes); }
@@ -31,7 +32,7 @@ void r1_cpu_set_act_parts(int parts) { act_parts = parts == 1 ? 1 : parts == 2 ?
 int r1_cpu_act_parts(void) {
     int p = act_parts;
     if (p < 0) {
-        const char *e = getenv("R1_CPU_ACT");
+        const char *e = r1_env("R1_CPU_ACT");
         p = e && !strcmp(e, "q8") ? 1 : 2;
         act_parts = p;
     }

@@ -36,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/env.h"
 #include "kernels/opencl/opencl.h"
 #include "kernels/opencl/opencl_impl.h"
 #include "runtime/device_common.h"
@@ -254,9 +255,9 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 }
 
 static int cache_path(char *out, size_t cap, uint64_t key, int mkdirs) {
-    const char *env = getenv("R1_CL_CACHE");
+    const char *env = r1_env("R1_CL_CACHE");
     if (env && !strcmp(env, "0")) return -1;
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    const char *xdg = r1_env("XDG_CACHE_HOME"), *home = r1_env("HOME");
     char dir[512];
     if (xdg && *xdg)
         snprintf(dir, sizeof dir, "%s/r1infer", xdg);

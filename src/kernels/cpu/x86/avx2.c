@@ -158,7 +158,7 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
 
 /* Rows outer, tokens in pairs inner (8 sums and 4 weight vectors fill the
  * 16 registers): the row is read from memory once, for the first pair. A
- * lone token whose activations do not fit (cpu.h r1_cpu_row1_act) takes
+ * lone token whose activations do not fit (cpu.h r1_cpu_tuning.row1_act) takes
  * its rows four at a time instead (the rest one by one), so they come from
  * L2 once per four rows; 16 sums spill some to the stack, which a decode
  * bound by memory affords. 1.5B shapes, 1 thread, mm_bench on the Zen 4

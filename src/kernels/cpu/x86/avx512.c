@@ -39,18 +39,14 @@ static int has_vbmi_cpu(void);
 static int avx512_available(void) {
     __builtin_cpu_init();
     has_vbmi = has_vbmi_cpu();
-    {
-        const char *off = getenv("R1_CPU_NO_GFNI"); /* tests: the VBMI tiles without it */
-        has_gfni = __builtin_cpu_supports("gfni") && !(off && *off && *off != '0');
-    }
+    has_gfni = __builtin_cpu_supports("gfni") && r1_cpu_tuning.gfni;
     return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx2") &&
            __builtin_cpu_supports("fma") && r1_x86_has_f16c();
 }
 static int has_vbmi_cpu(void) {
-    const char *off = getenv("R1_CPU_NO_VBMI"); /* tests: the pre-VBMI tiles */
-    return __builtin_cpu_supports("avx512vbmi") && !(off && *off && *off != '0');
+    return __builtin_cpu_supports("avx512vbmi") && r1_cpu_tuning.vbmi;
 }
 
 /* ---- float weights: 16 weights of row p from column k (lanes outside m are 0) ---- */
@@ -86,7 +82,7 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
 
 #define FSTEP(NR, NT, LD, M, PF)                                                                   \
     do {                                                                                           \
-        if (NR == 1) { /* one row (cpu.h r1_cpu_decode_row1): pfa bytes on in its stream */        \
+        if (NR == 1) { /* one row (cpu.h r1_cpu_tuning.row1): pfa bytes on in its stream */        \
             if (PF) _mm_prefetch((const char *)(w0 + pfa + (size_t)k * es), _MM_HINT_T0);         \
         } else {                                                                                   \
             PF_NEXT(PF, (size_t)k * es);                                                           \
@@ -120,14 +116,14 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
         STEP;                                                                                      \
     }
 
-/* NR rows (4, or 1 for cpu.h r1_cpu_decode_row1: each row's sums are its
+/* NR rows (4, or 1 for cpu.h r1_cpu_tuning.row1: each row's sums are its
  * own, so the same bits) x NT tokens */
 #define FTILE(NAME, NR, NT, LD)                                                                    \
     static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,  \
                          int nt, float *out) {                                                     \
         SETUP_PTRS(NT, const float *)                                                              \
         const uint8_t *wr_[4] = {w0, w1, w2, w3};                                                  \
-        const size_t pfa = r1_cpu_row_pf > 0 ? (size_t)r1_cpu_row_pf : 4 * ws; /* cpu.h */         \
+        const size_t pfa = r1_cpu_tuning.row_pf > 0 ? (size_t)r1_cpu_tuning.row_pf : 4 * ws; /* cpu.h */         \
         const size_t es = ws / (size_t)K; /* bytes per weight */                                    \
         __m512 acc[4][NT];                                                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
@@ -137,11 +133,11 @@ INL __m512 ld_bf16(const uint8_t *p, int k, __mmask16 m) {
         R1_X86_TILE_OUT(NT);                                                               \
     }
 
-/* One token: a row at a time (cpu.h r1_cpu_decode_row1), or 4 rows */
+/* One token: a row at a time (cpu.h r1_cpu_tuning.row1), or 4 rows */
 #define DISPATCH(NAME)                                                                             \
     static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
                      int nt, float *out) {                                                         \
-        if (nt == 1 && r1_cpu_decode_row1 && r1_cpu_row1_fits(xs))                                 \
+        if (nt == 1 && r1_cpu_tuning.row1 && r1_cpu_row1_fits(xs))                                 \
             r1_cpu_tile_by_row(NAME##_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                   \
         else if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                               \
@@ -166,7 +162,7 @@ DISPATCH(tile_f16)
  * are the masked-off weights. ---- */
 #define EOSTEP(NR, NT, M, PF)                                                                      \
     do {                                                                                           \
-        if (NR == 1) { /* one row (cpu.h r1_cpu_decode_row1): pfa bytes on in its stream */        \
+        if (NR == 1) { /* one row (cpu.h r1_cpu_tuning.row1): pfa bytes on in its stream */        \
             if (PF) _mm_prefetch((const char *)(w0 + pfa + (size_t)k * 2), _MM_HINT_T0);          \
         } else {                                                                                   \
             PF_NEXT(PF, (size_t)k * 2);                                                            \
@@ -184,7 +180,7 @@ DISPATCH(tile_f16)
         }                                                                                          \
     } while (0)
 
-/* NR rows (4, or 1 for cpu.h r1_cpu_decode_row1) x NT tokens; each row's
+/* NR rows (4, or 1 for cpu.h r1_cpu_tuning.row1) x NT tokens; each row's
  * products in the same order whatever NR, so the same bits. The one-row
  * form runs only where nothing is carried (cpu.c carries in batches). */
 #define EOTILE(NAME, NR, NT)                                                                       \
@@ -192,7 +188,7 @@ DISPATCH(tile_f16)
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
         SETUP_PTRS(NT, const float *)                                                              \
         const uint8_t *wr_[4] = {w0, w1, w2, w3};                                                  \
-        const size_t pfa = r1_cpu_row_pf > 0 ? (size_t)r1_cpu_row_pf : 4 * ws; /* cpu.h */         \
+        const size_t pfa = r1_cpu_tuning.row_pf > 0 ? (size_t)r1_cpu_tuning.row_pf : 4 * ws; /* cpu.h */         \
         const __m512i hi16 = _mm512_set1_epi32((int)0xffff0000u);                                  \
         __m512 acc[4][NT];                                                                         \
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; \
@@ -209,7 +205,7 @@ EOTILE(tile_bf16_4, 4, 4)
 EOTILE(tile_bf16_1r, 1, 1)
 static void tile_bf16(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
                       size_t xs, int nt, float *out) {
-    if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc && r1_cpu_row1_fits(xs))
+    if (nt == 1 && r1_cpu_tuning.row1 && !r1_cpu_tile_acc && r1_cpu_row1_fits(xs))
         r1_cpu_tile_by_row(tile_bf16_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 1) tile_bf16_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else tile_bf16_4(K, k0, k1, w, ws, nr, x, xs, nt, out);

@@ -448,7 +448,7 @@ INL void q6x8_tile(const int V, const int PAIR, R1_KQ_TILE_ARGS) {
 }
 
 /* One row at a time, each row one linear stream (decode on the Zen 3 VM:
- * cpu.h r1_cpu_decode_row1; these tiles have no 4-row form, so the flag does
+ * cpu.h r1_cpu_tuning.row1; these tiles have no 4-row form, so the flag does
  * not change them). Decode: one token, or its two activation parts (nt <= 2;
  * PAIR: one or two tokens, both parts each). Batches: each row against 4
  * activation rows (past nt: row 0 again), so a row's quants are unpacked

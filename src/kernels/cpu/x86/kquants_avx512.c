@@ -390,16 +390,16 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
     KX8_V(NAME, _p2, DT, 4, 2, 1)                                                                  \
     KX8_V(NAME, _p1r, DT, 1, 1, 1)                                                                 \
     /* two-part pairs (cpu.h r1_cpu_mm.pair_tile), 1 or 2 tokens a call; one token 4 rows in      \
-     * lockstep, a row at a time only where R1_CPU_ROW1=1 (cpu.h r1_cpu_decode_row1) */            \
+     * lockstep, a row at a time only where r1_cpu_tuning.row1 is 1 (cpu.h) */            \
     void NAME##_pair(R1_KQ_TILE_ARGS) {                                                            \
-        if (nt == 1 && r1_cpu_decode_row1 == 1)                                                    \
+        if (nt == 1 && r1_cpu_tuning.row1 == 1)                                                    \
             r1_cpu_tile_by_row(NAME##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
         else if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
         else NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
-    /* a token (its two parts: nt == 2) as the pairs, cpu.h r1_cpu_decode_row1 */                 \
+    /* a token (its two parts: nt == 2) as the pairs, cpu.h r1_cpu_tuning.row1 */                 \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
-        if (nt <= 2 && r1_cpu_decode_row1 == 1)                                                    \
+        if (nt <= 2 && r1_cpu_tuning.row1 == 1)                                                    \
             r1_cpu_tile_by_row(nt == 1 ? NAME##_1r : NAME##_2r, K, k0, k1, w, ws, nr, x, xs, nt, out); \
         else if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
         else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \

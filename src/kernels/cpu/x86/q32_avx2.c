@@ -392,14 +392,14 @@ INL void q8w_run(const int R, const int NT, int PF, int K, int k0, int k1, const
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
-/* Decode (one token): a row at a time (cpu.h r1_cpu_decode_row1; else 2
+/* Decode (one token): a row at a time (cpu.h r1_cpu_tuning.row1; else 2
  * rows a pass). Batches: 2 rows against 2 or 4 tokens a pass (tokens past
  * nt repeat token 0). */
 TGT void r1_x86_tile_q8_0_q8w_avx2(R1_KQ_TILE_ARGS) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const int pf = r1_cpu_tile_prefetch;
-    if (nt == 1 && r1_cpu_decode_row1) {
+    if (nt == 1 && r1_cpu_tuning.row1) {
         for (int r = 0; r < nr; r++) {
             const uint8_t *wr = w + (size_t)r * ws;
             q8w_run(1, 1, pf, K, k0, k1, &wr, ws, xt, &out[r]);
@@ -502,7 +502,7 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
             }
             return;
         }
-        if (DT == F_Q80 && r1_cpu_decode_row1) { /* cpu.h: a row at a time (measured for q8_0) */
+        if (DT == F_Q80 && r1_cpu_tuning.row1) { /* cpu.h: a row at a time (measured for q8_0) */
             for (int r = 0; r < nr; r++) {
                 if (nt == 1) q32_run(DT, V, PAIR, 1, 1, K, k0, k1, &wr[r], ws, xt, res);
                 else q32_run(DT, V, PAIR, 1, 2, K, k0, k1, &wr[r], ws, xt, res);

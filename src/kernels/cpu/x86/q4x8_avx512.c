@@ -245,7 +245,7 @@ pair_body(const int NR, const int NT, int K, int k0, int k1, const uint8_t *w, s
         pair_body(NR, NT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
     }
 PAIR_VARIANT(tile_pair_1, 4, 1)
-PAIR_VARIANT(tile_pair_1r, 1, 1) /* cpu.h r1_cpu_decode_row1 */
+PAIR_VARIANT(tile_pair_1r, 1, 1) /* cpu.h r1_cpu_tuning.row1 */
 PAIR_VARIANT(tile_pair_2, 4, 2)
 PAIR_VARIANT(tile_pair_3h, 2, 3)
 PAIR_VARIANT(tile_pair_4h, 2, 4)
@@ -254,7 +254,7 @@ PAIR_VARIANT(tile_pair_4h, 2, 4)
  * unpacked every row's weights twice. */
 void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                     const uint8_t *x, size_t xs, int nt, float *out) {
-    if (nt == 1 && r1_cpu_decode_row1) r1_cpu_tile_by_row(tile_pair_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);
+    if (nt == 1 && r1_cpu_tuning.row1) r1_cpu_tile_by_row(tile_pair_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 1) tile_pair_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 2) tile_pair_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else {

@@ -293,7 +293,7 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
     }                                                                                              \
     void NAME##_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
                      size_t xs, int nt, float *out) {                                              \
-        if (nt == 1 && r1_cpu_decode_row1 && !r1_cpu_tile_acc) /* cpu.h: a row at a time */        \
+        if (nt == 1 && r1_cpu_tuning.row1 && !r1_cpu_tile_acc) /* cpu.h: a row at a time */        \
             r1_cpu_tile_by_row(NAME##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
         else if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
         else if (nt == 2) NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
