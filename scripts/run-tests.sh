@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test program (build/tests/test_*) and every shell test
 # (tests/*.sh but the *_common.sh they source), each printing "name: P passed, F failed" as its last line,
-# and prints the total as the last line: "N passed, N failed".
+# and prints the total as the last line: "N passed, N failed". Each test's
+# line says how long it took. R1_TESTS="name ..." runs only those (names
+# without the test_ prefix or .sh: "loader server"), e.g. the sanitizer run.
 set -u
 BUILD=${BUILD:-build}
 export R1_BIN="$BUILD/r1infer" R1_BUILD="$BUILD"
@@ -21,9 +23,16 @@ if [ -z "${R1_TEST_CORPUS:-}" ]; then
 fi
 export R1_TEST_CORPUS
 pass=0 fail=0
+selected() { # name: 1 if R1_TESTS is unset or lists it
+    [ -z "${R1_TESTS:-}" ] && return 0
+    local n=${1#test_}
+    for t in $R1_TESTS; do [ "$t" = "$n" ] && return 0; done
+    return 1
+}
 run_one() { # name, command...
     local name=$1; shift
-    local out rc line p f
+    selected "$name" || return 0
+    local out rc line p f t0=$SECONDS
     out=$("$@" 2>&1); rc=$?
     line=$(printf '%s\n' "$out" | grep -E '^[A-Za-z0-9_.-]+: [0-9]+ passed, [0-9]+ failed$' | tail -n 1)
     if [ -n "$line" ]; then
@@ -37,7 +46,7 @@ run_one() { # name, command...
         printf '%s\n' "$out" | tail -n 40
         echo "!! $name: exit $rc"
     fi
-    echo "$name: $p passed, $f failed"
+    echo "$name: $p passed, $f failed ($((SECONDS - t0)) s)"
 }
 for t in "$BUILD"/tests/test_*; do
     [ -x "$t" ] || continue
@@ -49,5 +58,6 @@ for t in tests/*.sh; do
     run_one "$(basename "$t" .sh)" bash "$t"
 done
 echo
+echo "all tests: $SECONDS s"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

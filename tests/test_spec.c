@@ -4,7 +4,8 @@
  *
  *  - Greedy: for every model fixture (tests/fixtures/<hf dir>/ and
  *    tests/fixtures/gguf/ *.gguf, a few also converted to q8_0 / q4_0 / bf16
- *    at load) on every cpu kernel set this CPU runs and on ref, and for the
+ *    at load) on the best cpu kernel set, one other set this CPU runs (each
+ *    fixture the next set, so the run covers them all) and ref, and for the
  *    default model (R1_TEST_MODEL, as test_smollm) on every kernel set, the
  *    speculative tokens equal the plain greedy tokens one for one: n-gram
  *    lookup at several fixed k and adaptive, a draft model at several k (the
@@ -215,14 +216,25 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
     r1_sampler_free(smp);
 }
 
-/* Every kernel set this CPU runs, then ref: the model loaded for each (the
- * weight layout follows the kernel set). */
+/* The kernel sets this CPU runs, then ref: the model loaded for each (the
+ * weight layout follows the kernel set). every = 0 samples them: the best
+ * set and one other, the next one at each call, so that a run of calls
+ * covers every set without each case paying for all of them. */
 static void greedy_all(const char *name, const char *path, enum r1_dtype dt, const int32_t *prompt,
-                       int np, int n, int with_ref, int slow_generic) {
+                       int np, int n, int with_ref, int slow_generic, int every) {
+    static int turn; /* which of the other sets the next sampled call takes */
+    const struct r1_cpu_isa *avail[16];
     const char *sets[16];
-    int ns = 0;
-    for (int i = 0; r1_cpu_isas[i] && ns < 15; i++)
-        if (r1_cpu_isas[i]->available() && !(quick && ns > 0)) sets[ns++] = r1_cpu_isas[i]->name;
+    int na = 0, ns = 0;
+    for (int i = 0; r1_cpu_isas[i] && na < 15; i++)
+        if (r1_cpu_isas[i]->available()) avail[na++] = r1_cpu_isas[i];
+    if (na) sets[ns++] = avail[0]->name;
+    if (!quick && every) /* not the emulated ones: a software model on a real model is minutes */
+        for (int i = 1; i < na; i++) {
+            if (!avail[i]->emulated) sets[ns++] = avail[i]->name;
+        }
+    else if (!quick && na > 1)
+        sets[ns++] = avail[1 + turn++ % (na - 1)]->name;
     if (with_ref) sets[ns++] = NULL; /* the ref backend */
     for (int i = 0; i < ns; i++) {
         const char *backend = sets[i] ? "cpu" : "ref";
@@ -270,14 +282,14 @@ static void test_fixtures(void) {
     for (int i = 0; i < nn; i++) {
         char path[400];
         snprintf(path, sizeof path, FIXTURE_DIR "/%.300s", names[i]);
-        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, 1, 0);
+        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, 1, 0, 0);
     }
     /* the integer and bf16 kernels on one fixture, converted at load */
     static const enum r1_dtype dts[] = {R1_DTYPE_Q8_0, R1_DTYPE_Q4_0, R1_DTYPE_BF16, R1_DTYPE_Q4_1};
     for (int i = 0; i < 4; i++) {
         char name[64];
         snprintf(name, sizeof name, "gqa2_f32 as %s", r1_dtype_name(dts[i]));
-        greedy_all(name, FIXTURE_DIR "/gqa2_f32", dts[i], NULL, 0, N_GEN, 0, 0);
+        greedy_all(name, FIXTURE_DIR "/gqa2_f32", dts[i], NULL, 0, N_GEN, 0, 0, 0);
     }
 }
 
@@ -295,7 +307,7 @@ static void test_default_model(void) {
     int32_t *ids = NULL;
     int n = chat ? r1_tokenizer_encode(tok, chat, strlen(chat), 0, &ids) : -1;
     CHECK(n > 0 && n <= 64, "the default model's prompt: %d tokens", n);
-    if (n > 0 && n <= 64) greedy_all("SmolLM2-135M (default)", path, R1_DTYPE_AUTO, ids, n, N_GEN_REAL, 0, 1);
+    if (n > 0 && n <= 64) greedy_all("SmolLM2-135M (default)", path, R1_DTYPE_AUTO, ids, n, N_GEN_REAL, 0, 1, 1);
     free(ids);
     free(chat);
     r1_tokenizer_free(tok);
