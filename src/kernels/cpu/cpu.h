@@ -240,6 +240,13 @@ void r1_cpu_tune_reset(void);
 static inline int r1_cpu_row1_fits(size_t xs) {
     return r1_cpu_tuning.row1_act <= 0 || xs <= (size_t)r1_cpu_tuning.row1_act;
 }
+/* The one dispatch by token count: a tile kept as one body per token count
+ * runs nt1 for one token, nt2 for two, nt4 for three or four. */
+static inline void r1_cpu_tile_nt(r1_cpu_tile_fn nt1, r1_cpu_tile_fn nt2, r1_cpu_tile_fn nt4, int K,
+                                  int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                                  size_t xs, int nt, float *out) {
+    (nt == 1 ? nt1 : nt == 2 ? nt2 : nt4)(K, k0, k1, w, ws, nr, x, xs, nt, out);
+}
 /* The tile f (a one-row form) on nr rows, one call a row: out[t *
  * R1_CPU_MR + r] as one call on the nr rows would write it. */
 static inline void r1_cpu_tile_by_row(r1_cpu_tile_fn f, int K, int k0, int k1, const uint8_t *w,

@@ -267,12 +267,8 @@ ARM_INL void kq_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
         kq_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }                                                                                              \
     ARM_TGT void ARM_FN(r1_arm_tile_##FMT)(R1_KQ_TILE_ARGS) {                                      \
-        if (nt == 1)                                                                               \
-            FMT##_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else if (nt == 2)                                                                          \
-            FMT##_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else                                                                                       \
-            FMT##_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        r1_cpu_tile_nt(FMT##_nt1, FMT##_nt2, FMT##_nt4,                                             \
+            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }
 
 KQ_TILE(q4_K, F_Q4_K)

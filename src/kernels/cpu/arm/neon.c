@@ -115,12 +115,8 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
         ftile(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
     }                                                                                              \
     static void NAME(R1_KQ_TILE_ARGS) {                                                            \
-        if (nt == 1)                                                                               \
-            NAME##_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-        else if (nt == 2)                                                                          \
-            NAME##_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-        else                                                                                       \
-            NAME##_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4,                                          \
+            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }
 FTILE(tile_f32, FT_F32)
 FTILE(tile_f16, FT_F16)

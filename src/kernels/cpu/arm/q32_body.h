@@ -261,12 +261,8 @@ ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
         q32_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
     ARM_TGT void ARM_FN(r1_arm_tile_##FMT)(R1_KQ_TILE_ARGS) {                                      \
-        if (nt == 1)                                                                               \
-            FMT##_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else if (nt == 2)                                                                          \
-            FMT##_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-        else                                                                                       \
-            FMT##_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        r1_cpu_tile_nt(FMT##_nt1, FMT##_nt2, FMT##_nt4,                                             \
+            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }
 
 Q32_TILE(q8_0, F_Q8_0)
@@ -286,10 +282,5 @@ static ARM_TGT void q4_0x8_nt4(R1_KQ_TILE_ARGS) {
     x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 ARM_TGT void ARM_FN(r1_arm_tile_q4_0x8)(R1_KQ_TILE_ARGS) {
-    if (nt == 1)
-        q4_0x8_nt1(K, k0, k1, w, ws, nr, x, xs, nt, out);
-    else if (nt == 2)
-        q4_0x8_nt2(K, k0, k1, w, ws, nr, x, xs, nt, out);
-    else
-        q4_0x8_nt4(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    r1_cpu_tile_nt(q4_0x8_nt1, q4_0x8_nt2, q4_0x8_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);
 }

@@ -545,13 +545,11 @@ VQ4TILE(tile_q4_0_4_gfni, 4, HI_GFNI, TGTG)
     static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
                      size_t xs, int nt, float *out) {                                              \
         if (has_vbmi) {                                                                            \
-            if (nt == 1) NAME##_1_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                      \
-            else if (nt == 2) NAME##_2_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                 \
-            else NAME##_4_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);                              \
+            r1_cpu_tile_nt(NAME##_1_vbmi, NAME##_2_vbmi, NAME##_4_vbmi,                             \
+                K, k0, k1, w, ws, nr, x, xs, nt, out);                                              \
         } else {                                                                                   \
-            if (nt == 1) NAME##_1_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                       \
-            else if (nt == 2) NAME##_2_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
-            else NAME##_4_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
+            r1_cpu_tile_nt(NAME##_1_pre, NAME##_2_pre, NAME##_4_pre,                                \
+                K, k0, k1, w, ws, nr, x, xs, nt, out);                                              \
         }                                                                                          \
     }
 QDISPATCH(tile_q8_0)
@@ -559,17 +557,14 @@ QDISPATCH(tile_q8_0)
 static void tile_q4_0(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                       const uint8_t *x, size_t xs, int nt, float *out) {
     if (has_vbmi && has_gfni) {
-        if (nt == 1) tile_q4_0_1_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
-        else if (nt == 2) tile_q4_0_2_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
-        else tile_q4_0_4_gfni(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        r1_cpu_tile_nt(tile_q4_0_1_gfni, tile_q4_0_2_gfni, tile_q4_0_4_gfni,
+            K, k0, k1, w, ws, nr, x, xs, nt, out);
     } else if (has_vbmi) {
-        if (nt == 1) tile_q4_0_1_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
-        else if (nt == 2) tile_q4_0_2_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
-        else tile_q4_0_4_vbmi(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        r1_cpu_tile_nt(tile_q4_0_1_vbmi, tile_q4_0_2_vbmi, tile_q4_0_4_vbmi,
+            K, k0, k1, w, ws, nr, x, xs, nt, out);
     } else {
-        if (nt == 1) tile_q4_0_1_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
-        else if (nt == 2) tile_q4_0_2_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
-        else tile_q4_0_4_pre(K, k0, k1, w, ws, nr, x, xs, nt, out);
+        r1_cpu_tile_nt(tile_q4_0_1_pre, tile_q4_0_2_pre, tile_q4_0_4_pre,
+            K, k0, k1, w, ws, nr, x, xs, nt, out);
     }
 }
 

@@ -222,9 +222,8 @@ static void q32_tail(void (*c_tile)(R1_KQ_TILE_ARGS), R1_KQ_TILE_ARGS) {
     static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kq_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kq_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
-        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
-        else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        r1_cpu_tile_nt(NAME##_1, NAME##_2, NAME##_4,                                                \
+            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
         q32_tail(CT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
     }
 
@@ -401,9 +400,8 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
     void NAME(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt <= 2 && r1_cpu_tuning.row1 == 1)                                                    \
             r1_cpu_tile_by_row(nt == 1 ? NAME##_1r : NAME##_2r, K, k0, k1, w, ws, nr, x, xs, nt, out); \
-        else if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
-        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
-        else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        else r1_cpu_tile_nt(NAME##_1, NAME##_2, NAME##_4,                                           \
+            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }
 KX8_AVX512(r1_kq_tile_q4_Kx8_avx512, X_Q4K)
 KX8_AVX512(r1_kq_tile_q5_Kx8_avx512, X_Q5K)

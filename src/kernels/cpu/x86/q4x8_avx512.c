@@ -267,9 +267,7 @@ void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, siz
 
 void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out) {
-    if (nt == 1) tile_x8_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
-    else if (nt == 2) tile_x8_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
-    else tile_x8_4(K, k0, k1, w, ws, nr, x, xs, nt, out);
+    r1_cpu_tile_nt(tile_x8_1, tile_x8_2, tile_x8_4, K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 
 #endif /* __x86_64__ */

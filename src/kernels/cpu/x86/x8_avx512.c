@@ -287,9 +287,8 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
     X8_VARIANT(NAME##_p4q, DT, DT == F_Q80 ? 4 : 2, 4, 1, 1) /* q4_1: p4h, unused */               \
     void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
               size_t xs, int nt, float *out) {                                                     \
-        if (nt == 1) NAME##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                               \
-        else if (nt == 2) NAME##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
-        else NAME##_4(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
+        r1_cpu_tile_nt(NAME##_1, NAME##_2, NAME##_4,                                                \
+            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }                                                                                              \
     void NAME##_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
                      size_t xs, int nt, float *out) {                                              \
