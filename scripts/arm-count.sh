@@ -13,7 +13,7 @@ mkdir -p "$out"
 cc -shared -fPIC -O2 -Wall -Wextra -Werror -o "$out/insn_count.so" tools/qemu_insn_count.c
 # shellcheck disable=SC2046
 "$CC" -static -std=c11 -Wall -Wextra -Werror -O2 -pthread -Iinclude -Isrc -D_GNU_SOURCE \
-    -o "$out/tile_count" $(find src/kernels -name '*.c' | sort) src/util/util.c \
+    -o "$out/tile_count" $(find src/kernels -name '*.c' | sort) src/util/util.c src/util/env.c \
     tools/arm_tile_count.c -lm
 count() { # isa dtype nt iters
     "$QEMU" -cpu max -plugin "$out/insn_count.so" "$out/tile_count" "$@" 2>&1 >/dev/null |

@@ -48,7 +48,7 @@ for t in test_matmul test_kernels; do
         "$CC" -std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined \
             -fno-sanitize-recover=undefined -fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests \
             -D_GNU_SOURCE -o "$san" $(find src/kernels -name '*.c' ! -path 'src/kernels/opencl/*' | sort) \
-            src/util/util.c tests/$t.c -lm
+            src/util/util.c src/util/env.c tests/$t.c -lm
     fi
     echo "== $t under ASan + UBSan, qemu-aarch64 -cpu max =="
     R1_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=0 "$QEMU" -L "$SYSROOT" -cpu max "$san" 2>&1 |
