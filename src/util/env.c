@@ -12,7 +12,8 @@
 extern char **environ;
 
 const struct r1_env_var r1_env_vars[] = {
-    {"R1INFER_MODEL", "a model path", "none", "The model of run, chat, serve and bench when -m is not given.", NULL},
+    {"R1INFER_MODEL", "a model path", "models/SmolLM2-135M-Instruct.Q4_1.gguf if present",
+     "The model of run, chat, serve and bench when -m is not given.", NULL},
     {"R1_CPU_ISA", "avx512-amx, avx512, avx2-vnni, avx2, neon-dot, neon, generic; avx512-amx-emu (tests)",
      "the best set this CPU runs",
      "Runs that kernel set of the cpu backend instead of the best one (a set this CPU cannot run is an "
@@ -25,9 +26,9 @@ const struct r1_env_var r1_env_vars[] = {
      "gate_up_silu, lm_head, argmax) on the reference backend, to bisect a numerical bug; a misspelt "
      "name is an error.", NULL},
     {"R1_CL_DEVICE", "a device index", "0", "The OpenCL device (what --cl-device sets; r1infer devices lists them).", NULL},
-    {"R1_CL_PREFILL", "own or clblast", "clblast where built with it",
+    {"R1_CL_PREFILL", "own or clblast", "own on CPU devices, clblast on GPUs",
      "Who multiplies prompt batches on the opencl backend.", "own|clblast"},
-    {"R1_CL_MATMUL", "group or item", "per device",
+    {"R1_CL_MATMUL", "group or item", "group on GPUs, item on CPU devices",
      "How the opencl backend's decode matvecs split rows: a work-group a row, or a work-item a row.",
      "group|item"},
     {"R1_CL_CACHE", "0 or 1", "1", "Caches compiled OpenCL programs under $XDG_CACHE_HOME/r1infer.", "0|1"},
