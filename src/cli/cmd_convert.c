@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "kernels/dtype.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -432,9 +433,8 @@ int cmd_convert(int argc, char **argv) {
             }
             dt = (enum r1_dtype)d;
         } else {
-            fprintf(stderr, "r1infer convert: unknown option %s\n", a);
-            help(stderr);
-            return 2;
+            static const char *const flags[] = {"-m", "-o", "--dtype", "--help", NULL};
+            return cli_unknown("convert", a, flags, 0);
         }
     }
     if (!in || !out) {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "model/model.h"
 
 static void help(FILE *f) {
@@ -36,7 +37,11 @@ int cmd_synth(int argc, char **argv) {
         if (!strcmp(a, "--config")) config = v;
         else if (!strcmp(a, "-o")) out = v;
         else if (!strcmp(a, "--tokenizer")) tok = v;
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--seed")) {
+            long x;
+            if (cli_int("synth", a, v, 0, 0x7fffffffffffffffL, &x)) return 2;
+            seed = (unsigned long long)x;
+        }
         else if (!strcmp(a, "--dtype")) {
             int d = r1_dtype_parse(v);
             if (d != R1_DTYPE_F32 && d != R1_DTYPE_F16 && d != R1_DTYPE_BF16) {
@@ -45,9 +50,8 @@ int cmd_synth(int argc, char **argv) {
             }
             dt = (enum r1_dtype)d;
         } else {
-            fprintf(stderr, "r1infer synth: unknown option %s\n", a);
-            help(stderr);
-            return 2;
+            static const char *const flags[] = {"--config", "-o", "--tokenizer", "--seed", "--dtype", "--help", NULL};
+            return cli_unknown("synth", a, flags, 0);
         }
     }
     if (!config || !out) {
