@@ -39,6 +39,8 @@ refused "serve --port 70000 is refused" "--port expects an integer from 0 to 655
 refused "perplexity --chunks x is refused" "--chunks expects an integer" perplexity -m "$M" -f x --chunks x
 refused "synth --seed x is refused" "--seed expects an integer" synth --config tiny -o "$T/x" --seed x
 refused "a flag without its value says so" "-n needs a value" run -m "$M" -p hi -n
+refused "bench --spec-k 4x is refused" "--spec-k takes 1..15" bench --spec --spec-k 4x
+refused "synth: an unknown flag in one line" "unknown option '--bogus'" synth --config tiny --bogus
 "$BIN" run -m "$M" -p hi --ctx 0 2>&1 | grep -q "e+" && bad "no float notation in ranges" || ok "no float notation in ranges"
 
 # --version: version, commit, kernel sets, backends

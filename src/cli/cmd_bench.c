@@ -86,13 +86,17 @@ int cmd_bench(int argc, char **argv) {
             for (char *t = strtok(buf, ","); t && so.n_settings < MAX_SPEC_SETTINGS; t = strtok(NULL, ",")) {
                 int wrong = t[0] == 'w'; /* wK, wa: this setting's drafts forced wrong */
                 const char *u = t + wrong;
-                int k = u[0] == 'a' ? (u[1] ? -atoi(u + 1) : 0) : atoi(u);
-                if (k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K || (u[0] != 'a' && k < 1)) {
+                const char *num = u + (u[0] == 'a');
+                char *end = (char *)num;
+                long k = *num ? strtol(num, &end, 10) : 0;
+                if (u[0] == 'a') k = -k;
+                if (*end || (u[0] != 'a' && end == num) || k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K ||
+                    (u[0] != 'a' && k < 1)) {
                     fprintf(stderr, "r1infer bench: --spec-k takes 1..%d or a or aK (w before: forced wrong), got '%s'\n", R1_SPEC_MAX_K, t);
                     return 2;
                 }
                 so.wrong[so.n_settings] = wrong;
-                so.settings[so.n_settings++] = k;
+                so.settings[so.n_settings++] = (int)k;
             }
         }
         else if (!strcmp(a, "--full-fill")) o.full_fill = 1;

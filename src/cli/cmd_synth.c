@@ -19,6 +19,7 @@ static void help(FILE *f) {
 }
 
 int cmd_synth(int argc, char **argv) {
+    static const char *const flags[] = {"--config", "-o", "--tokenizer", "--seed", "--dtype", "--help", NULL};
     const char *config = NULL, *out = NULL, *tok = NULL;
     enum r1_dtype dt = R1_DTYPE_BF16;
     unsigned long long seed = 1;
@@ -29,8 +30,10 @@ int cmd_synth(int argc, char **argv) {
             return 0;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "r1infer synth: unknown option or missing value: %s\n", a);
-            help(stderr);
+            int known = 0;
+            for (int k = 0; flags[k]; k++) known |= !strcmp(a, flags[k]);
+            if (!known) return cli_unknown("synth", a, flags, 0);
+            fprintf(stderr, "r1infer synth: %s needs a value\n", a);
             return 2;
         }
         const char *v = argv[++i];
@@ -50,7 +53,6 @@ int cmd_synth(int argc, char **argv) {
             }
             dt = (enum r1_dtype)d;
         } else {
-            static const char *const flags[] = {"--config", "-o", "--tokenizer", "--seed", "--dtype", "--help", NULL};
             return cli_unknown("synth", a, flags, 0);
         }
     }
