@@ -66,7 +66,7 @@ BIN      := $(BUILD)/r1infer
 # `r1infer --version`: the commit, rewritten only when it changes (so a
 # build in the same commit relinks nothing); "unknown" outside git.
 VERSION    := 0.1.0
-GIT_COMMIT := $(or $(shell git describe --always --dirty 2>/dev/null),unknown)
+GIT_COMMIT := $(or $(shell git describe --always --dirty --exclude='*' 2>/dev/null),unknown)
 $(BUILD)/gen/version.h: FORCE
 	@mkdir -p $(dir $@)
 	@printf '#define R1_VERSION "%s"\n#define R1_GIT_COMMIT "%s"\n' '$(VERSION)' '$(GIT_COMMIT)' > $@.tmp

@@ -48,9 +48,9 @@ refused "synth: an unknown flag in one line" "unknown option '--bogus'" synth --
 check "--version prints the version and the commit" grep -Eq "^r1infer [0-9]+\.[0-9]+\.[0-9]+ \(commit ([0-9a-f]{7,}(-dirty)?|unknown)\)$" "$T/v"
 check "...the cpu kernel sets, the one in use marked" grep -Eq "^cpu kernel sets: .*generic" "$T/v"
 check "...and the backends built" grep -Eq "^backends: ref cpu" "$T/v"
-if git rev-parse --short HEAD >/dev/null 2>&1 && [ "${R1_BIN:-}" = "" ]; then
-    built=$(sed -n 's/.*(commit \([0-9a-f]*\).*/\1/p' "$T/v")
-    check "...a commit that git knows" git cat-file -e "$built^{commit}"
+built=$(sed -n 's/.*(commit \([0-9a-f]*\).*/\1/p' "$T/v")
+if [ -n "$built" ] && git rev-parse --git-dir >/dev/null 2>&1; then # a build from a checkout
+    check "...a commit of this repository" git cat-file -e "$built^{commit}"
 fi
 
 # prompts from a file and stdin give the ids of the same text given with -p
