@@ -4,17 +4,25 @@
 # fraction of the bandwidth ceiling) for each model given, as one Markdown
 # table headed by the machine, the date, the commit and the commands.
 #
-#   tools/perf_table.sh [-t THREADS] [-r RUNS] [MODEL_ARGS ...]
+#   tools/perf_table.sh [-t THREADS] [-r RUNS] [-u FILE]... [MODEL_ARGS ...]
 #
+# -u FILE replaces the table between the lines <!-- perf:begin --> and
+# <!-- perf:end --> of FILE (README.md, docs/performance.md) instead of
+# printing it.
 # Each MODEL_ARGS is one quoted argument list for bench, e.g.
 #   tools/perf_table.sh "-m models/SmolLM2-135M-Instruct.Q4_1.gguf" \
 #                       "--synthetic 1.5b --dtype q4_0" "--synthetic 1.5b --dtype bf16"
 # Default: the default model. Output on stdout; R1_BIN picks the binary.
 set -euo pipefail
 BIN=${R1_BIN:-build/r1infer}
-threads=$(nproc) runs=5
-while [ $# -gt 1 ] && { [ "$1" = -t ] || [ "$1" = -r ]; }; do
-    if [ "$1" = -t ]; then threads=$2; else runs=$2; fi
+threads=$(nproc) runs=5 update=()
+while [ $# -gt 1 ] && { [ "$1" = -t ] || [ "$1" = -r ] || [ "$1" = -u ]; }; do
+    case $1 in
+    -t) threads=$2 ;;
+    -r) runs=$2 ;;
+    -u) grep -q '^<!-- perf:begin -->$' "$2" || { echo "$0: $2 has no <!-- perf:begin --> line" >&2; exit 2; }
+        update+=("$2") ;;
+    esac
     shift 2
 done
 [ $# -gt 0 ] || set -- "-m models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -31,7 +39,7 @@ for args in "$@"; do
         { echo "$0: bench $args failed:" >&2; tail -n 5 "$tmp/$i.err" >&2; exit 1; }
 done
 
-python3 - "$tmp" "$BIN" "$threads" "$runs" "$load" "$@" <<'PY'
+python3 - "$tmp" "$BIN" "$threads" "$runs" "$load" "$@" >"$tmp/table.md" <<'PY'
 import json, os, sys, datetime
 tmp, binary, threads, runs, load, argsets = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6:]
 runs_ = [json.load(open(f"{tmp}/{i + 1}.json")) for i in range(len(argsets))]
@@ -58,3 +66,18 @@ for r in runs_:
           + " / ".join(fmt(d["tok_s"]) for d in dec)
           + f" | {dec[0]['bytes_per_token'] / 1e9:.3f} | {100 * dec[0]['fraction_of_ceiling']:.0f}% |")
 PY
+if [ ${#update[@]} -eq 0 ]; then
+    cat "$tmp/table.md"
+    exit 0
+fi
+for f in "${update[@]}"; do
+    python3 - "$f" "$tmp/table.md" <<'PY'
+import sys
+path, table = sys.argv[1], open(sys.argv[2]).read()
+text = open(path).read()
+head, rest = text.split("<!-- perf:begin -->\n", 1)
+_, tail = rest.split("<!-- perf:end -->", 1)
+open(path, "w").write(head + "<!-- perf:begin -->\n" + table + "<!-- perf:end -->" + tail)
+PY
+    echo "$0: updated $f" >&2
+done
