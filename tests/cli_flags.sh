@@ -80,6 +80,8 @@ refused "an unknown flag: one line with a hint" "unknown option '--temperatur'; 
 refused "...for the command's own flags too" "did you mean --parallel?" serve -m "$M" --paralel 2
 refused "...no hint when nothing is near" "unknown option '--frobnicate' (r1infer run --help" run --frobnicate
 refused "an option of another command does not apply" "--temp does not apply to perplexity" perplexity --temp 0
+refused "a stray argument is named, with where a prompt goes" "unexpected argument 'hello' (a prompt goes after -p" \
+    run -m "$M" hello
 refused "r1infer --verison hints --version" "did you mean --version?" --verison
 refused "an unknown command hints the nearest" "did you mean run?" rn
 

@@ -29,6 +29,7 @@ dom() {
 "$BIN" synth --config tiny -o "$TMP/tiny" --seed 5 2>/dev/null || die "synth failed"
 start_server 300 -m "$TMP/tiny" --ctx 256
 wait_health
+check "serve says where the chat page is" grep -q "the chat page is at http://127.0.0.1:$PORT/$" "$TMP/log"
 
 # 1. the real server
 dom "http://127.0.0.1:$PORT/?q=Hello&autosend=1&max_tokens=8&temperature=0" "$TMP/real.html"

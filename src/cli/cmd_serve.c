@@ -175,6 +175,9 @@ int cmd_serve(int argc, char **argv) {
             so.api_key ? ", API key required" : "",
             o.lookup ? ", speculative: n-gram lookup" : dm ? ", speculative: draft model " : "",
             dm ? o.draft : "");
+    fprintf(stderr, "r1infer serve: the chat page is at http://%s%s%s:%d/\n",
+            strchr(so.host, ':') ? "[" : "", !strcmp(so.host, "0.0.0.0") ? "127.0.0.1" : so.host,
+            strchr(so.host, ':') ? "]" : "", server_port(srv));
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -252,6 +252,11 @@ int cli_unknown(const char *cmd, const char *arg, const char *const *own, unsign
                     arg, cmd, cmd);
             return 2;
         }
+    if (arg[0] != '-' || !arg[1]) {
+        fprintf(stderr, "r1infer %s: unexpected argument '%s' (%sr1infer %s --help lists the options)\n", cmd, arg,
+                !strcmp(cmd, "run") ? "a prompt goes after -p; " : "", cmd);
+        return 2;
+    }
     const char *best = closest(arg, own, groups);
     if (best)
         fprintf(stderr, "r1infer %s: unknown option '%s'; did you mean %s? (r1infer %s --help lists them)\n", cmd,
