@@ -64,7 +64,18 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 LIB      := $(BUILD)/libr1infer.a
 BIN      := $(BUILD)/r1infer
 
-.PHONY: all test demo bench format clean tests fuzz deps
+# `r1infer --version`: the commit, rewritten only when it changes (so a
+# build in the same commit relinks nothing); "unknown" outside git.
+VERSION    := 0.1.0
+GIT_COMMIT := $(or $(shell git describe --always --dirty --exclude='*' 2>/dev/null),unknown)
+$(BUILD)/gen/version.h: FORCE
+	@mkdir -p $(dir $@)
+	@printf '#define R1_VERSION "%s"\n#define R1_GIT_COMMIT "%s"\n' '$(VERSION)' '$(GIT_COMMIT)' > $@.tmp
+	@if cmp -s $@.tmp $@; then rm $@.tmp; else mv $@.tmp $@; fi
+$(BUILD)/src/cli/version.o: $(BUILD)/gen/version.h
+$(BUILD)/src/cli/version.o: CPPFLAGS += -I$(BUILD)/gen
+
+.PHONY: all test demo bench format clean tests fuzz deps FORCE
 all: $(BIN) $(LIB)
 	@echo "built $(BIN) (CUDA=$(CUDA) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
 
@@ -111,7 +122,8 @@ $(BUILD)/tools/tile_hot: tools/tile_hot.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# The CPU figures of issue 4 in one run (build/tools/cpu_table MODEL_DIR).
+# Prefill and decode of one model at every weight format, next to a bandwidth
+# probe, in one run (build/tools/cpu_table MODEL_DIR).
 $(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)

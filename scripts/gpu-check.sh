@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu-check.sh - everything a GPU session runs, in one call (40 s on an H200
+# gpu-check.sh - everything a GPU machine runs, in one call (40 s on an H200
 # with a carried pack): nvidia-smi, the kernel + fixture tests on the
 # GPU (build-cuda/tests/test_cuda), then the synthetic 1.5b/7b benchmark in
 # bf16 and q8_0 (build-cuda/tools/gpu_bench); the benchmark table prints last.

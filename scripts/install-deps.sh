@@ -6,7 +6,8 @@
 # aarch64 cross compiler, qemu and arm64 builds of those libraries for
 # make test-arm, the OpenCL loader and headers with PoCL (the CPU as an
 # OpenCL device, so the opencl backend is tested here and in CI), clinfo and
-# CLBlast, and the Python packages the tests drive it with (openai
+# CLBlast, chromium (the chat page's headless browser test, tests/page.sh),
+# and the Python packages the tests drive it with (openai
 # client, gguf-py).
 # Idempotent and quiet when everything is already there. Needs root (or sudo).
 set -euo pipefail
@@ -16,7 +17,8 @@ SUDO=""
 APT_PKGS="build-essential make pkg-config libpcre2-dev libutf8proc-dev libjansson-dev \
 libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip \
 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user debian-faq \
-ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers pocl-opencl-icd clinfo libclblast-dev"
+ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers pocl-opencl-icd clinfo libclblast-dev \
+chromium"
 missing=""
 for p in $APT_PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

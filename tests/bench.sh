@@ -73,7 +73,7 @@ expect "--batch 0,2: exit 2 (got $rc)" test "$rc" -eq 2
 expect "--batch 2,: exit 2 (got $rc)" test "$rc" -eq 2
 
 # tools/gpu_bench (scripts/gpu-check.sh's benchmark) on the cpu backend: it builds its
-# models by hand, so a field the session starts to read shows up here, not on a lent GPU
+# models by hand, so a field the session starts to read shows up here, not first on a GPU machine
 GB=$(dirname "$BIN")/tools/gpu_bench
 if [ -x "$GB" ]; then
     "$GB" --backend cpu --models tiny --dtypes bf16,q8_0 --gen 4 --prompt 16 --profile >"$tmp/gb" 2>&1; rc=$?

@@ -48,7 +48,7 @@
 #define TOP1_MIN_Q4_0 0.20 /* chance is 1/vocab */
 /* The trained fixture (trained_f32: a small Qwen2 trained on text, see
  * tools/make_fixtures.py) has a real model's peaked distributions, so there
- * the issue's own bar applies: >= 99% teacher-forced top-1 for bf16 and q8_0.
+ * a real model's bar applies: >= 99% teacher-forced top-1 for bf16 and q8_0.
  * q4_0 is held to 90%. */
 #define TOP1_MIN_TRAINED_BF16 0.99
 #define TOP1_MIN_TRAINED_Q8_0 0.99

@@ -1,5 +1,5 @@
 /*
- * cpu_table.c - the issue-4 table in one run: for each weight dtype and
+ * cpu_table.c - the CPU performance table in one run: for each weight dtype and
  * thread count, prefill tok/s (64 and 512 tokens) and greedy decode tok/s on
  * a checkpoint, next to the read bandwidth measured by the same threads right
  * before, and decode as a fraction of the ceiling (bandwidth / bytes per

@@ -14,5 +14,6 @@ int cmd_serve(int argc, char **argv);    /* server/: OpenAI-compatible HTTP */
 int cmd_convert(int argc, char **argv);  /* cmd_convert.c: HF -> GGUF */
 int cmd_perplexity(int argc, char **argv); /* cmd_perplexity.c: perplexity, KL divergence */
 int cmd_devices(int argc, char **argv);  /* cmd_devices.c: every backend's devices */
+int cmd_version(void);                   /* version.c: version, commit, kernel sets, backends */
 
 #endif

@@ -38,12 +38,17 @@ static void bench_help(FILE *f) {
             "    --prompt-file FILE   a prompt (repeatable; chat template applied); default: synthetic ids\n"
             "    -n N                 tokens per prompt (default 128); --ignore-eos\n"
             "    --runs N             each figure the fastest of N runs (default 1)\n");
-    cli_opts_help(f);
+    cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_PROFILE | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
+
+static const char *const bench_flags[] = {"--synthetic", "--runs", "--compare", "--csv", "--json", "--svg",
+                                          "--batch", "--quick", "--full-fill", "--spec", "--draft-synthetic",
+                                          "--spec-k", "--oracle", "--prompt-file", "-n", "--n-predict",
+                                          "--ignore-eos", "--help", NULL};
 
 int cmd_bench(int argc, char **argv) {
     struct cli_opts co;
-    cli_opts_init(&co);
+    cli_opts_init(&co, "bench");
     co.sp.seed = 1; /* a benchmark is reproducible unless --seed says otherwise */
     struct bench_opts o = {.runs = 20};
     struct spec_bench_opts so = {.n = 128};
@@ -61,7 +66,11 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--spec")) spec = 1;
         else if (!strcmp(a, "--ignore-eos")) so.ignore_eos = 1;
         else if (has && !strcmp(a, "--draft-synthetic")) so.draft_synthetic = argv[++i];
-        else if (has && !strcmp(a, "-n")) so.n = atoi(argv[++i]);
+        else if (has && (!strcmp(a, "-n") || !strcmp(a, "--n-predict"))) {
+            long v;
+            if (cli_int("bench", a, argv[++i], 1, 1 << 20, &v)) return 2;
+            so.n = (int)v;
+        }
         else if (has && !strcmp(a, "--prompt-file") && so.n_prompt_files < 16)
             so.prompt_files[so.n_prompt_files++] = argv[++i];
         else if (has && !strcmp(a, "--oracle")) {
@@ -77,13 +86,17 @@ int cmd_bench(int argc, char **argv) {
             for (char *t = strtok(buf, ","); t && so.n_settings < MAX_SPEC_SETTINGS; t = strtok(NULL, ",")) {
                 int wrong = t[0] == 'w'; /* wK, wa: this setting's drafts forced wrong */
                 const char *u = t + wrong;
-                int k = u[0] == 'a' ? (u[1] ? -atoi(u + 1) : 0) : atoi(u);
-                if (k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K || (u[0] != 'a' && k < 1)) {
+                const char *num = u + (u[0] == 'a');
+                char *end = (char *)num;
+                long k = *num ? strtol(num, &end, 10) : 0;
+                if (u[0] == 'a') k = -k;
+                if (*end || (u[0] != 'a' && end == num) || k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K ||
+                    (u[0] != 'a' && k < 1)) {
                     fprintf(stderr, "r1infer bench: --spec-k takes 1..%d or a or aK (w before: forced wrong), got '%s'\n", R1_SPEC_MAX_K, t);
                     return 2;
                 }
                 so.wrong[so.n_settings] = wrong;
-                so.settings[so.n_settings++] = k;
+                so.settings[so.n_settings++] = (int)k;
             }
         }
         else if (!strcmp(a, "--full-fill")) o.full_fill = 1;
@@ -111,18 +124,18 @@ int cmd_bench(int argc, char **argv) {
                 p = end + 1;
             }
         } else if (has && !strcmp(a, "--runs")) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || v < 1 || v > 100000) {
-                fprintf(stderr, "r1infer bench: --runs expects a number from 1 to 100000, got '%s'\n", argv[i]);
-                return 2;
-            }
+            long v;
+            if (cli_int("bench", a, argv[++i], 1, 100000, &v)) return 2;
             o.runs = (int)v;
             runs_given = 1;
         } else {
-            fprintf(stderr, "r1infer bench: unknown option or missing value: %s\n", a);
-            bench_help(stderr);
-            return 2;
+            /* a flag of this command not taken above lacks its value (or is a 17th --prompt-file) */
+            for (int k = 0; bench_flags[k]; k++)
+                if (!strcmp(a, bench_flags[k])) {
+                    fprintf(stderr, "r1infer bench: %s %s\n", a, has ? "at most 16 times" : "needs a value");
+                    return 2;
+                }
+            return cli_unknown("bench", a, bench_flags, co.groups);
         }
     }
     if (spec) {

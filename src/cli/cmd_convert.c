@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "kernels/dtype.h"
 #include "model/gguf.h"
 #include "model/model.h"
@@ -407,6 +408,7 @@ out:
 }
 
 int cmd_convert(int argc, char **argv) {
+    static const char *const flags[] = {"-m", "-o", "--dtype", "--help", NULL};
     const char *in = NULL, *out = NULL;
     enum r1_dtype dt = R1_DTYPE_AUTO;
     for (int i = 1; i < argc; i++) {
@@ -416,8 +418,10 @@ int cmd_convert(int argc, char **argv) {
             return 0;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "r1infer convert: unknown option or missing value: %s\n", a);
-            help(stderr);
+            int known = 0;
+            for (int k = 0; flags[k]; k++) known |= !strcmp(a, flags[k]);
+            if (!known) return cli_unknown("convert", a, flags, 0);
+            fprintf(stderr, "r1infer convert: %s needs a value\n", a);
             return 2;
         }
         const char *v = argv[++i];
@@ -432,9 +436,7 @@ int cmd_convert(int argc, char **argv) {
             }
             dt = (enum r1_dtype)d;
         } else {
-            fprintf(stderr, "r1infer convert: unknown option %s\n", a);
-            help(stderr);
-            return 2;
+            return cli_unknown("convert", a, flags, 0);
         }
     }
     if (!in || !out) {

@@ -19,12 +19,13 @@
 
 static void help(FILE *f) {
     fprintf(f,
-            "usage: r1infer perplexity -m MODEL -f TEXT [--ctx 512] [--chunks N] [options]\n"
+            "usage: r1infer perplexity [-m MODEL] -f TEXT [--ctx 512] [--chunks N] [options]\n"
             "Tokenizes TEXT and scores it in back-to-back windows of --ctx tokens, each from an\n"
             "empty cache; the second half of each window is scored, so every scored token has\n"
             "at least ctx/2 tokens of context (llama.cpp's perplexity tool scores the same way).\n"
             "Prints PPL +/- its standard error, the tokens scored and the speed.\n"
             "  -f, --file TEXT        the text (UTF-8; any bytes are accepted)\n"
+            "  -c, --ctx N            window length in tokens (default 512)\n"
             "  --chunks N             score only the first N windows (default: all that fit)\n"
             "  --kld-base FILE        save this run's log-probabilities as the reference\n"
             "  --kld-top K            ... the K most likely tokens per position and the rest's mass\n"
@@ -33,8 +34,11 @@ static void help(FILE *f) {
             "                         percentile), top-1 agreement, change of the correct token's p\n"
             "  --json                 print the results as one JSON object on stdout\n",
             EVAL_KLD_DEFAULT_TOP);
-    cli_opts_help(f);
+    cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_PROFILE);
 }
+
+static const char *const ppl_flags[] = {"-f", "--file", "--chunks", "--kld-base", "--kld-top", "--kld", "--json",
+                                        "--help", NULL};
 
 struct rows {
     struct eval_kld_writer *w;
@@ -51,7 +55,8 @@ static int on_row(void *ctx, const float *logits, int32_t target, double lse) {
 
 int cmd_perplexity(int argc, char **argv) {
     struct cli_opts o;
-    cli_opts_init(&o);
+    cli_opts_init(&o, "perplexity");
+    o.groups = CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_PROFILE; /* no sampling: every token is scored */
     const char *file = NULL, *kld_base = NULL, *kld = NULL;
     int chunks = 0, top_k = EVAL_KLD_DEFAULT_TOP, json = 0;
     for (int i = 1; i < argc; i++) {
@@ -67,18 +72,17 @@ int cmd_perplexity(int argc, char **argv) {
         else if (i + 1 < argc && !strcmp(a, "--kld-base")) kld_base = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--kld")) kld = argv[++i];
         else if (i + 1 < argc && (!strcmp(a, "--chunks") || !strcmp(a, "--kld-top"))) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end || end == argv[i] || v < 0 || v > (1 << 24)) {
-                fprintf(stderr, "r1infer perplexity: %s expects a non-negative integer, got '%s'\n", a, argv[i]);
-                return 2;
-            }
+            long v;
+            if (cli_int("perplexity", a, argv[++i], 0, 1 << 24, &v)) return 2;
             if (!strcmp(a, "--chunks")) chunks = (int)v;
             else top_k = (int)v;
         } else {
-            fprintf(stderr, "r1infer perplexity: unknown option or missing value: %s\n", a);
-            help(stderr);
-            return 2;
+            for (int k = 0; ppl_flags[k]; k++)
+                if (!strcmp(a, ppl_flags[k])) { /* taken above unless its value is missing */
+                    fprintf(stderr, "r1infer perplexity: %s needs a value\n", a);
+                    return 2;
+                }
+            return cli_unknown("perplexity", a, ppl_flags, o.groups);
         }
     }
     if (!file) {

@@ -158,16 +158,22 @@ static void print_profile(r1_session_t *s) {
 }
 
 static void run_help(FILE *f) {
-    fprintf(f, "usage: r1infer run -m MODEL -p PROMPT [options]\n"
-               "  -p, --prompt TEXT      the user's message (chat template applied unless --raw)\n"
-               "  --system TEXT          a system prompt\n"
-               "  -n N                   tokens to generate (default 256)\n"
+    fprintf(f, "usage: r1infer run [-m MODEL] (-p PROMPT | -f FILE) [options]\n"
+               "  -p, --prompt TEXT      the user's message (chat template applied unless --raw); '-' reads stdin\n"
+               "  -f, --file FILE        read the prompt from FILE ('-' for stdin; a final newline dropped)\n"
+               "  --system TEXT          a system prompt (also --system-prompt)\n"
+               "  -n, --n-predict N      tokens to generate (default 256)\n"
                "  --raw                  feed the prompt as it is, without the chat template\n"
                "  --ignore-eos           keep generating past the end-of-sentence token\n"
                "  --prompt-ids 1,2,3     feed token ids instead of text (for tests)\n"
                "  --print-ids            print the generated ids as a JSON array instead of text\n");
-    cli_opts_help(f);
+    cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_PROFILE | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
+
+static const char *const run_flags[] = {"-p", "--prompt", "-f", "--file", "--system", "--system-prompt", "-n",
+                                        "--n-predict", "--raw", "--ignore-eos", "--prompt-ids", "--print-ids",
+                                        "--help", NULL};
+static const char *const chat_flags[] = {"--system", "--system-prompt", "-n", "--n-predict", "--help", NULL};
 
 static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_session_t *s, int need_tok) {
     memset(g, 0, sizeof *g);
@@ -194,40 +200,56 @@ static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_
 
 int cmd_run(int argc, char **argv) {
     struct cli_opts o;
-    cli_opts_init(&o);
-    const char *prompt = NULL, *system = NULL, *pids = NULL;
-    int n = 256, raw = 0, ignore_eos = 0, print_ids = 0;
+    cli_opts_init(&o, "run");
+    const char *prompt = NULL, *system = NULL, *pids = NULL, *file = NULL;
+    long n = 256;
+    int raw = 0, ignore_eos = 0, print_ids = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
         if (r) continue;
-        const char *a = argv[i];
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int value = !strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file") ||
+                    !strcmp(a, "--system") || !strcmp(a, "--system-prompt") || !strcmp(a, "--prompt-ids") ||
+                    !strcmp(a, "-n") || !strcmp(a, "--n-predict");
+        if (value && !v) {
+            fprintf(stderr, "r1infer run: %s needs a value\n", a);
+            return 2;
+        }
+        i += value;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             run_help(stdout);
             return 0;
         } else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--print-ids")) print_ids = 1;
-        else if (i + 1 < argc && (!strcmp(a, "-p") || !strcmp(a, "--prompt"))) prompt = argv[++i];
-        else if (i + 1 < argc && !strcmp(a, "--system")) system = argv[++i];
-        else if (i + 1 < argc && !strcmp(a, "--prompt-ids")) pids = argv[++i];
-        else if (i + 1 < argc && !strcmp(a, "-n")) {
-            n = atoi(argv[++i]);
-            if (n < 0) n = 0;
-        } else {
-            fprintf(stderr, "r1infer run: unknown option or missing value: %s\n", a);
-            run_help(stderr);
-            return 2;
-        }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
+        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = v;
+        else if (!strcmp(a, "--system") || !strcmp(a, "--system-prompt")) system = v;
+        else if (!strcmp(a, "--prompt-ids")) pids = v;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (cli_int("run", a, v, 0, 1 << 24, &n)) return 2;
+        } else return cli_unknown("run", a, run_flags, o.groups);
     }
-    if (!prompt && !pids) {
-        fprintf(stderr, "r1infer run: give a prompt with -p TEXT (or --prompt-ids)\n");
+    if (!!prompt + !!file + !!pids > 1) {
+        fprintf(stderr, "r1infer run: give one prompt: -p TEXT, -f FILE or --prompt-ids\n");
         return 2;
     }
-    if (!o.model && !(o.model = cli_default_model("run"))) return 1;
+    if (!prompt && !pids && !file) {
+        fprintf(stderr, "r1infer run: give a prompt with -p TEXT, -f FILE or -p - (stdin)\n");
+        return 2;
+    }
+    char *prompt_text = NULL; /* -f FILE, -p - */
+    if (file || (prompt && !strcmp(prompt, "-"))) {
+        if (!(prompt_text = cli_read_text("run", file ? file : "-"))) return 1;
+        prompt = prompt_text;
+    }
     r1_model_t *m;
     r1_session_t *s;
-    if (cli_open(&o, &m, &s)) return 1;
+    if ((!o.model && !(o.model = cli_default_model("run"))) || cli_open(&o, &m, &s)) {
+        free(prompt_text);
+        return 1;
+    }
     struct gen g;
     int rc = 1;
     int32_t *ids = NULL;
@@ -285,13 +307,14 @@ int cmd_run(int argc, char **argv) {
     if (o.profile) r1_session_profile_reset(s);
     double secs;
     g.cached = ids, g.n_cached = n_ids;
-    int made = generate(&g, logits, n, &secs, NULL, NULL);
+    int made = generate(&g, logits, (int)n, &secs, NULL, NULL);
     if (made < 0) goto out;
     fprintf(stderr, "Generated %d tokens in %.2fs (%.2f tok/s)\n", made, secs, made > 0 ? made / secs : 0.0);
     if (g.spec && o.verbose) cli_print_spec_stats(g.spec);
     if (o.profile) print_profile(s);
     rc = 0;
 out:
+    free(prompt_text);
     r1_spec_free(g.spec);
     r1_session_free(ds);
     r1_model_free(dm);
@@ -306,31 +329,40 @@ out:
 /* ------------------------------------------------------------------ chat */
 
 static void chat_help(FILE *f) {
-    fprintf(f, "usage: r1infer chat -m MODEL [--system TEXT] [-n N] [options]\n"
+    fprintf(f, "usage: r1infer chat [-m MODEL] [--system TEXT] [-n N] [options]\n"
                "Type a message and press enter; /reset clears the conversation, /quit or EOF ends.\n"
-               "The model's reasoning (<think>...</think>) is shown dimmed on a terminal.\n");
-    cli_opts_help(f);
+               "The model's own chat template is used (DeepSeek-R1 or ChatML, from the model files);\n"
+               "an R1 model's reasoning (<think>...</think>) is shown dimmed on a terminal.\n"
+               "  --system TEXT          a system prompt (also --system-prompt)\n"
+               "  -n, --n-predict N      most tokens per answer (default 4096)\n");
+    cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
 int cmd_chat(int argc, char **argv) {
     struct cli_opts o;
-    cli_opts_init(&o);
+    cli_opts_init(&o, "chat");
+    o.groups &= ~(unsigned)CLI_OPT_PROFILE; /* chat prints no profile */
     const char *system = NULL;
-    int n = 4096;
+    long n = 4096;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
         if (r) continue;
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            chat_help(stdout);
-            return 0;
-        } else if (i + 1 < argc && !strcmp(argv[i], "--system")) system = argv[++i];
-        else if (i + 1 < argc && !strcmp(argv[i], "-n")) n = atoi(argv[++i]);
-        else {
-            fprintf(stderr, "r1infer chat: unknown option or missing value: %s\n", argv[i]);
-            chat_help(stderr);
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int value = !strcmp(a, "--system") || !strcmp(a, "--system-prompt") || !strcmp(a, "-n") ||
+                    !strcmp(a, "--n-predict");
+        if (value && !v) {
+            fprintf(stderr, "r1infer chat: %s needs a value\n", a);
             return 2;
         }
+        i += value;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            chat_help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--system") || !strcmp(a, "--system-prompt")) system = v;
+        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (cli_int("chat", a, v, 1, 1 << 24, &n)) return 2;
+        } else return cli_unknown("chat", a, chat_flags, o.groups);
     }
     if (!o.model && !(o.model = cli_default_model("chat"))) return 1;
     r1_model_t *m;
@@ -400,7 +432,7 @@ int cmd_chat(int argc, char **argv) {
         int32_t *gen_ids = NULL;
         int n_gen = 0;
         g.cached = cached, g.n_cached = n_cached;
-        int made = generate(&g, logits, n, &secs, &gen_ids, &n_gen);
+        int made = generate(&g, logits, (int)n, &secs, &gen_ids, &n_gen);
         if (made < 0) goto out;
         /* the cache now also holds the generated ids (all but the last one) */
         int32_t *nc = realloc(cached, (size_t)(n_cached + n_gen) * sizeof(int32_t));

@@ -34,32 +34,22 @@ static void serve_help(FILE *f) {
                "  --max-body BYTES       largest request body (default 8388608); larger gets 413\n"
                "  --timeout SECS         drop connections idle this long, e.g. slow clients (default 30)\n"
                "  --max-conns N          simultaneous connections (default 256)\n"
-               "  --ctx N                context per slot (default min(4096, max_position_embeddings))\n"
-               "  -t, --threads N        threads of the engine (all slots share its forward passes)\n"
-               "                         (default: physical cores)\n"
-               "  --lookup N, --draft MODEL [--draft-n K]   speculative decoding for every request without\n"
-               "                         logprobs: each slot drafts (n-gram lookup over its prompt and\n"
-               "                         output, or the draft model in a session of its own) and its\n"
-               "                         last token + drafts are verified as rows of the engine's step\n"
-               "                         (all slots' verifications <= 16 rows per step, within\n"
-               "                         --batch-tokens); greedy text is the same as without.\n"
-               "                         /metrics: r1_spec_drafted_tokens_total, r1_spec_accepted_tokens_total\n"
-               "                         A draft model keeps the slot's last prompt and output cached:\n"
-               "                         a follow-up runs only its new ids through it.\n"
+               "The context (--ctx) is per slot; the threads (-t) are the engine's, which all slots share.\n"
+               "Speculative decoding (--lookup N, --draft MODEL [--draft-n K]) applies to every request\n"
+               "without logprobs: each slot drafts (n-gram lookup over its prompt and output, or the draft\n"
+               "model in a session of its own) and its last token + drafts are verified as rows of the\n"
+               "engine's step (all slots' verifications <= 16 rows per step, within --batch-tokens);\n"
+               "greedy text is the same as without. A draft model keeps the slot's last prompt and\n"
+               "output cached: a follow-up runs only its new ids through it.\n"
                "The sampling options set the defaults of requests that leave a field out.\n");
-    cli_opts_help(f);
+    cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
+static const char *const serve_flags[] = {"--host", "--port", "--parallel", "-np", "--batch-tokens", "--queue",
+                                          "--api-key", "--max-body", "--timeout", "--max-conns", "--help", NULL};
+
 static int int_arg(const char *flag, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "r1infer serve: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return cli_int("serve", flag, v, lo, hi, out);
 }
 
 /* "path/to/Model/" -> "Model" (malloc'ed) */
@@ -78,7 +68,8 @@ static char *model_name(const char *path) {
 
 int cmd_serve(int argc, char **argv) {
     struct cli_opts o;
-    cli_opts_init(&o);
+    cli_opts_init(&o, "serve");
+    o.groups &= ~(unsigned)CLI_OPT_PROFILE; /* the engine keeps no profile */
     struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
                              .max_conns = 256};
     long parallel = 1, queue = 64, batch_tokens = 512, x;
@@ -91,9 +82,11 @@ int cmd_serve(int argc, char **argv) {
             serve_help(stdout);
             return 0;
         }
+        int known = 0;
+        for (int k = 0; serve_flags[k]; k++) known |= !strcmp(a, serve_flags[k]);
+        if (!known) return cli_unknown("serve", a, serve_flags, o.groups);
         if (!v) {
-            fprintf(stderr, "r1infer serve: unknown option or missing value: %s\n", a);
-            serve_help(stderr);
+            fprintf(stderr, "r1infer serve: %s needs a value\n", a);
             return 2;
         }
         i++;
@@ -102,7 +95,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--port")) {
             if (int_arg(a, v, 0, 65535, &x)) return 2;
             so.port = (int)x;
-        } else if (!strcmp(a, "--parallel")) {
+        } else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
             if (int_arg(a, v, 1, 256, &parallel)) return 2;
         } else if (!strcmp(a, "--batch-tokens")) {
             if (int_arg(a, v, 1, 65536, &batch_tokens)) return 2;
@@ -117,10 +110,6 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--max-conns")) {
             if (int_arg(a, v, 1, 100000, &x)) return 2;
             so.max_conns = (unsigned)x;
-        } else {
-            fprintf(stderr, "r1infer serve: unknown option: %s\n", a);
-            serve_help(stderr);
-            return 2;
         }
     }
     if (so.api_key && !*so.api_key) {
@@ -187,6 +176,9 @@ int cmd_serve(int argc, char **argv) {
             so.api_key ? ", API key required" : "",
             o.lookup ? ", speculative: n-gram lookup" : dm ? ", speculative: draft model " : "",
             dm ? o.draft : "");
+    fprintf(stderr, "r1infer serve: the chat page is at http://%s%s%s:%d/\n",
+            strchr(so.host, ':') ? "[" : "", !strcmp(so.host, "0.0.0.0") ? "127.0.0.1" : so.host,
+            strchr(so.host, ':') ? "]" : "", server_port(srv));
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);

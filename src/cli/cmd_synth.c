@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "model/model.h"
 
 static void help(FILE *f) {
@@ -18,6 +19,7 @@ static void help(FILE *f) {
 }
 
 int cmd_synth(int argc, char **argv) {
+    static const char *const flags[] = {"--config", "-o", "--tokenizer", "--seed", "--dtype", "--help", NULL};
     const char *config = NULL, *out = NULL, *tok = NULL;
     enum r1_dtype dt = R1_DTYPE_BF16;
     unsigned long long seed = 1;
@@ -28,15 +30,21 @@ int cmd_synth(int argc, char **argv) {
             return 0;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "r1infer synth: unknown option or missing value: %s\n", a);
-            help(stderr);
+            int known = 0;
+            for (int k = 0; flags[k]; k++) known |= !strcmp(a, flags[k]);
+            if (!known) return cli_unknown("synth", a, flags, 0);
+            fprintf(stderr, "r1infer synth: %s needs a value\n", a);
             return 2;
         }
         const char *v = argv[++i];
         if (!strcmp(a, "--config")) config = v;
         else if (!strcmp(a, "-o")) out = v;
         else if (!strcmp(a, "--tokenizer")) tok = v;
-        else if (!strcmp(a, "--seed")) seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--seed")) {
+            long x;
+            if (cli_int("synth", a, v, 0, 0x7fffffffffffffffL, &x)) return 2;
+            seed = (unsigned long long)x;
+        }
         else if (!strcmp(a, "--dtype")) {
             int d = r1_dtype_parse(v);
             if (d != R1_DTYPE_F32 && d != R1_DTYPE_F16 && d != R1_DTYPE_BF16) {
@@ -45,9 +53,7 @@ int cmd_synth(int argc, char **argv) {
             }
             dt = (enum r1_dtype)d;
         } else {
-            fprintf(stderr, "r1infer synth: unknown option %s\n", a);
-            help(stderr);
-            return 2;
+            return cli_unknown("synth", a, flags, 0);
         }
     }
     if (!config || !out) {

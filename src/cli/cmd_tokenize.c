@@ -9,13 +9,15 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "r1infer.h"
 #include "util/util.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: r1infer tokenize -m MODEL [options] [TEXT | IDS]\n"
-            "  MODEL is a directory with tokenizer.json (+ tokenizer_config.json) or a .gguf file.\n"
+            "usage: r1infer tokenize [-m MODEL] [options] [TEXT | IDS]\n"
+            "  MODEL is a directory with tokenizer.json (+ tokenizer_config.json) or a .gguf file;\n"
+            "  without -m: $R1INFER_MODEL, else the default model in models/ (only its tokenizer is read).\n"
             "  r1infer tokenize -m DIR \"text\"         print the ids as a JSON array\n"
             "  r1infer tokenize -m DIR < file.txt     encode all of stdin\n"
             "  r1infer tokenize -m DIR --decode \"[1,2,3]\"   print the text of ids\n"
@@ -235,9 +237,13 @@ int cmd_tokenize(int argc, char **argv) {
             skip = 1;
         } else if (!strcmp(a, "--chat")) {
             chat = 1;
-        } else if (a[0] == '-' && a[1] && !arg) {
-            fprintf(stderr, "r1infer tokenize: unknown option %s (see --help)\n", a);
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model") || !strcmp(a, "--bench")) && i + 1 == argc) {
+            fprintf(stderr, "r1infer tokenize: %s needs a value\n", a);
             return 2;
+        } else if (a[0] == '-' && a[1] && !arg) {
+            static const char *const flags[] = {"-m", "--model", "--bench", "--decode", "--jsonl", "--special",
+                                                "--skip-special", "--chat", "--help", NULL};
+            return cli_unknown("tokenize", a, flags, 0);
         } else if (!arg) {
             arg = a;
         } else {
@@ -245,10 +251,7 @@ int cmd_tokenize(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model) {
-        fprintf(stderr, "r1infer tokenize: -m MODEL is required (see --help)\n");
-        return 2;
-    }
+    if (!model && !(model = cli_default_model("tokenize"))) return 2;
     r1_tokenizer_t *t = r1_tokenizer_load(model);
     if (!t) {
         fprintf(stderr, "r1infer tokenize: %s\n", r1_last_error());

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/opts.h"
 #include "util/env.h"
 
 static const struct {
@@ -14,7 +15,7 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", cmd_run, "generate text from a prompt"},
-    {"chat", cmd_chat, "interactive chat with the R1 template"},
+    {"chat", cmd_chat, "interactive chat with the model's chat template"},
     {"tokenize", cmd_tokenize, "encode text to ids, or decode ids (--decode)"},
     {"synth", cmd_synth, "write a random-weight checkpoint of a real shape"},
     {"bench", cmd_bench, "kernel suite and end-to-end benchmark"},
@@ -25,7 +26,8 @@ static const struct {
 };
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: r1infer <command> [options]   (r1infer <command> --help for options)\n\n");
+    fprintf(f, "usage: r1infer <command> [options]   (r1infer <command> --help for options;\n"
+               "       r1infer --version for the version, commit, kernel sets and backends)\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(f, "\n  r1infer --help-env   the environment variables r1infer reads\n");
@@ -36,6 +38,7 @@ int main(int argc, char **argv) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) return cmd_version();
     if (!strcmp(argv[1], "--help-env")) {
         r1_env_print(stdout);
         return 0;
@@ -43,7 +46,11 @@ int main(int argc, char **argv) {
     r1_env_check(stderr);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "r1infer: unknown command '%s'\n\n", argv[1]);
-    usage(stderr);
+    const char *names[sizeof commands / sizeof commands[0] + 4] = {"--version", "--help", "--help-env"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i + 3] = commands[i].name;
+    const char *near = cli_closest(argv[1], names);
+    fprintf(stderr, "r1infer: unknown %s '%s'%s%s%s (r1infer --help lists the commands)\n",
+            argv[1][0] == '-' ? "option" : "command", argv[1], near ? "; did you mean " : "", near ? near : "",
+            near ? "?" : "");
     return 2;
 }

@@ -9,7 +9,19 @@
 
 #include "r1infer.h"
 
+/* Groups of shared options; a command accepts (and its --help lists) the
+ * groups in cli_opts.groups, the others are unknown options to it. */
+enum cli_opt_group {
+    CLI_OPT_MODEL = 1,    /* -m, --backend, --gpu, --cl-device, --dtype, --kv, -t (always) */
+    CLI_OPT_CTX = 2,      /* -c, --ctx */
+    CLI_OPT_PROFILE = 4,  /* --profile */
+    CLI_OPT_SAMPLING = 8, /* --temp ... --seed */
+    CLI_OPT_SPEC = 16,    /* --lookup, --draft, --draft-n, --verbose */
+};
+
 struct cli_opts {
+    const char *cmd;  /* the subcommand, for messages */
+    unsigned groups;  /* enum cli_opt_group bits: the options this command takes */
     const char *model;
     const char *backend;
     enum r1_dtype dtype, kv_dtype;
@@ -22,12 +34,29 @@ struct cli_opts {
     int verbose;       /* --verbose: statistics at the end */
 };
 
-void cli_opts_init(struct cli_opts *o);
+/* Defaults, for subcommand cmd (named in messages); every group accepted. */
+void cli_opts_init(struct cli_opts *o, const char *cmd);
 /* If argv[*i] is a shared option, consume it (and its value), return 1;
  * return 0 if it is not one; -1 (message printed) on a bad value. */
 int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i);
-/* Help text for the shared options. */
-void cli_opts_help(FILE *f);
+/* Help text for the shared options of the given groups. */
+void cli_opts_help(FILE *f, unsigned groups);
+/* Parse v as a whole decimal integer in [lo, hi] (or a number, cli_real)
+ * into *out; otherwise print "r1infer CMD: FLAG expects an integer from LO
+ * to HI, got 'V'" and return -1. */
+int cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, long *out);
+int cli_real(const char *cmd, const char *flag, const char *v, double lo, double hi, double *out);
+/* Report an unknown option arg of cmd in one line, with the closest of the
+ * command's own flags (own, NULL-terminated, may be NULL) and the shared
+ * ones of groups when one is near, or that a shared option of another group
+ * does not apply to cmd. Returns 2 (the exit code). */
+int cli_unknown(const char *cmd, const char *arg, const char *const *own, unsigned groups);
+/* The one of names (NULL-terminated) nearest to arg by edit distance, or
+ * NULL when none is near (more than one edit, two for 8 letters or more). */
+const char *cli_closest(const char *arg, const char *const *names);
+/* The whole of file path ("-": stdin) as a string, one trailing newline
+ * dropped (malloc'ed, the caller frees); NULL with a message on failure. */
+char *cli_read_text(const char *cmd, const char *path);
 /* The model to use when -m is omitted: $R1INFER_MODEL, else the default
  * model (scripts/get-model.sh) in ./models/ or in models/ beside the
  * executable's build directory. NULL, with a message on stderr saying how to
