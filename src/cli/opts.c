@@ -46,6 +46,10 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
             o->verbose = 1;
             return 1;
         }
+        if (!strcmp(a, "--no-mmap") || !strcmp(a, "--mlock")) {
+            *(a[2] == 'n' ? &o->no_mmap : &o->mlock) = 1;
+            return 1;
+        }
         return 0;
     }
     if (*i + 1 >= argc) {
@@ -145,6 +149,9 @@ void cli_opts_help(FILE *f) {
             "  -t, --threads N        threads (default: physical cores)\n"
             "  --profile              print each kernel's share of a decode step at the end\n"
             "  --verbose              print speculative decoding statistics at the end\n"
+            "  --no-mmap              read the model into private memory instead of mapping the file\n"
+            "                         (mapped, weights stored as the kernels read them are shared)\n"
+            "  --mlock                lock the weights in memory so they are never paged out\n"
             "speculative decoding (the same text as without; faster when drafts are kept):\n"
             "  --lookup N             draft by n-gram lookup: the tokens that followed the earlier\n"
             "                         place (prompt or text so far) matching the longest end of\n"
@@ -191,7 +198,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
         fprintf(stderr, "r1infer: no model given: use -m DIR or -m FILE.gguf\n");
         return -1;
     }
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock};
     *m = r1_model_load(o->model, &lo);
     if (!*m) {
         fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -210,7 +217,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
 }
 
 r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const r1_tokenizer_t *tok) {
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock};
     r1_model_t *dm = r1_model_load(o->draft, &lo);
     if (!dm) {
         fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());

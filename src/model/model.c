@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 
 #include "model/model.h"
 
@@ -40,9 +41,77 @@ r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts) {
 void r1_model_free(r1_model_t *m) {
     if (!m) return;
     free(m->layers);
-    free(m->arena);
+    r1_pages_free(m->arena, m->arena_size);
+    for (int i = 0; i < m->n_maps; i++) r1_file_unmap(&m->maps[i]);
+    free(m->maps);
     free(m->path);
     free(m);
+}
+
+int r1_model_open_file(struct r1_file *f, const char *path, const struct r1_load_opts *opts) {
+    if (!opts->no_mmap) return r1_file_map(f, path);
+    /* the whole file in private memory first: it must fit */
+    struct stat st;
+    uint64_t avail = r1_mem_available();
+    if (stat(path, &st) == 0 && (uint64_t)st.st_size > avail)
+        return r1_err("%s: reading the model into memory (--no-mmap) needs %.2f GiB, but only %.2f GiB "
+                      "is available; load it mapped (without --no-mmap) or free memory", path,
+                      (double)st.st_size / (1u << 30), (double)avail / (1u << 30));
+    return r1_file_read_private(f, path);
+}
+
+/* Whether p lies in [base, base + n). */
+static int inside(const void *p, const void *base, size_t n) {
+    return (uintptr_t)p >= (uintptr_t)base && (uintptr_t)p < (uintptr_t)base + n;
+}
+
+/* A matrix used in place: not in the arena. */
+static int in_place(const struct r1_model *m, const struct r1_mat *w) {
+    return w->data && !inside(w->data, m->arena, m->arena_size);
+}
+
+/* Call fn on every matrix of m that points into a file (the tied lm_head once). */
+static int each_in_place(const struct r1_model *m, int (*fn)(const struct r1_mat *w)) {
+    const struct r1_mat *top[2] = {&m->emb, m->cfg.tied ? NULL : &m->lm_head};
+    for (int i = 0; i < 2; i++)
+        if (top[i] && in_place(m, top[i]) && fn(top[i])) return -1;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const struct r1_layer *L = &m->layers[l];
+        const struct r1_mat *w[4] = {&L->wqkv, &L->wo, &L->wgu, &L->wdown};
+        for (int i = 0; i < 4; i++)
+            if (in_place(m, w[i]) && fn(w[i])) return -1;
+    }
+    return 0;
+}
+
+/* each_in_place callback: nonzero (stop) when w lies in file_in_use */
+static _Thread_local const struct r1_file *file_in_use;
+static int points_into_file(const struct r1_mat *w) {
+    return inside(w->data, file_in_use->data, file_in_use->size);
+}
+
+static int lock_mat(const struct r1_mat *w) { return r1_mem_lock(w->data, (size_t)w->rows * w->row_bytes); }
+
+int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n, const struct r1_load_opts *opts) {
+    m->maps = calloc((size_t)(n > 0 ? n : 1), sizeof *m->maps);
+    for (int i = 0; i < n && !m->maps; i++) r1_file_unmap(&files[i]);
+    if (!m->maps) return r1_err("out of memory");
+    for (int i = 0; i < n; i++) {
+        file_in_use = &files[i];
+        if (each_in_place(m, points_into_file)) m->maps[m->n_maps++] = files[i];
+        else r1_file_unmap(&files[i]);
+        memset(&files[i], 0, sizeof files[i]);
+        files[i].fd = -1;
+    }
+    if (!opts->mlock) return 0;
+    uint64_t avail = r1_mem_available();
+    if (m->in_place_bytes > avail) /* the arena is resident already */
+        return r1_err("%s: --mlock needs %.2f GiB more memory to lock the weights used from the file, "
+                      "but only %.2f GiB is available", m->path ? m->path : "the model",
+                      (double)m->in_place_bytes / (1u << 30), (double)avail / (1u << 30));
+    if (r1_mem_lock(m->arena, m->arena_size) || each_in_place(m, lock_mat))
+        return r1_err_prefix("%s: --mlock", m->path ? m->path : "the model");
+    return 0;
 }
 
 const struct r1_config *r1_model_config(const r1_model_t *m) { return &m->cfg; }
