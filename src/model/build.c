@@ -33,14 +33,32 @@ static void *take(struct planner *p, size_t bytes) {
  * GGUF default alignment); an arena matrix starts on 64 bytes. */
 #define IN_PLACE_ALIGN 32
 
-/* Plan matrix m of (rows, cols) in dtype dt, made of source tensor `one`
- * (NULL when several tensors are fused into it). cpu_layout: take the
- * grouping the cpu kernels read fastest (not for an embedding table only
- * ever read a row at a time). A one-tensor matrix whose stored bytes are
- * already that layout points into the source when it may (src->in_place). */
+/* Whether the n tensors `part` (NULL entries: missing) lie one after the
+ * other in the source, each stored as the kernels read dtype dt with cols
+ * columns and rows in order, together `rows` rows of rb bytes, starting
+ * where the kernels' loads allow: then a matrix fusing them can point there. */
+static int contiguous(const struct r1_src_tensor *const *part, int n, enum r1_dtype dt, int rows,
+                      int cols, size_t rb) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const struct r1_src_tensor *t = part[i];
+        if (!t || t->dtype != dt || t->interleaved_heads > 0 || t->ndim != 2 || t->shape[1] != cols ||
+            t->size != rb * (size_t)t->shape[0] || (i && t->data != part[i - 1]->data + part[i - 1]->size))
+            return 0;
+        total += t->shape[0];
+    }
+    return n > 0 && total == rows && (uintptr_t)part[0]->data % IN_PLACE_ALIGN == 0;
+}
+
+/* Plan matrix m of (rows, cols) in dtype dt, made of the n source tensors
+ * `part` stacked by rows (q|k|v, gate|up; NULL entries for missing ones,
+ * reported when the matrix is filled). cpu_layout: take the grouping the
+ * cpu kernels read fastest (not for an embedding table only ever read a row
+ * at a time). When the parts are already that layout, one after the other
+ * in memory the model keeps (src->in_place), m points there. */
 static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols,
                     const char *what, const struct r1_tensor_source *src,
-                    const struct r1_src_tensor *one, int cpu_layout) {
+                    const struct r1_src_tensor *const *part, int n, int cpu_layout) {
     /* a width the block does not divide (SmolLM2's 576 columns for the
      * 256-wide K-quants) falls back to q8_0, then f16, as convert does */
     if (!r1_dtype_row_bytes(dt, cols)) dt = r1_dtype_row_bytes(R1_DTYPE_Q8_0, cols) ? R1_DTYPE_Q8_0 : R1_DTYPE_F16;
@@ -54,10 +72,8 @@ static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int r
     m->rows = rows;
     m->cols = cols;
     m->row_bytes = rb;
-    if (src->in_place && one && one->dtype == dt && one->interleaved_heads <= 0 && one->ndim == 2 &&
-        one->shape[0] == rows && one->shape[1] == cols && one->size == rb * (size_t)rows &&
-        (uintptr_t)one->data % IN_PLACE_ALIGN == 0) {
-        m->data = one->data;
+    if (src->in_place && contiguous(part, n, dt, rows, cols, rb)) {
+        m->data = part[0]->data;
         p->in_place += rb * (size_t)rows;
         return 0;
     }
@@ -285,19 +301,15 @@ static void progress_add(struct progress *pr, const struct r1_src_tensor *t) {
             pr->total / 1e9);
 }
 
-/* Source tensor t has been used: count it, and give its pages back unless a
- * matrix points into it. */
-static void done_with(const struct r1_tensor_source *src, const struct r1_src_tensor *t,
-                      const void *in_place, struct progress *pr) {
+/* Fill rows r0.. of m from t: nothing to do when m points into the source
+ * (outside the arena [a0, a1)). */
+static void fill_rows(const struct r1_tensor_source *src, const struct r1_src_tensor *t,
+                      struct r1_mat *m, int r0, float *tmp, struct progress *pr, const uint8_t *a0,
+                      const uint8_t *a1) {
+    int mapped = (const uint8_t *)m->data < a0 || (const uint8_t *)m->data >= a1;
+    if (!mapped) convert_rows(t, m, r0, tmp);
     progress_add(pr, t);
-    if (src->in_place && (const void *)t->data != in_place) r1_mem_release(t->data, t->size);
-}
-
-/* Fill one-tensor matrix m from t: nothing to do when m points into t. */
-static void fill_one(const struct r1_tensor_source *src, const struct r1_src_tensor *t,
-                     struct r1_mat *m, float *tmp, struct progress *pr) {
-    if (m->data != (const void *)t->data) convert_rows(t, m, 0, tmp);
-    done_with(src, t, m->data, pr);
+    if (src->in_place && !mapped) r1_mem_release(t->data, t->size);
 }
 
 /* The arena, once its size is known: refuse a model that cannot fit. */
@@ -343,8 +355,8 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     for (int pass = 0; pass < 2; pass++) {
         p.off = 0, p.in_place = 0;
         /* the table is only read a row at a time, unless it is the lm_head too */
-        if (plan_mat(&p, &m->emb, emb_dt, c->vocab, D, "embedding", src, peek(src, emb_name[0]), c->tied))
-            return -1;
+        const struct r1_src_tensor *emb = peek(src, emb_name[0]), *head = peek(src, head_name[0]);
+        if (plan_mat(&p, &m->emb, emb_dt, c->vocab, D, "embedding", src, &emb, 1, c->tied)) return -1;
         for (int l = 0; l < c->n_layer; l++) {
             struct r1_layer *L = &m->layers[l];
             struct layer_dtypes ld;
@@ -352,21 +364,25 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             L->attn_norm = take(&p, (size_t)D * 4);
             L->ffn_norm = take(&p, (size_t)D * 4);
             L->bqkv = take(&p, (size_t)nqkv * 4);
-            char on[NAMELEN], dn[NAMELEN];
-            snprintf(on, sizeof on, "model.layers.%d.self_attn.o_proj.weight", l);
-            snprintf(dn, sizeof dn, "model.layers.%d.mlp.down_proj.weight", l);
-            if (plan_mat(&p, &L->wqkv, ld.qkv, nqkv, D, "q/k/v projection", src, NULL, 1) ||
-                plan_mat(&p, &L->wo, ld.o, D, qd, "o_proj", src, peek(src, on), 1) ||
-                plan_mat(&p, &L->wgu, ld.gu, 2 * c->ffn, D, "gate/up projection", src, NULL, 1) ||
-                plan_mat(&p, &L->wdown, ld.down, D, c->ffn, "down_proj", src, peek(src, dn), 1))
+            static const char *const part_name[7] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+                                                     "mlp.down_proj"};
+            const struct r1_src_tensor *part[7];
+            for (int i = 0; i < 7; i++) {
+                snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, part_name[i]);
+                part[i] = peek(src, name);
+            }
+            if (plan_mat(&p, &L->wqkv, ld.qkv, nqkv, D, "q/k/v projection", src, part, 3, 1) ||
+                plan_mat(&p, &L->wo, ld.o, D, qd, "o_proj", src, part + 3, 1, 1) ||
+                plan_mat(&p, &L->wgu, ld.gu, 2 * c->ffn, D, "gate/up projection", src, part + 4, 2, 1) ||
+                plan_mat(&p, &L->wdown, ld.down, D, c->ffn, "down_proj", src, part + 6, 1, 1))
                 return -1;
         }
         m->out_norm = take(&p, (size_t)D * 4);
         m->rope_inv_freq = take(&p, (size_t)hd / 2 * 4);
         if (c->tied) {
             m->lm_head = m->emb;
-        } else if (plan_mat(&p, &m->lm_head, head_dt, c->vocab, D, "lm_head", src,
-                            peek(src, head_name[0]), 1)) {
+        } else if (plan_mat(&p, &m->lm_head, head_dt, c->vocab, D, "lm_head", src, &head, 1, 1)) {
             return -1;
         }
         if (pass == 0) {
@@ -397,10 +413,11 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     float *tmp = malloc((size_t)maxcols * sizeof(float));
     if (!tmp) return r1_err("out of memory");
     int rc = -1;
+    const uint8_t *A0 = m->arena, *A1 = A0 + m->arena_size; /* converted matrices lie here */
     const struct r1_src_tensor *t;
     if (!(t = get(src, "model.embed_tokens.weight", c->vocab, D))) goto out;
     if (check_target(&m->emb, src, t->name)) goto out;
-    fill_one(src, t, &m->emb, tmp, &pr);
+    fill_rows(src, t, &m->emb, 0, tmp, &pr, A0, A1);
     for (int l = 0; l < c->n_layer; l++) {
         struct r1_layer *L = &m->layers[l];
         static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
@@ -409,8 +426,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
             if (!(t = get(src, name, rows[i], D))) goto out;
             if (check_target(&L->wqkv, src, name)) goto out;
-            convert_rows(t, &L->wqkv, r0, tmp);
-            done_with(src, t, NULL, &pr);
+            fill_rows(src, t, &L->wqkv, r0, tmp, &pr, A0, A1);
             if (c->qkv_bias) { /* else the fused bias stays zero */
                 snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
                 if (!(t = get(src, name, rows[i], 0)) || vec_ok(t, rows[i], src->path)) goto out;
@@ -421,21 +437,19 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", l);
         if (!(t = get(src, name, D, qd))) goto out;
         if (check_target(&L->wo, src, name)) goto out;
-        fill_one(src, t, &L->wo, tmp, &pr);
+        fill_rows(src, t, &L->wo, 0, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", l);
         if (!(t = get(src, name, c->ffn, D))) goto out;
         if (check_target(&L->wgu, src, name)) goto out;
-        convert_rows(t, &L->wgu, 0, tmp);
-        done_with(src, t, NULL, &pr);
+        fill_rows(src, t, &L->wgu, 0, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", l);
         if (!(t = get(src, name, c->ffn, D))) goto out;
         if (check_target(&L->wgu, src, name)) goto out;
-        convert_rows(t, &L->wgu, c->ffn, tmp);
-        done_with(src, t, NULL, &pr);
+        fill_rows(src, t, &L->wgu, c->ffn, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", l);
         if (!(t = get(src, name, D, c->ffn))) goto out;
         if (check_target(&L->wdown, src, name)) goto out;
-        fill_one(src, t, &L->wdown, tmp, &pr);
+        fill_rows(src, t, &L->wdown, 0, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
         if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
         to_f32_vec(t, L->attn_norm, D);
@@ -462,7 +476,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     if (!c->tied) {
         if (!(t = get(src, "lm_head.weight", c->vocab, D))) goto out;
         if (check_target(&m->lm_head, src, t->name)) goto out;
-        fill_one(src, t, &m->lm_head, tmp, &pr);
+        fill_rows(src, t, &m->lm_head, 0, tmp, &pr, A0, A1);
     }
     rc = 0;
 out:
