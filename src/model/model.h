@@ -113,5 +113,10 @@ int r1_synth_config(const char *name, struct r1_config *c);
 r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress);
 int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype file_dtype, uint64_t seed,
                    const char *tokdir, int progress);
+/* A random-weight GGUF of config c (qwen2 shapes) at path, matrices in dt
+ * (any dtype a GGUF holds that r1infer quantizes to), written tensor by
+ * tensor (synth_gguf.c); the tokenizer of tokdir when given. -1 with an error. */
+int r1_synth_write_gguf(const char *path, const struct r1_config *c, enum r1_dtype dt, uint64_t seed,
+                        const char *tokdir, int progress);
 
 #endif
