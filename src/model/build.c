@@ -21,6 +21,7 @@ struct planner {
     size_t off;
     uint8_t *base;   /* NULL while sizing */
     size_t in_place; /* bytes of matrices pointing into the source */
+    size_t released; /* bytes of source tensors converted (given back after) */
 };
 
 static void *take(struct planner *p, size_t bytes) {
@@ -77,6 +78,7 @@ static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int r
         p->in_place += rb * (size_t)rows;
         return 0;
     }
+    for (int i = 0; i < n; i++) p->released += part[i] ? part[i]->size : 0;
     m->data = take(p, rb * (size_t)rows);
     return 0;
 }
@@ -312,9 +314,12 @@ static void fill_rows(const struct r1_tensor_source *src, const struct r1_src_te
     if (src->in_place && !mapped) r1_mem_release(t->data, t->size);
 }
 
-/* The arena, once its size is known: refuse a model that cannot fit. */
-static int alloc_arena(struct r1_model *m, const struct r1_tensor_source *src, size_t bytes, size_t in_place) {
+/* The arena, once its size is known: refuse a model that cannot fit. A
+ * source in private memory gives back what it converts as it goes. */
+static int alloc_arena(struct r1_model *m, const struct r1_tensor_source *src, const struct planner *p) {
+    const size_t bytes = p->off, in_place = p->in_place;
     uint64_t avail = r1_mem_available();
+    if (src->private_pages) avail += p->released;
     const double G = 1024.0 * 1024.0 * 1024.0;
     if (src->in_place && bytes > avail)
         return r1_err("%s: the model needs %.2f GiB of memory for its weights in the kernels' layout "
@@ -353,7 +358,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     struct progress pr = {.tty = progress && isatty(2), .path = src->path};
     char name[NAMELEN];
     for (int pass = 0; pass < 2; pass++) {
-        p.off = 0, p.in_place = 0;
+        p.off = 0, p.in_place = 0, p.released = 0;
         /* the table is only read a row at a time, unless it is the lm_head too */
         const struct r1_src_tensor *emb = peek(src, emb_name[0]), *head = peek(src, head_name[0]);
         if (plan_mat(&p, &m->emb, emb_dt, c->vocab, D, "embedding", src, &emb, 1, c->tied)) return -1;
@@ -386,7 +391,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             return -1;
         }
         if (pass == 0) {
-            if (alloc_arena(m, src, p.off, p.in_place)) return -1;
+            if (alloc_arena(m, src, &p)) return -1;
             p.base = m->arena;
         }
     }

@@ -270,7 +270,8 @@ int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_loa
     if (r1_gguf_parse(&g, f.data, f.size, path)) goto out_unmap;
     if (make_source(&s, &g, path) || config_from_gguf(&m->cfg, &g, &s)) goto out;
     struct r1_tensor_source src = {.ctx = &s, .path = path, .find = gguf_find,
-                                   .file_name = r1_gguf_name_from_hf, .in_place = 1};
+                                   .file_name = r1_gguf_name_from_hf, .in_place = 1,
+                                   .private_pages = f.anon};
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
 out:
     free(s.t);

@@ -110,7 +110,8 @@ int r1_model_load_hf(struct r1_model *m, const char *dir, const struct r1_load_o
         return -1;
     }
     const char *shown = h.n == 1 ? h.shards[0].path : dir;
-    struct r1_tensor_source src = {.ctx = &h, .path = shown, .find = hf_find, .in_place = 1};
+    struct r1_tensor_source src = {.ctx = &h, .path = shown, .find = hf_find, .in_place = 1,
+                                   .private_pages = opts->no_mmap};
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
     if (!rc) { /* the model keeps the files it points into */
         struct r1_file *files = calloc((size_t)h.n, sizeof *files);

@@ -7,6 +7,7 @@
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "model/model.h"
 
@@ -50,15 +51,7 @@ void r1_model_free(r1_model_t *m) {
 }
 
 int r1_model_open_file(struct r1_file *f, const char *path, const struct r1_load_opts *opts) {
-    if (!opts->no_mmap) {
-        if (r1_file_map(f, path)) return -1;
-#ifdef MADV_HUGEPAGE
-        /* pages read from now on come in 2 MiB folios where the file system
-         * can: fewer TLB misses when decode streams the weights */
-        madvise((void *)f->data, f->size, MADV_HUGEPAGE);
-#endif
-        return 0;
-    }
+    if (!opts->no_mmap) return r1_file_map(f, path);
     /* the whole file in private memory first: it must fit */
     struct stat st;
     uint64_t avail = r1_mem_available();
@@ -68,6 +61,8 @@ int r1_model_open_file(struct r1_file *f, const char *path, const struct r1_load
                       (double)st.st_size / (1u << 30), (double)avail / (1u << 30));
     return r1_file_read_private(f, path);
 }
+
+static size_t mat_bytes(const struct r1_mat *w) { return (size_t)w->rows * w->row_bytes; }
 
 /* Whether p lies in [base, base + n). */
 static int inside(const void *p, const void *base, size_t n) {
@@ -79,9 +74,10 @@ static int in_place(const struct r1_model *m, const struct r1_mat *w) {
     return w->data && !inside(w->data, m->arena, m->arena_size);
 }
 
-/* Call fn on every matrix of m that points into a file (the tied lm_head once). */
-static int each_in_place(const struct r1_model *m, int (*fn)(const struct r1_mat *w)) {
-    const struct r1_mat *top[2] = {&m->emb, m->cfg.tied ? NULL : &m->lm_head};
+/* Call fn on every matrix of m that points into a file (the tied lm_head
+ * once; an untied embedding table only with_emb). */
+static int each_in_place(const struct r1_model *m, int (*fn)(const struct r1_mat *w), int with_emb) {
+    const struct r1_mat *top[2] = {with_emb || m->cfg.tied ? &m->emb : NULL, m->cfg.tied ? NULL : &m->lm_head};
     for (int i = 0; i < 2; i++)
         if (top[i] && in_place(m, top[i]) && fn(top[i])) return -1;
     for (int l = 0; l < m->cfg.n_layer; l++) {
@@ -99,6 +95,19 @@ static int points_into_file(const struct r1_mat *w) {
     return inside(w->data, file_in_use->data, file_in_use->size);
 }
 
+/* Pages of w read from now on come in 2 MiB folios where the file system
+ * can, mapped as huge pages: fewer TLB misses when decode streams it. */
+static int advise_huge(const struct r1_mat *w) {
+#ifdef MADV_HUGEPAGE
+    uintptr_t ps = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = (uintptr_t)w->data & ~(ps - 1), hi = (uintptr_t)w->data + mat_bytes(w);
+    madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
+#else
+    (void)w;
+#endif
+    return 0;
+}
+
 static int lock_mat(const struct r1_mat *w) { return r1_mem_lock(w->data, (size_t)w->rows * w->row_bytes); }
 
 int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n, const struct r1_load_opts *opts) {
@@ -107,18 +116,21 @@ int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n, const 
     if (!m->maps) return r1_err("out of memory");
     for (int i = 0; i < n; i++) {
         file_in_use = &files[i];
-        if (each_in_place(m, points_into_file)) m->maps[m->n_maps++] = files[i];
+        if (each_in_place(m, points_into_file, 1)) m->maps[m->n_maps++] = files[i];
         else r1_file_unmap(&files[i]);
         memset(&files[i], 0, sizeof files[i]);
         files[i].fd = -1;
     }
+    /* not an untied embedding table: read a row a token, huge pages would
+     * only make more of it resident */
+    each_in_place(m, advise_huge, 0);
     if (!opts->mlock) return 0;
     uint64_t avail = r1_mem_available();
     if (m->in_place_bytes > avail) /* the arena is resident already */
         return r1_err("%s: --mlock needs %.2f GiB more memory to lock the weights used from the file, "
                       "but only %.2f GiB is available", m->path ? m->path : "the model",
                       (double)m->in_place_bytes / (1u << 30), (double)avail / (1u << 30));
-    if (r1_mem_lock(m->arena, m->arena_size) || each_in_place(m, lock_mat))
+    if (r1_mem_lock(m->arena, m->arena_size) || each_in_place(m, lock_mat, 1))
         return r1_err_prefix("%s: --mlock", m->path ? m->path : "the model");
     return 0;
 }
@@ -127,7 +139,6 @@ const struct r1_config *r1_model_config(const r1_model_t *m) { return &m->cfg; }
 
 enum r1_dtype r1_model_dtype(const r1_model_t *m) { return m->dtype; }
 
-static size_t mat_bytes(const struct r1_mat *w) { return (size_t)w->rows * w->row_bytes; }
 
 size_t r1_model_decode_bytes(const r1_model_t *m) {
     const struct r1_config *c = &m->cfg;

@@ -79,6 +79,9 @@ struct r1_tensor_source {
      * is used where it lies, and the pages of a tensor that is converted are
      * given back once it is (r1_mem_release) */
     int in_place;
+    /* nonzero: that memory is private (read with --no-mmap), so the pages
+     * given back after a conversion are memory freed for the next */
+    int private_pages;
 };
 
 /* Build the kernel layout (fused QKV + bias, fused gate|up) from a source
