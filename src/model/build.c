@@ -207,6 +207,12 @@ static void to_f32_vec(const struct r1_src_tensor *t, float *dst, int n) {
     }
 }
 
+/* A vector read through to_f32_vec: give its pages back (those wholly
+ * inside it; keep_files gives back the rest of what no matrix uses). */
+static void vec_done(const struct r1_tensor_source *src, const struct r1_src_tensor *t) {
+    if (src->in_place) r1_mem_release(t->data, t->size);
+}
+
 /* Vectors read through to_f32 need a dtype with whole blocks of n. */
 static int vec_ok(const struct r1_src_tensor *t, int n, const char *path) {
     if (r1_dtype_traits[t->dtype].block != 1 && n % r1_dtype_traits[t->dtype].block)
@@ -436,6 +442,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
                 snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
                 if (!(t = get(src, name, rows[i], 0)) || vec_ok(t, rows[i], src->path)) goto out;
                 to_f32_vec(t, L->bqkv + r0, rows[i]);
+                vec_done(src, t);
             }
             r0 += rows[i];
         }
@@ -458,12 +465,15 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
         if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
         to_f32_vec(t, L->attn_norm, D);
+        vec_done(src, t);
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
         if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
         to_f32_vec(t, L->ffn_norm, D);
+        vec_done(src, t);
     }
     if (!(t = get(src, "model.norm.weight", D, 0)) || vec_ok(t, D, src->path)) goto out;
     to_f32_vec(t, m->out_norm, D);
+    vec_done(src, t);
     if ((t = src->find(src->ctx, R1_ROPE_FREQS_NAME))) { /* GGUF: the llama3 divisors */
         if (!(t = get(src, R1_ROPE_FREQS_NAME, hd / 2, 0)) || vec_ok(t, hd / 2, src->path)) goto out;
         float *f = tmp; /* maxcols >= head_dim/2 floats */

@@ -23,16 +23,29 @@ static size_t page_size(void) {
     return p > 0 ? (size_t)p : 4096;
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
 void *r1_pages_alloc(size_t bytes, const char *what) {
     size_t n = bytes ? bytes : 1;
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    /* large buffers start on a 2 MiB boundary, so that all of them can be
+     * huge pages: map a huge page more and trim both ends */
+    size_t extra = n >= ((size_t)32 << 20) ? HUGE_PAGE : 0;
+    if (n > SIZE_MAX - extra) n = SIZE_MAX - extra; /* mmap fails below, with the message */
+    uint8_t *p = mmap(NULL, n + extra, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) {
         r1_err("out of memory: %s needs %.2f GiB (%s)", what, (double)bytes / (1u << 30), strerror(errno));
         return NULL;
     }
+    if (extra) {
+        uint8_t *a = (uint8_t *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+        size_t ps = page_size(), len = (n + ps - 1) & ~(ps - 1);
+        if (a > p) munmap(p, (size_t)(a - p));
+        if (p + n + extra > a + len) munmap(a + len, (size_t)(p + n + extra - (a + len)));
+        p = a;
 #ifdef MADV_HUGEPAGE
-    if (n >= ((size_t)32 << 20)) madvise(p, n, MADV_HUGEPAGE); /* fewer TLB misses, faster faults */
+        madvise(p, n, MADV_HUGEPAGE); /* fewer TLB misses, faster faults */
 #endif
+    }
     return p;
 }
 
