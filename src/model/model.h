@@ -99,7 +99,7 @@ struct r1_tensor_source {
  * and each converted tensor's source pages are given back after it. */
 int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
                    int progress);
-/* Hand the files a build used in place to m (it unmaps them when freed);
+/* (mapped.c) Hand the files a build used in place to m (it unmaps them when freed);
  * files no matrix points into are closed now. Then --mlock (opts->mlock):
  * lock the arena and the matrices used in place. -1 with an error. */
 int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n,
