@@ -113,12 +113,20 @@ struct r1_load_opts {
     enum r1_dtype dtype; /* weight dtype to convert to; R1_DTYPE_AUTO keeps the file's
                             (R1_DTYPE_F32 is 0: set AUTO explicitly) */
     int progress;        /* print a progress line on stderr while loading */
+    /* The file is mapped and matrices already in the kernels' layout are used
+     * where they lie (shared with other processes mapping it); the rest is
+     * converted a tensor at a time, the file's pages given back after each. */
+    int no_mmap;         /* read the file into private memory instead of mapping it */
+    int mlock;           /* lock the weights in memory (fails naming the limit) */
 };
 
 /* Load a model: a Hugging Face directory (config.json + *.safetensors) or a
  * .gguf file. Every tensor is looked up by name and checked against the
  * shape the config implies; weights are converted once into the layout the
- * kernels read (fused Q|K|V + bias, fused gate|up). Returns NULL on error. */
+ * kernels read (fused Q|K|V + bias, fused gate|up), or used in place in the
+ * mapped file where they are stored in it. Peak memory is the model plus one
+ * tensor; a model that cannot fit in the memory available is refused with an
+ * error naming the size it needs. Returns NULL on error. */
 r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts);
 void r1_model_free(r1_model_t *m);
 const struct r1_config *r1_model_config(const r1_model_t *m);

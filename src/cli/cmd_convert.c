@@ -371,9 +371,11 @@ static int convert(const char *dir, const char *out, enum r1_dtype want) {
                                               .size = (size_t)half * sizeof(float)};
         if (add_src(&c, w, &c.rope_freqs, R1_ROPE_FREQS_NAME, R1_DTYPE_F32, 0, dir)) goto out;
     }
+    /* q|k|v and gate|up one after the other: a loader that fuses them can
+     * use them where they lie in the file when it keeps their dtype */
     static const char *const layer[] = {
-        "input_layernorm.weight",  "self_attn.q_proj.weight", "self_attn.q_proj.bias",
-        "self_attn.k_proj.weight", "self_attn.k_proj.bias",   "self_attn.v_proj.weight",
+        "input_layernorm.weight",  "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+        "self_attn.v_proj.weight", "self_attn.q_proj.bias",   "self_attn.k_proj.bias",
         "self_attn.v_proj.bias",   "self_attn.o_proj.weight", "post_attention_layernorm.weight",
         "mlp.gate_proj.weight",    "mlp.up_proj.weight",      "mlp.down_proj.weight",
     };

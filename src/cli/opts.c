@@ -49,7 +49,7 @@ int cli_real(const char *cmd, const char *flag, const char *v, double lo, double
 enum opt_id {
     OPT_MODEL, OPT_BACKEND, OPT_GPU, OPT_CL_DEVICE, OPT_DTYPE, OPT_KV, OPT_THREADS, OPT_CTX, OPT_PROFILE,
     OPT_VERBOSE, OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST_N,
-    OPT_PRESENCE, OPT_FREQUENCY, OPT_SEED, OPT_DRAFT, OPT_LOOKUP, OPT_DRAFT_N, OPT_NGL,
+    OPT_PRESENCE, OPT_FREQUENCY, OPT_SEED, OPT_DRAFT, OPT_LOOKUP, OPT_DRAFT_N, OPT_NGL, OPT_NO_MMAP, OPT_MLOCK,
 };
 static const struct {
     const char *name;
@@ -72,6 +72,8 @@ static const struct {
     {"--ctx", OPT_CTX, CLI_OPT_CTX, 1},
     {"-c", OPT_CTX, CLI_OPT_CTX, 1},
     {"--ctx-size", OPT_CTX, CLI_OPT_CTX, 1},
+    {"--no-mmap", OPT_NO_MMAP, CLI_OPT_MODEL, 0},
+    {"--mlock", OPT_MLOCK, CLI_OPT_MODEL, 0},
     {"--profile", OPT_PROFILE, CLI_OPT_PROFILE, 0},
     {"--verbose", OPT_VERBOSE, CLI_OPT_SPEC, 0},
     {"--temp", OPT_TEMP, CLI_OPT_SAMPLING, 1},
@@ -99,6 +101,8 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     enum opt_id id = shared[k].id;
     if (id == OPT_PROFILE) return o->profile = 1;
     if (id == OPT_VERBOSE) return o->verbose = 1;
+    if (id == OPT_NO_MMAP) return o->no_mmap = 1;
+    if (id == OPT_MLOCK) return o->mlock = 1;
     if (*i + 1 >= argc) {
         fprintf(stderr, "r1infer %s: %s needs a value\n", cmd, a);
         return -1;
@@ -200,7 +204,9 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
         break;
     }
     case OPT_PROFILE:
-    case OPT_VERBOSE: break;
+    case OPT_VERBOSE:
+    case OPT_NO_MMAP:
+    case OPT_MLOCK: break;
     }
     return 1;
 }
@@ -280,7 +286,10 @@ void cli_opts_help(FILE *f, unsigned groups) {
             "  --kv T                 KV cache dtype: f32 | f16 (default: the backend's, f16 on cpu)\n");
     if (groups & CLI_OPT_CTX)
         fprintf(f, "  -c, --ctx N            context length (default min(4096, max_position_embeddings))\n");
-    fprintf(f, "  -t, --threads N        threads (default: physical cores)\n");
+    fprintf(f, "  -t, --threads N        threads (default: physical cores)\n"
+               "  --no-mmap              read the model into private memory instead of mapping the file\n"
+               "                         (mapped, weights stored as the kernels read them are shared)\n"
+               "  --mlock                lock the weights in memory so they are never paged out\n");
     if (groups & CLI_OPT_PROFILE)
         fprintf(f, "  --profile              print each kernel's share of a decode step at the end\n");
     if (groups & CLI_OPT_SPEC)
@@ -362,7 +371,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
         fprintf(stderr, "r1infer: no model given: use -m DIR or -m FILE.gguf\n");
         return -1;
     }
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock};
     *m = r1_model_load(o->model, &lo);
     if (!*m) {
         fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -381,7 +390,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
 }
 
 r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const r1_tokenizer_t *tok) {
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1};
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock};
     r1_model_t *dm = r1_model_load(o->draft, &lo);
     if (!dm) {
         fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());

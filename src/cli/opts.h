@@ -32,6 +32,7 @@ struct cli_opts {
     int lookup;        /* --lookup N */
     int draft_n;       /* --draft-n K (0: the default) */
     int verbose;       /* --verbose: statistics at the end */
+    int no_mmap, mlock; /* --no-mmap, --mlock (struct r1_load_opts) */
 };
 
 /* Defaults, for subcommand cmd (named in messages); every group accepted. */

@@ -25,10 +25,6 @@ static void x8_pos(int b, int k, int *p, int *e) {
 }
 
 /* ---- GGUF super-blocks <-> q[256] ---- */
-static void q4k_get(const uint8_t *blk, int *q) {
-    for (int s = 0; s < 8; s++)
-        for (int l = 0; l < 32; l++) q[32 * s + l] = (blk[16 + 32 * (s / 2) + l] >> (4 * (s & 1))) & 15;
-}
 static void q4k_put(uint8_t *blk, const int *q) {
     memset(blk + 16, 0, 128);
     for (int s = 0; s < 8; s++)
@@ -47,13 +43,6 @@ static void q5k_put(uint8_t *blk, const int *q) {
             blk[48 + 32 * (s / 2) + l] |= (uint8_t)((v & 15) << (4 * (s & 1)));
             blk[16 + l] |= (uint8_t)(((v >> 4) & 1) << s);
         }
-}
-static void q6k_get(const uint8_t *blk, int *q) {
-    for (int i = 0; i < 256; i++) {
-        int g = i / 32, l = i % 32, h = g / 4, r = g % 4;
-        q[i] = ((blk[64 * h + 32 * (r % 2) + l] >> (4 * (r / 2))) & 15) |
-               ((blk[128 + 32 * h + l] >> (2 * r)) & 3) << 4;
-    }
 }
 static void q6k_put(uint8_t *blk, const int *q) {
     memset(blk, 0, 192);
@@ -97,20 +86,53 @@ static void x8_get(const uint8_t *qs, const uint8_t *h5, const uint8_t *h6, int 
  *   q4_Kx8: d, dmin, scales[12] (as q4_K) | qs[128] x8
  *   q5_Kx8: d, dmin, scales[12] (as q5_K) | h5[32] masks | qs[128] x8
  *   q6_Kx8: qs[128] x8 | h6[64] | scales[16], d (as q6_K) */
+/* q4_K -> q4_Kx8 without unpacking (a model load regroups gigabytes of
+ * these): by x8_pos, weight k < 16 of group b and weight k + 16 share the
+ * byte 64 bit3(k) + 32 bit2(k) + 4 b + k % 4 (low and high nibble); in
+ * q4_K groups 2j and 2j + 1 are the low and high nibbles of the bytes
+ * 32 j + k (weights k < 16) and 32 j + 16 + k (weights k + 16). */
+static void q4k_to_x8(const uint8_t *src, uint8_t *dst) {
+    memcpy(dst, src, 16);
+    const uint8_t *qs = src + 16;
+    uint8_t *o = dst + 16;
+    for (int j = 0; j < 4; j++)
+        for (int k = 0; k < 16; k++) {
+            uint8_t lo = qs[32 * j + k], hi = qs[32 * j + 16 + k];
+            int d = 64 * ((k >> 3) & 1) + 32 * ((k >> 2) & 1) + (k & 3) + 8 * j;
+            o[d] = (uint8_t)((lo & 15) | (hi << 4));
+            o[d + 4] = (uint8_t)((lo >> 4) | (hi & 0xF0));
+        }
+}
+
+/* q6_K -> q6_Kx8 the same way: group b's low nibbles are nibble (b / 2) % 2
+ * of bytes 64 (b / 4) + 32 (b % 2) + k, its top two bits bits 2 (b % 4) of
+ * bytes 128 + 32 (b / 4) + k; in x8 weight k of group b goes to vector
+ * p = 2 bit4(k) + bit3(k), element e = 4 b + 32 bit2(k) + k % 4. */
+static void q6k_to_x8(const uint8_t *src, uint8_t *dst) {
+    memcpy(dst + 192, src + 192, 18);
+    uint8_t *h6 = dst + 128;
+    memset(h6, 0, 64);
+    for (int b = 0; b < 8; b++) {
+        const uint8_t *ql = src + 64 * (b >> 2) + 32 * (b & 1), *qh = src + 128 + 32 * (b >> 2);
+        const int nib = 4 * ((b >> 1) & 1), hs = 2 * (b & 3);
+        for (int k = 0; k < 16; k++) {
+            int e = 4 * b + 32 * ((k >> 2) & 1) + (k & 3), p = (k >> 3) & 1;
+            dst[64 * p + e] = (uint8_t)(((ql[k] >> nib) & 15) | ((ql[k + 16] >> nib) & 15) << 4);
+            h6[e] |= (uint8_t)(((qh[k] >> hs) & 3) << (2 * p) | ((qh[k + 16] >> hs) & 3) << (2 * p + 4));
+        }
+    }
+}
+
 static void kx8_from_gguf(enum r1_dtype to, const uint8_t *src, uint8_t *dst) {
     int q[256];
     if (to == R1_DTYPE_Q4_KX8) {
-        q4k_get(src, q);
-        memcpy(dst, src, 16);
-        x8_put(q, dst + 16, NULL, NULL);
+        q4k_to_x8(src, dst);
     } else if (to == R1_DTYPE_Q5_KX8) {
         q5k_get(src, q);
         memcpy(dst, src, 16);
         x8_put(q, dst + 48, dst + 16, NULL);
     } else {
-        q6k_get(src, q);
-        memcpy(dst + 192, src + 192, 18);
-        x8_put(q, dst, NULL, dst + 128);
+        q6k_to_x8(src, dst);
     }
 }
 static void kx8_to_gguf(enum r1_dtype from, const uint8_t *src, uint8_t *dst) {

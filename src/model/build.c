@@ -7,6 +7,7 @@
  * Sizes are computed first, then one allocation, then conversion.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -18,7 +19,9 @@
 
 struct planner {
     size_t off;
-    uint8_t *base; /* NULL while sizing */
+    uint8_t *base;   /* NULL while sizing */
+    size_t in_place; /* bytes of matrices pointing into the source */
+    size_t released; /* bytes of source tensors converted (given back after) */
 };
 
 static void *take(struct planner *p, size_t bytes) {
@@ -27,13 +30,41 @@ static void *take(struct planner *p, size_t bytes) {
     return p->base ? p->base + at : NULL;
 }
 
+/* In-place matrices must start where the kernels' aligned loads allow (the
+ * GGUF default alignment); an arena matrix starts on 64 bytes. */
+#define IN_PLACE_ALIGN 32
+
+/* Whether the n tensors `part` (NULL entries: missing) lie one after the
+ * other in the source, each stored as the kernels read dtype dt with cols
+ * columns and rows in order, together `rows` rows of rb bytes, starting
+ * where the kernels' loads allow: then a matrix fusing them can point there. */
+static int contiguous(const struct r1_src_tensor *const *part, int n, enum r1_dtype dt, int rows,
+                      int cols, size_t rb) {
+    int64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        const struct r1_src_tensor *t = part[i];
+        if (!t || t->dtype != dt || t->interleaved_heads > 0 || t->ndim != 2 || t->shape[1] != cols ||
+            t->size != rb * (size_t)t->shape[0] || (i && t->data != part[i - 1]->data + part[i - 1]->size))
+            return 0;
+        total += t->shape[0];
+    }
+    return n > 0 && total == rows && (uintptr_t)part[0]->data % IN_PLACE_ALIGN == 0;
+}
+
+/* Plan matrix m of (rows, cols) in dtype dt, made of the n source tensors
+ * `part` stacked by rows (q|k|v, gate|up; NULL entries for missing ones,
+ * reported when the matrix is filled). cpu_layout: take the grouping the
+ * cpu kernels read fastest (not for an embedding table only ever read a row
+ * at a time). When the parts are already that layout, one after the other
+ * in memory the model keeps (src->in_place), m points there. */
 static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols,
-                    const char *what) {
+                    const char *what, const struct r1_tensor_source *src,
+                    const struct r1_src_tensor *const *part, int n, int cpu_layout) {
     /* a width the block does not divide (SmolLM2's 576 columns for the
      * 256-wide K-quants) falls back to q8_0, then f16, as convert does */
     if (!r1_dtype_row_bytes(dt, cols)) dt = r1_dtype_row_bytes(R1_DTYPE_Q8_0, cols) ? R1_DTYPE_Q8_0 : R1_DTYPE_F16;
     /* q4_0 in the grouping the cpu kernels read fastest, where they have one */
-    dt = r1_cpu_layout(dt, cols);
+    if (cpu_layout) dt = r1_cpu_layout(dt, cols);
     size_t rb = r1_dtype_row_bytes(dt, cols);
     if (rb == 0)
         return r1_err("%s: %d columns cannot be stored as %s (needs a multiple of %d)", what, cols,
@@ -42,8 +73,19 @@ static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int r
     m->rows = rows;
     m->cols = cols;
     m->row_bytes = rb;
+    if (src->in_place && contiguous(part, n, dt, rows, cols, rb)) {
+        m->data = part[0]->data;
+        p->in_place += rb * (size_t)rows;
+        return 0;
+    }
+    for (int i = 0; i < n; i++) p->released += part[i] ? part[i]->size : 0;
     m->data = take(p, rb * (size_t)rows);
     return 0;
+}
+
+/* The source tensor `name` when it exists, for plan_mat (errors come later). */
+static const struct r1_src_tensor *peek(const struct r1_tensor_source *src, const char *name) {
+    return src->find(src->ctx, name);
 }
 
 /* Look up `name`, check its shape is (rows, cols) or (rows) when cols == 0. */
@@ -165,6 +207,12 @@ static void to_f32_vec(const struct r1_src_tensor *t, float *dst, int n) {
     }
 }
 
+/* A vector read through to_f32_vec: give its pages back (those wholly
+ * inside it; keep_files gives back the rest of what no matrix uses). */
+static void vec_done(const struct r1_tensor_source *src, const struct r1_src_tensor *t) {
+    if (src->in_place) r1_mem_release(t->data, t->size);
+}
+
 /* Vectors read through to_f32 need a dtype with whole blocks of n. */
 static int vec_ok(const struct r1_src_tensor *t, int n, const char *path) {
     if (r1_dtype_traits[t->dtype].block != 1 && n % r1_dtype_traits[t->dtype].block)
@@ -242,6 +290,58 @@ static int check_target(const struct r1_mat *m, const struct r1_tensor_source *s
     return 0;
 }
 
+/* Loading progress on a terminal: bytes of the source read so far. */
+struct progress {
+    int tty;
+    const char *path;
+    size_t done, total;
+    double last;
+};
+
+static void progress_add(struct progress *pr, const struct r1_src_tensor *t) {
+    pr->done += t->size;
+    if (!pr->tty) return;
+    double now = r1_now();
+    if (now - pr->last < 0.1 && pr->done < pr->total) return;
+    pr->last = now;
+    fprintf(stderr, "\rloading %s: %3d%% (%.2f of %.2f GB)", pr->path,
+            pr->total ? (int)(100.0 * (double)pr->done / (double)pr->total) : 100, pr->done / 1e9,
+            pr->total / 1e9);
+}
+
+/* Fill rows r0.. of m from t: nothing to do when m points into the source
+ * (outside the arena [a0, a1)). */
+static void fill_rows(const struct r1_tensor_source *src, const struct r1_src_tensor *t,
+                      struct r1_mat *m, int r0, float *tmp, struct progress *pr, const uint8_t *a0,
+                      const uint8_t *a1) {
+    int mapped = (const uint8_t *)m->data < a0 || (const uint8_t *)m->data >= a1;
+    if (!mapped) convert_rows(t, m, r0, tmp);
+    progress_add(pr, t);
+    if (src->in_place && !mapped) r1_mem_release(t->data, t->size);
+}
+
+/* The arena, once its size is known: refuse a model that cannot fit. A
+ * source in private memory gives back what it converts as it goes. */
+static int alloc_arena(struct r1_model *m, const struct r1_tensor_source *src, const struct planner *p) {
+    const size_t bytes = p->off, in_place = p->in_place;
+    uint64_t avail = r1_mem_available();
+    if (src->private_pages) avail += p->released;
+    const double G = 1024.0 * 1024.0 * 1024.0;
+    if (src->in_place && bytes > avail)
+        return r1_err("%s: the model needs %.2f GiB of memory for its weights in the kernels' layout "
+                      "(plus %.2f GiB used in place from the file, which can be paged), but only %.2f GiB "
+                      "is available; free memory, or use a smaller quantization of the model",
+                      src->path, bytes / G, in_place / G, avail / G);
+    if (src->in_place && in_place && bytes + in_place > avail)
+        fprintf(stderr, "r1infer: warning: %s needs %.2f GiB of memory but %.2f GiB is available: "
+                        "weights will be read from the disk again on every token (slow)\n",
+                src->path, (bytes + in_place) / G, avail / G);
+    m->arena_size = bytes;
+    m->arena = r1_pages_alloc(bytes, "the model weights");
+    if (!m->arena) return r1_err_prefix("%s", src->path);
+    return 0;
+}
+
 int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
                    int progress) {
     const struct r1_config *c = &m->cfg;
@@ -261,9 +361,13 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
 
     /* pass 0 sizes the arena, pass 1 fills it */
     struct planner p = {0};
+    struct progress pr = {.tty = progress && isatty(2), .path = src->path};
+    char name[NAMELEN];
     for (int pass = 0; pass < 2; pass++) {
-        p.off = 0;
-        if (plan_mat(&p, &m->emb, emb_dt, c->vocab, D, "embedding")) return -1;
+        p.off = 0, p.in_place = 0, p.released = 0;
+        /* the table is only read a row at a time, unless it is the lm_head too */
+        const struct r1_src_tensor *emb = peek(src, emb_name[0]), *head = peek(src, head_name[0]);
+        if (plan_mat(&p, &m->emb, emb_dt, c->vocab, D, "embedding", src, &emb, 1, c->tied)) return -1;
         for (int l = 0; l < c->n_layer; l++) {
             struct r1_layer *L = &m->layers[l];
             struct layer_dtypes ld;
@@ -271,39 +375,60 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             L->attn_norm = take(&p, (size_t)D * 4);
             L->ffn_norm = take(&p, (size_t)D * 4);
             L->bqkv = take(&p, (size_t)nqkv * 4);
-            if (plan_mat(&p, &L->wqkv, ld.qkv, nqkv, D, "q/k/v projection") ||
-                plan_mat(&p, &L->wo, ld.o, D, qd, "o_proj") ||
-                plan_mat(&p, &L->wgu, ld.gu, 2 * c->ffn, D, "gate/up projection") ||
-                plan_mat(&p, &L->wdown, ld.down, D, c->ffn, "down_proj"))
+            static const char *const part_name[7] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+                                                     "mlp.down_proj"};
+            const struct r1_src_tensor *part[7];
+            for (int i = 0; i < 7; i++) {
+                snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, part_name[i]);
+                part[i] = peek(src, name);
+            }
+            if (plan_mat(&p, &L->wqkv, ld.qkv, nqkv, D, "q/k/v projection", src, part, 3, 1) ||
+                plan_mat(&p, &L->wo, ld.o, D, qd, "o_proj", src, part + 3, 1, 1) ||
+                plan_mat(&p, &L->wgu, ld.gu, 2 * c->ffn, D, "gate/up projection", src, part + 4, 2, 1) ||
+                plan_mat(&p, &L->wdown, ld.down, D, c->ffn, "down_proj", src, part + 6, 1, 1))
                 return -1;
         }
         m->out_norm = take(&p, (size_t)D * 4);
         m->rope_inv_freq = take(&p, (size_t)hd / 2 * 4);
         if (c->tied) {
             m->lm_head = m->emb;
-        } else if (plan_mat(&p, &m->lm_head, head_dt, c->vocab, D, "lm_head")) {
+        } else if (plan_mat(&p, &m->lm_head, head_dt, c->vocab, D, "lm_head", src, &head, 1, 1)) {
             return -1;
         }
         if (pass == 0) {
-            m->arena_size = p.off;
-            m->arena = r1_alloc(p.off, "the model weights");
-            if (!m->arena) return -1;
+            if (alloc_arena(m, src, &p)) return -1;
             p.base = m->arena;
         }
     }
+    m->in_place_bytes = p.in_place;
     /* "the dtype of the big matrices": the FFN's, which holds most bytes */
     m->dtype = c->n_layer > 0 ? m->layers[0].wgu.dtype : emb_dt;
+    if (pr.tty) { /* the bytes to read, for the progress line */
+        static const char *const per_layer[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                                "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+                                                "mlp.gate_proj.weight", "mlp.up_proj.weight",
+                                                "mlp.down_proj.weight"};
+        const struct r1_src_tensor *t;
+        if ((t = peek(src, emb_name[0]))) pr.total += t->size;
+        if (!c->tied && (t = peek(src, head_name[0]))) pr.total += t->size;
+        for (int l = 0; l < c->n_layer; l++)
+            for (size_t i = 0; i < sizeof per_layer / sizeof *per_layer; i++) {
+                snprintf(name, sizeof name, "model.layers.%d.%s", l, per_layer[i]);
+                if ((t = peek(src, name))) pr.total += t->size;
+            }
+    }
 
     int maxcols = D > c->ffn ? D : c->ffn;
     if (maxcols < qd) maxcols = qd; /* o_proj's columns: heads x head_dim may exceed dim */
     float *tmp = malloc((size_t)maxcols * sizeof(float));
     if (!tmp) return r1_err("out of memory");
-    int rc = -1, tty = progress && isatty(2);
-    char name[NAMELEN];
+    int rc = -1;
+    const uint8_t *A0 = m->arena, *A1 = A0 + m->arena_size; /* converted matrices lie here */
     const struct r1_src_tensor *t;
     if (!(t = get(src, "model.embed_tokens.weight", c->vocab, D))) goto out;
     if (check_target(&m->emb, src, t->name)) goto out;
-    convert_rows(t, &m->emb, 0, tmp);
+    fill_rows(src, t, &m->emb, 0, tmp, &pr, A0, A1);
     for (int l = 0; l < c->n_layer; l++) {
         struct r1_layer *L = &m->layers[l];
         static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
@@ -312,40 +437,43 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
             if (!(t = get(src, name, rows[i], D))) goto out;
             if (check_target(&L->wqkv, src, name)) goto out;
-            convert_rows(t, &L->wqkv, r0, tmp);
+            fill_rows(src, t, &L->wqkv, r0, tmp, &pr, A0, A1);
             if (c->qkv_bias) { /* else the fused bias stays zero */
                 snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
                 if (!(t = get(src, name, rows[i], 0)) || vec_ok(t, rows[i], src->path)) goto out;
                 to_f32_vec(t, L->bqkv + r0, rows[i]);
+                vec_done(src, t);
             }
             r0 += rows[i];
         }
         snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", l);
         if (!(t = get(src, name, D, qd))) goto out;
         if (check_target(&L->wo, src, name)) goto out;
-        convert_rows(t, &L->wo, 0, tmp);
+        fill_rows(src, t, &L->wo, 0, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", l);
         if (!(t = get(src, name, c->ffn, D))) goto out;
         if (check_target(&L->wgu, src, name)) goto out;
-        convert_rows(t, &L->wgu, 0, tmp);
+        fill_rows(src, t, &L->wgu, 0, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", l);
         if (!(t = get(src, name, c->ffn, D))) goto out;
         if (check_target(&L->wgu, src, name)) goto out;
-        convert_rows(t, &L->wgu, c->ffn, tmp);
+        fill_rows(src, t, &L->wgu, c->ffn, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", l);
         if (!(t = get(src, name, D, c->ffn))) goto out;
         if (check_target(&L->wdown, src, name)) goto out;
-        convert_rows(t, &L->wdown, 0, tmp);
+        fill_rows(src, t, &L->wdown, 0, tmp, &pr, A0, A1);
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
         if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
         to_f32_vec(t, L->attn_norm, D);
+        vec_done(src, t);
         snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
         if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
         to_f32_vec(t, L->ffn_norm, D);
-        if (tty) fprintf(stderr, "\rloading %s: layer %d/%d", src->path, l + 1, c->n_layer);
+        vec_done(src, t);
     }
     if (!(t = get(src, "model.norm.weight", D, 0)) || vec_ok(t, D, src->path)) goto out;
     to_f32_vec(t, m->out_norm, D);
+    vec_done(src, t);
     if ((t = src->find(src->ctx, R1_ROPE_FREQS_NAME))) { /* GGUF: the llama3 divisors */
         if (!(t = get(src, R1_ROPE_FREQS_NAME, hd / 2, 0)) || vec_ok(t, hd / 2, src->path)) goto out;
         float *f = tmp; /* maxcols >= head_dim/2 floats */
@@ -363,11 +491,11 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     if (!c->tied) {
         if (!(t = get(src, "lm_head.weight", c->vocab, D))) goto out;
         if (check_target(&m->lm_head, src, t->name)) goto out;
-        convert_rows(t, &m->lm_head, 0, tmp);
+        fill_rows(src, t, &m->lm_head, 0, tmp, &pr, A0, A1);
     }
     rc = 0;
 out:
-    if (tty) fprintf(stderr, "\r\033[K");
+    if (pr.tty) fprintf(stderr, "\r\033[K");
     free(tmp);
     return rc;
 }

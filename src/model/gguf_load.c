@@ -266,17 +266,19 @@ int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_loa
     struct r1_gguf g;
     struct gguf_src s = {0};
     int rc = -1;
-    if (r1_file_map(&f, path)) return -1;
+    if (r1_model_open_file(&f, path, opts)) return -1;
     if (r1_gguf_parse(&g, f.data, f.size, path)) goto out_unmap;
     if (make_source(&s, &g, path) || config_from_gguf(&m->cfg, &g, &s)) goto out;
     struct r1_tensor_source src = {.ctx = &s, .path = path, .find = gguf_find,
-                                   .file_name = r1_gguf_name_from_hf};
+                                   .file_name = r1_gguf_name_from_hf, .in_place = 1,
+                                   .private_pages = f.anon};
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
 out:
     free(s.t);
     free(s.names);
     r1_gguf_free(&g);
 out_unmap:
+    if (!rc) return r1_model_keep_files(m, &f, 1, opts);
     r1_file_unmap(&f);
     return rc;
 }

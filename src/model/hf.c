@@ -39,7 +39,8 @@ static void hf_close(struct hf_src *h) {
     memset(h, 0, sizeof *h);
 }
 
-static int add_shard(struct hf_src *h, const char *dir, const char *name) {
+static int add_shard(struct hf_src *h, const char *dir, const char *name,
+                     const struct r1_load_opts *opts) {
     if (strchr(name, '/') || !strcmp(name, "..") || name[0] == 0)
         return r1_err("%s/model.safetensors.index.json: shard name '%s' is not a plain file name", dir, name);
     for (int i = 0; i < h->n; i++)
@@ -53,17 +54,17 @@ static int add_shard(struct hf_src *h, const char *dir, const char *name) {
     s->path = r1_path_join(dir, name);
     if (!s->path) return r1_err("out of memory");
     h->n++;
-    if (r1_file_map(&s->file, s->path)) return -1;
+    if (r1_model_open_file(&s->file, s->path, opts)) return -1;
     return r1_st_parse(&s->st, s->file.data, s->file.size, s->path);
 }
 
-static int hf_open(struct hf_src *h, const char *dir) {
+static int hf_open(struct hf_src *h, const char *dir, const struct r1_load_opts *opts) {
     memset(h, 0, sizeof *h);
     char *index = r1_path_join(dir, "model.safetensors.index.json");
     FILE *fp = fopen(index, "rb");
     if (!fp) {
         free(index);
-        return add_shard(h, dir, "model.safetensors");
+        return add_shard(h, dir, "model.safetensors", opts);
     }
     fclose(fp);
     json_error_t je;
@@ -85,7 +86,7 @@ static int hf_open(struct hf_src *h, const char *dir) {
             r1_err("%s: weight_map['%s'] must be a file name", index, key);
             goto out;
         }
-        if (add_shard(h, dir, json_string_value(val))) goto out;
+        if (add_shard(h, dir, json_string_value(val), opts)) goto out;
     }
     if (h->n == 0) {
         r1_err("%s: weight_map is empty", index);
@@ -104,13 +105,21 @@ int r1_model_load_hf(struct r1_model *m, const char *dir, const struct r1_load_o
     free(cfg_path);
     if (rc) return -1;
     struct hf_src h;
-    if (hf_open(&h, dir)) {
+    if (hf_open(&h, dir, opts)) {
         hf_close(&h);
         return -1;
     }
     const char *shown = h.n == 1 ? h.shards[0].path : dir;
-    struct r1_tensor_source src = {.ctx = &h, .path = shown, .find = hf_find};
+    struct r1_tensor_source src = {.ctx = &h, .path = shown, .find = hf_find, .in_place = 1,
+                                   .private_pages = opts->no_mmap};
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
+    if (!rc) { /* the model keeps the files it points into */
+        struct r1_file *files = calloc((size_t)h.n, sizeof *files);
+        if (!files) rc = r1_err("out of memory");
+        for (int i = 0; i < h.n && files; i++) files[i] = h.shards[i].file, h.shards[i].file.data = NULL;
+        if (files) rc = r1_model_keep_files(m, files, h.n, opts);
+        free(files);
+    }
     hf_close(&h);
     return rc;
 }

@@ -40,7 +40,9 @@ r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts) {
 void r1_model_free(r1_model_t *m) {
     if (!m) return;
     free(m->layers);
-    free(m->arena);
+    r1_pages_free(m->arena, m->arena_size);
+    for (int i = 0; i < m->n_maps; i++) r1_file_unmap(&m->maps[i]);
+    free(m->maps);
     free(m->path);
     free(m);
 }
@@ -48,6 +50,7 @@ void r1_model_free(r1_model_t *m) {
 const struct r1_config *r1_model_config(const r1_model_t *m) { return &m->cfg; }
 
 enum r1_dtype r1_model_dtype(const r1_model_t *m) { return m->dtype; }
+
 
 static size_t mat_bytes(const struct r1_mat *w) { return (size_t)w->rows * w->row_bytes; }
 

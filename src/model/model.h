@@ -30,8 +30,12 @@ struct r1_model {
     float *out_norm;      /* (dim) */
     struct r1_mat lm_head; /* (vocab, dim); shares emb's data when tied */
     float *rope_inv_freq;  /* (head_dim/2): rotation speed of each pair (i, i + head_dim/2) */
-    void *arena;          /* one allocation holding every converted weight */
+    void *arena;          /* pages (r1_pages_alloc) holding every converted weight */
     size_t arena_size;
+    struct r1_file *maps; /* the files (mapped, or read with --no-mmap) that the
+                             matrices used in place point into */
+    int n_maps;
+    size_t in_place_bytes; /* bytes of the matrices that point into maps */
     char *path;           /* what it was loaded from */
 };
 
@@ -70,6 +74,14 @@ struct r1_tensor_source {
     /* optional: the file's own name of a tensor (GGUF "blk.0.attn_q.weight"),
      * for messages; 0 on success */
     int (*file_name)(const char *name, char *out, size_t cap);
+    /* nonzero: tensor data lives in memory the model will own (the loader
+     * moves its files into m->maps): a matrix stored in the kernels' layout
+     * is used where it lies, and the pages of a tensor that is converted are
+     * given back once it is (r1_mem_release) */
+    int in_place;
+    /* nonzero: that memory is private (read with --no-mmap), so the pages
+     * given back after a conversion are memory freed for the next */
+    int private_pages;
 };
 
 /* Build the kernel layout (fused QKV + bias, fused gate|up) from a source
@@ -79,9 +91,21 @@ struct r1_tensor_source {
  * Converts to `dtype`; with R1_DTYPE_AUTO each matrix keeps its source type,
  * except fused matrices whose parts differ (quantized mixes become q8_0, float
  * mixes the widest float). m->dtype is then the gate|up matrix's type.
- * Progress on stderr if progress. Fills m->emb, layers, out_norm, lm_head, arena. */
+ * Progress on stderr if progress. Fills m->emb, layers, out_norm, lm_head, arena.
+ * With src->in_place, a matrix made of one tensor already in the layout the
+ * kernels read (its dtype kept, no regrouping, rows in order, 32-byte
+ * aligned) points into the source instead of being copied (in_place_bytes);
+ * the arena is sized for the rest, checked against the memory available,
+ * and each converted tensor's source pages are given back after it. */
 int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
                    int progress);
+/* (mapped.c) Hand the files a build used in place to m (it unmaps them when freed);
+ * files no matrix points into are closed now. Then --mlock (opts->mlock):
+ * lock the arena and the matrices used in place. -1 with an error. */
+int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n,
+                        const struct r1_load_opts *opts);
+/* Map `path` (or read it into private pages when opts->no_mmap). */
+int r1_model_open_file(struct r1_file *f, const char *path, const struct r1_load_opts *opts);
 
 /* Loaders. */
 int r1_model_load_hf(struct r1_model *m, const char *dir, const struct r1_load_opts *opts);
@@ -92,5 +116,10 @@ int r1_synth_config(const char *name, struct r1_config *c);
 r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress);
 int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype file_dtype, uint64_t seed,
                    const char *tokdir, int progress);
+/* A random-weight GGUF of config c (qwen2 shapes) at path, matrices in dt
+ * (any dtype a GGUF holds that r1infer quantizes to), written tensor by
+ * tensor (synth_gguf.c); the tokenizer of tokdir when given. -1 with an error. */
+int r1_synth_write_gguf(const char *path, const struct r1_config *c, enum r1_dtype dt, uint64_t seed,
+                        const char *tokdir, int progress);
 
 #endif

@@ -74,6 +74,7 @@ struct r1_file {
     const uint8_t *data;
     size_t size;
     int fd;
+    int anon; /* read into private pages (r1_file_read_private), not mapped */
 };
 /* mmap a whole file read-only; returns -1 with an error naming the path. */
 int r1_file_map(struct r1_file *f, const char *path);
@@ -83,6 +84,27 @@ char *r1_file_read(const char *path, size_t *len);
 int r1_path_is_dir(const char *path);
 /* dir + "/" + name, malloc'ed. */
 char *r1_path_join(const char *dir, const char *name);
+
+/* ---- the memory a model lives in (mem.c) ---- */
+/* Zeroed anonymous pages, huge pages asked for when large; untouched pages
+ * take no memory. NULL with an error naming `what` and the size. Free with
+ * r1_pages_free(p, bytes). */
+void *r1_pages_alloc(size_t bytes, const char *what);
+void r1_pages_free(void *p, size_t bytes);
+/* Read a whole file into private pages (no mapping of the file stays):
+ * f->anon = 1; release with r1_file_unmap. -1 with an error naming path. */
+int r1_file_read_private(struct r1_file *f, const char *path);
+/* Give back the whole pages inside [p, p + bytes) of a read-only file
+ * mapping or of private pages no longer needed (MADV_DONTNEED): a file
+ * mapping reads them again from the file if touched, private pages read
+ * as zeros. Drops them from this process's resident memory. */
+void r1_mem_release(const void *p, size_t bytes);
+/* Lock [p, p + bytes) in memory (mlock, faulting it in); -1 with an error
+ * that names the size and the locked-memory limit. */
+int r1_mem_lock(const void *p, size_t bytes);
+/* Bytes this process can still be given: MemAvailable + SwapFree, bounded by
+ * the cgroup's memory.max and by RLIMIT_AS; UINT64_MAX when unknown. */
+uint64_t r1_mem_available(void);
 
 /* Number of physical cores (at least 1). */
 int r1_physical_cores(void);
