@@ -377,71 +377,114 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
 
 /* The two tables differ only in how the quantized tiles multiply bytes
  * (and q8_0: without VNNI vpmaddwd on q8w activations, the two parts folded
- * in int16, q32_avx2.c). */
-/* Batches of more than R1_CPU_PANEL_MIN_T tokens: the panel GEMM
- * (gemm_avx2.c) for every format, .batch_panel (designated: the other batch
- * fields stay as the positional ones before it). */
-#define PANEL_OF(NAME) .batch_panel = r1_x86_panel_avx2_##NAME
-/* The tile on two-part pairs (cpu.h r1_cpu_mm.pair_tile): 1 or 2 tokens a call */
-#define PAIR_OF(NAME, V) .pair_tile = NAME##_pair_##V, .pair_nt = 2
-/* q8_0, q4_0 and q4_0x8: the integer panel (gemm_q16_avx2.c), int16
- * activations and quants with vpmaddwd */
-#define PANEL_Q16(NAME) .batch_panel = r1_x86_panel_q16_avx2_##NAME, .panel_act = R1_CPU_ACT_Q16
-#define Q8_0_avx2 {R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_Q16(q8_0)}
-#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, PANEL_Q16(q8_0), PAIR_OF(r1_x86_tile_q8_0, avx2vnni)}
-/* q4_0x8 with vpdpbusd keeps its tiles in batches: 134 against the panel's
- * 128 GFLOP/s at 64 tokens, the same at 512 (one thread, 1.5b qkv shape,
- * two-part activations); without VNNI the panel wins (127 against 93). */
-#define Q4_0X8_PANEL_avx2 PANEL_Q16(q4_0x8)
-#define Q4_0X8_PANEL_avx2vnni .batch_panel = NULL
-/* q4_K and q5_K: without VNNI the quants widened to int16 against q8ws
- * activations (both parts in one vpmaddwd, kquants_avx2.c); with VNNI
- * vpdpbusd on q8s pairs */
-#define Q45_K_avx2(NAME) {R1_CPU_ACT_Q8WS, r1_kq_tile_##NAME##_q8ws_avx2, PANEL_OF(NAME)}
-#define Q45_K_avx2vnni(NAME)                                                                       \
-    {R1_CPU_ACT_Q8S, r1_kq_tile_##NAME##_avx2vnni, PANEL_OF(NAME), PAIR_OF(r1_kq_tile_##NAME, avx2vnni)}
-#define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
-    {                                                                                              \
-        .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
-        .mm =                                                                                      \
-            {                                                                                      \
-                [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, PANEL_OF(f32)},                        \
-                [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, PANEL_OF(f16)},                        \
-                [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,  \
-                                   PANEL_OF(bf16)},                                                \
-                [R1_DTYPE_Q8_0] = Q8_0_##V,                                                        \
-                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V, PANEL_Q16(q4_0),          \
-                                   PAIR_OF(r1_x86_tile_q4_0, V)},                                  \
-                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V, PANEL_OF(q4_1),           \
-                                   PAIR_OF(r1_x86_tile_q4_1, V)},                                  \
-                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V, PANEL_OF(q5_0),           \
-                                   PAIR_OF(r1_x86_tile_q5_0, V)},                                  \
-                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V, PANEL_OF(q5_1),           \
-                                   PAIR_OF(r1_x86_tile_q5_1, V)},                                  \
-                [R1_DTYPE_Q4_K] = Q45_K_##V(q4_K),                                                 \
-                [R1_DTYPE_Q5_K] = Q45_K_##V(q5_K),                                                 \
-                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V, PANEL_OF(q6_K),            \
-                                   PAIR_OF(r1_kq_tile_q6_K, V)},                                   \
-                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V,    \
-                                     PAIR_OF(r1_x86_tile_q4_0x8, V)},                              \
-                [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_##V, PANEL_OF(q4_Kx8),    \
-                                     PAIR_OF(r1_x86_tile_q4_Kx8, V)},                              \
-                [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_##V, PANEL_OF(q6_Kx8),     \
-                                     PAIR_OF(r1_kq_tile_q6_Kx8, V)},                               \
-            },                                                                                     \
-        .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
-        .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                  \
-        .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2, .q8w_fold = r1_x86_q8w_fold_avx2,                \
-        .dot_f32 = r1_x86_dot_f32_avx2,                          \
-        .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
-        .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \
-        .f16_to_f32 = r1_x86_f16_to_f32_avx2, .attn_qk = r1_x86_attn_qk_avx2,                      \
-        .attn_pv = r1_x86_attn_pv_avx2, .attn_softmax = r1_x86_attn_softmax_avx2,                  \
-        .attn_qk_f16 = r1_x86_attn_qk_f16_avx2, .attn_pv_f16 = r1_x86_attn_pv_f16_avx2,            \
-        .silu_mul = r1_x86_silu_mul_avx2,                                                          \
-    }
+ * in int16, q32_avx2.c). Batches of more than R1_CPU_PANEL_MIN_T tokens
+ * take a panel GEMM (.batch_panel): gemm_avx2.c for every format, and the
+ * integer one of gemm_q16_avx2.c (.panel_act R1_CPU_ACT_Q16: int16
+ * activations and quants with vpmaddwd) for q8_0, q4_0 and, without VNNI,
+ * q4_0x8 (with vpdpbusd its tiles are at least as fast in batches, so it
+ * keeps them; without, the panel is faster). .pair_tile: the tile on two-part pairs (cpu.h
+ * r1_cpu_mm.pair_tile), 1 or 2 tokens a call. Without VNNI q4_K and q5_K
+ * widen their quants to int16 against q8ws activations (both parts in one
+ * vpmaddwd, kquants_avx2.c), with VNNI vpdpbusd on q8s pairs. */
+#define AVX2_COMMON                                                                                \
+    .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                        \
+    .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                      \
+    .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2, .q8w_fold = r1_x86_q8w_fold_avx2,                    \
+    .dot_f32 = r1_x86_dot_f32_avx2, .dot_f16 = r1_x86_dot_f16_avx2,                                \
+    .axpy_f32 = r1_x86_axpy_f32_avx2, .axpy_f16 = r1_x86_axpy_f16_avx2,                            \
+    .f32_to_f16 = r1_x86_f32_to_f16_avx2, .f16_to_f32 = r1_x86_f16_to_f32_avx2,                    \
+    .attn_qk = r1_x86_attn_qk_avx2, .attn_pv = r1_x86_attn_pv_avx2,                                \
+    .attn_softmax = r1_x86_attn_softmax_avx2, .attn_qk_f16 = r1_x86_attn_qk_f16_avx2,              \
+    .attn_pv_f16 = r1_x86_attn_pv_f16_avx2, .silu_mul = r1_x86_silu_mul_avx2
 
-const struct r1_cpu_isa r1_cpu_avx2 = AVX2_TABLE("avx2", avx2_available, avx2);
-const struct r1_cpu_isa r1_cpu_avx2_vnni = AVX2_TABLE("avx2-vnni", avx2_vnni_available, avx2vnni);
+/* The float formats, the same in both tables */
+#define AVX2_FLOAT_TILES                                                                           \
+    [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, .batch_panel = r1_x86_panel_avx2_f32},             \
+    [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, .batch_panel = r1_x86_panel_avx2_f16},             \
+    [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,              \
+                       .batch_panel = r1_x86_panel_avx2_bf16}
+
+const struct r1_cpu_isa r1_cpu_avx2 = {
+    .name = "avx2",
+    .available = avx2_available,
+    .mr = 4,
+    .nt = 4,
+    .mm =
+        {
+            AVX2_FLOAT_TILES,
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2,
+                               .batch_panel = r1_x86_panel_q16_avx2_q8_0, .panel_act = R1_CPU_ACT_Q16},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2,
+                               .batch_panel = r1_x86_panel_q16_avx2_q4_0, .panel_act = R1_CPU_ACT_Q16,
+                               .pair_tile = r1_x86_tile_q4_0_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_avx2, .batch_panel = r1_x86_panel_avx2_q4_1,
+                               .pair_tile = r1_x86_tile_q4_1_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_avx2, .batch_panel = r1_x86_panel_avx2_q5_0,
+                               .pair_tile = r1_x86_tile_q5_0_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_avx2, .batch_panel = r1_x86_panel_avx2_q5_1,
+                               .pair_tile = r1_x86_tile_q5_1_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q4_K_q8ws_avx2,
+                               .batch_panel = r1_x86_panel_avx2_q4_K},
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q5_K_q8ws_avx2,
+                               .batch_panel = r1_x86_panel_avx2_q5_K},
+            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_avx2, .batch_panel = r1_x86_panel_avx2_q6_K,
+                               .pair_tile = r1_kq_tile_q6_K_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx2,
+                                 .batch_panel = r1_x86_panel_q16_avx2_q4_0x8,
+                                 .panel_act = R1_CPU_ACT_Q16,
+                                 .pair_tile = r1_x86_tile_q4_0x8_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2,
+                                 .batch_panel = r1_x86_panel_avx2_q4_Kx8,
+                                 .pair_tile = r1_x86_tile_q4_Kx8_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2,
+                                 .batch_panel = r1_x86_panel_avx2_q6_Kx8,
+                                 .pair_tile = r1_kq_tile_q6_Kx8_pair_avx2, .pair_nt = 2},
+        },
+    AVX2_COMMON,
+};
+
+const struct r1_cpu_isa r1_cpu_avx2_vnni = {
+    .name = "avx2-vnni",
+    .available = avx2_vnni_available,
+    .mr = 4,
+    .nt = 4,
+    .mm =
+        {
+            AVX2_FLOAT_TILES,
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni,
+                               .batch_panel = r1_x86_panel_q16_avx2_q8_0, .panel_act = R1_CPU_ACT_Q16,
+                               .pair_tile = r1_x86_tile_q8_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2vnni,
+                               .batch_panel = r1_x86_panel_q16_avx2_q4_0, .panel_act = R1_CPU_ACT_Q16,
+                               .pair_tile = r1_x86_tile_q4_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q4_1,
+                               .pair_tile = r1_x86_tile_q4_1_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q5_0,
+                               .pair_tile = r1_x86_tile_q5_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q5_1,
+                               .pair_tile = r1_x86_tile_q5_1_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q4_K,
+                               .pair_tile = r1_kq_tile_q4_K_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q5_K,
+                               .pair_tile = r1_kq_tile_q5_K_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q6_K,
+                               .pair_tile = r1_kq_tile_q6_K_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx2vnni, .batch_panel = NULL,
+                                 .pair_tile = r1_x86_tile_q4_0x8_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2vnni,
+                                 .batch_panel = r1_x86_panel_avx2_q4_Kx8,
+                                 .pair_tile = r1_x86_tile_q4_Kx8_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2vnni,
+                                 .batch_panel = r1_x86_panel_avx2_q6_Kx8,
+                                 .pair_tile = r1_kq_tile_q6_Kx8_pair_avx2vnni, .pair_nt = 2},
+        },
+    AVX2_COMMON,
+};
 
 #endif /* __x86_64__ */

@@ -143,13 +143,14 @@ static TGT void panel_run(enum r1_dtype dt, int K, const uint8_t *w, size_t ws, 
     }
 }
 
-#define PANEL(NAME, DT)                                                                            \
-    TGT void r1_x86_panel_avx512_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, \
-                                        int tn, float *C, int ldc) {                               \
+/* FN: the panel GEMM of dtype DT */
+#define PANEL(FN, DT)                                                                              \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
+                float *C, int ldc) {                                                               \
         panel_run(DT, K, w, ws, mc, x, xs, tn, C, ldc);                                            \
     }
-PANEL(q4_Kx8, R1_DTYPE_Q4_KX8)
-PANEL(q5_Kx8, R1_DTYPE_Q5_KX8)
-PANEL(q6_Kx8, R1_DTYPE_Q6_KX8)
+PANEL(r1_x86_panel_avx512_q4_Kx8, R1_DTYPE_Q4_KX8)
+PANEL(r1_x86_panel_avx512_q5_Kx8, R1_DTYPE_Q5_KX8)
+PANEL(r1_x86_panel_avx512_q6_Kx8, R1_DTYPE_Q6_KX8)
 
 #endif /* __x86_64__ */

@@ -223,14 +223,15 @@ static TGT void ipanel_run(deq16_fn deq, int K, const uint8_t *w, size_t ws, int
     }
 }
 
-#define IPANEL(NAME)                                                                               \
-    TGT void r1_x86_panel_q16_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, \
-                                          size_t xs, int tn, float *C, int ldc) {                  \
-        ipanel_run(deq16_##NAME, K, w, ws, mc, (const uint8_t *)x, xs, tn, C, ldc);                \
+/* FN: the integer panel GEMM on the weights DEQ unpacks */
+#define IPANEL(FN, DEQ)                                                                            \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
+                float *C, int ldc) {                                                               \
+        ipanel_run(DEQ, K, w, ws, mc, (const uint8_t *)x, xs, tn, C, ldc);                         \
     }
-IPANEL(q8_0)
-IPANEL(q4_0)
-IPANEL(q4_0x8)
+IPANEL(r1_x86_panel_q16_avx2_q8_0, deq16_q8_0)
+IPANEL(r1_x86_panel_q16_avx2_q4_0, deq16_q4_0)
+IPANEL(r1_x86_panel_q16_avx2_q4_0x8, deq16_q4_0x8)
 
 /* One token in q16 form (cpu.h R1_CPU_ACT_Q16): per block of 32, d = max|x|
  * / 32767 and q = x * (32767 / max|x|) rounded to nearest (0 for a zero block). */

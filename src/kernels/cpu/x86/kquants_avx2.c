@@ -470,27 +470,26 @@ INL void kq_tile(const int DT, const int V, const int PAIR, const int W, R1_KQ_T
 TGT void r1_kq_tile_q4_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q4K, 0, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q5K, 0, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
-/* NAME_avx2vnni: one activation row per token (nt <= 4); NAME_pair_avx2vnni:
- * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2); KQ_AVX2 adds the
- * plain AVX2 forms NAME_avx2 and NAME_pair_avx2 (q6_K: q4_K and q5_K run
- * on q8ws there, kqw_run) */
-#define KQ_VNNI(NAME, DT)                                                                          \
-    static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                        \
-        if (r1_x86_avx2_vnni == 1) NAME##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
-        else NAME##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
+/* VNNI: the _avx2vnni tile (one activation row per token, nt <= 4) and its
+ * pair form on two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2), each
+ * choosing {vex} or {evex} vpdpbusd by r1_x86_avx2_vnni. AVX2 adds the plain
+ * AVX2 forms (q6_K only: q4_K and q5_K run on q8ws there, kqw_run). */
+#define KQ_VNNI(DT, TILE, PAIR)                                                                    \
+    static TGT void TILE##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void TILE##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) TILE##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
+        else TILE##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
     }                                                                                              \
-    static TGT void NAME##_pvex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_pevex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                   \
-        if (r1_x86_avx2_vnni == 1) NAME##_pvex(K, k0, k1, w, ws, nr, x, xs, nt, out);              \
-        else NAME##_pevex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
+    static TGT void PAIR##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void PAIR##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) PAIR##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
+        else PAIR##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
     }
-#define KQ_AVX2(NAME, DT)                                                                          \
-    KQ_VNNI(NAME, DT)                                                                              \
-    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+#define KQ_AVX2(DT, TILE, PAIR)                                                                    \
+    TGT void TILE(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    TGT void PAIR(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
 /* q6_Kx8 (q6x8_tile): the same four forms */
 static TGT void q6x8_vex(R1_KQ_TILE_ARGS) { q6x8_tile(1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
@@ -506,8 +505,9 @@ void r1_kq_tile_q6_Kx8_pair_avx2vnni(R1_KQ_TILE_ARGS) {
 TGT void r1_kq_tile_q6_Kx8_avx2(R1_KQ_TILE_ARGS) { q6x8_tile(0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 TGT void r1_kq_tile_q6_Kx8_pair_avx2(R1_KQ_TILE_ARGS) { q6x8_tile(0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
-KQ_VNNI(r1_kq_tile_q4_K, F_Q4K)
-KQ_VNNI(r1_kq_tile_q5_K, F_Q5K)
-KQ_AVX2(r1_kq_tile_q6_K, F_Q6K)
+KQ_VNNI(F_Q4K, r1_kq_tile_q4_K_avx2vnni, r1_kq_tile_q4_K_pair_avx2vnni)
+KQ_VNNI(F_Q5K, r1_kq_tile_q5_K_avx2vnni, r1_kq_tile_q5_K_pair_avx2vnni)
+KQ_VNNI(F_Q6K, r1_kq_tile_q6_K_avx2vnni, r1_kq_tile_q6_K_pair_avx2vnni)
+KQ_AVX2(F_Q6K, r1_kq_tile_q6_K_avx2, r1_kq_tile_q6_K_pair_avx2)
 
 #endif /* __x86_64__ */

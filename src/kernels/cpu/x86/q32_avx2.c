@@ -540,34 +540,42 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
     }
 }
 
-/* NAME_avx2(vnni): one activation row per token (nt <= 4); NAME_pair_avx2(vnni):
- * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2). q8_0 has only the
- * VNNI forms: plain AVX2 multiplies it on q8w (r1_x86_tile_q8_0_q8w_avx2). */
-#define Q_AVX2_VNNI(NAME, DT)                                                                      \
-    static TGT void NAME##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                       \
-        if (r1_x86_avx2_vnni == 1) NAME##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
-        else NAME##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+/* VNNI: the _avx2vnni tile (one activation row per token, nt <= 4) and its
+ * pair form on two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2), each
+ * choosing {vex} or {evex} vpdpbusd by r1_x86_avx2_vnni. AVX2 adds the plain
+ * AVX2 forms. q8_0 has only the VNNI forms: plain AVX2 multiplies it on q8w
+ * (r1_x86_tile_q8_0_q8w_avx2). */
+#define Q_AVX2_VNNI(DT, TILE, PAIR)                                                                \
+    static TGT void TILE##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void TILE##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) TILE##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
+        else TILE##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
-    static TGT void NAME##_p1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_p2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                  \
-        if (r1_x86_avx2_vnni == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
-        else NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    static TGT void PAIR##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void PAIR##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) PAIR##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
+        else PAIR##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }
-#define Q_AVX2(NAME, DT)                                                                           \
-    static TGT void NAME##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_avx2(R1_KQ_TILE_ARGS) { NAME##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
-    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    Q_AVX2_VNNI(NAME, DT)
+#define Q_AVX2(DT, TILE, PAIR, TILE_VNNI, PAIR_VNNI)                                               \
+    static TGT void TILE##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void TILE(R1_KQ_TILE_ARGS) { TILE##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }                \
+    TGT void PAIR(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }     \
+    Q_AVX2_VNNI(DT, TILE_VNNI, PAIR_VNNI)
 
-Q_AVX2_VNNI(r1_x86_tile_q8_0, F_Q80)
-Q_AVX2(r1_x86_tile_q4_0, F_Q40)
-Q_AVX2(r1_x86_tile_q4_1, F_Q41)
-Q_AVX2(r1_x86_tile_q5_0, F_Q50)
-Q_AVX2(r1_x86_tile_q5_1, F_Q51)
-Q_AVX2(r1_x86_tile_q4_0x8, F_Q40X8)
-Q_AVX2(r1_x86_tile_q4_Kx8, F_Q4KX8)
+Q_AVX2_VNNI(F_Q80, r1_x86_tile_q8_0_avx2vnni, r1_x86_tile_q8_0_pair_avx2vnni)
+Q_AVX2(F_Q40, r1_x86_tile_q4_0_avx2, r1_x86_tile_q4_0_pair_avx2, r1_x86_tile_q4_0_avx2vnni,
+       r1_x86_tile_q4_0_pair_avx2vnni)
+Q_AVX2(F_Q41, r1_x86_tile_q4_1_avx2, r1_x86_tile_q4_1_pair_avx2, r1_x86_tile_q4_1_avx2vnni,
+       r1_x86_tile_q4_1_pair_avx2vnni)
+Q_AVX2(F_Q50, r1_x86_tile_q5_0_avx2, r1_x86_tile_q5_0_pair_avx2, r1_x86_tile_q5_0_avx2vnni,
+       r1_x86_tile_q5_0_pair_avx2vnni)
+Q_AVX2(F_Q51, r1_x86_tile_q5_1_avx2, r1_x86_tile_q5_1_pair_avx2, r1_x86_tile_q5_1_avx2vnni,
+       r1_x86_tile_q5_1_pair_avx2vnni)
+Q_AVX2(F_Q40X8, r1_x86_tile_q4_0x8_avx2, r1_x86_tile_q4_0x8_pair_avx2, r1_x86_tile_q4_0x8_avx2vnni,
+       r1_x86_tile_q4_0x8_pair_avx2vnni)
+Q_AVX2(F_Q4KX8, r1_x86_tile_q4_Kx8_avx2, r1_x86_tile_q4_Kx8_pair_avx2, r1_x86_tile_q4_Kx8_avx2vnni,
+       r1_x86_tile_q4_Kx8_pair_avx2vnni)
 
 #endif /* __x86_64__ */
