@@ -64,12 +64,12 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
 }
 
 /* ---- float weights (f32, f16, bf16), decode and small batches, one row at
- * a time (one linear stream a row: 4 rows in lockstep read slower on the
- * Zen 5 VM this was measured on). Each 32 weights of a row are four
- * vectors of 8 f32 (GRP_*), and every (row, token) keeps four sums, one per
- * vector, so a row alone has four independent FMA chains (one chain a row
- * could not keep up with the memory), reduced in one order: a row in a
- * batch is bit for bit the decode step's. bf16 reads f32eo32 activations
+ * a time (one linear stream a row reads faster than 4 rows in lockstep).
+ * Each 32 weights of a row are four vectors of 8 f32 (GRP_*), and every
+ * (row, token) keeps four sums, one per vector, so a row alone has four
+ * independent FMA chains (one chain a row could not keep up with the
+ * memory), reduced in one order: a row in a batch is bit for bit the
+ * decode step's. bf16 reads f32eo32 activations
  * (cpu.h R1_CPU_ACT_F32EO32): a 32-byte load of 16 weights splits into the
  * even columns by a shift and the odd ones by a mask, one in-lane op per 8
  * weights where vpmovzxwd + shift took two. The K % 32 tail runs the same
@@ -111,12 +111,9 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * so the same bits. pf: prefetch each row FLOAT_PF_AHEAD bytes on (rows lie
  * one after another, so past a row's end that is the next row's start; a
  * predictable branch: the rows a small batch has just read skip it).
- * Measured on an AVX2-only Zen 3 VM (1.5B bf16 decode, 2 threads, cpu_table
- * runs alternating): 2 KiB ahead was faster in 8 of 10 pairs than the same
- * bytes 4 rows on (median ~8.2 against ~7.5 tok/s); with one thread
- * (mm_bench) 15.9-16.6 GB/s against 14.3-14.9, and no prefetch at all
- * 13.1-16.0. Four rows on is 12 KiB ahead at K = 1536 and 70 KiB at
- * K = 8960, past the 32 KiB L1 it prefetches into. */
+ * A fixed 2 KiB ahead, not the same bytes 4 rows on (the other tiles'
+ * form): 4 rows on is 12 KiB ahead at K = 1536 and 70 KiB at K = 8960,
+ * past the 32 KiB L1 it prefetches into, and decoded slower. */
 #define FLOAT_PF_AHEAD 2048
 #define ROW_TILE(NAME, NR, NT, GRP, ES, EO)                                                        \
     static TGT void NAME(const uint8_t *const *wr, const float *const *xt, int k0, int k1, int pf, \
@@ -161,9 +158,8 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * lone token whose activations do not fit (cpu.h r1_cpu_tuning.row1_act) takes
  * its rows four at a time instead (the rest one by one), so they come from
  * L2 once per four rows; 16 sums spill some to the stack, which a decode
- * bound by memory affords. 1.5B shapes, 1 thread, mm_bench on the Zen 4
- * VM, down (K = 8960), the forms alternating: bf16 11.5 GB/s one row at a
- * time, 13.0 two, 14.4 four; f16 10.6, 14.5, 15.6. */
+ * bound by memory affords (at K = 8960 four rows a pass read faster than
+ * one or two). */
 #define ROW_TILES(NAME, GRP, ES, EO)                                                               \
     ROW_TILE(NAME##_r1, 1, 1, GRP, ES, EO)                                                         \
     ROW_TILE(NAME##_r2, 1, 2, GRP, ES, EO)                                                         \
@@ -382,10 +378,11 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
  * integer one of gemm_q16_avx2.c (.panel_act R1_CPU_ACT_Q16: int16
  * activations and quants with vpmaddwd) for q8_0, q4_0 and, without VNNI,
  * q4_0x8 (with vpdpbusd its tiles are at least as fast in batches, so it
- * keeps them; without, the panel is faster). .pair_tile: the tile on two-part pairs (cpu.h
- * r1_cpu_mm.pair_tile), 1 or 2 tokens a call. Without VNNI q4_K and q5_K
- * widen their quants to int16 against q8ws activations (both parts in one
- * vpmaddwd, kquants_avx2.c), with VNNI vpdpbusd on q8s pairs. */
+ * keeps them; without, the panel is faster). .pair_tile: the tile on
+ * two-part pairs (cpu.h r1_cpu_mm.pair_tile), 1 or 2 tokens a call. Without
+ * VNNI q4_K and q5_K widen their quants to int16 against q8ws activations
+ * (both parts in one vpmaddwd, kquants_avx2.c), with VNNI vpdpbusd on q8s
+ * pairs. */
 #define AVX2_COMMON                                                                                \
     .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                        \
     .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                      \

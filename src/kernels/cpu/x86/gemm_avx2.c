@@ -360,7 +360,7 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
             fill_group(deq, K, w + (size_t)g * GR * ws, ws, nr, k0, k1, stage, panel + (size_t)g * KP * GR);
         }
         /* a row group's panel (32 KiB) stays in L1 while the tokens pass
-         * (tokens outer, re-reading the panel from L2: ~4% slower at 512) */
+         * (tokens outer, re-reading the panel from L2, is slower) */
         for (int g = 0; g < ng; g++)
             for (int t = 0; t < tn; t += NTP) {
                 const int nt = tn - t < NTP ? tn - t : NTP;

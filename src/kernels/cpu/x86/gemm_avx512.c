@@ -4,7 +4,7 @@
  * machines without AMX, through an f32 GEMM (cpu.h r1_cpu_panel_fn; where
  * AMX runs, cpu.c keeps its blocks). It is gemm_avx2.c's panel on zmm: per
  * block of up to 64 weight rows and slice of KP = 256 columns, the weights
- * are dequantized once to f32 (amx_x8_avx512.c's r1_x86_x8_row_f32) into a
+ * are dequantized once to f32 (amx_panel.c's r1_x86_x8_row_f32) into a
  * panel that stores each group of 32 rows column by column (two zmm per
  * column, 32 KiB per group: in L1 while the tokens pass); then 32 rows x 8
  * tokens per pass in 16 zmm accumulators, each activation an embedded

@@ -11,12 +11,10 @@
  * 128 x 32767 < 2^31), then one conversion, one multiply and one FMA apply
  * both scales. 8 rows x 6 tokens per pass (6 int32 sums, 6 f32 accumulators).
  * vpmaddwd + vpaddd do 16 multiply-adds per multiply-port instruction, the f32
- * panel's FMA (gemm_avx2.c) 8: one thread, 2048 x 1536, 64 tokens, thread CPU
- * time, 115-128 GFLOP/s (q4_0x8, q8_0) against the f32 panel's 86-92 in the
- * same run, about vpmaddwd's peak (int8 activations would need two parts, as
- * many multiplies). Each token's int32 sum is kept one chain (an empty asm):
- * gcc reassociated the integer adds into a tree over all 96 products of a
- * block and spilled them (50 GFLOP/s).
+ * panel's FMA (gemm_avx2.c) 8, so this panel is the faster one (int8
+ * activations would need two parts, as many multiplies). Each token's int32
+ * sum is kept one chain (an empty asm): otherwise gcc reassociates the
+ * integer adds into a tree over all 96 products of a block and spills them.
  *
  * Must not: allocate (thread scratch slot 2), read activations past column K.
  * x86-64 only; target attributes, never -mavx2.

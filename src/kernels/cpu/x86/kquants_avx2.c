@@ -44,10 +44,9 @@ INL __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p)
 /* A row is read as one linear stream, and the super-block KQ_PF_AHEAD
  * bytes on is fetched ahead into L1 (the lines p, p + 64, p + 128 (p +
  * 192) cover a block but for its last line, which is the next block's first
- * and fetched with it). One q4_K thread on the 1.5B's K = 1536 shapes read
- * 15-20% faster this way than as 4 rows in lockstep, each stream 864 bytes
- * and the next rows fetched ahead (a Zen 3 VM); 1 KiB ahead was slower than
- * 2 or 4. */
+ * and fetched with it). At K = 1536 this reads faster than 4 rows in
+ * lockstep (each stream 864 bytes, the next rows fetched ahead); 4 KiB
+ * ahead is far enough, 1 KiB too short. */
 #define KQ_PF_AHEAD 4096
 INL void kq_prefetch(const uint8_t *blk, size_t bs) {
     const char *p = (const char *)blk + KQ_PF_AHEAD;
@@ -423,10 +422,9 @@ INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K,
 }
 /* Decode (nt == 1: a token, or PAIR's one token): 4 rows a pass, each
  * super-block's activations and start values shared by them while in L1
- * (a row at a time, the 1.5B's down projection, K = 8960, whose pair of
- * activation parts takes 27 KiB, read 11.0 against 16.0 GB/s on one thread;
- * the K = 1536 shapes the same either way); else rows one at a time against
- * nt tokens (<= 4; PAIR: nt <= 2, both parts each). */
+ * (a row at a time, a K = 8960 token's pair of activation parts, 27 KiB,
+ * would be pushed out of L1 by each row's stream); else rows one at a time
+ * against nt tokens (<= 4; PAIR: nt <= 2, both parts each). */
 INL void q6x8_tile(const int V, const int PAIR, R1_KQ_TILE_ARGS) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
@@ -447,8 +445,8 @@ INL void q6x8_tile(const int V, const int PAIR, R1_KQ_TILE_ARGS) {
     }
 }
 
-/* One row at a time, each row one linear stream (decode on the Zen 3 VM:
- * cpu.h r1_cpu_tuning.row1; these tiles have no 4-row form, so the flag does
+/* One row at a time, each row one linear stream (decode, cpu.h
+ * r1_cpu_tuning.row1; these tiles have no 4-row form, so the flag does
  * not change them). Decode: one token, or its two activation parts (nt <= 2;
  * PAIR: one or two tokens, both parts each). Batches: each row against 4
  * activation rows (past nt: row 0 again), so a row's quants are unpacked

@@ -244,8 +244,8 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 144;
-            if (R == 4) { /* decode: the next 4 rows and the 4 after, into L2 (measured
-                           * ~10% faster than the next 4 into L1 on 1.5B shapes) */
+            if (R == 4) { /* decode: the next 4 rows and the 4 after, into L2 (faster
+                           * than the next 4 into L1) */
                 prefetch_x8_rows(bp, ws);
             }
             __m256i di[4], dl[4]; /* dl: the lo parts' */
@@ -290,12 +290,10 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
 /* Decode of NT <= 2 tokens on q4_0x8 (PAIR: each one's two parts) on plain
  * AVX2, one row over superblocks [k0/256, k1/256): res[t], x8_run's
  * arithmetic for R = 1 lane by lane (the same bits). x8_run with 4 rows
- * unrolled had gcc keep the activations for all of them in registers and
- * spill a third of the loop (one token, L2-hot, one thread: 21 -> 24-26
- * GB/s, 11.8 -> 10.8 instructions per 32 weights; two tokens: 252 stack
- * references per 4-row superblock step); a row at a time also reads the
- * matrix as one sequential stream. The VNNI forms keep x8_run: there the
- * 4 rows' independent vpdpbusd chains were faster (37 against 33 GB/s).
+ * unrolled has gcc keep the activations for all of them in registers and
+ * spill a third of the loop; a row at a time needs fewer instructions per
+ * block and reads the matrix as one sequential stream. The VNNI forms keep
+ * x8_run: there the 4 rows' independent vpdpbusd chains are faster.
  * The same block of the rows 4 and 8 on is fetched ahead into L2, as
  * x8_run does. */
 INL void x8_row(const int DT, const int PAIR, const int NT, size_t lp, int k0, int k1, const uint8_t *w, size_t ws,
@@ -502,7 +500,7 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
             }
             return;
         }
-        if (DT == F_Q80 && r1_cpu_tuning.row1) { /* cpu.h: a row at a time (measured for q8_0) */
+        if (DT == F_Q80 && r1_cpu_tuning.row1) { /* cpu.h: a row at a time (q8_0 only) */
             for (int r = 0; r < nr; r++) {
                 if (nt == 1) q32_run(DT, V, PAIR, 1, 1, K, k0, k1, &wr[r], ws, xt, res);
                 else q32_run(DT, V, PAIR, 1, 2, K, k0, k1, &wr[r], ws, xt, res);

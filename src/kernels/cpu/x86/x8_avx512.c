@@ -57,8 +57,8 @@ INL void prefetch_rows(const uint8_t *p, size_t ws, int len) {
  * *fa and (q4_1) mins *fb as 8 lanes each, zero for a missing second block.
  * One masked load (the missing block reads as zeros, and nothing past the
  * row is touched) and word permutes instead of four scalar half -> float
- * conversions and inserts: at K = 576 the tail is 2 of a row's 4 steps, and
- * the scalar form made those rows ~20% slower per byte than K = 1536. */
+ * conversions and inserts: at K = 576 the tail is 2 of a row's 4 steps, so
+ * it has to be as fast per byte as a whole step. */
 INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m512 *fb) {
     const int bs = BLK(DT);
     /* word w of the block pair: block 1's scale at word bs / 2 */
