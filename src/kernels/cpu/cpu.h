@@ -195,7 +195,8 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  * defaults are what runs). Nothing reads them from the environment: tests
  * and the comparison tools (mm_bench, cpu_table, tile_hot) set another
  * form by name with r1_cpu_tune, between steps, and r1_cpu_tune_reset puts
- * the defaults back.
+ * the defaults back. The measurements behind each default are in
+ * docs/kernels.md.
  *   row1: single-token decode tiles read their rows one at a time (one
  *     linear stream a row) where that is faster: -1 (default) the
  *     per-tile choice (AVX-512 q8_0x8, q4_1x8, q4_0x8, bf16, f16, f32 and
