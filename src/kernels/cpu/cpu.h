@@ -198,7 +198,7 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  * the defaults back. The measurements behind each default are in
  * docs/kernels.md.
  *   row1: single-token decode tiles read their rows one at a time (one
- *     linear stream a row) where that was measured faster: -1 (default) the
+ *     linear stream a row) where that is faster: -1 (default) the
  *     per-tile choice (AVX-512 q8_0x8, q4_1x8, q4_0x8, bf16, f16, f32 and
  *     AVX2 q8_0 one row; the AVX-512 K-quant x8 tiles 4 rows in lockstep,
  *     their super-blocks carry more arithmetic per byte); 0: 4 rows

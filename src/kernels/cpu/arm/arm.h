@@ -30,19 +30,26 @@
 #define R1_ARM_DOT_TGT __attribute__((target("arch=armv8.2-a+dotprod")))
 #endif
 
-#define R1_ARM_TILES(SUFFIX)                                                                       \
-    void r1_arm_tile_q8_0_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q4_0_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q4_1_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q5_0_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q5_1_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q4_K_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q5_K_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q6_K_##SUFFIX(R1_KQ_TILE_ARGS);                                               \
-    void r1_arm_tile_q4_0x8_##SUFFIX(R1_KQ_TILE_ARGS); /* q8x8 activations, k0, k1 % 256 == 0 */
-R1_ARM_TILES(neon)
-R1_ARM_TILES(dot)
-#undef R1_ARM_TILES
+/* The tiles of the "neon" table (arm/tiles_neon.c) */
+void r1_arm_tile_q8_0_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_0_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_1_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q5_0_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q5_1_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_K_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q5_K_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q6_K_neon(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_0x8_neon(R1_KQ_TILE_ARGS); /* q8x8 activations, k0, k1 % 256 == 0 */
+/* The tiles of the "neon-dot" table (arm/tiles_dot.c) */
+void r1_arm_tile_q8_0_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_0_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_1_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q5_0_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q5_1_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_K_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q5_K_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q6_K_dot(R1_KQ_TILE_ARGS);
+void r1_arm_tile_q4_0x8_dot(R1_KQ_TILE_ARGS); /* q8x8 activations, k0, k1 % 256 == 0 */
 
 #endif /* __aarch64__ */
 

@@ -1,8 +1,10 @@
 /*
  * kq_body.h - template (no include guard): the AArch64 tiles for the
  * K-quants q4_K, q5_K, q6_K against q8 activations, included by
- * arm/tiles_neon.c and arm/tiles_dot.c after arm/idot.h, with ARM_FN(name)
- * naming the exported tiles. Nothing here may be used outside those files.
+ * arm/tiles_neon.c and arm/tiles_dot.c after arm/idot.h. KQ_TILE(NAME, F)
+ * defines the exported tile NAME of format F (F_Q4_K, F_Q5_K, F_Q6_K); the
+ * including file spells out the names, so that grep finds each tile's
+ * definition. Nothing here may be used outside those files.
  *
  * When a tile enters a 256-weight super-block it unpacks the block's scales
  * once per row into floats on the stack (q4_K/q5_K: A[s] = d*sc[s], B[s] =
@@ -28,7 +30,7 @@
  * (+ fmla for the mins).
  */
 
-enum { F_Q4_K, F_Q5_K };
+enum { F_Q4_K, F_Q5_K, F_Q6_K = -1 }; /* q6_K: F < 0 */
 
 ARM_INL float f16_at(const uint8_t *p) {
     return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vld1_dup_u16((const uint16_t *)p))), 0);
@@ -256,22 +258,17 @@ ARM_INL void kq_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
             out[t * R1_CPU_MR + r] = res[r][t];
 }
 
-#define KQ_TILE(FMT, F)                                                                            \
-    static ARM_TGT void FMT##_nt1(R1_KQ_TILE_ARGS) {                                               \
+#define KQ_TILE(NAME, F)                                                                           \
+    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) {                                              \
         kq_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }                                                                                              \
-    static ARM_TGT void FMT##_nt2(R1_KQ_TILE_ARGS) {                                               \
+    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) {                                              \
         kq_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }                                                                                              \
-    static ARM_TGT void FMT##_nt4(R1_KQ_TILE_ARGS) {                                               \
+    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) {                                              \
         kq_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }                                                                                              \
-    ARM_TGT void ARM_FN(r1_arm_tile_##FMT)(R1_KQ_TILE_ARGS) {                                      \
-        r1_cpu_tile_nt(FMT##_nt1, FMT##_nt2, FMT##_nt4,                                             \
+    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                           \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4,                                          \
             K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }
-
-KQ_TILE(q4_K, F_Q4_K)
-KQ_TILE(q5_K, F_Q5_K)
-KQ_TILE(q6_K, -1)
-#undef KQ_TILE

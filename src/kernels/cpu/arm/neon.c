@@ -201,29 +201,55 @@ static void f32_to_f16(const float *x, uint16_t *y, int n) {
         y[i] = r1_f32_to_f16(x[i]);
 }
 
-#define NEON_TABLE(NAME, AVAIL, SFX)                                                               \
-    {                                                                                              \
-        .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
-        .mm =                                                                                      \
-            {                                                                                      \
-                [R1_DTYPE_F32] = {.act = R1_CPU_ACT_F32, .tile = tile_f32},                        \
-                [R1_DTYPE_F16] = {.act = R1_CPU_ACT_F32, .tile = tile_f16},                        \
-                [R1_DTYPE_BF16] = {.act = R1_CPU_ACT_F32, .tile = tile_bf16},                      \
-                [R1_DTYPE_Q8_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q8_0_##SFX},          \
-                [R1_DTYPE_Q4_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_0_##SFX},          \
-                [R1_DTYPE_Q4_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_1_##SFX},          \
-                [R1_DTYPE_Q5_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_0_##SFX},          \
-                [R1_DTYPE_Q5_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_1_##SFX},          \
-                [R1_DTYPE_Q4_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_K_##SFX},          \
-                [R1_DTYPE_Q5_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_K_##SFX},          \
-                [R1_DTYPE_Q6_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q6_K_##SFX},          \
-                [R1_DTYPE_Q4_0X8] = {.act = R1_CPU_ACT_Q8X8, .tile = r1_arm_tile_q4_0x8_##SFX},    \
-            },                                                                                     \
-        .quant_q8 = quant_q8, .quant_q8x8 = quant_q8x8, .dot_f32 = dot_f32, .dot_f16 = dot_f16,    \
-        .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16,                      \
-    }
+/* The fields the two tables share: everything but the quantized tiles */
+#define NEON_COMMON                                                                                \
+    .quant_q8 = quant_q8, .quant_q8x8 = quant_q8x8, .dot_f32 = dot_f32, .dot_f16 = dot_f16,        \
+    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16
 
-const struct r1_cpu_isa r1_cpu_neon = NEON_TABLE("neon", neon_available, neon);
-const struct r1_cpu_isa r1_cpu_neon_dot = NEON_TABLE("neon-dot", neon_dot_available, dot);
+const struct r1_cpu_isa r1_cpu_neon = {
+    .name = "neon",
+    .available = neon_available,
+    .mr = 4,
+    .nt = 4,
+    .mm =
+        {
+            [R1_DTYPE_F32] = {.act = R1_CPU_ACT_F32, .tile = tile_f32},
+            [R1_DTYPE_F16] = {.act = R1_CPU_ACT_F32, .tile = tile_f16},
+            [R1_DTYPE_BF16] = {.act = R1_CPU_ACT_F32, .tile = tile_bf16},
+            [R1_DTYPE_Q8_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q8_0_neon},
+            [R1_DTYPE_Q4_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_0_neon},
+            [R1_DTYPE_Q4_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_1_neon},
+            [R1_DTYPE_Q5_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_0_neon},
+            [R1_DTYPE_Q5_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_1_neon},
+            [R1_DTYPE_Q4_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_K_neon},
+            [R1_DTYPE_Q5_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_K_neon},
+            [R1_DTYPE_Q6_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q6_K_neon},
+            [R1_DTYPE_Q4_0X8] = {.act = R1_CPU_ACT_Q8X8, .tile = r1_arm_tile_q4_0x8_neon},
+        },
+    NEON_COMMON,
+};
+
+const struct r1_cpu_isa r1_cpu_neon_dot = {
+    .name = "neon-dot",
+    .available = neon_dot_available,
+    .mr = 4,
+    .nt = 4,
+    .mm =
+        {
+            [R1_DTYPE_F32] = {.act = R1_CPU_ACT_F32, .tile = tile_f32},
+            [R1_DTYPE_F16] = {.act = R1_CPU_ACT_F32, .tile = tile_f16},
+            [R1_DTYPE_BF16] = {.act = R1_CPU_ACT_F32, .tile = tile_bf16},
+            [R1_DTYPE_Q8_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q8_0_dot},
+            [R1_DTYPE_Q4_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_0_dot},
+            [R1_DTYPE_Q4_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_1_dot},
+            [R1_DTYPE_Q5_0] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_0_dot},
+            [R1_DTYPE_Q5_1] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_1_dot},
+            [R1_DTYPE_Q4_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q4_K_dot},
+            [R1_DTYPE_Q5_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q5_K_dot},
+            [R1_DTYPE_Q6_K] = {.act = R1_CPU_ACT_Q8, .tile = r1_arm_tile_q6_K_dot},
+            [R1_DTYPE_Q4_0X8] = {.act = R1_CPU_ACT_Q8X8, .tile = r1_arm_tile_q4_0x8_dot},
+        },
+    NEON_COMMON,
+};
 
 #endif /* __aarch64__ */

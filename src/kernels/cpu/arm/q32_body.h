@@ -2,8 +2,10 @@
  * q32_body.h - template (no include guard): the AArch64 tiles for the
  * 32-weight block formats q8_0, q4_0, q4_1, q5_0, q5_1 against q8
  * activations, and q4_0x8 against q8x8 activations, included by
- * arm/tiles_neon.c and arm/tiles_dot.c after arm/idot.h, with ARM_FN(name)
- * naming the exported tiles. Nothing here may be used outside those files.
+ * arm/tiles_neon.c and arm/tiles_dot.c after arm/idot.h. Q32_TILE(NAME, F)
+ * defines the exported tile NAME of format F, X8_TILE(NAME) the q4_0x8 one;
+ * the including file spells out the names, so that grep finds each tile's
+ * definition. Nothing here may be used outside those files.
  *
  * A step is 128 columns: 4 blocks of each of 4 rows, decoded once into 8
  * int8x16 registers and two float vectors (lane i: block i's d, and its m
@@ -250,37 +252,30 @@ ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
 }
 
 /* One function per token count (1, 2, 4: nt = 3 runs the 4-token one). */
-#define Q32_TILE(FMT, F)                                                                           \
-    static ARM_TGT void FMT##_nt1(R1_KQ_TILE_ARGS) {                                               \
+#define Q32_TILE(NAME, F)                                                                          \
+    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) {                                              \
         q32_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
-    static ARM_TGT void FMT##_nt2(R1_KQ_TILE_ARGS) {                                               \
+    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) {                                              \
         q32_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
-    static ARM_TGT void FMT##_nt4(R1_KQ_TILE_ARGS) {                                               \
+    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) {                                              \
         q32_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
-    ARM_TGT void ARM_FN(r1_arm_tile_##FMT)(R1_KQ_TILE_ARGS) {                                      \
-        r1_cpu_tile_nt(FMT##_nt1, FMT##_nt2, FMT##_nt4,                                             \
+    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                           \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4,                                          \
             K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }
-
-Q32_TILE(q8_0, F_Q8_0)
-Q32_TILE(q4_0, F_Q4_0)
-Q32_TILE(q4_1, F_Q4_1)
-Q32_TILE(q5_0, F_Q5_0)
-Q32_TILE(q5_1, F_Q5_1)
-#undef Q32_TILE
-
-static ARM_TGT void q4_0x8_nt1(R1_KQ_TILE_ARGS) {
-    x8_tile(1, K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-static ARM_TGT void q4_0x8_nt2(R1_KQ_TILE_ARGS) {
-    x8_tile(2, K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-static ARM_TGT void q4_0x8_nt4(R1_KQ_TILE_ARGS) {
-    x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
-ARM_TGT void ARM_FN(r1_arm_tile_q4_0x8)(R1_KQ_TILE_ARGS) {
-    r1_cpu_tile_nt(q4_0x8_nt1, q4_0x8_nt2, q4_0x8_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);
-}
+#define X8_TILE(NAME)                                                                              \
+    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) {                                              \
+        x8_tile(1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                          \
+    }                                                                                              \
+    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) {                                              \
+        x8_tile(2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                          \
+    }                                                                                              \
+    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) {                                              \
+        x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                          \
+    }                                                                                              \
+    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                           \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);   \
+    }

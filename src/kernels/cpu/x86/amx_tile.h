@@ -1,6 +1,6 @@
 /*
  * amx_tile.h - the AMX tile instructions the prefill blocks use
- * (amx_blocks.c): the tile configuration, loads, stores, zeroing and
+ * (amx_blocks.h): the tile configuration, loads, stores, zeroing and
  * TDPBF16PS. Compiled as it is they are the hardware's intrinsics; with
  * R1_AMX_EMU defined they are calls into a software model of the same
  * instructions (amx_emu.c), so that one kernel source runs, and is tested,

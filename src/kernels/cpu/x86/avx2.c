@@ -64,12 +64,12 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
 }
 
 /* ---- float weights (f32, f16, bf16), decode and small batches, one row at
- * a time (one linear stream a row: 4 rows in lockstep read slower on the
- * Zen 5 VM this was measured on). Each 32 weights of a row are four
- * vectors of 8 f32 (GRP_*), and every (row, token) keeps four sums, one per
- * vector, so a row alone has four independent FMA chains (one chain a row
- * could not keep up with the memory), reduced in one order: a row in a
- * batch is bit for bit the decode step's. bf16 reads f32eo32 activations
+ * a time (one linear stream a row reads faster than 4 rows in lockstep).
+ * Each 32 weights of a row are four vectors of 8 f32 (GRP_*), and every
+ * (row, token) keeps four sums, one per vector, so a row alone has four
+ * independent FMA chains (one chain a row could not keep up with the
+ * memory), reduced in one order: a row in a batch is bit for bit the
+ * decode step's. bf16 reads f32eo32 activations
  * (cpu.h R1_CPU_ACT_F32EO32): a 32-byte load of 16 weights splits into the
  * even columns by a shift and the odd ones by a mask, one in-lane op per 8
  * weights where vpmovzxwd + shift took two. The K % 32 tail runs the same
@@ -111,12 +111,9 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * so the same bits. pf: prefetch each row FLOAT_PF_AHEAD bytes on (rows lie
  * one after another, so past a row's end that is the next row's start; a
  * predictable branch: the rows a small batch has just read skip it).
- * Measured on an AVX2-only Zen 3 VM (1.5B bf16 decode, 2 threads, cpu_table
- * runs alternating): 2 KiB ahead was faster in 8 of 10 pairs than the same
- * bytes 4 rows on (median ~8.2 against ~7.5 tok/s); with one thread
- * (mm_bench) 15.9-16.6 GB/s against 14.3-14.9, and no prefetch at all
- * 13.1-16.0. Four rows on is 12 KiB ahead at K = 1536 and 70 KiB at
- * K = 8960, past the 32 KiB L1 it prefetches into. */
+ * A fixed 2 KiB ahead, not the same bytes 4 rows on (the other tiles'
+ * form): 4 rows on is 12 KiB ahead at K = 1536 and 70 KiB at K = 8960,
+ * past the 32 KiB L1 it prefetches into, and decoded slower. */
 #define FLOAT_PF_AHEAD 2048
 #define ROW_TILE(NAME, NR, NT, GRP, ES, EO)                                                        \
     static TGT void NAME(const uint8_t *const *wr, const float *const *xt, int k0, int k1, int pf, \
@@ -161,9 +158,8 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * lone token whose activations do not fit (cpu.h r1_cpu_tuning.row1_act) takes
  * its rows four at a time instead (the rest one by one), so they come from
  * L2 once per four rows; 16 sums spill some to the stack, which a decode
- * bound by memory affords. 1.5B shapes, 1 thread, mm_bench on the Zen 4
- * VM, down (K = 8960), the forms alternating: bf16 11.5 GB/s one row at a
- * time, 13.0 two, 14.4 four; f16 10.6, 14.5, 15.6. */
+ * bound by memory affords (at K = 8960 four rows a pass read faster than
+ * one or two). */
 #define ROW_TILES(NAME, GRP, ES, EO)                                                               \
     ROW_TILE(NAME##_r1, 1, 1, GRP, ES, EO)                                                         \
     ROW_TILE(NAME##_r2, 1, 2, GRP, ES, EO)                                                         \
@@ -377,71 +373,115 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
 
 /* The two tables differ only in how the quantized tiles multiply bytes
  * (and q8_0: without VNNI vpmaddwd on q8w activations, the two parts folded
- * in int16, q32_avx2.c). */
-/* Batches of more than R1_CPU_PANEL_MIN_T tokens: the panel GEMM
- * (gemm_avx2.c) for every format, .batch_panel (designated: the other batch
- * fields stay as the positional ones before it). */
-#define PANEL_OF(NAME) .batch_panel = r1_x86_panel_avx2_##NAME
-/* The tile on two-part pairs (cpu.h r1_cpu_mm.pair_tile): 1 or 2 tokens a call */
-#define PAIR_OF(NAME, V) .pair_tile = NAME##_pair_##V, .pair_nt = 2
-/* q8_0, q4_0 and q4_0x8: the integer panel (gemm_q16_avx2.c), int16
- * activations and quants with vpmaddwd */
-#define PANEL_Q16(NAME) .batch_panel = r1_x86_panel_q16_avx2_##NAME, .panel_act = R1_CPU_ACT_Q16
-#define Q8_0_avx2 {R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, PANEL_Q16(q8_0)}
-#define Q8_0_avx2vnni {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, PANEL_Q16(q8_0), PAIR_OF(r1_x86_tile_q8_0, avx2vnni)}
-/* q4_0x8 with vpdpbusd keeps its tiles in batches: 134 against the panel's
- * 128 GFLOP/s at 64 tokens, the same at 512 (one thread, 1.5b qkv shape,
- * two-part activations); without VNNI the panel wins (127 against 93). */
-#define Q4_0X8_PANEL_avx2 PANEL_Q16(q4_0x8)
-#define Q4_0X8_PANEL_avx2vnni .batch_panel = NULL
-/* q4_K and q5_K: without VNNI the quants widened to int16 against q8ws
- * activations (both parts in one vpmaddwd, kquants_avx2.c); with VNNI
- * vpdpbusd on q8s pairs */
-#define Q45_K_avx2(NAME) {R1_CPU_ACT_Q8WS, r1_kq_tile_##NAME##_q8ws_avx2, PANEL_OF(NAME)}
-#define Q45_K_avx2vnni(NAME)                                                                       \
-    {R1_CPU_ACT_Q8S, r1_kq_tile_##NAME##_avx2vnni, PANEL_OF(NAME), PAIR_OF(r1_kq_tile_##NAME, avx2vnni)}
-#define AVX2_TABLE(NAME, AVAIL, V)                                                                 \
-    {                                                                                              \
-        .name = NAME, .available = AVAIL, .mr = 4, .nt = 4,                                        \
-        .mm =                                                                                      \
-            {                                                                                      \
-                [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, PANEL_OF(f32)},                        \
-                [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, PANEL_OF(f16)},                        \
-                [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,  \
-                                   PANEL_OF(bf16)},                                                \
-                [R1_DTYPE_Q8_0] = Q8_0_##V,                                                        \
-                [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_##V, PANEL_Q16(q4_0),          \
-                                   PAIR_OF(r1_x86_tile_q4_0, V)},                                  \
-                [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_##V, PANEL_OF(q4_1),           \
-                                   PAIR_OF(r1_x86_tile_q4_1, V)},                                  \
-                [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_##V, PANEL_OF(q5_0),           \
-                                   PAIR_OF(r1_x86_tile_q5_0, V)},                                  \
-                [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_##V, PANEL_OF(q5_1),           \
-                                   PAIR_OF(r1_x86_tile_q5_1, V)},                                  \
-                [R1_DTYPE_Q4_K] = Q45_K_##V(q4_K),                                                 \
-                [R1_DTYPE_Q5_K] = Q45_K_##V(q5_K),                                                 \
-                [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_##V, PANEL_OF(q6_K),            \
-                                   PAIR_OF(r1_kq_tile_q6_K, V)},                                   \
-                [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_##V, Q4_0X8_PANEL_##V,    \
-                                     PAIR_OF(r1_x86_tile_q4_0x8, V)},                              \
-                [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_##V, PANEL_OF(q4_Kx8),    \
-                                     PAIR_OF(r1_x86_tile_q4_Kx8, V)},                              \
-                [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_##V, PANEL_OF(q6_Kx8),     \
-                                     PAIR_OF(r1_kq_tile_q6_Kx8, V)},                               \
-            },                                                                                     \
-        .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                    \
-        .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                  \
-        .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2, .q8w_fold = r1_x86_q8w_fold_avx2,                \
-        .dot_f32 = r1_x86_dot_f32_avx2,                          \
-        .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                          \
-        .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2,                    \
-        .f16_to_f32 = r1_x86_f16_to_f32_avx2, .attn_qk = r1_x86_attn_qk_avx2,                      \
-        .attn_pv = r1_x86_attn_pv_avx2, .attn_softmax = r1_x86_attn_softmax_avx2,                  \
-        .attn_qk_f16 = r1_x86_attn_qk_f16_avx2, .attn_pv_f16 = r1_x86_attn_pv_f16_avx2,            \
-        .silu_mul = r1_x86_silu_mul_avx2,                                                          \
-    }
+ * in int16, q32_avx2.c). Batches of more than R1_CPU_PANEL_MIN_T tokens
+ * take a panel GEMM (.batch_panel): gemm_avx2.c for every format, and the
+ * integer one of gemm_q16_avx2.c (.panel_act R1_CPU_ACT_Q16: int16
+ * activations and quants with vpmaddwd) for q8_0, q4_0 and, without VNNI,
+ * q4_0x8 (with vpdpbusd its tiles are at least as fast in batches, so it
+ * keeps them; without, the panel is faster). .pair_tile: the tile on
+ * two-part pairs (cpu.h r1_cpu_mm.pair_tile), 1 or 2 tokens a call. Without
+ * VNNI q4_K and q5_K widen their quants to int16 against q8ws activations
+ * (both parts in one vpmaddwd, kquants_avx2.c), with VNNI vpdpbusd on q8s
+ * pairs. */
+#define AVX2_COMMON                                                                                \
+    .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                        \
+    .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                      \
+    .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2, .q8w_fold = r1_x86_q8w_fold_avx2,                    \
+    .dot_f32 = r1_x86_dot_f32_avx2, .dot_f16 = r1_x86_dot_f16_avx2,                                \
+    .axpy_f32 = r1_x86_axpy_f32_avx2, .axpy_f16 = r1_x86_axpy_f16_avx2,                            \
+    .f32_to_f16 = r1_x86_f32_to_f16_avx2, .f16_to_f32 = r1_x86_f16_to_f32_avx2,                    \
+    .attn_qk = r1_x86_attn_qk_avx2, .attn_pv = r1_x86_attn_pv_avx2,                                \
+    .attn_softmax = r1_x86_attn_softmax_avx2, .attn_qk_f16 = r1_x86_attn_qk_f16_avx2,              \
+    .attn_pv_f16 = r1_x86_attn_pv_f16_avx2, .silu_mul = r1_x86_silu_mul_avx2
 
-const struct r1_cpu_isa r1_cpu_avx2 = AVX2_TABLE("avx2", avx2_available, avx2);
-const struct r1_cpu_isa r1_cpu_avx2_vnni = AVX2_TABLE("avx2-vnni", avx2_vnni_available, avx2vnni);
+/* The float formats, the same in both tables */
+#define AVX2_FLOAT_TILES                                                                           \
+    [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, .batch_panel = r1_x86_panel_avx2_f32},             \
+    [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, .batch_panel = r1_x86_panel_avx2_f16},             \
+    [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,              \
+                       .batch_panel = r1_x86_panel_avx2_bf16}
+
+const struct r1_cpu_isa r1_cpu_avx2 = {
+    .name = "avx2",
+    .available = avx2_available,
+    .mr = 4,
+    .nt = 4,
+    .mm =
+        {
+            AVX2_FLOAT_TILES,
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2,
+                               .batch_panel = r1_x86_panel_q16_avx2_q8_0, .panel_act = R1_CPU_ACT_Q16},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2,
+                               .batch_panel = r1_x86_panel_q16_avx2_q4_0, .panel_act = R1_CPU_ACT_Q16,
+                               .pair_tile = r1_x86_tile_q4_0_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_avx2, .batch_panel = r1_x86_panel_avx2_q4_1,
+                               .pair_tile = r1_x86_tile_q4_1_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_avx2, .batch_panel = r1_x86_panel_avx2_q5_0,
+                               .pair_tile = r1_x86_tile_q5_0_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_avx2, .batch_panel = r1_x86_panel_avx2_q5_1,
+                               .pair_tile = r1_x86_tile_q5_1_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q4_K_q8ws_avx2,
+                               .batch_panel = r1_x86_panel_avx2_q4_K},
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q5_K_q8ws_avx2,
+                               .batch_panel = r1_x86_panel_avx2_q5_K},
+            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_avx2, .batch_panel = r1_x86_panel_avx2_q6_K,
+                               .pair_tile = r1_kq_tile_q6_K_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx2,
+                                 .batch_panel = r1_x86_panel_q16_avx2_q4_0x8,
+                                 .panel_act = R1_CPU_ACT_Q16,
+                                 .pair_tile = r1_x86_tile_q4_0x8_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2,
+                                 .batch_panel = r1_x86_panel_avx2_q4_Kx8,
+                                 .pair_tile = r1_x86_tile_q4_Kx8_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2,
+                                 .batch_panel = r1_x86_panel_avx2_q6_Kx8,
+                                 .pair_tile = r1_kq_tile_q6_Kx8_pair_avx2, .pair_nt = 2},
+        },
+    AVX2_COMMON,
+};
+
+const struct r1_cpu_isa r1_cpu_avx2_vnni = {
+    .name = "avx2-vnni",
+    .available = avx2_vnni_available,
+    .mr = 4,
+    .nt = 4,
+    .mm =
+        {
+            AVX2_FLOAT_TILES,
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni,
+                               .batch_panel = r1_x86_panel_q16_avx2_q8_0, .panel_act = R1_CPU_ACT_Q16,
+                               .pair_tile = r1_x86_tile_q8_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2vnni,
+                               .batch_panel = r1_x86_panel_q16_avx2_q4_0, .panel_act = R1_CPU_ACT_Q16,
+                               .pair_tile = r1_x86_tile_q4_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q4_1,
+                               .pair_tile = r1_x86_tile_q4_1_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q5_0,
+                               .pair_tile = r1_x86_tile_q5_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q5_1,
+                               .pair_tile = r1_x86_tile_q5_1_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q4_K,
+                               .pair_tile = r1_kq_tile_q4_K_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q5_K,
+                               .pair_tile = r1_kq_tile_q5_K_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_avx2vnni,
+                               .batch_panel = r1_x86_panel_avx2_q6_K,
+                               .pair_tile = r1_kq_tile_q6_K_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx2vnni, .batch_panel = NULL,
+                                 .pair_tile = r1_x86_tile_q4_0x8_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2vnni,
+                                 .batch_panel = r1_x86_panel_avx2_q4_Kx8,
+                                 .pair_tile = r1_x86_tile_q4_Kx8_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2vnni,
+                                 .batch_panel = r1_x86_panel_avx2_q6_Kx8,
+                                 .pair_tile = r1_kq_tile_q6_Kx8_pair_avx2vnni, .pair_nt = 2},
+        },
+    AVX2_COMMON,
+};
 
 #endif /* __x86_64__ */

@@ -155,8 +155,8 @@ DISPATCH(tile_f16)
  * decode and small batches: a 64-byte load of 32 weights of a row holds the
  * even columns in the high halves of its dwords once shifted left by 16 and
  * the odd ones in place once ANDed with 0xffff0000, so each 16 weights cost
- * one in-lane op instead of a cross-lane vpmovzxwd and a shift (the decode
- * tile_bf16_4 at batch 8 spent about half its time widening). Both tiles
+ * one in-lane op instead of a cross-lane vpmovzxwd and a shift (widening
+ * would take about half of a small batch's time). Both tiles
  * (1 and 4 tokens) add the same products in the same order, so a batch row
  * is bit for bit the decode step's. The activations past K are zero and so
  * are the masked-off weights. ---- */

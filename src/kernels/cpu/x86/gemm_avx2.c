@@ -360,7 +360,7 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
             fill_group(deq, K, w + (size_t)g * GR * ws, ws, nr, k0, k1, stage, panel + (size_t)g * KP * GR);
         }
         /* a row group's panel (32 KiB) stays in L1 while the tokens pass
-         * (tokens outer, re-reading the panel from L2: ~4% slower at 512) */
+         * (tokens outer, re-reading the panel from L2, is slower) */
         for (int g = 0; g < ng; g++)
             for (int t = 0; t < tn; t += NTP) {
                 const int nt = tn - t < NTP ? tn - t : NTP;
@@ -372,24 +372,25 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
     }
 }
 
-#define PANEL(NAME)                                                                                \
-    TGT void r1_x86_panel_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, \
-                                      int tn, float *C, int ldc) {                                 \
-        panel_run(deq_##NAME, K, w, ws, mc, x, xs, tn, C, ldc);                                    \
+/* FN: the panel GEMM on the weights DEQ unpacks */
+#define PANEL(FN, DEQ)                                                                             \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
+                float *C, int ldc) {                                                               \
+        panel_run(DEQ, K, w, ws, mc, x, xs, tn, C, ldc);                                           \
     }
-PANEL(f32)
-PANEL(f16)
-PANEL(bf16)
-PANEL(q8_0)
-PANEL(q4_0)
-PANEL(q4_1)
-PANEL(q5_0)
-PANEL(q5_1)
-PANEL(q4_K)
-PANEL(q5_K)
-PANEL(q6_K)
-PANEL(q4_0x8)
-PANEL(q4_Kx8)
-PANEL(q6_Kx8)
+PANEL(r1_x86_panel_avx2_f32, deq_f32)
+PANEL(r1_x86_panel_avx2_f16, deq_f16)
+PANEL(r1_x86_panel_avx2_bf16, deq_bf16)
+PANEL(r1_x86_panel_avx2_q8_0, deq_q8_0)
+PANEL(r1_x86_panel_avx2_q4_0, deq_q4_0)
+PANEL(r1_x86_panel_avx2_q4_1, deq_q4_1)
+PANEL(r1_x86_panel_avx2_q5_0, deq_q5_0)
+PANEL(r1_x86_panel_avx2_q5_1, deq_q5_1)
+PANEL(r1_x86_panel_avx2_q4_K, deq_q4_K)
+PANEL(r1_x86_panel_avx2_q5_K, deq_q5_K)
+PANEL(r1_x86_panel_avx2_q6_K, deq_q6_K)
+PANEL(r1_x86_panel_avx2_q4_0x8, deq_q4_0x8)
+PANEL(r1_x86_panel_avx2_q4_Kx8, deq_q4_Kx8)
+PANEL(r1_x86_panel_avx2_q6_Kx8, deq_q6_Kx8)
 
 #endif /* __x86_64__ */

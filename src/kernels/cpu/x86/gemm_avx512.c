@@ -4,7 +4,7 @@
  * machines without AMX, through an f32 GEMM (cpu.h r1_cpu_panel_fn; where
  * AMX runs, cpu.c keeps its blocks). It is gemm_avx2.c's panel on zmm: per
  * block of up to 64 weight rows and slice of KP = 256 columns, the weights
- * are dequantized once to f32 (amx_x8_avx512.c's r1_x86_x8_row_f32) into a
+ * are dequantized once to f32 (amx_panel.c's r1_x86_x8_row_f32) into a
  * panel that stores each group of 32 rows column by column (two zmm per
  * column, 32 KiB per group: in L1 while the tokens pass); then 32 rows x 8
  * tokens per pass in 16 zmm accumulators, each activation an embedded
@@ -143,13 +143,14 @@ static TGT void panel_run(enum r1_dtype dt, int K, const uint8_t *w, size_t ws, 
     }
 }
 
-#define PANEL(NAME, DT)                                                                            \
-    TGT void r1_x86_panel_avx512_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, \
-                                        int tn, float *C, int ldc) {                               \
+/* FN: the panel GEMM of dtype DT */
+#define PANEL(FN, DT)                                                                              \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
+                float *C, int ldc) {                                                               \
         panel_run(DT, K, w, ws, mc, x, xs, tn, C, ldc);                                            \
     }
-PANEL(q4_Kx8, R1_DTYPE_Q4_KX8)
-PANEL(q5_Kx8, R1_DTYPE_Q5_KX8)
-PANEL(q6_Kx8, R1_DTYPE_Q6_KX8)
+PANEL(r1_x86_panel_avx512_q4_Kx8, R1_DTYPE_Q4_KX8)
+PANEL(r1_x86_panel_avx512_q5_Kx8, R1_DTYPE_Q5_KX8)
+PANEL(r1_x86_panel_avx512_q6_Kx8, R1_DTYPE_Q6_KX8)
 
 #endif /* __x86_64__ */

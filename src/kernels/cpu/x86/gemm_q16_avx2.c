@@ -11,12 +11,10 @@
  * 128 x 32767 < 2^31), then one conversion, one multiply and one FMA apply
  * both scales. 8 rows x 6 tokens per pass (6 int32 sums, 6 f32 accumulators).
  * vpmaddwd + vpaddd do 16 multiply-adds per multiply-port instruction, the f32
- * panel's FMA (gemm_avx2.c) 8: one thread, 2048 x 1536, 64 tokens, thread CPU
- * time, 115-128 GFLOP/s (q4_0x8, q8_0) against the f32 panel's 86-92 in the
- * same run, about vpmaddwd's peak (int8 activations would need two parts, as
- * many multiplies). Each token's int32 sum is kept one chain (an empty asm):
- * gcc reassociated the integer adds into a tree over all 96 products of a
- * block and spilled them (50 GFLOP/s).
+ * panel's FMA (gemm_avx2.c) 8, so this panel is the faster one (int8
+ * activations would need two parts, as many multiplies). Each token's int32
+ * sum is kept one chain (an empty asm): otherwise gcc reassociates the
+ * integer adds into a tree over all 96 products of a block and spills them.
  *
  * Must not: allocate (thread scratch slot 2), read activations past column K.
  * x86-64 only; target attributes, never -mavx2.
@@ -223,14 +221,15 @@ static TGT void ipanel_run(deq16_fn deq, int K, const uint8_t *w, size_t ws, int
     }
 }
 
-#define IPANEL(NAME)                                                                               \
-    TGT void r1_x86_panel_q16_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, \
-                                          size_t xs, int tn, float *C, int ldc) {                  \
-        ipanel_run(deq16_##NAME, K, w, ws, mc, (const uint8_t *)x, xs, tn, C, ldc);                \
+/* FN: the integer panel GEMM on the weights DEQ unpacks */
+#define IPANEL(FN, DEQ)                                                                            \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
+                float *C, int ldc) {                                                               \
+        ipanel_run(DEQ, K, w, ws, mc, (const uint8_t *)x, xs, tn, C, ldc);                         \
     }
-IPANEL(q8_0)
-IPANEL(q4_0)
-IPANEL(q4_0x8)
+IPANEL(r1_x86_panel_q16_avx2_q8_0, deq16_q8_0)
+IPANEL(r1_x86_panel_q16_avx2_q4_0, deq16_q4_0)
+IPANEL(r1_x86_panel_q16_avx2_q4_0x8, deq16_q4_0x8)
 
 /* One token in q16 form (cpu.h R1_CPU_ACT_Q16): per block of 32, d = max|x|
  * / 32767 and q = x * (32767 / max|x|) rounded to nearest (0 for a zero block). */

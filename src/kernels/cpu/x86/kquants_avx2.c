@@ -44,10 +44,9 @@ INL __m256i ld(const uint8_t *p) { return _mm256_loadu_si256((const __m256i *)p)
 /* A row is read as one linear stream, and the super-block KQ_PF_AHEAD
  * bytes on is fetched ahead into L1 (the lines p, p + 64, p + 128 (p +
  * 192) cover a block but for its last line, which is the next block's first
- * and fetched with it). One q4_K thread on the 1.5B's K = 1536 shapes read
- * 15-20% faster this way than as 4 rows in lockstep, each stream 864 bytes
- * and the next rows fetched ahead (a Zen 3 VM); 1 KiB ahead was slower than
- * 2 or 4. */
+ * and fetched with it). At K = 1536 this reads faster than 4 rows in
+ * lockstep (each stream 864 bytes, the next rows fetched ahead); 4 KiB
+ * ahead is far enough, 1 KiB too short. */
 #define KQ_PF_AHEAD 4096
 INL void kq_prefetch(const uint8_t *blk, size_t bs) {
     const char *p = (const char *)blk + KQ_PF_AHEAD;
@@ -423,10 +422,9 @@ INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K,
 }
 /* Decode (nt == 1: a token, or PAIR's one token): 4 rows a pass, each
  * super-block's activations and start values shared by them while in L1
- * (a row at a time, the 1.5B's down projection, K = 8960, whose pair of
- * activation parts takes 27 KiB, read 11.0 against 16.0 GB/s on one thread;
- * the K = 1536 shapes the same either way); else rows one at a time against
- * nt tokens (<= 4; PAIR: nt <= 2, both parts each). */
+ * (a row at a time, a K = 8960 token's pair of activation parts, 27 KiB,
+ * would be pushed out of L1 by each row's stream); else rows one at a time
+ * against nt tokens (<= 4; PAIR: nt <= 2, both parts each). */
 INL void q6x8_tile(const int V, const int PAIR, R1_KQ_TILE_ARGS) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
@@ -447,8 +445,8 @@ INL void q6x8_tile(const int V, const int PAIR, R1_KQ_TILE_ARGS) {
     }
 }
 
-/* One row at a time, each row one linear stream (decode on the Zen 3 VM:
- * cpu.h r1_cpu_tuning.row1; these tiles have no 4-row form, so the flag does
+/* One row at a time, each row one linear stream (decode, cpu.h
+ * r1_cpu_tuning.row1; these tiles have no 4-row form, so the flag does
  * not change them). Decode: one token, or its two activation parts (nt <= 2;
  * PAIR: one or two tokens, both parts each). Batches: each row against 4
  * activation rows (past nt: row 0 again), so a row's quants are unpacked
@@ -470,27 +468,26 @@ INL void kq_tile(const int DT, const int V, const int PAIR, const int W, R1_KQ_T
 TGT void r1_kq_tile_q4_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q4K, 0, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q5K, 0, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
-/* NAME_avx2vnni: one activation row per token (nt <= 4); NAME_pair_avx2vnni:
- * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2); KQ_AVX2 adds the
- * plain AVX2 forms NAME_avx2 and NAME_pair_avx2 (q6_K: q4_K and q5_K run
- * on q8ws there, kqw_run) */
-#define KQ_VNNI(NAME, DT)                                                                          \
-    static TGT void NAME##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                        \
-        if (r1_x86_avx2_vnni == 1) NAME##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
-        else NAME##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
+/* VNNI: the _avx2vnni tile (one activation row per token, nt <= 4) and its
+ * pair form on two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2), each
+ * choosing {vex} or {evex} vpdpbusd by r1_x86_avx2_vnni. AVX2 adds the plain
+ * AVX2 forms (q6_K only: q4_K and q5_K run on q8ws there, kqw_run). */
+#define KQ_VNNI(DT, TILE, PAIR)                                                                    \
+    static TGT void TILE##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void TILE##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) TILE##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
+        else TILE##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
     }                                                                                              \
-    static TGT void NAME##_pvex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_pevex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                   \
-        if (r1_x86_avx2_vnni == 1) NAME##_pvex(K, k0, k1, w, ws, nr, x, xs, nt, out);              \
-        else NAME##_pevex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
+    static TGT void PAIR##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void PAIR##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) PAIR##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
+        else PAIR##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
     }
-#define KQ_AVX2(NAME, DT)                                                                          \
-    KQ_VNNI(NAME, DT)                                                                              \
-    TGT void NAME##_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
+#define KQ_AVX2(DT, TILE, PAIR)                                                                    \
+    TGT void TILE(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    TGT void PAIR(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
 /* q6_Kx8 (q6x8_tile): the same four forms */
 static TGT void q6x8_vex(R1_KQ_TILE_ARGS) { q6x8_tile(1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
@@ -506,8 +503,9 @@ void r1_kq_tile_q6_Kx8_pair_avx2vnni(R1_KQ_TILE_ARGS) {
 TGT void r1_kq_tile_q6_Kx8_avx2(R1_KQ_TILE_ARGS) { q6x8_tile(0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 TGT void r1_kq_tile_q6_Kx8_pair_avx2(R1_KQ_TILE_ARGS) { q6x8_tile(0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
-KQ_VNNI(r1_kq_tile_q4_K, F_Q4K)
-KQ_VNNI(r1_kq_tile_q5_K, F_Q5K)
-KQ_AVX2(r1_kq_tile_q6_K, F_Q6K)
+KQ_VNNI(F_Q4K, r1_kq_tile_q4_K_avx2vnni, r1_kq_tile_q4_K_pair_avx2vnni)
+KQ_VNNI(F_Q5K, r1_kq_tile_q5_K_avx2vnni, r1_kq_tile_q5_K_pair_avx2vnni)
+KQ_VNNI(F_Q6K, r1_kq_tile_q6_K_avx2vnni, r1_kq_tile_q6_K_pair_avx2vnni)
+KQ_AVX2(F_Q6K, r1_kq_tile_q6_K_avx2, r1_kq_tile_q6_K_pair_avx2)
 
 #endif /* __x86_64__ */

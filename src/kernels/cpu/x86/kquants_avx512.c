@@ -374,37 +374,38 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
     R1_X86_TILE_OUT(NT);
 }
 
-/* NAME##SUF: kx8_body with NR rows, NT tokens, PAIR */
-#define KX8_V(NAME, SUF, DT, NR, NT, PAIR)                                                         \
-    static TGT void NAME##SUF(R1_KQ_TILE_ARGS) {                                                   \
+/* NAME: kx8_body with NR rows, NT tokens, PAIR */
+#define KX8_V(NAME, DT, NR, NT, PAIR)                                                              \
+    static TGT void NAME(R1_KQ_TILE_ARGS) {                                                        \
         kx8_body(DT, NR, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
     }
-#define KX8_AVX512(NAME, DT)                                                                       \
-    KX8_V(NAME, _1, DT, 4, 1, 0)                                                                   \
-    KX8_V(NAME, _2, DT, 4, 2, 0)                                                                   \
-    KX8_V(NAME, _4, DT, 4, 4, 0)                                                                   \
-    KX8_V(NAME, _1r, DT, 1, 1, 0)                                                                  \
-    KX8_V(NAME, _2r, DT, 1, 2, 0)                                                                  \
-    KX8_V(NAME, _p1, DT, 4, 1, 1)                                                                  \
-    KX8_V(NAME, _p2, DT, 4, 2, 1)                                                                  \
-    KX8_V(NAME, _p1r, DT, 1, 1, 1)                                                                 \
-    /* two-part pairs (cpu.h r1_cpu_mm.pair_tile), 1 or 2 tokens a call; one token 4 rows in      \
-     * lockstep, a row at a time only where r1_cpu_tuning.row1 is 1 (cpu.h) */            \
-    void NAME##_pair(R1_KQ_TILE_ARGS) {                                                            \
+/* TILE: one activation row per token; PAIR: two-part pairs (cpu.h
+ * r1_cpu_mm.pair_tile), 1 or 2 tokens a call. One token runs 4 rows in
+ * lockstep, a row at a time only where r1_cpu_tuning.row1 is 1 (cpu.h). */
+#define KX8_AVX512(DT, TILE, PAIR)                                                                 \
+    KX8_V(TILE##_1, DT, 4, 1, 0)                                                                   \
+    KX8_V(TILE##_2, DT, 4, 2, 0)                                                                   \
+    KX8_V(TILE##_4, DT, 4, 4, 0)                                                                   \
+    KX8_V(TILE##_1r, DT, 1, 1, 0)                                                                  \
+    KX8_V(TILE##_2r, DT, 1, 2, 0)                                                                  \
+    KX8_V(PAIR##_1, DT, 4, 1, 1)                                                                   \
+    KX8_V(PAIR##_2, DT, 4, 2, 1)                                                                   \
+    KX8_V(PAIR##_1r, DT, 1, 1, 1)                                                                  \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt == 1 && r1_cpu_tuning.row1 == 1)                                                    \
-            r1_cpu_tile_by_row(NAME##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
-        else if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
-        else NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+            r1_cpu_tile_by_row(PAIR##_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                   \
+        else if (nt == 1) PAIR##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
+        else PAIR##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
     }                                                                                              \
     /* a token (its two parts: nt == 2) as the pairs, cpu.h r1_cpu_tuning.row1 */                 \
-    void NAME(R1_KQ_TILE_ARGS) {                                                                   \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
         if (nt <= 2 && r1_cpu_tuning.row1 == 1)                                                    \
-            r1_cpu_tile_by_row(nt == 1 ? NAME##_1r : NAME##_2r, K, k0, k1, w, ws, nr, x, xs, nt, out); \
-        else r1_cpu_tile_nt(NAME##_1, NAME##_2, NAME##_4,                                           \
+            r1_cpu_tile_by_row(nt == 1 ? TILE##_1r : TILE##_2r, K, k0, k1, w, ws, nr, x, xs, nt, out); \
+        else r1_cpu_tile_nt(TILE##_1, TILE##_2, TILE##_4,                                           \
             K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }
-KX8_AVX512(r1_kq_tile_q4_Kx8_avx512, X_Q4K)
-KX8_AVX512(r1_kq_tile_q5_Kx8_avx512, X_Q5K)
-KX8_AVX512(r1_kq_tile_q6_Kx8_avx512, X_Q6K)
+KX8_AVX512(X_Q4K, r1_kq_tile_q4_Kx8_avx512, r1_kq_tile_q4_Kx8_avx512_pair)
+KX8_AVX512(X_Q5K, r1_kq_tile_q5_Kx8_avx512, r1_kq_tile_q5_Kx8_avx512_pair)
+KX8_AVX512(X_Q6K, r1_kq_tile_q6_Kx8_avx512, r1_kq_tile_q6_Kx8_avx512_pair)
 
 #endif /* __x86_64__ */

@@ -244,8 +244,8 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) {
             const uint8_t *bp = wr[r] + (size_t)s * 144;
-            if (R == 4) { /* decode: the next 4 rows and the 4 after, into L2 (measured
-                           * ~10% faster than the next 4 into L1 on 1.5B shapes) */
+            if (R == 4) { /* decode: the next 4 rows and the 4 after, into L2 (faster
+                           * than the next 4 into L1) */
                 prefetch_x8_rows(bp, ws);
             }
             __m256i di[4], dl[4]; /* dl: the lo parts' */
@@ -290,12 +290,10 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
 /* Decode of NT <= 2 tokens on q4_0x8 (PAIR: each one's two parts) on plain
  * AVX2, one row over superblocks [k0/256, k1/256): res[t], x8_run's
  * arithmetic for R = 1 lane by lane (the same bits). x8_run with 4 rows
- * unrolled had gcc keep the activations for all of them in registers and
- * spill a third of the loop (one token, L2-hot, one thread: 21 -> 24-26
- * GB/s, 11.8 -> 10.8 instructions per 32 weights; two tokens: 252 stack
- * references per 4-row superblock step); a row at a time also reads the
- * matrix as one sequential stream. The VNNI forms keep x8_run: there the
- * 4 rows' independent vpdpbusd chains were faster (37 against 33 GB/s).
+ * unrolled has gcc keep the activations for all of them in registers and
+ * spill a third of the loop; a row at a time needs fewer instructions per
+ * block and reads the matrix as one sequential stream. The VNNI forms keep
+ * x8_run: there the 4 rows' independent vpdpbusd chains are faster.
  * The same block of the rows 4 and 8 on is fetched ahead into L2, as
  * x8_run does. */
 INL void x8_row(const int DT, const int PAIR, const int NT, size_t lp, int k0, int k1, const uint8_t *w, size_t ws,
@@ -502,7 +500,7 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
             }
             return;
         }
-        if (DT == F_Q80 && r1_cpu_tuning.row1) { /* cpu.h: a row at a time (measured for q8_0) */
+        if (DT == F_Q80 && r1_cpu_tuning.row1) { /* cpu.h: a row at a time (q8_0 only) */
             for (int r = 0; r < nr; r++) {
                 if (nt == 1) q32_run(DT, V, PAIR, 1, 1, K, k0, k1, &wr[r], ws, xt, res);
                 else q32_run(DT, V, PAIR, 1, 2, K, k0, k1, &wr[r], ws, xt, res);
@@ -540,34 +538,42 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
     }
 }
 
-/* NAME_avx2(vnni): one activation row per token (nt <= 4); NAME_pair_avx2(vnni):
- * two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2). q8_0 has only the
- * VNNI forms: plain AVX2 multiplies it on q8w (r1_x86_tile_q8_0_q8w_avx2). */
-#define Q_AVX2_VNNI(NAME, DT)                                                                      \
-    static TGT void NAME##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_avx2vnni(R1_KQ_TILE_ARGS) {                                                       \
-        if (r1_x86_avx2_vnni == 1) NAME##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
-        else NAME##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+/* VNNI: the _avx2vnni tile (one activation row per token, nt <= 4) and its
+ * pair form on two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2), each
+ * choosing {vex} or {evex} vpdpbusd by r1_x86_avx2_vnni. AVX2 adds the plain
+ * AVX2 forms. q8_0 has only the VNNI forms: plain AVX2 multiplies it on q8w
+ * (r1_x86_tile_q8_0_q8w_avx2). */
+#define Q_AVX2_VNNI(DT, TILE, PAIR)                                                                \
+    static TGT void TILE##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void TILE##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) TILE##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
+        else TILE##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }                                                                                              \
-    static TGT void NAME##_p1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_p2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_pair_avx2vnni(R1_KQ_TILE_ARGS) {                                                  \
-        if (r1_x86_avx2_vnni == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
-        else NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+    static TGT void PAIR##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    static TGT void PAIR##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
+        if (r1_x86_avx2_vnni == 1) PAIR##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
+        else PAIR##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
     }
-#define Q_AVX2(NAME, DT)                                                                           \
-    static TGT void NAME##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME##_avx2(R1_KQ_TILE_ARGS) { NAME##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
-    TGT void NAME##_pair_avx2(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    Q_AVX2_VNNI(NAME, DT)
+#define Q_AVX2(DT, TILE, PAIR, TILE_VNNI, PAIR_VNNI)                                               \
+    static TGT void TILE##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+    void TILE(R1_KQ_TILE_ARGS) { TILE##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }                \
+    TGT void PAIR(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }     \
+    Q_AVX2_VNNI(DT, TILE_VNNI, PAIR_VNNI)
 
-Q_AVX2_VNNI(r1_x86_tile_q8_0, F_Q80)
-Q_AVX2(r1_x86_tile_q4_0, F_Q40)
-Q_AVX2(r1_x86_tile_q4_1, F_Q41)
-Q_AVX2(r1_x86_tile_q5_0, F_Q50)
-Q_AVX2(r1_x86_tile_q5_1, F_Q51)
-Q_AVX2(r1_x86_tile_q4_0x8, F_Q40X8)
-Q_AVX2(r1_x86_tile_q4_Kx8, F_Q4KX8)
+Q_AVX2_VNNI(F_Q80, r1_x86_tile_q8_0_avx2vnni, r1_x86_tile_q8_0_pair_avx2vnni)
+Q_AVX2(F_Q40, r1_x86_tile_q4_0_avx2, r1_x86_tile_q4_0_pair_avx2, r1_x86_tile_q4_0_avx2vnni,
+       r1_x86_tile_q4_0_pair_avx2vnni)
+Q_AVX2(F_Q41, r1_x86_tile_q4_1_avx2, r1_x86_tile_q4_1_pair_avx2, r1_x86_tile_q4_1_avx2vnni,
+       r1_x86_tile_q4_1_pair_avx2vnni)
+Q_AVX2(F_Q50, r1_x86_tile_q5_0_avx2, r1_x86_tile_q5_0_pair_avx2, r1_x86_tile_q5_0_avx2vnni,
+       r1_x86_tile_q5_0_pair_avx2vnni)
+Q_AVX2(F_Q51, r1_x86_tile_q5_1_avx2, r1_x86_tile_q5_1_pair_avx2, r1_x86_tile_q5_1_avx2vnni,
+       r1_x86_tile_q5_1_pair_avx2vnni)
+Q_AVX2(F_Q40X8, r1_x86_tile_q4_0x8_avx2, r1_x86_tile_q4_0x8_pair_avx2, r1_x86_tile_q4_0x8_avx2vnni,
+       r1_x86_tile_q4_0x8_pair_avx2vnni)
+Q_AVX2(F_Q4KX8, r1_x86_tile_q4_Kx8_avx2, r1_x86_tile_q4_Kx8_pair_avx2, r1_x86_tile_q4_Kx8_avx2vnni,
+       r1_x86_tile_q4_Kx8_pair_avx2vnni)
 
 #endif /* __x86_64__ */

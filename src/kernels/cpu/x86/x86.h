@@ -14,28 +14,45 @@ int r1_x86_has_f16c(void);
 /* How the avx2-vnni table multiplies bytes (set by its availability check):
  * 1 AVX-VNNI, 2 AVX512-VNNI on ymm (AVX512VL), 0 neither (avx2_dot.h) */
 extern int r1_x86_avx2_vnni;
-/* AVX2 tiles of the 32-weight block formats (q32_avx2.c; cpu.h r1_cpu_tile_fn):
- * q8_0 on q8 activations (VNNI only), q4_0x8 and q4_Kx8 on q8x8, the others
- * on q8s. The _avx2vnni forms need r1_x86_avx2_vnni != 0. _pair: the same on
- * two-part pairs, folded in int32 (cpu.h r1_cpu_mm.pair_tile), nt <= 2. */
-#define R1_X86_Q32_AVX2VNNI(NAME)                                                                  \
-    void NAME##_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
-                         const uint8_t *x, size_t xs, int nt, float *out);                         \
-    void NAME##_pair_avx2vnni(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,          \
-                              const uint8_t *x, size_t xs, int nt, float *out);
-#define R1_X86_Q32_AVX2(NAME)                                                                      \
-    void NAME##_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,  \
-                     size_t xs, int nt, float *out);                                               \
-    void NAME##_pair_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
-                          const uint8_t *x, size_t xs, int nt, float *out);                        \
-    R1_X86_Q32_AVX2VNNI(NAME)
-R1_X86_Q32_AVX2VNNI(r1_x86_tile_q8_0) /* plain AVX2: r1_x86_tile_q8_0_q8w_avx2 */
-R1_X86_Q32_AVX2(r1_x86_tile_q4_0)
-R1_X86_Q32_AVX2(r1_x86_tile_q4_1)
-R1_X86_Q32_AVX2(r1_x86_tile_q5_0)
-R1_X86_Q32_AVX2(r1_x86_tile_q5_1)
-R1_X86_Q32_AVX2(r1_x86_tile_q4_0x8)
-R1_X86_Q32_AVX2(r1_x86_tile_q4_Kx8)
+/* The parameters of a tile (cpu.h r1_cpu_tile_fn) and of a panel GEMM
+ * (cpu.h r1_cpu_panel_fn), for the declarations below */
+#define R1_X86_TILE_ARGS                                                                           \
+    int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,       \
+        int nt, float *out
+#define R1_X86_PANEL_ARGS                                                                          \
+    int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C, int ldc
+
+/* AVX2 tiles of the 32-weight block formats (q32_avx2.c): q8_0 on q8
+ * activations, q4_0x8 and q4_Kx8 on q8x8, the others on q8s. The _avx2vnni
+ * forms need r1_x86_avx2_vnni != 0. _pair: the same on two-part pairs,
+ * folded in int32 (cpu.h r1_cpu_mm.pair_tile), nt <= 2. q8_0 has only the
+ * VNNI forms: plain AVX2 multiplies it on q8w (r1_x86_tile_q8_0_q8w_avx2). */
+void r1_x86_tile_q8_0_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q8_0_pair_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0_pair_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0_pair_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_1_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_1_pair_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_1_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_1_pair_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_0_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_0_pair_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_0_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_0_pair_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_1_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_1_pair_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_1_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q5_1_pair_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0x8_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0x8_pair_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0x8_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0x8_pair_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_Kx8_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_Kx8_pair_avx2(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_Kx8_avx2vnni(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_Kx8_pair_avx2vnni(R1_X86_TILE_ARGS);
 void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K);
 /* Two-part activations (cpu.h quant_q8_2, quant_q8x8_2), plain AVX2 */
 void r1_x86_quant_q8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
@@ -43,35 +60,28 @@ void r1_x86_quant_q8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
 void r1_x86_q8w_fold_avx2(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K, int sums);
 void r1_x86_quant_q8x8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int K);
 /* q8_0 weights against q8w activations (plain AVX2: decode and batches) */
-void r1_x86_tile_q8_0_q8w_avx2(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                               const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q8_0_q8w_avx2(R1_X86_TILE_ARGS);
 /* The integer panel GEMM of batches (gemm_q16_avx2.c; cpu.h r1_cpu_panel_fn
  * with panel_act R1_CPU_ACT_Q16) and its activation quantizer */
-#define R1_X86_PANEL_Q16_AVX2(NAME)                                                                \
-    void r1_x86_panel_q16_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x,  \
-                                      size_t xs, int tn, float *C, int ldc);
-R1_X86_PANEL_Q16_AVX2(q8_0)
-R1_X86_PANEL_Q16_AVX2(q4_0)
-R1_X86_PANEL_Q16_AVX2(q4_0x8)
+void r1_x86_panel_q16_avx2_q8_0(R1_X86_PANEL_ARGS);
+void r1_x86_panel_q16_avx2_q4_0(R1_X86_PANEL_ARGS);
+void r1_x86_panel_q16_avx2_q4_0x8(R1_X86_PANEL_ARGS);
 void r1_x86_quant_q16_avx2(const float *x, uint8_t *dst, int K);
 /* The panel GEMM of batches (gemm_avx2.c; cpu.h r1_cpu_panel_fn), per format */
-#define R1_X86_PANEL_AVX2(NAME)                                                                    \
-    void r1_x86_panel_avx2_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, \
-                                  int tn, float *C, int ldc);
-R1_X86_PANEL_AVX2(f32)
-R1_X86_PANEL_AVX2(f16)
-R1_X86_PANEL_AVX2(bf16)
-R1_X86_PANEL_AVX2(q8_0)
-R1_X86_PANEL_AVX2(q4_0)
-R1_X86_PANEL_AVX2(q4_1)
-R1_X86_PANEL_AVX2(q5_0)
-R1_X86_PANEL_AVX2(q5_1)
-R1_X86_PANEL_AVX2(q4_K)
-R1_X86_PANEL_AVX2(q5_K)
-R1_X86_PANEL_AVX2(q6_K)
-R1_X86_PANEL_AVX2(q4_0x8)
-R1_X86_PANEL_AVX2(q4_Kx8)
-R1_X86_PANEL_AVX2(q6_Kx8)
+void r1_x86_panel_avx2_f32(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_f16(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_bf16(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q8_0(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q4_0(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q4_1(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q5_0(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q5_1(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q4_K(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q5_K(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q6_K(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q4_0x8(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q4_Kx8(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx2_q6_Kx8(R1_X86_PANEL_ARGS);
 void r1_x86_quant_q8_avx2(const float *x, uint8_t *dst, int K);
 float r1_x86_dot_f32_avx2(const float *a, const float *b, int n);
 float r1_x86_dot_f16_avx2(const float *a, const uint16_t *b, int n);
@@ -105,8 +115,7 @@ void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K);
 void r1_x86_split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K);
 /* q4_0x8 weights (q4x8_avx512.c): the VNNI tile on q8x8 activations and its
  * quantizer */
-void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                               const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q4_0x8_avx512(R1_X86_TILE_ARGS);
 void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
 void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
 void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
@@ -114,25 +123,17 @@ void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
  * as f32 (amx_panel.c; the avx512 table's features, no BF16) */
 void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1, float *dst);
 /* The f32 panel GEMM of their batches where AMX is off (gemm_avx512.c) */
-#define R1_X86_PANEL_AVX512(NAME)                                                                  \
-    void r1_x86_panel_avx512_##NAME(int K, const uint8_t *w, size_t ws, int mc, const float *x,    \
-                                    size_t xs, int tn, float *C, int ldc);
-R1_X86_PANEL_AVX512(q4_Kx8)
-R1_X86_PANEL_AVX512(q5_Kx8)
-R1_X86_PANEL_AVX512(q6_Kx8)
+void r1_x86_panel_avx512_q4_Kx8(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx512_q5_Kx8(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx512_q6_Kx8(R1_X86_PANEL_ARGS);
 
 /* q4_1x8 and q8_0x8 weights (x8_avx512.c) on q8x8 activations */
-void r1_x86_tile_q4_1x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                               const uint8_t *x, size_t xs, int nt, float *out);
-void r1_x86_tile_q8_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                               const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q4_1x8_avx512(R1_X86_TILE_ARGS);
+void r1_x86_tile_q8_0x8_avx512(R1_X86_TILE_ARGS);
 /* the same on two-part pairs, folded in int32 (cpu.h r1_cpu_mm.pair_tile) */
-void r1_x86_tile_q4_1x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                                    const uint8_t *x, size_t xs, int nt, float *out);
-void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                                    const uint8_t *x, size_t xs, int nt, float *out);
-void r1_x86_tile_q8_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                                    const uint8_t *x, size_t xs, int nt, float *out);
+void r1_x86_tile_q4_1x8_avx512_pair(R1_X86_TILE_ARGS);
+void r1_x86_tile_q4_0x8_avx512_pair(R1_X86_TILE_ARGS);
+void r1_x86_tile_q8_0x8_avx512_pair(R1_X86_TILE_ARGS);
 void r1_x86_silu_mul_avx512(const float *g, const float *u, float *o, int n);
 void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, int hd, float *s,
                                int ss);

@@ -57,8 +57,8 @@ INL void prefetch_rows(const uint8_t *p, size_t ws, int len) {
  * *fa and (q4_1) mins *fb as 8 lanes each, zero for a missing second block.
  * One masked load (the missing block reads as zeros, and nothing past the
  * row is touched) and word permutes instead of four scalar half -> float
- * conversions and inserts: at K = 576 the tail is 2 of a row's 4 steps, and
- * the scalar form made those rows ~20% slower per byte than K = 1536. */
+ * conversions and inserts: at K = 576 the tail is 2 of a row's 4 steps, so
+ * it has to be as fast per byte as a whole step. */
 INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m512 *fb) {
     const int bs = BLK(DT);
     /* word w of the block pair: block 1's scale at word bs / 2 */
@@ -265,42 +265,41 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
                          const uint8_t *x, size_t xs, int nt, float *out) {                        \
         x8_body(DT, NR, NT, PAIR, ROWS4, K, k0, k1, w, ws, nr, x, xs, nt, out);                    \
     }
-/* NAME: one activation row per token; NAME_pair: two-part pairs (cpu.h
+/* TILE: one activation row per token; PAIR: two-part pairs (cpu.h
  * r1_cpu_mm.pair_tile). Pairs of 3 or 4 tokens run 2 rows at a time with
  * all tokens (8 or 6 accumulators): 4 rows x 4 tokens spill, and 2 + 2
- * tokens unpacked every row's weights twice. q8_0 pairs of 4 tokens on rows
- * of K >= X8_ROWS4_K take the ROWS4 form (4 rows, accumulators in memory):
- * there 4 tokens' activations (48 x K bytes with both parts) no longer stay
- * in L1 between the two 2-row calls. On this Zen 5 (48 KiB L1), one thread,
- * 8 tokens, ns per 32 weights per token, weights from DRAM: K = 8960 0.51
- * -> 0.36; at K = 1536 the 2-row form stays ahead (0.278 vs 0.288). */
+ * tokens would unpack every row's weights twice. q8_0 pairs of 4 tokens on
+ * rows of K >= X8_ROWS4_K take the ROWS4 form (4 rows, accumulators in
+ * memory): there 4 tokens' activations (48 x K bytes with both parts) no
+ * longer stay in L1 between the two 2-row calls; below it the 2-row form
+ * is faster. */
 #define X8_ROWS4_K 3072
-#define X8_TILE(NAME, DT)                                                                          \
-    X8_VARIANT(NAME##_1, DT, 4, 1, 0, 0)                                                           \
-    X8_VARIANT(NAME##_2, DT, 4, 2, 0, 0)                                                           \
-    X8_VARIANT(NAME##_4, DT, 4, 4, 0, 0)                                                           \
-    X8_VARIANT(NAME##_p1, DT, 4, 1, 1, 0)                                                          \
-    X8_VARIANT(NAME##_p1r, DT, 1, 1, 1, 0)                                                         \
-    X8_VARIANT(NAME##_p2, DT, 4, 2, 1, 0)                                                          \
-    X8_VARIANT(NAME##_p3h, DT, 2, 3, 1, 0)                                                         \
-    X8_VARIANT(NAME##_p4h, DT, 2, 4, 1, 0)                                                         \
-    X8_VARIANT(NAME##_p4q, DT, DT == F_Q80 ? 4 : 2, 4, 1, 1) /* q4_1: p4h, unused */               \
-    void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
+#define X8_TILE(DT, TILE, PAIR)                                                                    \
+    X8_VARIANT(TILE##_1, DT, 4, 1, 0, 0)                                                           \
+    X8_VARIANT(TILE##_2, DT, 4, 2, 0, 0)                                                           \
+    X8_VARIANT(TILE##_4, DT, 4, 4, 0, 0)                                                           \
+    X8_VARIANT(PAIR##_p1, DT, 4, 1, 1, 0)                                                          \
+    X8_VARIANT(PAIR##_p1r, DT, 1, 1, 1, 0)                                                         \
+    X8_VARIANT(PAIR##_p2, DT, 4, 2, 1, 0)                                                          \
+    X8_VARIANT(PAIR##_p3h, DT, 2, 3, 1, 0)                                                         \
+    X8_VARIANT(PAIR##_p4h, DT, 2, 4, 1, 0)                                                         \
+    X8_VARIANT(PAIR##_p4q, DT, DT == F_Q80 ? 4 : 2, 4, 1, 1) /* q4_1: p4h, unused */               \
+    void TILE(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
               size_t xs, int nt, float *out) {                                                     \
-        r1_cpu_tile_nt(NAME##_1, NAME##_2, NAME##_4,                                                \
+        r1_cpu_tile_nt(TILE##_1, TILE##_2, TILE##_4,                                                \
             K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
     }                                                                                              \
-    void NAME##_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, \
-                     size_t xs, int nt, float *out) {                                              \
+    void PAIR(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
+              size_t xs, int nt, float *out) {                                                     \
         if (nt == 1 && r1_cpu_tuning.row1 && !r1_cpu_tile_acc) /* cpu.h: a row at a time */        \
-            r1_cpu_tile_by_row(NAME##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
-        else if (nt == 1) NAME##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
-        else if (nt == 2) NAME##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
+            r1_cpu_tile_by_row(PAIR##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
+        else if (nt == 1) PAIR##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
+        else if (nt == 2) PAIR##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
         else if (nt == 4 && DT == F_Q80 && K >= X8_ROWS4_K && !r1_cpu_tile_acc)                    \
-            NAME##_p4q(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+            PAIR##_p4q(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
         else {                                                                                     \
             void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int,   \
-                      float *) = nt == 3 ? NAME##_p3h : NAME##_p4h;                                \
+                      float *) = nt == 3 ? PAIR##_p3h : PAIR##_p4h;                                \
             f(K, k0, k1, w, ws, nr < 2 ? nr : 2, x, xs, nt, out);                                  \
             if (nr > 2) { /* rows 2 and 3: their carried sums 2 nt vectors on */                   \
                 void *a = r1_cpu_tile_acc;                                                         \
@@ -311,7 +310,7 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
         }                                                                                          \
     }
 
-X8_TILE(r1_x86_tile_q4_1x8_avx512, F_Q41)
-X8_TILE(r1_x86_tile_q8_0x8_avx512, F_Q80)
+X8_TILE(F_Q41, r1_x86_tile_q4_1x8_avx512, r1_x86_tile_q4_1x8_avx512_pair)
+X8_TILE(F_Q80, r1_x86_tile_q8_0x8_avx512, r1_x86_tile_q8_0x8_avx512_pair)
 
 #endif /* __x86_64__ */
