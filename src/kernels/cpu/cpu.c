@@ -35,7 +35,7 @@
                                  weight panel is dequantized once per this many tokens */
 #define KC 512         /* columns per slice in a batch (a multiple of 64) */
 #define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) and
-                          q8x8 ones (x8 tiles: slices of 512 made the batch 25% slower) */
+                          q8x8 ones (the x8 tiles' per-call setup wants long slices) */
 /* Batches of at most SMALL_BATCH tokens (speculative verification, a few
  * sequences decoding together) run the decode form: the decode tiles and
  * activation form over all K at once, so each row's result is bit for bit
@@ -305,8 +305,8 @@ static void put_tile(float *C, const float *tile, int t, int nt, int r, int nr) 
  * nothing, when the batch's activations are at most CARRY_MIN bytes, all K
  * fits one range, or r1_cpu_tuning.carry is 0 (for comparisons). */
 #define CARRY_ACT 16384
-#define CARRY_MIN (96 << 10) /* below, whole K stays ahead (the activations stay in L2; on
-                                Zen 5 the ranges were 5-15% slower at K = 1536, 8 tokens) */
+#define CARRY_MIN (96 << 10) /* below, whole K stays ahead: the activations stay in L2, and
+                                ranges only cost their extra passes */
 static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
                        const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa,
                        size_t xs, int t0, int tn, float *C) {
@@ -388,9 +388,8 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, e
     for (int k0 = 0; k0 < K; k0 += kc) {
         int k1 = K - k0 < kc ? K : k0 + kc;
         /* tokens outer: a group's activation slice stays in L1 while the
-         * ROW_BLOCK rows' slice comes from L2 (rows outer re-read every
-         * token's slice from L2 for each group of rows; measured 5-10%
-         * slower prefill for bf16 and q8_0 on avx2, bf16 on avx512) */
+         * ROW_BLOCK rows' slice comes from L2 (rows outer re-reads every
+         * token's slice from L2 for each group of rows, which was slower) */
         for (int t = 0; t < tn; t += tstep) {
             int nt = tn - t < tstep ? tn - t : tstep;
             for (int r = 0; r < mc; r += isa->mr) {
