@@ -414,6 +414,62 @@ static r1_grammar_t *link_grammar(struct parser *ps, int root) {
     return g;
 }
 
+/* Left recursion (a rule that can reach itself before consuming input)
+ * would make the matcher's stacks grow without end: refused here. */
+static int check_left_recursion(struct parser *ps) {
+    int n = ps->n_rules;
+    char *nullable = calloc((size_t)n, 1), *state = calloc((size_t)n, 1);
+    int *path = malloc((size_t)n * sizeof *path), *next = malloc((size_t)n * sizeof *next);
+    if (!nullable || !state || !path || !next) {
+        free(nullable), free(state), free(path), free(next);
+        return perr(ps, "out of memory");
+    }
+    for (int changed = 1; changed;) { /* the rules that can match nothing */
+        changed = 0;
+        for (int r = 0; r < n; r++) {
+            if (nullable[r]) continue;
+            for (int a = 0; a < ps->rules[r].n && !nullable[r]; a++) {
+                const struct balt *al = &ps->rules[r].alts[a];
+                int k = 0;
+                while (k < al->n && al->e[k].type == GEL_RULE && nullable[al->e[k].v]) k++;
+                if (k == al->n) nullable[r] = 1, changed = 1;
+            }
+        }
+    }
+    /* depth-first over "r can begin with rule q" edges; state 1 = on the path */
+    int rc = 0;
+    for (int r0 = 0; r0 < n && !rc; r0++) {
+        if (state[r0]) continue;
+        int depth = 0;
+        path[0] = r0, next[0] = 0, state[r0] = 1;
+        while (depth >= 0 && !rc) {
+            int r = path[depth], found = -1;
+            /* the next edge of r: enumerate (alt, position) pairs as one counter */
+            while (found < 0) {
+                int idx = next[depth]++, a = 0;
+                while (a < ps->rules[r].n && idx >= ps->rules[r].alts[a].n) idx -= ps->rules[r].alts[a].n, a++;
+                if (a >= ps->rules[r].n) break;
+                const struct balt *al = &ps->rules[r].alts[a];
+                int k = 0;
+                while (k < idx && al->e[k].type == GEL_RULE && nullable[al->e[k].v]) k++;
+                if (k == idx && al->e[idx].type == GEL_RULE) found = al->e[idx].v;
+            }
+            if (found < 0) {
+                state[r] = 2;
+                depth--;
+            } else if (state[found] == 1) {
+                const char *name = ps->rules[found].name;
+                rc = perr(ps, "the grammar is left-recursive through rule '%s'", name ? name : "(a group)");
+            } else if (!state[found]) {
+                state[found] = 1;
+                path[++depth] = found, next[depth] = 0;
+            }
+        }
+    }
+    free(nullable), free(state), free(path), free(next);
+    return rc;
+}
+
 r1_grammar_t *r1_grammar_parse(const char *text, size_t len, char *err, size_t errlen) {
     struct parser ps = {.start = text, .p = text, .end = text + len, .err = err, .errlen = errlen};
     if (err && errlen) err[0] = 0;
@@ -447,6 +503,7 @@ r1_grammar_t *r1_grammar_parse(const char *text, size_t len, char *err, size_t e
         if (ps.rules[i].name && !strcmp(ps.rules[i].name, "root")) root = i;
     }
     if (!ps.failed && root < 0) perr(&ps, "the grammar has no rule 'root'");
+    if (!ps.failed) check_left_recursion(&ps);
     r1_grammar_t *g = NULL;
     if (!ps.failed && !(g = link_grammar(&ps, root))) perr(&ps, "out of memory");
     parser_free(&ps);

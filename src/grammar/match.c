@@ -25,7 +25,7 @@
 #include "util/util.h"
 
 #define MAX_TOKEN_BYTES 256 /* longer tokens are never allowed */
-#define MAX_EXPAND 4096     /* nesting of one expansion (left recursion ends here) */
+#define MAX_EXPAND 1024     /* nesting of one expansion (left recursion ends here) */
 #define N_CACHE 64          /* masks kept per matcher */
 #define MAX_KEY 8192        /* longest cache key (ints) */
 #define MAX_END 8
