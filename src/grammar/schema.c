@@ -112,7 +112,7 @@ static int put_json_literal(struct conv *c, struct out *o, const json_t *v) {
 
 /* The common rules every schema grammar can use. */
 static const char *BASE_RULES =
-    "ws ::= [ \\t\\n]{0,16}\n"
+    "ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n"
     "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
     "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
     "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"

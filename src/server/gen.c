@@ -7,6 +7,7 @@
  * strings, the <think> split and logprobs. Slots, queue and workers are
  * sched.c; the structs they share are sched_impl.h.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,37 @@ struct gen_ctx {
     struct lp_list lp;                /* the request's logprobs (meta.lp points here when asked) */
     float *lp_raw;                    /* (vocab) the raw logits of the step, before sampling */
     float *lp_rows;                   /* (PREFILL_CHUNK, vocab) prompt logits, for echo + logprobs */
+    r1_gmatch_t *gm;                  /* the request's grammar, NULL without one */
+    int gram_on;                      /* the grammar applies (the answer began: after </think> for R1) */
+    char tail[16];                    /* the last bytes of output while looking for </think> */
 };
+
+/* ---------------------------------------------- grammar, bias, checks */
+
+/* Whether every logit is a number (NaN or Inf comes from broken weights or
+ * an overflow; sampling would give garbage without a word). */
+static int logits_finite(const float *x, int n) {
+    float acc = 0;
+    for (int i = 0; i < n; i++) acc += x[i] * 0.0f; /* NaN or Inf makes it NaN */
+    return acc == 0;
+}
+
+/* R1 thinks first: the grammar starts after "</think>" in the output. */
+static void watch_think(struct gen_ctx *g, const char *text) {
+    size_t tl = strlen(g->tail), n = strlen(text);
+    char buf[sizeof g->tail + 64];
+    while (n && !g->gram_on) {
+        size_t take = n < 64 ? n : 64;
+        memcpy(buf, g->tail, tl);
+        memcpy(buf + tl, text, take);
+        buf[tl + take] = 0;
+        if (strstr(buf, "</think>")) g->gram_on = 1;
+        size_t keep = tl + take < sizeof g->tail - 1 ? tl + take : sizeof g->tail - 1;
+        memmove(g->tail, buf + tl + take - keep, keep);
+        g->tail[keep] = 0, tl = keep;
+        text += take, n -= take;
+    }
+}
 
 /* ---------------------------------------------------- logprobs hooks */
 
@@ -170,7 +201,7 @@ static const float *tgt_forward(void *c, const int32_t *ids, int n, float *all, 
 static r1_spec_t *spec_open(struct gen_ctx *g, r1_sampler_t *smp, int *err) {
     struct sched *s = g->s;
     *err = 0;
-    if ((!s->o.spec_lookup && !s->o.draft) || g->lp_raw) return NULL;
+    if ((!s->o.spec_lookup && !s->o.draft) || g->lp_raw || g->gm || g->j->req.n_bias) return NULL;
     int k = s->o.spec_k ? s->o.spec_k : s->o.draft ? 5 : R1_SPEC_MAX_K;
     if (k > s->o.batch_tokens - 1) k = s->o.batch_tokens - 1;
     if (k < 1) k = 1;
@@ -241,6 +272,12 @@ sample:;
         goto fail;
     }
     for (int i = 0; i < j->n_ids; i++) r1_sampler_accept(smp, j->ids[i]);
+    if (j->req.gram && !(g->gm = r1_gmatch_new(j->req.gram, s->gvocab))) {
+        r1_sampler_free(smp);
+        r1_detok_free(dt);
+        goto fail;
+    }
+    g->gram_on = !j->in_think;
     if (j->req.stream && j->req.kind == REQ_CHAT) {
         resp_chunk(&g->ev, &g->meta, "assistant", NULL, 0, "", 0, NULL);
         flush_events(g);
@@ -271,7 +308,23 @@ sample:;
             id = spec_ids[spec_at++];
         } else {
             if (g->lp_raw) memcpy(g->lp_raw, sl->logits, (size_t)s->vocab * sizeof(float));
-            id = r1_sampler_sample(smp, sl->logits);
+            if (!logits_finite(sl->logits, s->vocab)) {
+                r1_err("the model's logits contain NaN or Inf (broken weights, or an overflow in this backend "
+                       "or dtype): try another --dtype or --backend");
+                r1_sampler_free(smp);
+                r1_detok_free(dt);
+                goto fail;
+            }
+            for (int b = 0; b < j->req.n_bias; b++) sl->logits[j->req.bias_ids[b]] += j->req.bias[b];
+            id = g->gm && g->gram_on ? r1_sampler_sample_grammar(smp, sl->logits, g->gm)
+                                     : r1_sampler_sample(smp, sl->logits);
+            if (id < 0) {
+                r1_err("the grammar allows no token here");
+                r1_sampler_free(smp);
+                r1_detok_free(dt);
+                goto fail;
+            }
+            if (g->gm && g->gram_on && !is_stop_id(s, id)) r1_gmatch_accept(g->gm, id);
         }
         n_gen++;
         if (is_stop_id(s, id)) {
@@ -281,9 +334,10 @@ sample:;
         if (g->lp_raw) lp_push(&g->lp, g->lp_raw, s->vocab, id); /* the end token gets none, as in OpenAI's */
         u->completion_tokens++;
         const char *text = r1_detok_push(dt, id);
+        if (g->gm && !g->gram_on && text) watch_think(g, text);
         if (text && *text && stop_feed(&g->stop, text, strlen(text), &g->piece)) hit = 1;
         if (g->piece.len) route(g, 0);
-        if (hit) {
+        if (hit || (g->gm && g->gram_on && r1_gmatch_finished(g->gm))) { /* the grammar's sentence is complete */
             finish = "stop";
             break;
         }
@@ -435,6 +489,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     }
     pthread_mutex_unlock(&s->mu);
     lp_end(&g);
+    r1_gmatch_free(g.gm);
     stop_free(&g.stop);
     reasoning_free(&g.rs);
     sbuf_free(&g.piece);

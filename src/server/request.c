@@ -303,7 +303,7 @@ static int parse_fields(const json_t *root, struct gen_request *r, struct api_er
         if (!json_is_object(v)) return BAD("stream_options", "'stream_options' must be an object");
         if (get_bool(v, "include_usage", &r->include_usage, err) < 0) return -1;
     }
-    return 0;
+    return req_parse_structured(root, r, err);
 }
 
 int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_sampler_params *defaults,
@@ -337,6 +337,7 @@ void req_free(struct gen_request *r) {
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    req_free_structured(r);
     enum req_kind kind = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = kind;

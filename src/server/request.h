@@ -60,6 +60,13 @@ struct gen_request {
     int echo;                 /* completions: the prompt is returned before the completion
                                  (with its log-probabilities when logprobs is on) */
     int n;                    /* choices from the one prompt (1..16), prefilled once */
+    /* structured.c: response_format / grammar, logit_bias */
+    char *grammar;            /* GBNF text the answer must follow, NULL = free text */
+    r1_grammar_t *gram;       /* grammar compiled */
+    int32_t *bias_ids;        /* (n_bias) logit_bias token ids (checked against the vocabulary later) */
+    float *bias;              /* (n_bias) added to their logits; -100 bans the token */
+    int n_bias;
+    int no_think;             /* chat_template_kwargs.enable_thinking false: the think block is closed empty */
 };
 
 /* Parse body (len bytes, need not be NUL-terminated) as a request of the
@@ -69,6 +76,12 @@ struct gen_request {
 int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_sampler_params *defaults,
               struct gen_request *out, struct api_error *err);
 void req_free(struct gen_request *r);
+
+/* structured.c: response_format, grammar, logit_bias and the refused fields
+ * of root into r; 0, or -1 with *err (400). */
+struct json_t;
+int req_parse_structured(const struct json_t *root, struct gen_request *r, struct api_error *err);
+void req_free_structured(struct gen_request *r);
 
 /* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 int utf8_valid(const char *s, size_t n);

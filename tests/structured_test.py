@@ -1,0 +1,137 @@
+"""structured_test.py - structured outputs through the openai client, run by
+structured.sh against one server (--model tiny: a random synthetic model,
+where only the grammar makes an answer valid; --model default: the default
+model). Last line: "structured: P passed, F failed"."""
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import jsonschema
+import openai
+
+from server_common import Server, check, run_groups
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer"},
+        "city": {"enum": ["Paris", "Berlin", "Rome"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3},
+        "member": {"type": "boolean"},
+    },
+    "required": ["name", "age", "city"],
+    "additionalProperties": False,
+}
+RUNS = 20
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--base", required=True)
+ap.add_argument("--model", choices=["tiny", "default"], required=True)
+args = ap.parse_args()
+srv = Server(args.base)
+client = openai.OpenAI(base_url=args.base + "/v1", api_key="none", max_retries=0, timeout=120)
+TINY = args.model == "tiny"
+# the tiny model thinks forever (R1 template): its think block is closed empty
+EXTRA = {"chat_template_kwargs": {"enable_thinking": False}} if TINY else {}
+MAX = 400 if TINY else 200
+ASK = [{"role": "system", "content": "You answer in JSON."},
+       {"role": "user", "content": "Describe a person who lives in Paris, in JSON with name, age and city."}]
+
+
+def chat(**kw):
+    extra = dict(EXTRA)
+    extra.update(kw.pop("extra_body", {}))
+    kw.setdefault("max_tokens", MAX)
+    return client.chat.completions.create(model="m", messages=kw.pop("messages", ASK), extra_body=extra, **kw)
+
+
+def validates(text, schema):
+    try:
+        jsonschema.validate(json.loads(text), schema)
+        return True
+    except (ValueError, jsonschema.ValidationError) as e:
+        print(f"  invalid ({type(e).__name__}): {text[:200]!r}", file=sys.stderr)
+        return False
+
+
+def test_json_schema():
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+
+    def one(i):
+        r = chat(response_format=rf, temperature=0.6, seed=100 + i)
+        return r.choices[0].message.content, r.choices[0].finish_reason
+
+    with ThreadPoolExecutor(4) as ex:
+        res = list(ex.map(one, range(RUNS)))
+    ok = sum(validates(c, PERSON) for c, _ in res)
+    print(f"  json_schema at temperature 0.6: {ok}/{RUNS} validate ({args.model} model)", file=sys.stderr)
+    check(ok == RUNS, f"json_schema: {ok} of {RUNS} answers validate")
+    check(all(f == "stop" for _, f in res), f"json_schema: finish reasons {[f for _, f in res]}")
+
+
+def test_json_object():
+    for i in range(2 if TINY else 4):
+        r = chat(response_format={"type": "json_object"}, temperature=0.6, seed=i, max_tokens=150)
+        c = r.choices[0].message.content
+        try:
+            obj = json.loads(c)
+        except ValueError:
+            obj = None
+        check(isinstance(obj, dict) or r.choices[0].finish_reason == "length",
+              f"json_object: not an object: {c[:200]!r}")
+
+
+def test_grammar_field():
+    for i in range(4):
+        r = chat(temperature=1.0, seed=i, extra_body={"grammar": 'root ::= ("yes" | "no") "."'})
+        check(r.choices[0].message.content in ("yes.", "no."), f"grammar: {r.choices[0].message.content!r}")
+
+
+def test_stream():
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    text = "".join(ch.choices[0].delta.content or "" for ch in
+                   chat(response_format=rf, temperature=0.6, seed=7, stream=True) if ch.choices)
+    check(validates(text, PERSON), f"streamed json_schema: {text[:200]!r}")
+
+
+def first_id(text):
+    st, toks = srv.post("/tokenize", {"content": text})
+    return toks["tokens"][0] if st == 200 and toks["tokens"] else None
+
+
+def test_logit_bias():
+    kw = dict(model="m", prompt="The capital of France is", max_tokens=4, temperature=0, extra_body=EXTRA)
+    a = client.completions.create(**kw).choices[0].text
+    banned = first_id(a)
+    check(banned is not None, f"logit_bias: no token in {a!r}")
+    b = client.completions.create(logit_bias={str(banned): -100}, **kw).choices[0].text
+    check(first_id(b) != banned and not b.startswith(a[:1] if len(a) == 1 else a),
+          f"logit_bias -100 on {banned}: {a!r} then {b!r}")
+    # a strong positive bias makes that token the greedy pick
+    c = client.completions.create(logit_bias={str(banned): 100}, **dict(kw, max_tokens=2)).choices[0].text
+    check(first_id(c) == banned, f"logit_bias +100 on {banned}: {c!r}")
+
+
+def test_refused():
+    bad = [
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}},
+         "pattern"),
+        ({"response_format": {"type": "yaml"}}, "json_schema"),
+        ({"grammar": "root ::= \"a"}, "grammar"),
+        ({"logit_bias": {"abc": 1}}, "token ids"),
+        ({"logit_bias": {"5": 500}}, "between -100 and 100"),
+        ({"logit_bias": {"99999999": 1}}, "vocabulary"),
+        ({"functions": [{"name": "f"}]}, "not supported"),
+        ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "together"),
+    ]
+    for body, needle in bad:
+        st, ans = srv.post("/v1/chat/completions", dict({"messages": ASK, "max_tokens": 4}, **body))
+        msg = ans.get("error", {}).get("message", "") if isinstance(ans, dict) else ""
+        check(st == 400 and needle in msg, f"{body}: {st} {msg!r}")
+
+
+sys.exit(run_groups("structured", [("json_schema", test_json_schema), ("json_object", test_json_object),
+                                   ("grammar", test_grammar_field), ("stream", test_stream),
+                                   ("logit_bias", test_logit_bias), ("refused", test_refused)]))
