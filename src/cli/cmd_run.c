@@ -21,6 +21,10 @@ struct gen {
     int n_cached;
     int32_t stop[4];
     int n_stop, ignore_eos, print_ids, dim_think, vocab;
+    r1_grammar_t *gram; /* --grammar / --json-schema / --json: the output follows it */
+    r1_gvocab_t *gvocab;
+    r1_gmatch_t *gm;
+    double sample_s;    /* time in the sampler (and the grammar) */
 };
 
 static int is_stop(const struct gen *g, int32_t id) {
@@ -73,7 +77,18 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
             id = ids[at++];
         } else {
-            id = r1_sampler_sample(g->smp, logits);
+            double ts = r1_now();
+            if (g->gm) {
+                id = r1_sampler_sample_grammar(g->smp, logits, g->gm);
+                if (id < 0) {
+                    fprintf(stderr, "\n[the grammar allows no token: stopping]\n");
+                    break;
+                }
+                if (!is_stop(g, id)) r1_gmatch_accept(g->gm, id);
+            } else {
+                id = r1_sampler_sample(g->smp, logits);
+            }
+            g->sample_s += r1_now() - ts;
         }
         if (is_stop(g, id)) break;
         made++;
@@ -97,6 +112,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
         }
         fflush(stdout);
+        if (g->gm && r1_gmatch_finished(g->gm)) break;
         if (made == n || g->spec) continue;
         if (r1_session_n_past(g->s) >= r1_session_n_ctx(g->s)) {
             fprintf(stderr, "\n[context full at %d tokens (--ctx): stopping]\n", r1_session_n_ctx(g->s));
@@ -165,7 +181,10 @@ static void run_help(FILE *f) {
                "  --raw                  feed the prompt as it is, without the chat template\n"
                "  --ignore-eos           keep generating past the end-of-sentence token\n"
                "  --prompt-ids 1,2,3     feed token ids instead of text (for tests)\n"
-               "  --print-ids            print the generated ids as a JSON array instead of text\n");
+               "  --print-ids            print the generated ids as a JSON array instead of text\n"
+               "  --grammar FILE         the output follows this GBNF grammar (rule root)\n"
+               "  --json-schema FILE     the output is JSON valid against this schema\n"
+               "  --json                 the output is a JSON object\n");
     cli_opts_help(f);
 }
 
@@ -192,11 +211,43 @@ static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_
     return 0;
 }
 
+/* The grammar of --grammar FILE, --json-schema FILE or --json. */
+static int open_grammar(struct gen *g, const char *grammar_file, const char *schema_file) {
+    char err[320], *text = NULL;
+    size_t len = 0;
+    const char *file = grammar_file ? grammar_file : schema_file;
+    char *data = file ? r1_file_read(file, &len) : NULL;
+    if (file && !data) {
+        fprintf(stderr, "r1infer: %s\n", r1_last_error());
+        return -1;
+    }
+    if (grammar_file) text = data, data = NULL;
+    else if (!(text = r1_grammar_json_schema(data, len, err, sizeof err))) {
+        fprintf(stderr, "r1infer: %s: %s\n", schema_file ? schema_file : "--json", err);
+        free(data);
+        return -1;
+    }
+    free(data);
+    g->gram = r1_grammar_parse(text, strlen(text), err, sizeof err);
+    free(text);
+    if (!g->gram) {
+        fprintf(stderr, "r1infer: %s: %s\n", file ? file : "--json", err);
+        return -1;
+    }
+    if (!g->tok || !(g->gvocab = r1_gvocab_new(g->tok, g->vocab, g->stop, g->n_stop)) ||
+        !(g->gm = r1_gmatch_new(g->gram, g->gvocab))) {
+        fprintf(stderr, "r1infer: grammar: %s\n", g->tok ? r1_last_error() : "needs the model's tokenizer");
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o);
     const char *prompt = NULL, *system = NULL, *pids = NULL;
-    int n = 256, raw = 0, ignore_eos = 0, print_ids = 0;
+    int n = 256, raw = 0, ignore_eos = 0, print_ids = 0, json = 0;
+    const char *grammar_file = NULL, *schema_file = NULL;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
@@ -208,6 +259,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--print-ids")) print_ids = 1;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (i + 1 < argc && !strcmp(a, "--grammar")) grammar_file = argv[++i];
+        else if (i + 1 < argc && !strcmp(a, "--json-schema")) schema_file = argv[++i];
         else if (i + 1 < argc && (!strcmp(a, "-p") || !strcmp(a, "--prompt"))) prompt = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--system")) system = argv[++i];
         else if (i + 1 < argc && !strcmp(a, "--prompt-ids")) pids = argv[++i];
@@ -235,7 +289,8 @@ int cmd_run(int argc, char **argv) {
     r1_model_t *dm = NULL;
     r1_session_t *ds = NULL;
     if (setup_gen(&g, &o, m, s, pids == NULL || !print_ids)) goto out;
-    if (cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
+    if ((grammar_file || schema_file || json) && open_grammar(&g, grammar_file, schema_file)) goto out;
+    if (!g.gm && cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     g.ignore_eos = ignore_eos;
     g.print_ids = print_ids;
     if (pids) {
@@ -289,10 +344,20 @@ int cmd_run(int argc, char **argv) {
     if (made < 0) goto out;
     fprintf(stderr, "Generated %d tokens in %.2fs (%.2f tok/s)\n", made, secs, made > 0 ? made / secs : 0.0);
     if (g.spec && o.verbose) cli_print_spec_stats(g.spec);
+    if ((g.gm || o.verbose) && made > 0) {
+        long hits = 0, misses = 0;
+        if (g.gm) r1_gmatch_stats(g.gm, &hits, &misses);
+        fprintf(stderr, "Sampling: %.3f ms/token, %.1f%% of the decode time%s", 1e3 * g.sample_s / made,
+                100 * g.sample_s / secs, g.gm ? " (grammar)" : "\n");
+        if (g.gm) fprintf(stderr, "; grammar mask cache %ld hits, %ld misses\n", hits, misses);
+    }
     if (o.profile) print_profile(s);
     rc = 0;
 out:
     r1_spec_free(g.spec);
+    r1_gmatch_free(g.gm);
+    r1_gvocab_free(g.gvocab);
+    r1_grammar_free(g.gram);
     r1_session_free(ds);
     r1_model_free(dm);
     free(ids);
