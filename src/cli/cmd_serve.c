@@ -33,6 +33,9 @@ static void serve_help(FILE *f) {
                "  --max-body BYTES       largest request body (default 8388608); larger gets 413\n"
                "  --timeout SECS         drop connections idle this long, e.g. slow clients (default 30)\n"
                "  --max-conns N          simultaneous connections (default 256)\n"
+               "  --max-conns-per-ip N   simultaneous connections of one client address (default 64, 0 = any)\n"
+               "  --request-deadline S   a request's headers and body must arrive within S seconds (default 30)\n"
+               "  --no-access-log        no line per request on stderr\n"
                "  --ctx N                context per slot (default min(4096, max_position_embeddings))\n"
                "  -t, --threads N        threads of the engine (all slots share its forward passes)\n"
                "                         (default: physical cores)\n"
@@ -79,7 +82,7 @@ int cmd_serve(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o);
     struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
-                             .max_conns = 256};
+                             .max_conns = 256, .max_conns_per_ip = 64, .deadline_s = 30, .access_log = 1};
     long parallel = 1, queue = 64, batch_tokens = 512, x;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
@@ -89,6 +92,10 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             serve_help(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--no-access-log")) {
+            so.access_log = 0;
+            continue;
         }
         if (!v) {
             fprintf(stderr, "r1infer serve: unknown option or missing value: %s\n", a);
@@ -113,6 +120,12 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--timeout")) {
             if (int_arg(a, v, 1, 86400, &x)) return 2;
             so.timeout_s = (unsigned)x;
+        } else if (!strcmp(a, "--max-conns-per-ip")) {
+            if (int_arg(a, v, 0, 100000, &x)) return 2;
+            so.max_conns_per_ip = (unsigned)x;
+        } else if (!strcmp(a, "--request-deadline")) {
+            if (int_arg(a, v, 0, 86400, &x)) return 2;
+            so.deadline_s = (double)x;
         } else if (!strcmp(a, "--max-conns")) {
             if (int_arg(a, v, 1, 100000, &x)) return 2;
             so.max_conns = (unsigned)x;
