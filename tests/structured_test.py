@@ -124,20 +124,78 @@ def test_refused():
         ({"logit_bias": {"5": 500}}, "between -100 and 100"),
         ({"logit_bias": {"99999999": 1}}, "vocabulary"),
         ({"functions": [{"name": "f"}]}, "not supported"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, "not supported"),
-        ({"tool_choice": "required"}, "not supported"),
+        ({"tool_choice": "required"}, "no 'tools'"),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "not in 'tools'"),
+        ({"tools": TOOLS, "response_format": {"type": "json_object"}}, "together"),
+        ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0]"),
         ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "together"),
     ]
-    # tools the client says not to call are no change of meaning
-    st, ans = srv.post("/v1/chat/completions", {"messages": ASK, "max_tokens": 2, "tool_choice": "none",
-                                                "tools": [{"type": "function", "function": {"name": "f"}}]})
-    check(st == 200, f"tools with tool_choice none: {st} {ans}")
     for body, needle in bad:
         st, ans = srv.post("/v1/chat/completions", dict({"messages": ASK, "max_tokens": 4}, **body))
         msg = ans.get("error", {}).get("message", "") if isinstance(ans, dict) else ""
         check(st == 400 and needle in msg, f"{body}: {st} {msg!r}")
 
 
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                          "unit": {"enum": ["C", "F"]}}, "required": ["city"]}
+TIME = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 20}}, "required": ["tz"]}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather of a city",
+                                           "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "description": "The time in a time zone",
+                                           "parameters": TIME}}]
+SCHEMA_OF = {"get_weather": WEATHER, "get_time": TIME}
+ASK_TOOL = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_tools_required():
+    ok = 0
+    for i in range(5):
+        r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0.6, seed=i)
+        ch = r.choices[0]
+        calls = ch.message.tool_calls or []
+        good = ch.finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name in SCHEMA_OF
+        good = good and validates(calls[0].function.arguments, SCHEMA_OF[calls[0].function.name])
+        good = good and calls[0].id.startswith("call_") and calls[0].type == "function"
+        ok += bool(good)
+        if not good:
+            print(f"  tool_choice required: {ch}", file=sys.stderr)
+    print(f"  tool_choice required: {ok}/5 parsed calls with valid arguments ({args.model} model)", file=sys.stderr)
+    check(ok == 5, f"tool_choice required: {ok} of 5 answers are calls whose arguments validate")
+
+
+def test_tools_named_stream():
+    r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}},
+             temperature=0.6, seed=3)
+    calls = r.choices[0].message.tool_calls or []
+    check(len(calls) == 1 and calls[0].function.name == "get_time" and validates(calls[0].function.arguments, TIME),
+          f"named tool_choice: {r.choices[0].message}")
+    deltas, finish = [], None
+    for ch in chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0.6, seed=4, stream=True):
+        if ch.choices:
+            deltas += ch.choices[0].delta.tool_calls or []
+            finish = ch.choices[0].finish_reason or finish
+    check(len(deltas) == 1 and deltas[0].function.name in SCHEMA_OF and finish == "tool_calls" and
+          validates(deltas[0].function.arguments, SCHEMA_OF[deltas[0].function.name]),
+          f"streamed tool call: {deltas} {finish}")
+
+
+def test_tool_turns():
+    """A conversation with the assistant's call and the tool's result is accepted and answered."""
+    msgs = ASK_TOOL + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                                                              "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21, \"sky\": \"clear\"}"}]
+    r = chat(messages=msgs, tools=TOOLS, temperature=0, max_tokens=8)
+    check(r.choices[0].finish_reason in ("stop", "length", "tool_calls"), f"tool turns: {r.choices[0]}")
+    st, _ = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "tool_choice": "none",
+                                              "tools": TOOLS})
+    check(st == 200, f"tool turns with tool_choice none: {st}")
+
+
 sys.exit(run_groups("structured", [("json_schema", test_json_schema), ("json_object", test_json_object),
                                    ("grammar", test_grammar_field), ("stream", test_stream),
-                                   ("logit_bias", test_logit_bias), ("refused", test_refused)]))
+                                   ("logit_bias", test_logit_bias), ("refused", test_refused),
+                                   ("tools required", test_tools_required),
+                                   ("tools named, streamed", test_tools_named_stream),
+                                   ("tool turns", test_tool_turns)]))

@@ -33,7 +33,8 @@ static void serve_help(FILE *f) {
                "  --max-body BYTES       largest request body (default 8388608); larger gets 413\n"
                "  --timeout SECS         drop connections idle this long, e.g. slow clients (default 30)\n"
                "  --max-conns N          simultaneous connections (default 256)\n"
-               "  --max-conns-per-ip N   simultaneous connections of one client address (default 64, 0 = any)\n"
+               "  --max-conns-per-ip N   simultaneous connections of one client address (default 3/4 of\n"
+               "                         --max-conns, 0 = no limit)\n"
                "  --request-deadline S   a request's headers and body must arrive within S seconds (default 30)\n"
                "  --no-access-log        no line per request on stderr\n"
                "  --ctx N                context per slot (default min(4096, max_position_embeddings))\n"
@@ -82,7 +83,7 @@ int cmd_serve(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o);
     struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
-                             .max_conns = 256, .max_conns_per_ip = 64, .deadline_s = 30, .access_log = 1};
+                             .max_conns = 256, .max_conns_per_ip = ~0u, .deadline_s = 30, .access_log = 1};
     long parallel = 1, queue = 64, batch_tokens = 512, x;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
@@ -190,6 +191,7 @@ int cmd_serve(int argc, char **argv) {
     so.model_name = name;
     so.sp = o.sp;
     if (so.max_conns < (unsigned)(parallel + queue + 8)) so.max_conns = (unsigned)(parallel + queue + 8);
+    if (so.max_conns_per_ip == ~0u) so.max_conns_per_ip = so.max_conns / 4 * 3; /* one address never takes all */
     if (!(srv = server_start(&so, s))) goto out;
     fprintf(stderr,
             "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s, %d thread%s, ctx %d per slot, %ld tokens "

@@ -33,8 +33,9 @@ struct out {
 struct conv {
     struct out g;           /* the grammar text */
     const json_t *root;     /* the whole schema (for $ref) */
-    const char **refs;      /* $ref strings already given a rule */
-    int n_refs, cap_refs;
+    const char **refs;      /* $ref strings already given a rule (of the current root) */
+    int *ref_rule;          /* their rule numbers (ref<N>) */
+    int n_refs, cap_refs, n_ref_rules;
     int n_rules;
     char *err;
     size_t errlen;
@@ -310,7 +311,7 @@ static int typed_value(struct conv *c, struct out *o, const json_t *s, const cha
 /* The rule named for a $ref, defining it on first use. */
 static int ref_value(struct conv *c, struct out *o, const char *ref, int depth) {
     for (int i = 0; i < c->n_refs; i++)
-        if (!strcmp(c->refs[i], ref)) return putf(o, "ref%d", i), 0;
+        if (!strcmp(c->refs[i], ref)) return putf(o, "ref%d", c->ref_rule[i]), 0;
     const json_t *target = NULL;
     if (!strcmp(ref, "#")) target = c->root;
     else if (!strncmp(ref, "#/$defs/", 8)) target = json_object_get(json_object_get(c->root, "$defs"), ref + 8);
@@ -320,11 +321,14 @@ static int ref_value(struct conv *c, struct out *o, const char *ref, int depth) 
     if (c->n_refs == c->cap_refs) {
         int cap = c->cap_refs ? c->cap_refs * 2 : 8;
         const char **r = realloc(c->refs, (size_t)cap * sizeof *r);
-        if (!r) return cerr(c, "out of memory");
-        c->refs = r, c->cap_refs = cap;
+        if (r) c->refs = r;
+        int *rr = r ? realloc(c->ref_rule, (size_t)cap * sizeof *rr) : NULL;
+        if (!rr) return cerr(c, "out of memory");
+        c->ref_rule = rr, c->cap_refs = cap;
     }
-    int id = c->n_refs++;
-    c->refs[id] = ref;
+    int id = c->n_ref_rules++;
+    c->refs[c->n_refs] = ref;
+    c->ref_rule[c->n_refs++] = id;
     char name[32];
     snprintf(name, sizeof name, "ref%d", id);
     put(o, name, strlen(name));
@@ -427,8 +431,71 @@ char *r1_grammar_json_schema(const char *schema, size_t len, char *err, size_t e
     }
     free(rootbody.p);
     free(c.refs);
+    free(c.ref_rule);
     json_decref(root);
     if (!rc && (c.g.failed || rootbody.failed)) rc = cerr(&c, "out of memory");
+    if (rc) {
+        free(c.g.p);
+        return NULL;
+    }
+    return c.g.p;
+}
+
+char *r1_grammar_tool_call(const char *const *names, const char *const *schemas, int n, char *err, size_t errlen) {
+    struct conv c = {.err = err, .errlen = errlen};
+    if (err && errlen) err[0] = 0;
+    if (n <= 0) {
+        cerr(&c, "no function to call");
+        return NULL;
+    }
+    put(&c.g, BASE_RULES, strlen(BASE_RULES));
+    struct out calls = {0};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        json_t *schema = NULL;
+        if (schemas[i]) {
+            json_error_t je;
+            if (!(schema = json_loads(schemas[i], JSON_DECODE_ANY, &je))) {
+                rc = cerr(&c, "the parameters of '%.60s' are not valid JSON: %s", names[i], je.text);
+                break;
+            }
+        }
+        c.root = schema, c.n_refs = 0; /* $refs are the function's own */
+        char args[32];
+        if (new_rule(&c, args, sizeof args)) rc = -1;
+        else if (schema) rc = define(&c, args, schema, 0);
+        else putf(&c.g, "%s ::= json-object\n", args);
+        json_decref(schema);
+        if (rc) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", err && errlen ? err : "");
+            c.failed = 0;
+            cerr(&c, "the parameters of '%.60s': %s", names[i], msg);
+            break;
+        }
+        json_t *nj = json_string(names[i]);
+        char *ns = nj ? json_dumps(nj, JSON_ENCODE_ANY) : NULL;
+        json_decref(nj);
+        if (!ns) {
+            rc = cerr(&c, "out of memory");
+            break;
+        }
+        if (i) put(&calls, " | ", 3);
+        put(&calls, "( ", 2);
+        put_literal(&calls, ns, strlen(ns));
+        putf(&calls, " ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws %s )", args);
+        free(ns);
+    }
+    if (!rc) {
+        putf(&c.g, "tool-call ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws ( ");
+        put(&c.g, calls.p ? calls.p : "", calls.len);
+        putf(&c.g, " ) ws \"}\"\n");
+        putf(&c.g, "root ::= ws \"<tool_call>\" ws tool-call ws \"</tool_call>\"\n");
+    }
+    free(calls.p);
+    free(c.refs);
+    free(c.ref_rule);
+    if (!rc && (c.g.failed || calls.failed)) rc = cerr(&c, "out of memory");
     if (rc) {
         free(c.g.p);
         return NULL;

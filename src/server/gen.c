@@ -132,7 +132,8 @@ static void route(struct gen_ctx *g, int final) {
     sbuf_clear(&g->piece);
     if (g->j->req.stream) {
         if (g->think.len) resp_chunk(&g->ev, &g->meta, NULL, g->think.p, g->think.len, NULL, 0, NULL);
-        if (g->answer.len) resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, g->answer.p, g->answer.len, NULL);
+        if (g->answer.len && g->meta.tools) sbuf_add(&g->all_answer, g->answer.p, g->answer.len); /* sent at the end */
+        else if (g->answer.len) resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, g->answer.p, g->answer.len, NULL);
         flush_events(g);
     } else {
         if (g->think.len) sbuf_add(&g->all_think, g->think.p, g->think.len);
@@ -420,7 +421,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     memset(&g, 0, sizeof g);
     g.s = s, g.sl = sl, g.j = j;
     g.meta = (struct resp_meta){.kind = j->req.kind, .id = j->id, .created = j->created, .model = j->model,
-                                .index = sl->choice};
+                                .index = sl->choice, .tools = j->req.tools && j->req.kind == REQ_CHAT};
     stop_init(&g.stop, j->req.stops, j->req.n_stops);
     reasoning_init(&g.rs, j->in_think);
     struct resp_usage u = {0};
@@ -435,6 +436,9 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
         if (j->req.stream) resp_error_event(&g.ev, &err);
         else result = resp_error(&err);
     } else if (finish && j->req.stream) {
+        if (g.meta.tools && resp_chunk_tools(&g.ev, &g.meta, g.all_answer.p, g.all_answer.len) &&
+            !strcmp(finish, "stop"))
+            finish = "tool_calls";
         resp_chunk(&g.ev, &g.meta, NULL, NULL, 0, j->req.kind == REQ_CHAT ? NULL : "",
                    0, finish);
     } else if (finish) {

@@ -163,11 +163,12 @@ static int parse_messages(const json_t *root, struct gen_request *r, struct api_
         if (!json_is_string(role)) return BAD(param, "'%s' must be a string", param);
         const char *rs = json_string_value(role);
         if (!strcmp(rs, "developer")) rs = "system";
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
-            return BAD(param, "'%s' is '%.40s'; it must be one of system, developer, user, assistant", param,
-                       rs);
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
+            return BAD(param, "'%s' is '%.40s'; it must be one of system, developer, user, assistant, tool",
+                       param, rs);
         snprintf(param, sizeof param, "messages[%zu].content", i);
         const json_t *content = json_object_get(m, "content");
+        if (!content && json_object_get(m, "tool_calls")) content = json_null(); /* tools.c renders the calls */
         if (!content) return BAD(param, "'%s' is required", param);
         r->msgs[i].role = strdup(rs);
         r->n_msgs = (int)i + 1;

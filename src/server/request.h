@@ -67,6 +67,7 @@ struct gen_request {
     float *bias;              /* (n_bias) added to their logits; -100 bans the token */
     int n_bias;
     int no_think;             /* chat_template_kwargs.enable_thinking false: the think block is closed empty */
+    int tools;                /* tools.c: the tools are in the prompt; calls in the answer become tool_calls */
 };
 
 /* Parse body (len bytes, need not be NUL-terminated) as a request of the
@@ -82,6 +83,16 @@ void req_free(struct gen_request *r);
 struct json_t;
 int req_parse_structured(const struct json_t *root, struct gen_request *r, struct api_error *err);
 void req_free_structured(struct gen_request *r);
+
+/* tools.c: tools, tool_choice and the tool turns of the messages (called by
+ * req_parse_structured, after response_format and grammar). */
+int req_parse_tools(const struct json_t *root, struct gen_request *r, struct api_error *err);
+/* The tool calls in an answer (<tool_call>{...}</tool_call> blocks, or a
+ * bare {"name", "parameters"} object) as an array of OpenAI tool_calls
+ * (ids made from id_seed), the text around them appended to rest; NULL
+ * when the answer holds no call. */
+struct sbuf;
+struct json_t *tools_extract(const char *text, size_t len, const char *id_seed, struct sbuf *rest);
 
 /* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 int utf8_valid(const char *s, size_t n);

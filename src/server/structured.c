@@ -1,7 +1,8 @@
 /*
  * structured.c - the request fields that constrain or bias what is
  * generated: response_format (text, json_object, json_schema), the
- * extension field "grammar" (GBNF text), logit_bias, and the refusal of
+ * extension field "grammar" (GBNF text), logit_bias, enable_thinking, then
+ * the tools (tools.c), and the refusal of
  * fields the server does not implement but that would change the answer's
  * meaning if ignored. Part of req_parse: pure, no I/O, fuzzed with it.
  */
@@ -30,14 +31,6 @@ static int refuse_unsupported(const json_t *root, struct gen_request *r, struct 
         json_array_foreach(v, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
             return BAD("modalities", "only the 'text' modality is supported");
     }
-    /* tools: not implemented yet; only "tool_choice": "none" may leave them unused */
-    const json_t *tools = json_object_get(root, "tools"), *tc = json_object_get(root, "tool_choice");
-    int none = json_is_string(tc) && !strcmp(json_string_value(tc), "none");
-    if (tools && !json_is_null(tools) && !(json_is_array(tools) && !json_array_size(tools)) && !none)
-        return BAD("tools", "'tools' (function calling) is not supported by this server; send "
-                            "\"tool_choice\": \"none\" to call none of them");
-    if (tc && !json_is_null(tc) && !none)
-        return BAD("tool_choice", "'tool_choice' other than \"none\" is not supported by this server");
     v = json_object_get(root, "best_of");
     if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return BAD("best_of", "'best_of' other than 1 is not supported; use 'n'");
@@ -144,7 +137,7 @@ int req_parse_structured(const json_t *root, struct gen_request *r, struct api_e
         }
         if (set_grammar(r, text, "grammar", err)) return -1;
     }
-    return 0;
+    return req_parse_tools(root, r, err);
 }
 
 void req_free_structured(struct gen_request *r) {
