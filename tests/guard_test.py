@@ -2,6 +2,7 @@
 starts it with --max-conns-per-ip 32 --request-deadline 2). Last line:
 "guard: P passed, F failed"."""
 import argparse
+import json
 import socket
 import sys
 import time
@@ -55,32 +56,35 @@ def test_trickle():
     dt = time.time() - t
     print(f"  a normal client beside {len(socks)} trickling connections: {st} in {dt:.2f} s", file=sys.stderr)
     check(st == 200 and dt < 2.0, f"normal client during the trickle: {st} in {dt:.2f} s")
-    # the per-address limit: the server kept at most 32 of them open
+    # the per-address limit: the server kept at most 32 of them open, the others got 429
     time.sleep(0.2)
-    alive = 0
+    alive, answers = 0, {}
     for s in socks:
         s.setblocking(False)
         try:
-            alive += s.recv(1) != b""
+            got = s.recv(64)
+            answers[got[:12]] = answers.get(got[:12], 0) + 1
         except BlockingIOError:
             alive += 1
         except OSError:
             pass
-    check(alive <= 32, f"{alive} connections of one address stayed open; the limit is 32")
-    # the deadline: whatever still trickles is cut off within 2 s (+ slack)
+    print(f"  open {alive}, answered {answers}", file=sys.stderr)
+    check(0 < alive <= 32, f"{alive} connections of one address stayed open; the limit is 32")
+    check(answers.get(b"HTTP/1.1 429", 0) == len(socks) - alive, f"the others get 429: {answers}")
+    # the deadline: whatever still trickles is cut off within 2 s (+ slack), with a 408
     time.sleep(2.6)
-    left = 0
+    left, timed_out = 0, 0
     for s in socks:
         try:
-            s.sendall(b"X-Slow: 2\r\n")
-            s.setblocking(False)
-            left += s.recv(1) != b""
+            got = s.recv(64)
+            timed_out += got.startswith(b"HTTP/1.1 408")
         except BlockingIOError:
             left += 1
         except OSError:
             pass
         s.close()
-    check(left == 0, f"{left} trickling connections outlived --request-deadline 2")
+    check(left == 0 and timed_out == alive, f"{left} trickling connections outlived --request-deadline 2, "
+          f"{timed_out} of {alive} got a 408")
 
 
 def test_body_deadline():
@@ -122,5 +126,51 @@ def test_access_log():
     check(any("POST /nope 404" in l for l in open(args.log, errors="replace")), "access log of a 404")
 
 
+def raw(data, wait=4.0):
+    """(status, JSON body or None, seconds) of the answer to the raw bytes."""
+    s = open_from("127.0.0.1")
+    s.sendall(data)
+    t = time.time()
+    got = b""
+    s.settimeout(wait)
+    try:
+        while b"\r\n\r\n" not in got or len(got.split(b"\r\n\r\n", 1)[1]) < 10:
+            part = s.recv(4096)
+            if not part:
+                break
+            got += part
+            if b"}}" in got:
+                break
+    except OSError:
+        pass
+    s.close()
+    dt = time.time() - t
+    try:
+        status = int(got.split(b" ")[1])
+        body = json.loads(got.split(b"\r\n\r\n", 1)[1])
+    except (IndexError, ValueError):
+        return None, None, dt
+    return status, body, dt
+
+
+def test_malformed():
+    cases = [
+        (b"GARBAGE\r\n\r\n", 400, "request line"),
+        (b"GET /health HTTP/9.9\r\n\r\n", 400, "HTTP/1.0"),
+        (b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: -5\r\n\r\n", 400, "Content-Length"),
+        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", 400, "Content-Length"),
+        (b"POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+         "Transfer-Encoding"),
+        (b"GET /health HTTP/1.1\r\nBad header line\r\n\r\n", 400, "header"),
+        (b"GET /health HTTP/1.1\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n", 431, "larger"),
+        (b"GET /health HTTP/1.1\r\nHost: x\r\n", 408, "deadline"),
+    ]
+    for data, want, needle in cases:
+        st, body, dt = raw(data)
+        msg = (body or {}).get("error", {}).get("message", "")
+        check(st == want and needle in msg and (want == 408 or dt < 1.0),
+              f"{data[:50]!r}: {st} {msg!r} in {dt:.1f} s (want {want} with '{needle}')")
+
+
 sys.exit(run_groups("guard", [("trickle", test_trickle), ("body deadline", test_body_deadline),
-                              ("access log", test_access_log)]))
+                              ("access log", test_access_log), ("malformed HTTP", test_malformed)]))

@@ -16,9 +16,11 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <arpa/inet.h>
 
+#include "server/front.h"
 #include "server/guard.h"
 #include "server/request.h"
 #include "server/response.h"
@@ -32,6 +34,8 @@ struct server {
     long started;
     int port;
     struct guard *guard; /* request deadlines, the access log's status */
+    struct front *front; /* accepts, and vets each connection's first request head */
+    int lfd;             /* the listening socket */
 };
 
 enum route {
@@ -455,24 +459,43 @@ struct server *server_start(const struct server_opts *o, struct sched *s) {
         free(srv);
         return NULL;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
-                              on_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT,
-                              o->timeout_s,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT,
-                              o->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!srv->d) {
+    /* the listening socket is the front's (front.c): the daemon gets vetted connections */
+    srv->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (srv->lfd < 0 || setsockopt(srv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+        bind(srv->lfd, ai->ai_addr, ai->ai_addrlen) || listen(srv->lfd, 1024)) {
         fprintf(stderr, "r1infer serve: cannot listen on %s:%d (in use? try another --port)\n", o->host, o->port);
+        if (srv->lfd >= 0) close(srv->lfd);
+        freeaddrinfo(ai);
         guard_free(srv->guard);
         free(srv);
         return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = di ? di->port : o->port;
+    freeaddrinfo(ai);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    srv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+                              MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT,
+                              o->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
+                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    struct front_opts fo = {.max_pending = o->max_conns, .per_ip = o->max_conns_per_ip, .deadline_s = o->deadline_s,
+                            .idle_s = o->timeout_s};
+    if (!srv->d || !(srv->front = front_start(srv->lfd, srv->d, &fo))) {
+        fprintf(stderr, "r1infer serve: cannot start the HTTP daemon on %s:%d\n", o->host, o->port);
+        if (srv->d) MHD_stop_daemon(srv->d);
+        close(srv->lfd);
+        guard_free(srv->guard);
+        free(srv);
+        return NULL;
+    }
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    srv->port = o->port;
+    if (!getsockname(srv->lfd, (struct sockaddr *)&sa, &sl))
+        srv->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                                  : ((struct sockaddr_in *)&sa)->sin_port);
     return srv;
 }
 
@@ -480,6 +503,8 @@ int server_port(const struct server *srv) { return srv->port; }
 
 void server_stop(struct server *srv) {
     if (!srv) return;
+    front_stop(srv->front);
+    close(srv->lfd);
     MHD_stop_daemon(srv->d);
     guard_free(srv->guard);
     free(srv);
