@@ -125,7 +125,7 @@ static int class_new(struct parser *ps, uint32_t *r, int n, int negated) {
     if (grow((void **)&ps->rng, &ps->cap_rng, ps->n_rng + m, 2 * sizeof *ps->rng) ||
         grow((void **)&ps->cls, &ps->cap_cls, ps->n_cls + 1, sizeof *ps->cls))
         return perr(ps, "out of memory");
-    memcpy(ps->rng + 2 * ps->n_rng, r, (size_t)m * 2 * sizeof *r);
+    if (m) memcpy(ps->rng + 2 * ps->n_rng, r, (size_t)m * 2 * sizeof *r);
     ps->cls[ps->n_cls] = (struct gclass){.r0 = ps->n_rng, .nr = m, .negated = negated};
     ps->n_rng += m;
     return ps->n_cls++;
@@ -402,7 +402,7 @@ static r1_grammar_t *link_grammar(struct parser *ps, int root) {
         for (int k = 0; k < ps->rules[i].n; k++) {
             const struct balt *a = &ps->rules[i].alts[k];
             g->alt[g->n_alt++] = g->n_el;
-            memcpy(g->el + g->n_el, a->e, (size_t)a->n * sizeof *a->e);
+            if (a->n) memcpy(g->el + g->n_el, a->e, (size_t)a->n * sizeof *a->e);
             g->n_el += a->n;
             g->el[g->n_el++] = (struct gel){GEL_END, 0};
         }
