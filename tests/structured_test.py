@@ -136,6 +136,18 @@ def test_refused():
         check(st == 400 and needle in msg, f"{body}: {st} {msg!r}")
 
 
+def test_think_then_grammar():
+    """R1 template: the grammar starts after </think> (made the first token by a bias on the random model),
+    the answer validates (with the grammar from the start, </think> could not come and all would be reasoning)."""
+    end = first_id("</think>")
+    for i in range(3):
+        r = client.chat.completions.create(
+            model="m", messages=ASK, max_tokens=MAX, temperature=0.6, seed=50 + i, logit_bias={str(end): 100},
+            response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}})
+        m = r.choices[0].message
+        check(validates(m.content or "", PERSON), f"think, then the grammar: {m}")
+
+
 WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
                                           "unit": {"enum": ["C", "F"]}}, "required": ["city"]}
 TIME = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 20}}, "required": ["tz"]}
@@ -198,4 +210,5 @@ sys.exit(run_groups("structured", [("json_schema", test_json_schema), ("json_obj
                                    ("logit_bias", test_logit_bias), ("refused", test_refused),
                                    ("tools required", test_tools_required),
                                    ("tools named, streamed", test_tools_named_stream),
-                                   ("tool turns", test_tool_turns)]))
+                                   ("tool turns", test_tool_turns)]
+                    + ([("think, then the grammar", test_think_then_grammar)] if TINY else [])))
