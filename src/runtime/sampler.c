@@ -231,8 +231,11 @@ int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
 
 /* Grammar: candidates drawn and checked one at a time (a rejected one
  * leaves the draw, so the result follows the allowed part of the cut
- * exactly); after GRAMMAR_TRIES rejections the whole mask is applied. */
+ * exactly); after GRAMMAR_TRIES rejections a cut of at most
+ * GRAMMAR_CHECK_ALL candidates is checked whole; only when none of them is
+ * allowed (or the cut is larger) is the whole mask computed and applied. */
 #define GRAMMAR_TRIES 8
+#define GRAMMAR_CHECK_ALL 1024
 
 static int bit(const uint64_t *b, int32_t i) { return (int)(b[i >> 6] >> (i & 63) & 1); }
 
@@ -251,6 +254,17 @@ int32_t r1_sampler_sample_grammar(r1_sampler_t *s, float *logits, r1_gmatch_t *m
             }
             total -= s->c[i].logit;
             s->c[i].logit = 0;
+        }
+        if (keep <= GRAMMAR_CHECK_ALL) { /* every candidate of the cut checked: the mask only when none passes */
+            total = 0;
+            for (int i = 0; i < keep; i++) {
+                if (s->c[i].logit > 0 && !r1_gmatch_allows(m, s->c[i].id)) s->c[i].logit = 0;
+                total += s->c[i].logit;
+            }
+            if (total > 0) {
+                chosen = s->c[draw_candidate(s, keep, total)].id;
+                goto done;
+            }
         }
     }
     const uint64_t *bits = r1_gmatch_mask(m);
