@@ -87,6 +87,29 @@ def test_trickle():
           f"{timed_out} of {alive} got a 408")
 
 
+def test_per_address_held():
+    """Connections the HTTP engine holds (their head is in, the body is coming) count against the limit
+    too: the 33rd of one address gets a JSON 429, another address is served meanwhile."""
+    held, refused = [], 0
+    for _ in range(40):
+        s = open_from("127.0.0.3")
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+        held.append(s)
+        time.sleep(0.01)
+    time.sleep(0.3)
+    for s in held:
+        s.setblocking(False)
+        try:
+            refused += s.recv(64).startswith(b"HTTP/1.1 429")
+        except OSError:
+            pass
+    check(refused == 8, f"40 held connections of one address: {refused} refused with 429, want 8")
+    st, _, _ = srv.request("GET", "/health", auth=False)
+    check(st == 200, f"another address is served meanwhile: {st}")
+    for s in held:
+        s.close()
+
+
 def test_body_deadline():
     s = open_from("127.0.0.1")
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{")
@@ -172,5 +195,5 @@ def test_malformed():
               f"{data[:50]!r}: {st} {msg!r} in {dt:.1f} s (want {want} with '{needle}')")
 
 
-sys.exit(run_groups("guard", [("trickle", test_trickle), ("body deadline", test_body_deadline),
+sys.exit(run_groups("guard", [("trickle", test_trickle), ("held per address", test_per_address_held), ("body deadline", test_body_deadline),
                               ("access log", test_access_log), ("malformed HTTP", test_malformed)]))

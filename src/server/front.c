@@ -50,7 +50,7 @@ struct front {
     char *buf; /* (HEAD_MAX + 1) */
 };
 
-static int same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
+int front_same_host(const struct sockaddr_storage *a, const struct sockaddr_storage *b) {
     if (a->ss_family != b->ss_family) return 0;
     if (a->ss_family == AF_INET)
         return ((const struct sockaddr_in *)a)->sin_addr.s_addr == ((const struct sockaddr_in *)b)->sin_addr.s_addr;
@@ -179,8 +179,8 @@ static void accept_new(struct front *f) {
         q.alen = sizeof q.addr;
         q.fd = accept4(f->lfd, (struct sockaddr *)&q.addr, &q.alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (q.fd < 0) return;
-        int same = 0;
-        for (int i = 0; i < f->n; i++) same += same_host(&f->p[i].addr, &q.addr);
+        int same = f->o.active ? f->o.active(f->o.ctx, &q.addr) : 0;
+        for (int i = 0; i < f->n; i++) same += front_same_host(&f->p[i].addr, &q.addr);
         if (f->n >= (int)f->o.max_pending) {
             refuse(q.fd, 503, "Service Unavailable", "server_error", "Too many connections are opening. Retry later.");
             continue;
@@ -220,8 +220,12 @@ static void *loop(void *arg) {
                 const char *why = "";
                 int v = r > 0 ? vet(f->buf, r, &why) : 0;
                 if (v == 1) {
-                    if (MHD_add_connection(f->d, q->fd, (const struct sockaddr *)&q->addr, q->alen) != MHD_YES)
-                        close(q->fd); /* the daemon's own limits (it closed nothing: we do) */
+                    int busy = f->o.active ? f->o.active(f->o.ctx, &q->addr) : 0;
+                    if (f->o.per_ip && busy >= (int)f->o.per_ip)
+                        refuse(q->fd, 429, "Too Many Requests", "rate_limit_error",
+                               "Too many connections from this address (--max-conns-per-ip).");
+                    else /* on failure the daemon has closed the socket itself */
+                        MHD_add_connection(f->d, q->fd, (const struct sockaddr *)&q->addr, q->alen);
                     drop(f, i);
                     continue;
                 }

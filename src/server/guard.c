@@ -14,9 +14,11 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
+#include "server/front.h"
 #include "util/util.h"
 
 #define WATCH_MS 100 /* how often the watchdog looks */
@@ -85,10 +87,11 @@ void guard_free(struct guard *g) {
     free(g);
 }
 
-struct conn_info *guard_open(struct guard *g, int fd) {
+struct conn_info *guard_open(struct guard *g, int fd, const struct sockaddr *addr, socklen_t alen) {
     struct conn_info *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     c->fd = fd;
+    if (addr && alen <= sizeof c->addr) memcpy(&c->addr, addr, alen);
     c->start = r1_now();
     c->reading = 1;
     pthread_mutex_lock(&g->mu);
@@ -115,6 +118,14 @@ void guard_reading(struct guard *g, struct conn_info *c, int reading) {
     if (reading && !c->reading) c->start = r1_now();
     c->reading = reading;
     pthread_mutex_unlock(&g->mu);
+}
+
+int guard_count_host(struct guard *g, const struct sockaddr_storage *addr) {
+    int n = 0;
+    pthread_mutex_lock(&g->mu);
+    for (struct conn_info *c = g->head; c; c = c->next) n += front_same_host(&c->addr, addr);
+    pthread_mutex_unlock(&g->mu);
+    return n;
 }
 
 long guard_shut(struct guard *g) {

@@ -423,8 +423,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
     struct server *srv = cls;
-    if (code == MHD_CONNECTION_NOTIFY_STARTED) *socket_context = guard_open(srv->guard, conn_fd(c));
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+        socklen_t len = !sa ? 0 : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        *socket_context = guard_open(srv->guard, conn_fd(c), sa, len);
+    }
     else guard_close(srv->guard, *socket_context), *socket_context = NULL;
+}
+
+static int active_of_host(void *ctx, const struct sockaddr_storage *addr) {
+    return guard_count_host(((struct server *)ctx)->guard, addr);
 }
 
 static void on_log(void *cls, const char *fmt, va_list ap) {
@@ -477,11 +486,10 @@ struct server *server_start(const struct server_opts *o, struct sched *s) {
     srv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
                               MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
                               MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT,
-                              o->max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, o->max_conns_per_ip,
-                              MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+                              o->max_conns, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
                               MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
     struct front_opts fo = {.max_pending = o->max_conns, .per_ip = o->max_conns_per_ip, .deadline_s = o->deadline_s,
-                            .idle_s = o->timeout_s};
+                            .idle_s = o->timeout_s, .active = active_of_host, .ctx = srv};
     if (!srv->d || !(srv->front = front_start(srv->lfd, srv->d, &fo))) {
         fprintf(stderr, "r1infer serve: cannot start the HTTP daemon on %s:%d\n", o->host, o->port);
         if (srv->d) MHD_stop_daemon(srv->d);
