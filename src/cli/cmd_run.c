@@ -24,6 +24,7 @@ struct gen {
     r1_grammar_t *gram; /* --grammar / --json-schema / --json: the output follows it */
     r1_gvocab_t *gvocab;
     r1_gmatch_t *gm;
+    int gram_wait;      /* an R1 prompt opened <think>: the grammar starts after </think> */
     double sample_s;    /* time in the sampler (and the grammar) */
 };
 
@@ -78,7 +79,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             id = ids[at++];
         } else {
             double ts = r1_now();
-            if (g->gm) {
+            if (g->gm && !g->gram_wait) {
                 id = r1_sampler_sample_grammar(g->smp, logits, g->gm);
                 if (id < 0) {
                     fprintf(stderr, "\n[the grammar allows no token: stopping]\n");
@@ -99,6 +100,11 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
                 (*out)[(*n_out)++] = id;
             }
         }
+        if (g->gm && g->gram_wait && g->tok) { /* the think block closes: the grammar starts */
+            char *piece = NULL;
+            if (r1_tokenizer_decode(g->tok, &id, 1, 0, &piece) >= 0 && strstr(piece, "</think>")) g->gram_wait = 0;
+            free(piece);
+        }
         if (g->print_ids) {
             printf(made > 1 ? ",%d" : "%d", id);
         } else if (dt) {
@@ -112,7 +118,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
         }
         fflush(stdout);
-        if (g->gm && r1_gmatch_finished(g->gm)) break;
+        if (g->gm && !g->gram_wait && r1_gmatch_finished(g->gm)) break;
         if (made == n || g->spec) continue;
         if (r1_session_n_past(g->s) >= r1_session_n_ctx(g->s)) {
             fprintf(stderr, "\n[context full at %d tokens (--ctx): stopping]\n", r1_session_n_ctx(g->s));
@@ -184,7 +190,8 @@ static void run_help(FILE *f) {
                "  --print-ids            print the generated ids as a JSON array instead of text\n"
                "  --grammar FILE         the output follows this GBNF grammar (rule root)\n"
                "  --json-schema FILE     the output is JSON valid against this schema\n"
-               "  --json                 the output is a JSON object\n");
+               "  --json                 the output is a JSON object\n"
+               "                         (for an R1 model, the answer after its think block)\n");
     cli_opts_help(f);
 }
 
@@ -209,6 +216,13 @@ static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_
         add_stop(g, r1_tokenizer_token_id(g->tok, "<|endoftext|>"));
     }
     return 0;
+}
+
+/* Whether a templated prompt ends inside an open <think> block (R1). */
+static int opens_think(const char *text) {
+    size_t n = text ? strlen(text) : 0;
+    while (n && (text[n - 1] == '\n' || text[n - 1] == ' ')) n--;
+    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
 }
 
 /* The grammar of --grammar FILE, --json-schema FILE or --json. */
@@ -306,6 +320,7 @@ int cmd_run(int argc, char **argv) {
             msgs[k++] = (struct r1_chat_msg){"user", prompt};
             text = r1_chat_apply(g.tok, msgs, k, 1);
             g.dim_think = isatty(1) && strstr(text ? text : "", "<think>") != NULL;
+            g.gram_wait = g.gm && opens_think(text);
         }
         if (!text) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -373,15 +388,18 @@ out:
 static void chat_help(FILE *f) {
     fprintf(f, "usage: r1infer chat -m MODEL [--system TEXT] [-n N] [options]\n"
                "Type a message and press enter; /reset clears the conversation, /quit or EOF ends.\n"
-               "The model's reasoning (<think>...</think>) is shown dimmed on a terminal.\n");
+               "The model's reasoning (<think>...</think>) is shown dimmed on a terminal.\n"
+               "  --grammar FILE, --json-schema FILE, --json   every answer follows this GBNF grammar /\n"
+               "                         is JSON valid against this schema / is a JSON object (after the\n"
+               "                         think block of an R1 model)\n");
     cli_opts_help(f);
 }
 
 int cmd_chat(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o);
-    const char *system = NULL;
-    int n = 4096;
+    const char *system = NULL, *grammar_file = NULL, *schema_file = NULL;
+    int n = 4096, json = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
@@ -391,6 +409,9 @@ int cmd_chat(int argc, char **argv) {
             return 0;
         } else if (i + 1 < argc && !strcmp(argv[i], "--system")) system = argv[++i];
         else if (i + 1 < argc && !strcmp(argv[i], "-n")) n = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--json")) json = 1;
+        else if (i + 1 < argc && !strcmp(argv[i], "--grammar")) grammar_file = argv[++i];
+        else if (i + 1 < argc && !strcmp(argv[i], "--json-schema")) schema_file = argv[++i];
         else {
             fprintf(stderr, "r1infer chat: unknown option or missing value: %s\n", argv[i]);
             chat_help(stderr);
@@ -411,7 +432,8 @@ int cmd_chat(int argc, char **argv) {
     r1_model_t *dm = NULL;
     r1_session_t *ds = NULL;
     if (setup_gen(&g, &o, m, s, 1)) goto out;
-    if (cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
+    if ((grammar_file || schema_file || json) && open_grammar(&g, grammar_file, schema_file)) goto out;
+    if (!g.gm && cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     msgs = calloc(1024, sizeof *msgs);
     if (system) msgs[n_msgs++] = (struct r1_chat_msg){"system", strdup(system)};
     for (;;) {
@@ -434,6 +456,15 @@ int cmd_chat(int argc, char **argv) {
         int32_t *ids = NULL;
         int n_ids = text ? r1_tokenizer_encode(g.tok, text, strlen(text), 0, &ids) : -1;
         g.dim_think = isatty(1) && text && strstr(text, "<think>") != NULL;
+        if (g.gm) { /* every answer follows the grammar from its start */
+            r1_gmatch_free(g.gm);
+            if (!(g.gm = r1_gmatch_new(g.gram, g.gvocab))) {
+                fprintf(stderr, "r1infer: %s\n", r1_last_error());
+                free(text);
+                goto out;
+            }
+            g.gram_wait = opens_think(text);
+        }
         free(text);
         if (n_ids < 0) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -486,6 +517,9 @@ int cmd_chat(int argc, char **argv) {
     rc = 0;
 out:
     r1_spec_free(g.spec);
+    r1_gmatch_free(g.gm);
+    r1_gvocab_free(g.gvocab);
+    r1_grammar_free(g.gram);
     r1_session_free(ds);
     r1_model_free(dm);
     for (size_t i = 0; i < n_msgs; i++) free((char *)msgs[i].content);
