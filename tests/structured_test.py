@@ -191,6 +191,15 @@ def test_tools_named_stream():
           f"streamed tool call: {deltas} {finish}")
 
 
+def test_tools_auto_stream():
+    """tool_choice auto, streamed: a text answer streams as it comes (many deltas), the same text as unstreamed."""
+    kw = dict(messages=ASK_TOOL, tools=TOOLS, temperature=1.0, seed=11, max_tokens=40)
+    whole = chat(**kw).choices[0].message.content or ""
+    parts = [ch.choices[0].delta.content for ch in chat(stream=True, **kw) if ch.choices and ch.choices[0].delta.content]
+    check(len(parts) > 5 and "".join(parts) == whole, f"auto tools streamed: {len(parts)} deltas, "
+          f"{''.join(parts)[:80]!r} vs {whole[:80]!r}")
+
+
 def test_tool_turns():
     """A conversation with the assistant's call and the tool's result is accepted and answered."""
     msgs = ASK_TOOL + [
@@ -211,4 +220,5 @@ sys.exit(run_groups("structured", [("json_schema", test_json_schema), ("json_obj
                                    ("tools required", test_tools_required),
                                    ("tools named, streamed", test_tools_named_stream),
                                    ("tool turns", test_tool_turns)]
-                    + ([("think, then the grammar", test_think_then_grammar)] if TINY else [])))
+                    + ([("think, then the grammar", test_think_then_grammar),
+                        ("tools auto, streamed", test_tools_auto_stream)] if TINY else [])))

@@ -39,7 +39,47 @@ struct gen_ctx {
     r1_gmatch_t *gm;                  /* the request's grammar, NULL without one */
     int gram_on;                      /* the grammar applies (the answer began: after </think> for R1) */
     char tail[16];                    /* the last bytes of output while looking for </think> */
+    struct sbuf tool_hold;            /* streaming with tools: answer text that may begin a call */
+    int tool_sent, tool_buffering;    /* some answer went out as content / a call began: the rest waits */
 };
+
+/* Streaming with tools: answer text goes out as content until a call may
+ * begin ("<tool_call>", or a "{" opening the answer); from there on it is
+ * kept for resp_chunk_tools at the end. Text that could be the start of
+ * "<tool_call>" is held back until it is decided. */
+static void tool_stream(struct gen_ctx *g, const char *text, size_t n) {
+    static const char OPEN[] = "<tool_call>";
+    if (g->tool_buffering) {
+        sbuf_add(&g->all_answer, text, n);
+        return;
+    }
+    sbuf_add(&g->tool_hold, text, n);
+    const char *h = g->tool_hold.p;
+    size_t len = g->tool_hold.len, lead = 0;
+    while (lead < len && (h[lead] == ' ' || h[lead] == '\n')) lead++;
+    const char *o = memmem(h, len, OPEN, sizeof OPEN - 1);
+    size_t cut = len; /* what may go out as content */
+    if (o) cut = (size_t)(o - h);
+    else if (!g->tool_sent && lead < len && h[lead] == '{') cut = 0; /* a bare JSON call? */
+    else
+        for (size_t k = len > sizeof OPEN - 1 ? len - (sizeof OPEN - 2) : 0; k < len; k++)
+            if (!memcmp(h + k, OPEN, len - k)) {
+                cut = k;
+                break;
+            }
+    if (!g->tool_sent && (lead == len || (cut <= lead && (o || h[lead] == '{')))) cut = 0; /* white space only so far */
+    if (cut) {
+        resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, h, cut, NULL);
+        g->tool_sent = 1;
+    }
+    if (o || (!g->tool_sent && cut == 0 && lead < len && h[lead] == '{')) {
+        g->tool_buffering = 1;
+        sbuf_add(&g->all_answer, h + cut, len - cut);
+        sbuf_clear(&g->tool_hold);
+        return;
+    }
+    sbuf_consume(&g->tool_hold, cut);
+}
 
 /* ---------------------------------------------- grammar, bias, checks */
 
@@ -132,7 +172,7 @@ static void route(struct gen_ctx *g, int final) {
     sbuf_clear(&g->piece);
     if (g->j->req.stream) {
         if (g->think.len) resp_chunk(&g->ev, &g->meta, NULL, g->think.p, g->think.len, NULL, 0, NULL);
-        if (g->answer.len && g->meta.tools) sbuf_add(&g->all_answer, g->answer.p, g->answer.len); /* sent at the end */
+        if (g->answer.len && g->meta.tools) tool_stream(g, g->answer.p, g->answer.len);
         else if (g->answer.len) resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, g->answer.p, g->answer.len, NULL);
         flush_events(g);
     } else {
@@ -436,6 +476,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
         if (j->req.stream) resp_error_event(&g.ev, &err);
         else result = resp_error(&err);
     } else if (finish && j->req.stream) {
+        if (g.meta.tools && g.tool_hold.len) sbuf_add(&g.all_answer, g.tool_hold.p, g.tool_hold.len);
         if (g.meta.tools && resp_chunk_tools(&g.ev, &g.meta, g.all_answer.p, g.all_answer.len) &&
             !strcmp(finish, "stop"))
             finish = "tool_calls";
@@ -501,5 +542,6 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     sbuf_free(&g.answer);
     sbuf_free(&g.all_think);
     sbuf_free(&g.all_answer);
+    sbuf_free(&g.tool_hold);
     sbuf_free(&g.ev);
 }
