@@ -71,7 +71,7 @@ static void refuse(int fd, int status, const char *reason, const char *type, con
                       "Connection: close\r\n\r\n%s",
                       status, reason, bl, body);
     char sink[4096];
-    while (recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    for (int k = 0; k < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; k++) { /* at most 64 KiB */
     }
     if (send(fd, resp, (size_t)rl, MSG_NOSIGNAL | MSG_DONTWAIT) < 0) { /* nothing more to do */
     }

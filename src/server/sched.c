@@ -338,11 +338,16 @@ static int build_prompt(struct sched *s, struct job *j, struct api_error *err) {
         if (r->bias_ids[i] >= s->vocab)
             return api_error_set(err, 400, "invalid_request_error", "logit_bias", NULL,
                                  "'logit_bias' names token id %d; the vocabulary has %d", r->bias_ids[i], s->vocab);
-    if (r->gram) { /* the token bytes, once per server */
+    if (r->gram) { /* the token bytes, once per server (built outside the lock: the engine runs on) */
         pthread_mutex_lock(&s->mu);
-        if (!s->gvocab) s->gvocab = r1_gvocab_new(s->tok, s->vocab, s->stop_ids, s->n_stop_ids);
+        int have = s->gvocab != NULL;
+        pthread_mutex_unlock(&s->mu);
+        r1_gvocab_t *v = have ? NULL : r1_gvocab_new(s->tok, s->vocab, s->stop_ids, s->n_stop_ids);
+        pthread_mutex_lock(&s->mu);
+        if (!s->gvocab) s->gvocab = v, v = NULL;
         int ok = s->gvocab != NULL;
         pthread_mutex_unlock(&s->mu);
+        r1_gvocab_free(v); /* another request built it first */
         if (!ok) return api_error_set(err, 500, "server_error", NULL, NULL, "grammar: %s", r1_last_error());
     }
     if (j->n_ids == 0) return api_error_set(err, 400, "invalid_request_error", param, NULL, "the prompt is empty");
