@@ -110,7 +110,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
 tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table $(BUILD)/tools/mm_bench \
-       $(BUILD)/tools/tile_hot
+       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench
 
 # Matmul kernels of one model's shapes, dtypes side by side (build/tools/mm_bench).
 $(BUILD)/tools/mm_bench: tools/mm_bench.c $(LIB)
@@ -125,6 +125,11 @@ $(BUILD)/tools/tile_hot: tools/tile_hot.c $(LIB)
 # Prefill and decode of one model at every weight format, next to a bandwidth
 # probe, in one run (build/tools/cpu_table MODEL_DIR).
 $(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# What grammar-constrained sampling costs per token (build/tools/grammar_bench MODEL SCHEMA.json).
+$(BUILD)/tools/grammar_bench: tools/grammar_bench.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

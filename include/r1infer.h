@@ -425,6 +425,66 @@ int r1_spec_draft_held(const r1_spec_t *sp, const int32_t **ids);
 /* Counters since r1_spec_new. */
 void r1_spec_get_stats(const r1_spec_t *sp, struct r1_spec_stats *st);
 
+/* ---------------------------------------------------------------- grammar */
+/* Grammar-constrained sampling: a grammar (GBNF, or made from a JSON
+ * schema) decides which tokens may come next; the sampler draws only among
+ * them. r1_grammar_t is immutable once built (share it between matchers);
+ * r1_gvocab_t is the tokenizer's token bytes in a trie, built once per
+ * model; r1_gmatch_t is one generation's position in the grammar. */
+typedef struct r1_grammar r1_grammar_t;
+typedef struct r1_gvocab r1_gvocab_t;
+typedef struct r1_gmatch r1_gmatch_t;
+
+/* Compile GBNF text (len bytes; the start rule is "root"). NULL on error
+ * with a sentence in err (errlen bytes, may be 0). Free with r1_grammar_free. */
+r1_grammar_t *r1_grammar_parse(const char *text, size_t len, char *err, size_t errlen);
+void r1_grammar_free(r1_grammar_t *g);
+/* The GBNF text (malloc'ed, the caller frees) of a JSON schema (len bytes
+ * of JSON); schema NULL gives any JSON object (JSON mode). NULL on error or
+ * on an unsupported keyword, with a sentence in err. */
+char *r1_grammar_json_schema(const char *schema, size_t len, char *err, size_t errlen);
+/* The GBNF text (malloc'ed) of one function call in the form
+ * <tool_call>{"name": NAME, "arguments": ARGS}</tool_call> (white space
+ * allowed between the parts), NAME one of names[0..n) and ARGS valid
+ * against that function's parameters schema (schemas[i], NUL-terminated
+ * JSON; NULL = any object). NULL on error with a sentence in err. */
+char *r1_grammar_tool_call(const char *const *names, const char *const *schemas, int n, char *err, size_t errlen);
+
+/* The bytes of every token id < vocab of t, for masking. Special tokens
+ * are never allowed; the end_ids (n_end of them, at most 8: EOS and the
+ * like) are allowed exactly where the grammar may end. NULL on error. The
+ * tokenizer is read only here. */
+r1_gvocab_t *r1_gvocab_new(const r1_tokenizer_t *t, int vocab, const int32_t *end_ids, int n_end);
+void r1_gvocab_free(r1_gvocab_t *v);
+
+/* A matcher at the start of g (g and v must outlive it). NULL on error
+ * (a left-recursive grammar, out of memory). */
+r1_gmatch_t *r1_gmatch_new(const r1_grammar_t *g, const r1_gvocab_t *v);
+void r1_gmatch_free(r1_gmatch_t *m);
+/* 1 if token id may come next, else 0. Changes nothing. */
+int r1_gmatch_allows(r1_gmatch_t *m, int32_t id);
+/* Take token id (an end id ends the match). 0, or -1 (the grammar does not
+ * allow it; the state is unchanged). */
+int r1_gmatch_accept(r1_gmatch_t *m, int32_t id);
+/* Take raw bytes (text forced into the output). 0 or -1 as above. */
+int r1_gmatch_accept_bytes(r1_gmatch_t *m, const char *s, size_t n);
+/* 1 if the text so far is a complete sentence of the grammar. */
+int r1_gmatch_done(const r1_gmatch_t *m);
+/* 1 if nothing but an end id can follow (or an end id was taken). */
+int r1_gmatch_finished(const r1_gmatch_t *m);
+/* The tokens allowed next as a bitmap ((vocab + 63) / 64 words, bit id),
+ * owned by m and valid until its next call; cached per grammar state. NULL
+ * when out of memory. */
+const uint64_t *r1_gmatch_mask(r1_gmatch_t *m);
+/* Mask cache hits and misses since r1_gmatch_new. */
+void r1_gmatch_stats(const r1_gmatch_t *m, long *hits, long *misses);
+
+/* r1_sampler_sample constrained by m: the draw is made among the tokens m
+ * allows (the sampler's cut first; when the cut keeps none of them, over
+ * the allowed tokens alone). Does not advance m (call r1_gmatch_accept).
+ * Returns the id, or -1 when the grammar allows no token at all. */
+int32_t r1_sampler_sample_grammar(r1_sampler_t *s, float *logits, r1_gmatch_t *m);
+
 #ifdef __cplusplus
 }
 #endif

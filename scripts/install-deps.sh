@@ -53,7 +53,7 @@ fi
 
 # Python packages used only by tests (the engine itself needs none).
 PY=${PYTHON:-python3}
-PIP_PKGS="openai gguf numpy"
+PIP_PKGS="openai gguf numpy jsonschema"
 need=""
 for p in $PIP_PKGS; do
     $PY -c "import $p" >/dev/null 2>&1 || need="$need $p"

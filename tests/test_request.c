@@ -3,6 +3,7 @@
  * (src/server/request.c): accepted shapes, every rejected one with its
  * status and param, and the UTF-8 checker.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "server/request.h"
@@ -100,7 +101,7 @@ static void test_rejects(void) {
     bad("{\"messages\":[]}", REQ_CHAT, "messages");
     bad("{\"messages\":\"hi\"}", REQ_CHAT, "messages");
     bad("{\"messages\":[\"hi\"]}", REQ_CHAT, "messages[0]");
-    bad("{\"messages\":[{\"role\":\"tool\",\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
+    bad("{\"messages\":[{\"role\":\"function\",\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
     bad("{\"messages\":[{\"role\":\"wizard\",\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
     bad("{\"messages\":[{\"role\":5,\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
     bad("{\"messages\":[{\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
@@ -162,11 +163,59 @@ static void test_utf8(void) {
     CHECK(!utf8_valid("\x80", 1), "lone continuation");
 }
 
+/* response_format, grammar, logit_bias and tools (structured.c, tools.c). */
+static void test_structured(void) {
+    struct gen_request r;
+    struct api_error e;
+    const char *U = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
+    char body[2048];
+    snprintf(body, sizeof body, "%s\"logit_bias\":{\"5\":-100,\"17\":2.5},\"response_format\":{\"type\":"
+             "\"json_schema\",\"json_schema\":{\"name\":\"p\",\"schema\":{\"type\":\"object\",\"properties\":"
+             "{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}", U);
+    int rc = parse(body, REQ_CHAT, &r, &e);
+    CHECK(rc == 0 && r.gram && r.grammar && r.n_bias == 2 && r.bias_ids[0] == 5 && r.bias[0] == -100.0f &&
+              r.bias_ids[1] == 17 && r.bias[1] == 2.5f,
+          "response_format + logit_bias: rc %d %s", rc, e.message);
+    if (!rc) req_free(&r);
+    snprintf(body, sizeof body, "%s\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+             "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"}}}}}],\"tool_choice\":\"required\"}", U);
+    rc = parse(body, REQ_CHAT, &r, &e);
+    CHECK(rc == 0 && r.tools && r.gram && r.n_msgs == 2 && !strcmp(r.msgs[0].role, "system") &&
+              strstr(r.msgs[0].content, "<tools>") && strstr(r.msgs[0].content, "\"name\":\"f\""),
+          "tools required: rc %d %s", rc, e.message);
+    if (!rc) req_free(&r);
+    rc = parse("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
+               "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":1}\"}}]},{\"role\":\"tool\",\"content\":\"42\"}]}",
+               REQ_CHAT, &r, &e);
+    CHECK(rc == 0 && r.n_msgs == 2 && strstr(r.msgs[0].content, "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"q\":1}}") &&
+              !strcmp(r.msgs[1].role, "user") && !strcmp(r.msgs[1].content, "<tool_response>\n42\n</tool_response>"),
+          "tool turns: rc %d %s / %s", rc, e.message, rc ? "" : r.msgs[0].content);
+    if (!rc) req_free(&r);
+    static const char *bad_fields[][2] = {
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"pattern\":\"x\"}}}}",
+         "response_format"},
+        {"\"response_format\":{\"type\":\"xml\"}}", "response_format"},
+        {"\"grammar\":\"root ::= (\"}", "grammar"},
+        {"\"logit_bias\":{\"-1\":1}}", "logit_bias"},
+        {"\"logit_bias\":[1]}", "logit_bias"},
+        {"\"tool_choice\":\"required\"}", "tool_choice"},
+        {"\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"\"}}]}", "tools"},
+        {"\"functions\":[]}", "functions"},
+        {"\"best_of\":3}", "best_of"},
+        {"\"chat_template_kwargs\":{\"enable_thinking\":1}}", "chat_template_kwargs"},
+    };
+    for (size_t i = 0; i < sizeof bad_fields / sizeof *bad_fields; i++) {
+        snprintf(body, sizeof body, "%s%s", U, bad_fields[i][0]);
+        bad(body, REQ_CHAT, bad_fields[i][1]);
+    }
+}
+
 int main(void) {
     defaults = r1_sampler_defaults();
     test_chat_ok();
     test_completion_ok();
     test_rejects();
     test_utf8();
+    test_structured();
     return TEST_DONE("test_request");
 }

@@ -21,6 +21,11 @@ struct gen {
     int n_cached;
     int32_t stop[4];
     int n_stop, ignore_eos, print_ids, dim_think, vocab;
+    r1_grammar_t *gram; /* --grammar / --json-schema / --json: the output follows it */
+    r1_gvocab_t *gvocab;
+    r1_gmatch_t *gm;
+    int gram_wait;      /* an R1 prompt opened <think>: the grammar starts after </think> */
+    double sample_s;    /* time in the sampler (and the grammar) */
 };
 
 static int is_stop(const struct gen *g, int32_t id) {
@@ -73,7 +78,18 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
             id = ids[at++];
         } else {
-            id = r1_sampler_sample(g->smp, logits);
+            double ts = r1_now();
+            if (g->gm && !g->gram_wait) {
+                id = r1_sampler_sample_grammar(g->smp, logits, g->gm);
+                if (id < 0) {
+                    fprintf(stderr, "\n[the grammar allows no token: stopping]\n");
+                    break;
+                }
+                if (!is_stop(g, id)) r1_gmatch_accept(g->gm, id);
+            } else {
+                id = r1_sampler_sample(g->smp, logits);
+            }
+            g->sample_s += r1_now() - ts;
         }
         if (is_stop(g, id)) break;
         made++;
@@ -83,6 +99,11 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
                 *out = no;
                 (*out)[(*n_out)++] = id;
             }
+        }
+        if (g->gm && g->gram_wait && g->tok) { /* the think block closes: the grammar starts */
+            char *piece = NULL;
+            if (r1_tokenizer_decode(g->tok, &id, 1, 0, &piece) >= 0 && strstr(piece, "</think>")) g->gram_wait = 0;
+            free(piece);
         }
         if (g->print_ids) {
             printf(made > 1 ? ",%d" : "%d", id);
@@ -97,6 +118,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
         }
         fflush(stdout);
+        if (g->gm && !g->gram_wait && r1_gmatch_finished(g->gm)) break;
         if (made == n || g->spec) continue;
         if (r1_session_n_past(g->s) >= r1_session_n_ctx(g->s)) {
             fprintf(stderr, "\n[context full at %d tokens (--ctx): stopping]\n", r1_session_n_ctx(g->s));
@@ -166,14 +188,19 @@ static void run_help(FILE *f) {
                "  --raw                  feed the prompt as it is, without the chat template\n"
                "  --ignore-eos           keep generating past the end-of-sentence token\n"
                "  --prompt-ids 1,2,3     feed token ids instead of text (for tests)\n"
-               "  --print-ids            print the generated ids as a JSON array instead of text\n");
+               "  --print-ids            print the generated ids as a JSON array instead of text\n"
+               "  --grammar FILE         the output follows this GBNF grammar (rule root)\n"
+               "  --json-schema FILE     the output is JSON valid against this schema\n"
+               "  --json                 the output is a JSON object\n"
+               "                         (for an R1 model, the answer after its think block)\n");
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_PROFILE | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
 static const char *const run_flags[] = {"-p", "--prompt", "-f", "--file", "--system", "--system-prompt", "-n",
                                         "--n-predict", "--raw", "--ignore-eos", "--prompt-ids", "--print-ids",
-                                        "--help", NULL};
-static const char *const chat_flags[] = {"--system", "--system-prompt", "-n", "--n-predict", "--help", NULL};
+                                        "--grammar", "--json-schema", "--json", "--help", NULL};
+static const char *const chat_flags[] = {"--system", "--system-prompt", "-n", "--n-predict", "--grammar",
+                                         "--json-schema", "--json", "--help", NULL};
 
 static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_session_t *s, int need_tok) {
     memset(g, 0, sizeof *g);
@@ -198,12 +225,51 @@ static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_
     return 0;
 }
 
+/* Whether a templated prompt ends inside an open <think> block (R1). */
+static int opens_think(const char *text) {
+    size_t n = text ? strlen(text) : 0;
+    while (n && (text[n - 1] == '\n' || text[n - 1] == ' ')) n--;
+    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
+}
+
+/* The grammar of --grammar FILE, --json-schema FILE or --json. */
+static int open_grammar(struct gen *g, const char *grammar_file, const char *schema_file) {
+    char err[320], *text = NULL;
+    size_t len = 0;
+    const char *file = grammar_file ? grammar_file : schema_file;
+    char *data = file ? r1_file_read(file, &len) : NULL;
+    if (file && !data) {
+        fprintf(stderr, "r1infer: %s\n", r1_last_error());
+        return -1;
+    }
+    if (grammar_file) text = data, data = NULL;
+    else if (!(text = r1_grammar_json_schema(data, len, err, sizeof err))) {
+        fprintf(stderr, "r1infer: %s: %s\n", schema_file ? schema_file : "--json", err);
+        free(data);
+        return -1;
+    }
+    free(data);
+    g->gram = r1_grammar_parse(text, strlen(text), err, sizeof err);
+    free(text);
+    if (!g->gram) {
+        fprintf(stderr, "r1infer: %s: %s\n", file ? file : "--json", err);
+        return -1;
+    }
+    if (!g->tok || !(g->gvocab = r1_gvocab_new(g->tok, g->vocab, g->stop, g->n_stop)) ||
+        !(g->gm = r1_gmatch_new(g->gram, g->gvocab))) {
+        fprintf(stderr, "r1infer: grammar: %s\n", g->tok ? r1_last_error() : "needs the model's tokenizer");
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o, "run");
     const char *prompt = NULL, *system = NULL, *pids = NULL, *file = NULL;
+    const char *grammar_file = NULL, *schema_file = NULL;
     long n = 256;
-    int raw = 0, ignore_eos = 0, print_ids = 0;
+    int raw = 0, ignore_eos = 0, print_ids = 0, json = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
@@ -211,7 +277,8 @@ int cmd_run(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int value = !strcmp(a, "-p") || !strcmp(a, "--prompt") || !strcmp(a, "-f") || !strcmp(a, "--file") ||
                     !strcmp(a, "--system") || !strcmp(a, "--system-prompt") || !strcmp(a, "--prompt-ids") ||
-                    !strcmp(a, "-n") || !strcmp(a, "--n-predict");
+                    !strcmp(a, "-n") || !strcmp(a, "--n-predict") || !strcmp(a, "--grammar") ||
+                    !strcmp(a, "--json-schema");
         if (value && !v) {
             fprintf(stderr, "r1infer run: %s needs a value\n", a);
             return 2;
@@ -223,6 +290,9 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--raw")) raw = 1;
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--print-ids")) print_ids = 1;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--grammar")) grammar_file = v;
+        else if (!strcmp(a, "--json-schema")) schema_file = v;
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) prompt = v;
         else if (!strcmp(a, "-f") || !strcmp(a, "--file")) file = v;
         else if (!strcmp(a, "--system") || !strcmp(a, "--system-prompt")) system = v;
@@ -257,7 +327,8 @@ int cmd_run(int argc, char **argv) {
     r1_model_t *dm = NULL;
     r1_session_t *ds = NULL;
     if (setup_gen(&g, &o, m, s, pids == NULL || !print_ids)) goto out;
-    if (cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
+    if ((grammar_file || schema_file || json) && open_grammar(&g, grammar_file, schema_file)) goto out;
+    if (!g.gm && cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     g.ignore_eos = ignore_eos;
     g.print_ids = print_ids;
     if (pids) {
@@ -273,6 +344,7 @@ int cmd_run(int argc, char **argv) {
             msgs[k++] = (struct r1_chat_msg){"user", prompt};
             text = r1_chat_apply(g.tok, msgs, k, 1);
             g.dim_think = isatty(1) && strstr(text ? text : "", "<think>") != NULL;
+            g.gram_wait = g.gm && opens_think(text);
         }
         if (!text) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -311,11 +383,21 @@ int cmd_run(int argc, char **argv) {
     if (made < 0) goto out;
     fprintf(stderr, "Generated %d tokens in %.2fs (%.2f tok/s)\n", made, secs, made > 0 ? made / secs : 0.0);
     if (g.spec && o.verbose) cli_print_spec_stats(g.spec);
+    if ((g.gm || o.verbose) && made > 0) {
+        long hits = 0, misses = 0;
+        if (g.gm) r1_gmatch_stats(g.gm, &hits, &misses);
+        fprintf(stderr, "Sampling: %.3f ms/token, %.1f%% of the decode time%s", 1e3 * g.sample_s / made,
+                100 * g.sample_s / secs, g.gm ? " (grammar)" : "\n");
+        if (g.gm) fprintf(stderr, "; grammar mask cache %ld hits, %ld misses\n", hits, misses);
+    }
     if (o.profile) print_profile(s);
     rc = 0;
 out:
     free(prompt_text);
     r1_spec_free(g.spec);
+    r1_gmatch_free(g.gm);
+    r1_gvocab_free(g.gvocab);
+    r1_grammar_free(g.gram);
     r1_session_free(ds);
     r1_model_free(dm);
     free(ids);
@@ -334,7 +416,10 @@ static void chat_help(FILE *f) {
                "The model's own chat template is used (DeepSeek-R1 or ChatML, from the model files);\n"
                "an R1 model's reasoning (<think>...</think>) is shown dimmed on a terminal.\n"
                "  --system TEXT          a system prompt (also --system-prompt)\n"
-               "  -n, --n-predict N      most tokens per answer (default 4096)\n");
+               "  -n, --n-predict N      most tokens per answer (default 4096)\n"
+               "  --grammar FILE, --json-schema FILE, --json   every answer follows this GBNF grammar /\n"
+               "                         is JSON valid against this schema / is a JSON object (after the\n"
+               "                         think block of an R1 model)\n");
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
@@ -342,15 +427,16 @@ int cmd_chat(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o, "chat");
     o.groups &= ~(unsigned)CLI_OPT_PROFILE; /* chat prints no profile */
-    const char *system = NULL;
+    const char *system = NULL, *grammar_file = NULL, *schema_file = NULL;
     long n = 4096;
+    int json = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
         if (r) continue;
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int value = !strcmp(a, "--system") || !strcmp(a, "--system-prompt") || !strcmp(a, "-n") ||
-                    !strcmp(a, "--n-predict");
+                    !strcmp(a, "--n-predict") || !strcmp(a, "--grammar") || !strcmp(a, "--json-schema");
         if (value && !v) {
             fprintf(stderr, "r1infer chat: %s needs a value\n", a);
             return 2;
@@ -360,6 +446,9 @@ int cmd_chat(int argc, char **argv) {
             chat_help(stdout);
             return 0;
         } else if (!strcmp(a, "--system") || !strcmp(a, "--system-prompt")) system = v;
+        else if (!strcmp(a, "--json")) json = 1;
+        else if (!strcmp(a, "--grammar")) grammar_file = v;
+        else if (!strcmp(a, "--json-schema")) schema_file = v;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
             if (cli_int("chat", a, v, 1, 1 << 24, &n)) return 2;
         } else return cli_unknown("chat", a, chat_flags, o.groups);
@@ -378,7 +467,8 @@ int cmd_chat(int argc, char **argv) {
     r1_model_t *dm = NULL;
     r1_session_t *ds = NULL;
     if (setup_gen(&g, &o, m, s, 1)) goto out;
-    if (cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
+    if ((grammar_file || schema_file || json) && open_grammar(&g, grammar_file, schema_file)) goto out;
+    if (!g.gm && cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     msgs = calloc(1024, sizeof *msgs);
     if (system) msgs[n_msgs++] = (struct r1_chat_msg){"system", strdup(system)};
     for (;;) {
@@ -401,6 +491,15 @@ int cmd_chat(int argc, char **argv) {
         int32_t *ids = NULL;
         int n_ids = text ? r1_tokenizer_encode(g.tok, text, strlen(text), 0, &ids) : -1;
         g.dim_think = isatty(1) && text && strstr(text, "<think>") != NULL;
+        if (g.gm) { /* every answer follows the grammar from its start */
+            r1_gmatch_free(g.gm);
+            if (!(g.gm = r1_gmatch_new(g.gram, g.gvocab))) {
+                fprintf(stderr, "r1infer: %s\n", r1_last_error());
+                free(text);
+                goto out;
+            }
+            g.gram_wait = opens_think(text);
+        }
         free(text);
         if (n_ids < 0) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -453,6 +552,9 @@ int cmd_chat(int argc, char **argv) {
     rc = 0;
 out:
     r1_spec_free(g.spec);
+    r1_gmatch_free(g.gm);
+    r1_gvocab_free(g.gvocab);
+    r1_grammar_free(g.gram);
     r1_session_free(ds);
     r1_model_free(dm);
     for (size_t i = 0; i < n_msgs; i++) free((char *)msgs[i].content);

@@ -34,6 +34,10 @@ static void serve_help(FILE *f) {
                "  --max-body BYTES       largest request body (default 8388608); larger gets 413\n"
                "  --timeout SECS         drop connections idle this long, e.g. slow clients (default 30)\n"
                "  --max-conns N          simultaneous connections (default 256)\n"
+               "  --max-conns-per-ip N   simultaneous connections of one client address (default 3/4 of\n"
+               "                         --max-conns, 0 = no limit)\n"
+               "  --request-deadline S   a request's headers and body must arrive within S seconds (default 30)\n"
+               "  --no-access-log        no line per request on stderr\n"
                "The context (--ctx) is per slot; the threads (-t) are the engine's, which all slots share.\n"
                "Speculative decoding (--lookup N, --draft MODEL [--draft-n K]) applies to every request\n"
                "without logprobs: each slot drafts (n-gram lookup over its prompt and output, or the draft\n"
@@ -46,7 +50,8 @@ static void serve_help(FILE *f) {
 }
 
 static const char *const serve_flags[] = {"--host", "--port", "--parallel", "-np", "--batch-tokens", "--queue",
-                                          "--api-key", "--max-body", "--timeout", "--max-conns", "--help", NULL};
+                                          "--api-key", "--max-body", "--timeout", "--max-conns", "--max-conns-per-ip",
+                                          "--request-deadline", "--no-access-log", "--help", NULL};
 
 static int int_arg(const char *flag, const char *v, long lo, long hi, long *out) {
     return cli_int("serve", flag, v, lo, hi, out);
@@ -71,7 +76,7 @@ int cmd_serve(int argc, char **argv) {
     cli_opts_init(&o, "serve");
     o.groups &= ~(unsigned)CLI_OPT_PROFILE; /* the engine keeps no profile */
     struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
-                             .max_conns = 256};
+                             .max_conns = 256, .max_conns_per_ip = ~0u, .deadline_s = 30, .access_log = 1};
     long parallel = 1, queue = 64, batch_tokens = 512, x;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
@@ -81,6 +86,10 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             serve_help(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--no-access-log")) {
+            so.access_log = 0;
+            continue;
         }
         int known = 0;
         for (int k = 0; serve_flags[k]; k++) known |= !strcmp(a, serve_flags[k]);
@@ -107,6 +116,12 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--timeout")) {
             if (int_arg(a, v, 1, 86400, &x)) return 2;
             so.timeout_s = (unsigned)x;
+        } else if (!strcmp(a, "--max-conns-per-ip")) {
+            if (int_arg(a, v, 0, 100000, &x)) return 2;
+            so.max_conns_per_ip = (unsigned)x;
+        } else if (!strcmp(a, "--request-deadline")) {
+            if (int_arg(a, v, 0, 86400, &x)) return 2;
+            so.deadline_s = (double)x;
         } else if (!strcmp(a, "--max-conns")) {
             if (int_arg(a, v, 1, 100000, &x)) return 2;
             so.max_conns = (unsigned)x;
@@ -167,6 +182,7 @@ int cmd_serve(int argc, char **argv) {
     so.model_name = name;
     so.sp = o.sp;
     if (so.max_conns < (unsigned)(parallel + queue + 8)) so.max_conns = (unsigned)(parallel + queue + 8);
+    if (so.max_conns_per_ip == ~0u) so.max_conns_per_ip = so.max_conns / 4 * 3; /* one address never takes all */
     if (!(srv = server_start(&so, s))) goto out;
     fprintf(stderr,
             "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s, %d thread%s, ctx %d per slot, %ld tokens "

@@ -136,9 +136,9 @@ static int cmp_cand(const void *a, const void *b) {
 /* The candidates the sampler draws from after penalties: s->c[0..*keep)
  * with unnormalized probabilities (best = 1) summing to *total. Returns the
  * argmax; *keep = 0 when the choice is greedy (temperature 0 or top-k 1). */
-static int32_t candidates(r1_sampler_t *s, float *logits, int *keep_out, double *total_out) {
+static int32_t candidates(r1_sampler_t *s, float *logits, int *keep_out, double *total_out, int penalize) {
     const struct r1_sampler_params *p = &s->p;
-    apply_penalties(s, logits);
+    if (penalize) apply_penalties(s, logits);
     int best = r1_argmax(logits, s->vocab);
     *keep_out = 0;
     *total_out = 0;
@@ -207,21 +207,83 @@ static int32_t candidates(r1_sampler_t *s, float *logits, int *keep_out, double 
     return best;
 }
 
+/* The index of a candidate drawn from s->c[0..keep) by weight (total). */
+static int draw_candidate(r1_sampler_t *s, int keep, double total) {
+    double r = next_unit(s->rng) * total, acc = 0;
+    int last = keep - 1;
+    for (int i = 0; i < keep; i++) {
+        if (!(s->c[i].logit > 0)) continue;
+        acc += s->c[i].logit;
+        last = i;
+        if (r < acc) return i;
+    }
+    return last;
+}
+
 int32_t r1_sampler_sample(r1_sampler_t *s, float *logits) {
     int keep;
     double total;
-    int32_t chosen = candidates(s, logits, &keep, &total);
-    if (keep > 0) {
-        double r = next_unit(s->rng) * total, acc = 0;
-        chosen = s->c[keep - 1].id;
-        for (int i = 0; i < keep; i++) {
-            acc += s->c[i].logit;
-            if (r < acc) {
+    int32_t chosen = candidates(s, logits, &keep, &total, 1);
+    if (keep > 0) chosen = s->c[draw_candidate(s, keep, total)].id;
+    r1_sampler_accept(s, chosen);
+    return chosen;
+}
+
+/* Grammar: candidates drawn and checked one at a time (a rejected one
+ * leaves the draw, so the result follows the allowed part of the cut
+ * exactly); after GRAMMAR_TRIES rejections a cut of at most
+ * GRAMMAR_CHECK_ALL candidates is checked whole; only when none of them is
+ * allowed (or the cut is larger) is the whole mask computed and applied. */
+#define GRAMMAR_TRIES 8
+#define GRAMMAR_CHECK_ALL 1024
+
+static int bit(const uint64_t *b, int32_t i) { return (int)(b[i >> 6] >> (i & 63) & 1); }
+
+int32_t r1_sampler_sample_grammar(r1_sampler_t *s, float *logits, r1_gmatch_t *m) {
+    int keep;
+    double total;
+    int32_t chosen = candidates(s, logits, &keep, &total, 1);
+    if (keep == 0) {
+        if (r1_gmatch_allows(m, chosen)) goto done;
+    } else {
+        for (int t = 0; t < GRAMMAR_TRIES && total > 0; t++) {
+            int i = draw_candidate(s, keep, total);
+            if (r1_gmatch_allows(m, s->c[i].id)) {
                 chosen = s->c[i].id;
-                break;
+                goto done;
+            }
+            total -= s->c[i].logit;
+            s->c[i].logit = 0;
+        }
+        if (keep <= GRAMMAR_CHECK_ALL) { /* every candidate of the cut checked: the mask only when none passes */
+            total = 0;
+            for (int i = 0; i < keep; i++) {
+                if (s->c[i].logit > 0 && !r1_gmatch_allows(m, s->c[i].id)) s->c[i].logit = 0;
+                total += s->c[i].logit;
+            }
+            if (total > 0) {
+                chosen = s->c[draw_candidate(s, keep, total)].id;
+                goto done;
             }
         }
     }
+    const uint64_t *bits = r1_gmatch_mask(m);
+    if (!bits) return -1;
+    int32_t first = -1;
+    const int words = (s->vocab + 63) / 64;
+    for (int w = 0; w < words; w++) {
+        uint64_t b = bits[w];
+        if (b && first < 0) first = w * 64 + __builtin_ctzll(b);
+        if (b == ~0ull) continue;
+        const int end = w * 64 + 64 < s->vocab ? w * 64 + 64 : s->vocab;
+        for (int i = w * 64; i < end; i++)
+            if (!(b >> (i & 63) & 1)) logits[i] = -INFINITY;
+    }
+    if (first < 0 || first >= s->vocab) return -1;
+    chosen = candidates(s, logits, &keep, &total, 0);
+    if (keep > 0) chosen = s->c[draw_candidate(s, keep, total)].id;
+    if (!bit(bits, chosen)) chosen = first; /* every allowed logit was -inf or NaN */
+done:
     r1_sampler_accept(s, chosen);
     return chosen;
 }
@@ -233,7 +295,7 @@ int r1_sampler_greedy(const r1_sampler_t *s) { return !(s->p.temperature > 0 && 
 void r1_sampler_probs(r1_sampler_t *s, float *logits, float *probs) {
     int keep;
     double total;
-    int32_t best = candidates(s, logits, &keep, &total);
+    int32_t best = candidates(s, logits, &keep, &total, 1);
     memset(probs, 0, (size_t)s->vocab * sizeof *probs);
     if (keep == 0) {
         probs[best] = 1.0f;

@@ -7,6 +7,7 @@
  * strings, the <think> split and logprobs. Slots, queue and workers are
  * sched.c; the structs they share are sched_impl.h.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,77 @@ struct gen_ctx {
     struct lp_list lp;                /* the request's logprobs (meta.lp points here when asked) */
     float *lp_raw;                    /* (vocab) the raw logits of the step, before sampling */
     float *lp_rows;                   /* (PREFILL_CHUNK, vocab) prompt logits, for echo + logprobs */
+    r1_gmatch_t *gm;                  /* the request's grammar, NULL without one */
+    int gram_on;                      /* the grammar applies (the answer began: after </think> for R1) */
+    char tail[16];                    /* the last bytes of output while looking for </think> */
+    struct sbuf tool_hold;            /* streaming with tools: answer text that may begin a call */
+    int tool_sent, tool_buffering;    /* some answer went out as content / a call began: the rest waits */
 };
+
+/* Streaming with tools: answer text goes out as content until a call may
+ * begin ("<tool_call>", or a "{" opening the answer); from there on it is
+ * kept for resp_chunk_tools at the end. Text that could be the start of
+ * "<tool_call>" is held back until it is decided. */
+static void tool_stream(struct gen_ctx *g, const char *text, size_t n) {
+    static const char OPEN[] = "<tool_call>";
+    if (g->tool_buffering) {
+        sbuf_add(&g->all_answer, text, n);
+        return;
+    }
+    sbuf_add(&g->tool_hold, text, n);
+    const char *h = g->tool_hold.p;
+    size_t len = g->tool_hold.len, lead = 0;
+    while (lead < len && (h[lead] == ' ' || h[lead] == '\n')) lead++;
+    const char *o = memmem(h, len, OPEN, sizeof OPEN - 1);
+    size_t cut = len; /* what may go out as content */
+    if (o) cut = (size_t)(o - h);
+    else if (!g->tool_sent && lead < len && h[lead] == '{') cut = 0; /* a bare JSON call? */
+    else
+        for (size_t k = len > sizeof OPEN - 1 ? len - (sizeof OPEN - 2) : 0; k < len; k++)
+            if (!memcmp(h + k, OPEN, len - k)) {
+                cut = k;
+                break;
+            }
+    if (!g->tool_sent && (lead == len || (cut <= lead && (o || h[lead] == '{')))) cut = 0; /* white space only so far */
+    if (cut) {
+        resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, h, cut, NULL);
+        g->tool_sent = 1;
+    }
+    if (o || (!g->tool_sent && cut == 0 && lead < len && h[lead] == '{')) {
+        g->tool_buffering = 1;
+        sbuf_add(&g->all_answer, h + cut, len - cut);
+        sbuf_clear(&g->tool_hold);
+        return;
+    }
+    sbuf_consume(&g->tool_hold, cut);
+}
+
+/* ---------------------------------------------- grammar, bias, checks */
+
+/* Whether every logit is a number (NaN or Inf comes from broken weights or
+ * an overflow; sampling would give garbage without a word). */
+static int logits_finite(const float *x, int n) {
+    float acc = 0;
+    for (int i = 0; i < n; i++) acc += x[i] * 0.0f; /* NaN or Inf makes it NaN */
+    return acc == 0;
+}
+
+/* R1 thinks first: the grammar starts after "</think>" in the output. */
+static void watch_think(struct gen_ctx *g, const char *text) {
+    size_t tl = strlen(g->tail), n = strlen(text);
+    char buf[sizeof g->tail + 64];
+    while (n && !g->gram_on) {
+        size_t take = n < 64 ? n : 64;
+        memcpy(buf, g->tail, tl);
+        memcpy(buf + tl, text, take);
+        buf[tl + take] = 0;
+        if (strstr(buf, "</think>")) g->gram_on = 1;
+        size_t keep = tl + take < sizeof g->tail - 1 ? tl + take : sizeof g->tail - 1;
+        memmove(g->tail, buf + tl + take - keep, keep);
+        g->tail[keep] = 0, tl = keep;
+        text += take, n -= take;
+    }
+}
 
 /* ---------------------------------------------------- logprobs hooks */
 
@@ -101,7 +172,8 @@ static void route(struct gen_ctx *g, int final) {
     sbuf_clear(&g->piece);
     if (g->j->req.stream) {
         if (g->think.len) resp_chunk(&g->ev, &g->meta, NULL, g->think.p, g->think.len, NULL, 0, NULL);
-        if (g->answer.len) resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, g->answer.p, g->answer.len, NULL);
+        if (g->answer.len && g->meta.tools) tool_stream(g, g->answer.p, g->answer.len);
+        else if (g->answer.len) resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, g->answer.p, g->answer.len, NULL);
         flush_events(g);
     } else {
         if (g->think.len) sbuf_add(&g->all_think, g->think.p, g->think.len);
@@ -170,7 +242,7 @@ static const float *tgt_forward(void *c, const int32_t *ids, int n, float *all, 
 static r1_spec_t *spec_open(struct gen_ctx *g, r1_sampler_t *smp, int *err) {
     struct sched *s = g->s;
     *err = 0;
-    if ((!s->o.spec_lookup && !s->o.draft) || g->lp_raw) return NULL;
+    if ((!s->o.spec_lookup && !s->o.draft) || g->lp_raw || g->gm || g->j->req.n_bias) return NULL;
     int k = s->o.spec_k ? s->o.spec_k : s->o.draft ? 5 : R1_SPEC_MAX_K;
     if (k > s->o.batch_tokens - 1) k = s->o.batch_tokens - 1;
     if (k < 1) k = 1;
@@ -241,6 +313,12 @@ sample:;
         goto fail;
     }
     for (int i = 0; i < j->n_ids; i++) r1_sampler_accept(smp, j->ids[i]);
+    if (j->req.gram && !(g->gm = r1_gmatch_new(j->req.gram, s->gvocab))) {
+        r1_sampler_free(smp);
+        r1_detok_free(dt);
+        goto fail;
+    }
+    g->gram_on = !j->in_think;
     if (j->req.stream && j->req.kind == REQ_CHAT) {
         resp_chunk(&g->ev, &g->meta, "assistant", NULL, 0, "", 0, NULL);
         flush_events(g);
@@ -271,7 +349,23 @@ sample:;
             id = spec_ids[spec_at++];
         } else {
             if (g->lp_raw) memcpy(g->lp_raw, sl->logits, (size_t)s->vocab * sizeof(float));
-            id = r1_sampler_sample(smp, sl->logits);
+            if (!logits_finite(sl->logits, s->vocab)) {
+                r1_err("the model's logits contain NaN or Inf (broken weights, or an overflow in this backend "
+                       "or dtype): try another --dtype or --backend");
+                r1_sampler_free(smp);
+                r1_detok_free(dt);
+                goto fail;
+            }
+            for (int b = 0; b < j->req.n_bias; b++) sl->logits[j->req.bias_ids[b]] += j->req.bias[b];
+            id = g->gm && g->gram_on ? r1_sampler_sample_grammar(smp, sl->logits, g->gm)
+                                     : r1_sampler_sample(smp, sl->logits);
+            if (id < 0) {
+                r1_err("the grammar allows no token here");
+                r1_sampler_free(smp);
+                r1_detok_free(dt);
+                goto fail;
+            }
+            if (g->gm && g->gram_on && !is_stop_id(s, id)) r1_gmatch_accept(g->gm, id);
         }
         n_gen++;
         if (is_stop_id(s, id)) {
@@ -281,9 +375,10 @@ sample:;
         if (g->lp_raw) lp_push(&g->lp, g->lp_raw, s->vocab, id); /* the end token gets none, as in OpenAI's */
         u->completion_tokens++;
         const char *text = r1_detok_push(dt, id);
+        if (g->gm && !g->gram_on && text) watch_think(g, text);
         if (text && *text && stop_feed(&g->stop, text, strlen(text), &g->piece)) hit = 1;
         if (g->piece.len) route(g, 0);
-        if (hit) {
+        if (hit || (g->gm && g->gram_on && r1_gmatch_finished(g->gm))) { /* the grammar's sentence is complete */
             finish = "stop";
             break;
         }
@@ -366,7 +461,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     memset(&g, 0, sizeof g);
     g.s = s, g.sl = sl, g.j = j;
     g.meta = (struct resp_meta){.kind = j->req.kind, .id = j->id, .created = j->created, .model = j->model,
-                                .index = sl->choice};
+                                .index = sl->choice, .tools = j->req.tools && j->req.kind == REQ_CHAT};
     stop_init(&g.stop, j->req.stops, j->req.n_stops);
     reasoning_init(&g.rs, j->in_think);
     struct resp_usage u = {0};
@@ -381,6 +476,10 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
         if (j->req.stream) resp_error_event(&g.ev, &err);
         else result = resp_error(&err);
     } else if (finish && j->req.stream) {
+        if (g.meta.tools && g.tool_hold.len) sbuf_add(&g.all_answer, g.tool_hold.p, g.tool_hold.len);
+        if (g.meta.tools && resp_chunk_tools(&g.ev, &g.meta, g.all_answer.p, g.all_answer.len) &&
+            !strcmp(finish, "stop"))
+            finish = "tool_calls";
         resp_chunk(&g.ev, &g.meta, NULL, NULL, 0, j->req.kind == REQ_CHAT ? NULL : "",
                    0, finish);
     } else if (finish) {
@@ -435,6 +534,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     }
     pthread_mutex_unlock(&s->mu);
     lp_end(&g);
+    r1_gmatch_free(g.gm);
     stop_free(&g.stop);
     reasoning_free(&g.rs);
     sbuf_free(&g.piece);
@@ -442,5 +542,6 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     sbuf_free(&g.answer);
     sbuf_free(&g.all_think);
     sbuf_free(&g.all_answer);
+    sbuf_free(&g.tool_hold);
     sbuf_free(&g.ev);
 }

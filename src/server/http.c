@@ -16,10 +16,16 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
+#include <arpa/inet.h>
+
+#include "server/front.h"
+#include "server/guard.h"
 #include "server/request.h"
 #include "server/response.h"
 #include "server/sbuf.h"
+#include "util/util.h"
 
 struct server {
     struct MHD_Daemon *d;
@@ -27,6 +33,9 @@ struct server {
     struct server_opts o;
     long started;
     int port;
+    struct guard *guard; /* request deadlines, the access log's status */
+    struct front *front; /* accepts, and vets each connection's first request head */
+    int lfd;             /* the listening socket */
 };
 
 enum route {
@@ -65,7 +74,20 @@ struct req_ctx {
     int too_large; /* the body passed --max-body: drained, then 413 */
     int responded; /* a response was queued before the body was read */
     int timeout_off; /* the idle timeout is off while a job runs */
+    double t0;       /* when the request's headers were complete (access log) */
+    char method[8];
+    char path[96];
 };
+
+static struct conn_info *conn_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+static void note_status(struct MHD_Connection *c, unsigned status) {
+    struct conn_info *ci = conn_of(c);
+    if (ci) ci->status = (int)status;
+}
 
 /* ------------------------------------------------------------ responses */
 
@@ -79,6 +101,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, cons
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
     if (hname) MHD_add_response_header(r, hname, hvalue);
+    note_status(c, status);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
     MHD_destroy_response(r);
     return ret;
@@ -209,6 +232,7 @@ static enum MHD_Result do_generate(struct server *srv, struct MHD_Connection *c,
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        note_status(c, 200);
         enum MHD_Result ret = MHD_queue_response(c, 200, r);
         MHD_destroy_response(r);
         return ret;
@@ -218,6 +242,9 @@ static enum MHD_Result do_generate(struct server *srv, struct MHD_Connection *c,
     int rc_wait = job_wait(j, fd, &body, &status);
     job_release(j);
     if (rc_wait) return MHD_NO; /* the client left (or we are stopping): close */
+    const char *ct = body ? strstr(body, "\"completion_tokens\":") : NULL;
+    struct conn_info *ci = conn_of(c);
+    if (ci && ct) ci->tokens = strtol(ct + 20, NULL, 10);
     return send_json(c, (unsigned)status, body);
 }
 
@@ -300,6 +327,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(rc = calloc(1, sizeof *rc))) return MHD_NO;
         *con_cls = rc;
         rc->route_index = -1;
+        rc->t0 = r1_now();
+        snprintf(rc->method, sizeof rc->method, "%s", method);
+        snprintf(rc->path, sizeof rc->path, "%s", url);
+        struct conn_info *ci = conn_of(c);
+        if (ci) ci->status = 0, ci->tokens = -1;
+        if (strcmp(method, "POST")) guard_reading(srv->guard, ci, 0); /* no body to wait for */
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
             if (!strcmp(url, routes[i].path)) rc->route_index = (int)i;
         int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), is_post = !strcmp(method, "POST");
@@ -349,6 +382,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    guard_reading(srv->guard, conn_of(c), 0); /* the whole request is in */
     if (rc->responded) return MHD_YES;
     rc->responded = 1;
     if (rc->too_large)
@@ -361,14 +395,45 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
-    (void)toe;
     struct server *srv = cls;
     struct req_ctx *rc = *con_cls;
     if (!rc) return;
     if (rc->timeout_off) set_timeout(c, srv->o.timeout_s); /* back to the idle limit for keep-alive */
+    struct conn_info *ci = conn_of(c);
+    if (srv->o.access_log) {
+        char addr[64] = "-";
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+        if (sa && sa->sa_family == AF_INET)
+            inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+        else if (sa && sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+        char tokens[24] = "-";
+        if (ci && ci->tokens >= 0) snprintf(tokens, sizeof tokens, "%ld", ci->tokens);
+        fprintf(stderr, "r1infer serve: access: %s %s %s %d tokens=%s %.0f ms%s\n", addr, rc->method, rc->path,
+                ci ? ci->status : 0, tokens, 1e3 * (r1_now() - rc->t0),
+                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (not completed)");
+    }
+    guard_reading(srv->guard, ci, 1); /* a keep-alive connection's next request */
     sbuf_free(&rc->body);
     free(rc);
     *con_cls = NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    struct server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ai ? ai->client_addr : NULL;
+        socklen_t len = !sa ? 0 : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        *socket_context = guard_open(srv->guard, conn_fd(c), sa, len);
+    }
+    else guard_close(srv->guard, *socket_context), *socket_context = NULL;
+}
+
+static int active_of_host(void *ctx, const struct sockaddr_storage *addr) {
+    return guard_count_host(((struct server *)ctx)->guard, addr);
 }
 
 static void on_log(void *cls, const char *fmt, va_list ap) {
@@ -388,30 +453,57 @@ struct server *server_start(const struct server_opts *o, struct sched *s) {
     srv->o = *o;
     srv->sched = s;
     srv->started = (long)time(NULL);
+    if (!(srv->guard = guard_new(o->deadline_s))) {
+        fprintf(stderr, "r1infer serve: cannot start the request watchdog\n");
+        free(srv);
+        return NULL;
+    }
     char port[16];
     snprintf(port, sizeof port, "%d", o->port);
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
     int gai = getaddrinfo(o->host, port, &hints, &ai);
     if (gai) {
         fprintf(stderr, "r1infer serve: cannot resolve --host '%s': %s\n", o->host, gai_strerror(gai));
+        guard_free(srv->guard);
         free(srv);
         return NULL;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_USE_ERROR_LOG | (ai->ai_family == AF_INET6 ? MHD_USE_IPv6 : 0);
-    srv->d = MHD_start_daemon(flags, (uint16_t)o->port, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER,
-                              on_log, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_CONNECTION_TIMEOUT,
-                              o->timeout_s,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT,
-                              o->max_conns, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
-    freeaddrinfo(ai);
-    if (!srv->d) {
+    /* the listening socket is the front's (front.c): the daemon gets vetted connections */
+    srv->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (srv->lfd < 0 || setsockopt(srv->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) ||
+        bind(srv->lfd, ai->ai_addr, ai->ai_addrlen) || listen(srv->lfd, 1024)) {
         fprintf(stderr, "r1infer serve: cannot listen on %s:%d (in use? try another --port)\n", o->host, o->port);
+        if (srv->lfd >= 0) close(srv->lfd);
+        freeaddrinfo(ai);
+        guard_free(srv->guard);
         free(srv);
         return NULL;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->d, MHD_DAEMON_INFO_BIND_PORT);
-    srv->port = di ? di->port : o->port;
+    freeaddrinfo(ai);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+    srv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+                              MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
+                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT,
+                              o->max_conns, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
+                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    struct front_opts fo = {.max_pending = o->max_conns, .per_ip = o->max_conns_per_ip, .deadline_s = o->deadline_s,
+                            .idle_s = o->timeout_s, .active = active_of_host, .ctx = srv};
+    if (!srv->d || !(srv->front = front_start(srv->lfd, srv->d, &fo))) {
+        fprintf(stderr, "r1infer serve: cannot start the HTTP daemon on %s:%d\n", o->host, o->port);
+        if (srv->d) MHD_stop_daemon(srv->d);
+        close(srv->lfd);
+        guard_free(srv->guard);
+        free(srv);
+        return NULL;
+    }
+    struct sockaddr_storage sa;
+    socklen_t sl = sizeof sa;
+    srv->port = o->port;
+    if (!getsockname(srv->lfd, (struct sockaddr *)&sa, &sl))
+        srv->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
+                                                  : ((struct sockaddr_in *)&sa)->sin_port);
     return srv;
 }
 
@@ -419,6 +511,9 @@ int server_port(const struct server *srv) { return srv->port; }
 
 void server_stop(struct server *srv) {
     if (!srv) return;
+    front_stop(srv->front);
+    close(srv->lfd);
     MHD_stop_daemon(srv->d);
+    guard_free(srv->guard);
     free(srv);
 }

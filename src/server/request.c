@@ -163,11 +163,12 @@ static int parse_messages(const json_t *root, struct gen_request *r, struct api_
         if (!json_is_string(role)) return BAD(param, "'%s' must be a string", param);
         const char *rs = json_string_value(role);
         if (!strcmp(rs, "developer")) rs = "system";
-        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant"))
-            return BAD(param, "'%s' is '%.40s'; it must be one of system, developer, user, assistant", param,
-                       rs);
+        if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
+            return BAD(param, "'%s' is '%.40s'; it must be one of system, developer, user, assistant, tool",
+                       param, rs);
         snprintf(param, sizeof param, "messages[%zu].content", i);
         const json_t *content = json_object_get(m, "content");
+        if (!content && json_object_get(m, "tool_calls")) content = json_null(); /* tools.c renders the calls */
         if (!content) return BAD(param, "'%s' is required", param);
         r->msgs[i].role = strdup(rs);
         r->n_msgs = (int)i + 1;
@@ -303,7 +304,7 @@ static int parse_fields(const json_t *root, struct gen_request *r, struct api_er
         if (!json_is_object(v)) return BAD("stream_options", "'stream_options' must be an object");
         if (get_bool(v, "include_usage", &r->include_usage, err) < 0) return -1;
     }
-    return 0;
+    return req_parse_structured(root, r, err);
 }
 
 int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_sampler_params *defaults,
@@ -337,6 +338,7 @@ void req_free(struct gen_request *r) {
     free(r->prompt);
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    req_free_structured(r);
     enum req_kind kind = r->kind;
     memset(r, 0, sizeof *r);
     r->kind = kind;

@@ -60,6 +60,14 @@ struct gen_request {
     int echo;                 /* completions: the prompt is returned before the completion
                                  (with its log-probabilities when logprobs is on) */
     int n;                    /* choices from the one prompt (1..16), prefilled once */
+    /* structured.c: response_format / grammar, logit_bias */
+    char *grammar;            /* GBNF text the answer must follow, NULL = free text */
+    r1_grammar_t *gram;       /* grammar compiled */
+    int32_t *bias_ids;        /* (n_bias) logit_bias token ids (checked against the vocabulary later) */
+    float *bias;              /* (n_bias) added to their logits; -100 bans the token */
+    int n_bias;
+    int no_think;             /* chat_template_kwargs.enable_thinking false: the think block is closed empty */
+    int tools;                /* tools.c: the tools are in the prompt; calls in the answer become tool_calls */
 };
 
 /* Parse body (len bytes, need not be NUL-terminated) as a request of the
@@ -69,6 +77,22 @@ struct gen_request {
 int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_sampler_params *defaults,
               struct gen_request *out, struct api_error *err);
 void req_free(struct gen_request *r);
+
+/* structured.c: response_format, grammar, logit_bias and the refused fields
+ * of root into r; 0, or -1 with *err (400). */
+struct json_t;
+int req_parse_structured(const struct json_t *root, struct gen_request *r, struct api_error *err);
+void req_free_structured(struct gen_request *r);
+
+/* tools.c: tools, tool_choice and the tool turns of the messages (called by
+ * req_parse_structured, after response_format and grammar). */
+int req_parse_tools(const struct json_t *root, struct gen_request *r, struct api_error *err);
+/* The tool calls in an answer (<tool_call>{...}</tool_call> blocks, or a
+ * bare {"name", "parameters"} object) as an array of OpenAI tool_calls
+ * (ids made from id_seed), the text around them appended to rest; NULL
+ * when the answer holds no call. */
+struct sbuf;
+struct json_t *tools_extract(const char *text, size_t len, const char *id_seed, struct sbuf *rest);
 
 /* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 int utf8_valid(const char *s, size_t n);

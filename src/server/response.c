@@ -151,8 +151,19 @@ char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reason
                  size_t content_len, const char *finish, const struct resp_usage *u) {
     json_t *root = head(m, 0), *choice;
     if (!root) return NULL;
+    struct sbuf rest = {0};
+    json_t *calls = m->kind == REQ_CHAT && m->tools ? tools_extract(content, content_len, m->id, &rest) : NULL;
+    if (calls) { /* the text around the calls is the content (null when only white space) */
+        size_t a = 0, b = rest.len;
+        while (a < b && (rest.p[a] == ' ' || rest.p[a] == '\n')) a++;
+        while (b > a && (rest.p[b - 1] == ' ' || rest.p[b - 1] == '\n')) b--;
+        content = rest.p ? rest.p + a : "", content_len = b - a;
+        if (!strcmp(finish, "stop")) finish = "tool_calls";
+    }
     if (m->kind == REQ_CHAT) {
-        json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content", json_text(content, content_len));
+        json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
+                                calls && !content_len ? json_null() : json_text(content, content_len));
+        if (msg && calls) json_object_set_new(msg, "tool_calls", calls);
         if (msg && reasoning_len)
             json_object_set_new(msg, "reasoning_content", json_text(reasoning, reasoning_len));
         choice = json_pack("{s:i, s:o, s:o, s:s}", "index", m->index, "message", msg, "logprobs", logprobs_json(m, 1),
@@ -163,6 +174,7 @@ char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reason
     }
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     json_object_set_new(root, "usage", usage_json(u));
+    sbuf_free(&rest);
     return dump(root);
 }
 
@@ -198,6 +210,35 @@ void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, c
     if (choice) json_object_set_new(choice, "finish_reason", finish ? json_string(finish) : json_null());
     json_object_set_new(root, "choices", json_pack("[o]", choice));
     event(out, root);
+}
+
+int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *content, size_t content_len) {
+    struct sbuf rest = {0};
+    json_t *calls = tools_extract(content, content_len, m->id, &rest);
+    if (!calls) {
+        if (content_len) resp_chunk(out, m, NULL, NULL, 0, content, content_len, NULL);
+        return 0;
+    }
+    size_t i;
+    json_t *c;
+    json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)i));
+    json_t *root = head(m, 1), *delta = json_pack("{s:o}", "tool_calls", calls);
+    size_t a = 0, b = rest.len;
+    while (a < b && (rest.p[a] == ' ' || rest.p[a] == '\n')) a++;
+    while (b > a && (rest.p[b - 1] == ' ' || rest.p[b - 1] == '\n')) b--;
+    if (delta && b > a) json_object_set_new(delta, "content", json_text(rest.p + a, b - a));
+    json_t *choice = json_pack("{s:i, s:o, s:n, s:n}", "index", m->index, "delta", delta, "logprobs",
+                               "finish_reason");
+    if (!root || !choice) {
+        json_decref(root);
+        json_decref(choice);
+        out->failed = 1;
+    } else {
+        json_object_set_new(root, "choices", json_pack("[o]", choice));
+        event(out, root);
+    }
+    sbuf_free(&rest);
+    return 1;
 }
 
 void resp_usage_chunk(struct sbuf *out, const struct resp_meta *m, const struct resp_usage *u) {

@@ -22,6 +22,7 @@ struct resp_meta {
      * reports all of them, resp_chunk those not yet sent (and marks them sent) */
     struct lp_list *lp;
     int index; /* the choice (n > 1) */
+    int tools; /* chat with tools: calls in the answer become tool_calls (finish "tool_calls") */
 };
 
 struct resp_usage {
@@ -47,6 +48,10 @@ char *resp_merge(char *const *finals, int n, const struct resp_usage *u);
  * and finish may be NULL (left out of the delta; finish_reason null). */
 void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, const char *reasoning,
                 size_t reasoning_len, const char *content, size_t content_len, const char *finish);
+/* Tools, streaming: the whole answer at its end, as a content delta or,
+ * when it holds calls, a tool_calls delta (and the text around them).
+ * Returns 1 when it held calls (the finish reason is then "tool_calls"). */
+int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *content, size_t content_len);
 /* The usage-only chunk (stream_options.include_usage): choices []. */
 void resp_usage_chunk(struct sbuf *out, const struct resp_meta *m, const struct resp_usage *u);
 /* "data: {error}\n\n" for a failure after the stream has started. */

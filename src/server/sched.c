@@ -262,6 +262,7 @@ void sched_free(struct sched *s) {
     free(s->st_owner);
     free(s->st_take);
     free(s->st_logits);
+    r1_gvocab_free(s->gvocab);
     pthread_cond_destroy(&s->engine_cv);
     pthread_cond_destroy(&s->idle_cv);
     pthread_mutex_destroy(&s->mu);
@@ -310,6 +311,18 @@ static int build_prompt(struct sched *s, struct job *j, struct api_error *err) {
             size_t len = strlen(text);
             while (len && (text[len - 1] == '\n' || text[len - 1] == ' ')) len--;
             j->in_think = len >= 7 && !memcmp(text + len - 7, "<think>", 7);
+            if (j->in_think && r->no_think) { /* an empty, closed think block: the answer comes at once */
+                char *t2 = malloc(len + 16);
+                if (!t2) {
+                    free(text);
+                    return api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+                }
+                memcpy(t2, text, len);
+                memcpy(t2 + len, "\n\n</think>\n\n", 13); /* with the NUL */
+                free(text);
+                text = t2;
+                j->in_think = 0;
+            }
         } else {
             text = strdup(r->prompt);
             if (!text) return api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
@@ -320,6 +333,22 @@ static int build_prompt(struct sched *s, struct job *j, struct api_error *err) {
             j->ids = NULL;
             return api_error_set(err, 500, "server_error", NULL, NULL, "tokenization failed: %s", r1_last_error());
         }
+    }
+    for (int i = 0; i < r->n_bias; i++)
+        if (r->bias_ids[i] >= s->vocab)
+            return api_error_set(err, 400, "invalid_request_error", "logit_bias", NULL,
+                                 "'logit_bias' names token id %d; the vocabulary has %d", r->bias_ids[i], s->vocab);
+    if (r->gram) { /* the token bytes, once per server (built outside the lock: the engine runs on) */
+        pthread_mutex_lock(&s->mu);
+        int have = s->gvocab != NULL;
+        pthread_mutex_unlock(&s->mu);
+        r1_gvocab_t *v = have ? NULL : r1_gvocab_new(s->tok, s->vocab, s->stop_ids, s->n_stop_ids);
+        pthread_mutex_lock(&s->mu);
+        if (!s->gvocab) s->gvocab = v, v = NULL;
+        int ok = s->gvocab != NULL;
+        pthread_mutex_unlock(&s->mu);
+        r1_gvocab_free(v); /* another request built it first */
+        if (!ok) return api_error_set(err, 500, "server_error", NULL, NULL, "grammar: %s", r1_last_error());
     }
     if (j->n_ids == 0) return api_error_set(err, 400, "invalid_request_error", param, NULL, "the prompt is empty");
     if (j->n_ids >= s->n_ctx)

@@ -115,6 +115,7 @@ struct sched {
     int n_queued, n_busy, stopping, engine_stop;
     unsigned long tick, counter;
     long served, cancelled, rejected;
+    r1_gvocab_t *gvocab; /* the token bytes for grammars, built at the first request with one (under mu) */
 };
 
 /* engine.c */

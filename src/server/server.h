@@ -24,6 +24,9 @@ struct server_opts {
     unsigned max_conns;      /* simultaneous connections */
     const char *model_name;  /* id listed by /v1/models */
     struct r1_sampler_params sp; /* sampler defaults for requests */
+    unsigned max_conns_per_ip; /* simultaneous connections of one client address (0 = no limit) */
+    double deadline_s;       /* a request's headers and body must arrive within this (0 = no limit) */
+    int access_log;          /* a line on stderr per request */
 };
 
 struct server;

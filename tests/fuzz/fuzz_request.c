@@ -1,11 +1,13 @@
 /*
  * fuzz_request.c - libFuzzer target of the server's request parser and
- * validator (src/server/request.c), plus the streamed-text pipeline that
+ * validator (src/server/request.c, with response_format, grammars, logit_bias
+ * and tools: structured.c, tools.c and the grammar compiler), plus the streamed-text pipeline that
  * sees model output (stop strings, <think> split). Build and run:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc -D_GNU_SOURCE \
- *     tests/fuzz/fuzz_request.c src/server/request.c src/server/stop.c src/server/reasoning.c \
- *     -ljansson -o build-fuzz/fuzz_request
+ *     tests/fuzz/fuzz_request.c src/server/{request,structured,tools,stop,reasoning}.c src/grammar/*.c \
+ *     build/libr1infer.a -ljansson -lpcre2-8 -lutf8proc -lm -o build-fuzz/fuzz_request
+ *   (or scripts/fuzz.sh, which builds the whole library)
  *   build-fuzz/fuzz_request -max_total_time=60 -max_len=4096
  *
  * Invariants checked beyond "no crash, no leak": a rejected request carries

@@ -1,0 +1,504 @@
+/*
+ * schema.c - a JSON schema as a GBNF grammar (gbnf.c compiles it): the
+ * subset clients send for structured outputs and tool arguments.
+ *
+ * Supported: type (one or a list), enum, const, object properties with
+ * required ones (emitted in the schema's order, optional ones may be left
+ * out; no other properties), additionalProperties as the schema of a free
+ * object's values, arrays with items / minItems / maxItems, strings with
+ * minLength / maxLength, numbers, integers, booleans, null, anyOf / oneOf,
+ * allOf of one schema, and $ref into #/$defs or #/definitions (recursive
+ * ones too). Annotations (title, description, default, examples, ...) are
+ * ignored. A keyword that constrains values in a way the grammar cannot
+ * (pattern, format, minimum, uniqueItems, ...) is an error, not ignored.
+ * No I/O; every error is a message.
+ */
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "r1infer.h"
+
+#define MAX_DEPTH 64
+#define MAX_RULES 10000
+
+struct out {
+    char *p;
+    size_t len, cap;
+    int failed;
+};
+
+struct conv {
+    struct out g;           /* the grammar text */
+    const json_t *root;     /* the whole schema (for $ref) */
+    const char **refs;      /* $ref strings already given a rule (of the current root) */
+    int *ref_rule;          /* their rule numbers (ref<N>) */
+    int n_refs, cap_refs, n_ref_rules;
+    int n_rules;
+    char *err;
+    size_t errlen;
+    int failed;
+};
+
+static void put(struct out *o, const char *s, size_t n) {
+    if (o->failed) return;
+    if (o->len + n + 1 > o->cap) {
+        size_t c = o->cap ? o->cap : 1024;
+        while (c < o->len + n + 1) c *= 2;
+        char *p = realloc(o->p, c);
+        if (!p) {
+            o->failed = 1;
+            return;
+        }
+        o->p = p, o->cap = c;
+    }
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+    o->p[o->len] = 0;
+}
+
+static void putf(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(struct out *o, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof buf) n = (int)sizeof buf - 1;
+    if (n > 0) put(o, buf, (size_t)n);
+}
+
+static int cerr(struct conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int cerr(struct conv *c, const char *fmt, ...) {
+    if (c->failed) return -1;
+    c->failed = 1;
+    if (c->err && c->errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->err, c->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* A GBNF literal of the bytes s[0..n). */
+static void put_literal(struct out *o, const char *s, size_t n) {
+    put(o, "\"", 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"' || ch == '\\') {
+            put(o, "\\", 1);
+            put(o, s + i, 1);
+        } else if (ch < 0x20) {
+            putf(o, "\\x%02X", ch);
+        } else {
+            put(o, s + i, 1);
+        }
+    }
+    put(o, "\"", 1);
+}
+
+/* The JSON text of a value as a GBNF literal. */
+static int put_json_literal(struct conv *c, struct out *o, const json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!s) return cerr(c, "out of memory");
+    put(o, "(", 1);
+    put_literal(o, s, strlen(s));
+    put(o, ")", 1);
+    free(s);
+    return 0;
+}
+
+/* The common rules every schema grammar can use. */
+static const char *BASE_RULES =
+    "ws ::= ( \" \" | \"\\n\" [ \\t]{0,20} )?\n"
+    "json-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )\n"
+    "json-string ::= \"\\\"\" json-char* \"\\\"\"\n"
+    "json-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
+    "json-number ::= json-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
+    "json-bool ::= \"true\" | \"false\"\n"
+    "json-null ::= \"null\"\n"
+    "json-value ::= json-object | json-array | json-string | json-number | json-bool | json-null\n"
+    "json-object ::= \"{\" ws ( json-member ( \",\" ws json-member )* )? \"}\"\n"
+    "json-member ::= json-string ws \":\" ws json-value ws\n"
+    "json-array ::= \"[\" ws ( json-value ws ( \",\" ws json-value ws )* )? \"]\"\n";
+
+static int value(struct conv *c, struct out *o, const json_t *s, int depth);
+
+/* A new generated rule's name into name (r<N>); -1 past the limit. */
+static int new_rule(struct conv *c, char *name, size_t n) {
+    if (c->n_rules >= MAX_RULES) return cerr(c, "the schema needs more than %d grammar rules", MAX_RULES);
+    snprintf(name, n, "r%d", c->n_rules++);
+    return 0;
+}
+
+/* Define rule `name` as the value of schema s (its text goes to the grammar). */
+static int define(struct conv *c, const char *name, const json_t *s, int depth) {
+    struct out body = {0};
+    int rc = value(c, &body, s, depth);
+    if (!rc) {
+        putf(&c->g, "%s ::= ", name);
+        put(&c->g, body.p ? body.p : "", body.len);
+        put(&c->g, "\n", 1);
+    }
+    free(body.p);
+    return rc;
+}
+
+static const char *IGNORED[] = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
+                                "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict",
+                                "additionalProperties", "type", "properties", "required", "items", "enum",
+                                "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
+                                "minLength", "maxLength", "discriminator", "nullable", NULL};
+
+static int check_keywords(struct conv *c, const json_t *s) {
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)s, k, v) {
+        int known = 0;
+        for (int i = 0; IGNORED[i] && !known; i++) known = !strcmp(k, IGNORED[i]);
+        if (!known) return cerr(c, "the schema keyword '%.60s' is not supported (supported: type, properties, "
+                                   "required, items, minItems, maxItems, minLength, maxLength, enum, const, "
+                                   "anyOf, oneOf, allOf of one schema, $ref, $defs)", k);
+    }
+    return 0;
+}
+
+static int get_count(struct conv *c, const json_t *s, const char *key, long dflt, long *out) {
+    const json_t *v = json_object_get(s, key);
+    *out = dflt;
+    if (!v) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > 4096)
+        return cerr(c, "'%s' must be an integer between 0 and 4096", key);
+    *out = (long)json_integer_value(v);
+    return 0;
+}
+
+static int string_value(struct conv *c, struct out *o, const json_t *s) {
+    long lo, hi;
+    if (get_count(c, s, "minLength", 0, &lo) || get_count(c, s, "maxLength", -1, &hi)) return -1;
+    if (hi >= 0 && hi < lo) return cerr(c, "'maxLength' is below 'minLength'");
+    if (lo == 0 && hi < 0) return put(o, "json-string", 11), 0;
+    if (hi < 0) putf(o, "\"\\\"\" json-char{%ld,} \"\\\"\"", lo);
+    else putf(o, "\"\\\"\" json-char{%ld,%ld} \"\\\"\"", lo, hi);
+    return 0;
+}
+
+static int array_value(struct conv *c, struct out *o, const json_t *s, int depth) {
+    long lo, hi;
+    if (get_count(c, s, "minItems", 0, &lo) || get_count(c, s, "maxItems", -1, &hi)) return -1;
+    if (hi >= 0 && hi < lo) return cerr(c, "'maxItems' is below 'minItems'");
+    const json_t *items = json_object_get(s, "items");
+    char item[32];
+    if (!items || json_is_true(items)) snprintf(item, sizeof item, "json-value");
+    else if (!json_is_object(items)) return cerr(c, "'items' must be a schema (an object)");
+    else if (new_rule(c, item, sizeof item) || define(c, item, items, depth + 1)) return -1;
+    if (hi == 0) return put(o, "\"[\" ws \"]\"", 10), 0;
+    /* "[" ws item ws ("," ws item ws){lo-1, hi-1} "]", the whole run optional when lo is 0 */
+    putf(o, "\"[\" ws %s%s ws ( \",\" ws %s ws )", lo == 0 ? "( " : "", item, item);
+    long rlo = lo > 0 ? lo - 1 : 0;
+    if (hi < 0) putf(o, "{%ld,}", rlo);
+    else putf(o, "{%ld,%ld}", rlo, hi - 1);
+    putf(o, "%s \"]\"", lo == 0 ? " )?" : "");
+    return 0;
+}
+
+/* Properties p_1..p_n in order, required ones always, optional ones maybe:
+ * H_i (nothing written yet) and T_i (something written: a comma first). */
+static int object_value(struct conv *c, struct out *o, const json_t *s, int depth) {
+    const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    const json_t *addl = json_object_get(s, "additionalProperties");
+    if (req && !json_is_array(req)) return cerr(c, "'required' must be an array of property names");
+    if (!props || !json_object_size(props)) {
+        if (props && !json_is_object(props)) return cerr(c, "'properties' must be an object");
+        if (req && json_array_size(req)) return cerr(c, "'required' names properties the schema does not define");
+        if (addl && json_is_false(addl)) return put(o, "\"{\" ws \"}\"", 9), 0;
+        if (!addl || json_is_true(addl)) return put(o, "json-object", 11), 0;
+        if (!json_is_object(addl)) return cerr(c, "'additionalProperties' must be a boolean or a schema");
+        char v[32], mem[32];
+        if (new_rule(c, v, sizeof v) || define(c, v, addl, depth + 1) || new_rule(c, mem, sizeof mem)) return -1;
+        putf(&c->g, "%s ::= json-string ws \":\" ws %s ws\n", mem, v);
+        putf(o, "\"{\" ws ( %s ( \",\" ws %s )* )? \"}\"", mem, mem);
+        return 0;
+    }
+    if (!json_is_object(props)) return cerr(c, "'properties' must be an object");
+    size_t n = json_object_size(props), i;
+    const json_t *name;
+    json_array_foreach(req, i, name) {
+        if (!json_is_string(name) || !json_object_get(props, json_string_value(name)))
+            return cerr(c, "'required' names '%.60s', which is not in 'properties'",
+                        json_is_string(name) ? json_string_value(name) : "(not a string)");
+    }
+    char (*kv)[32] = calloc(n, sizeof *kv);
+    int *required = calloc(n, sizeof *required);
+    if (!kv || !required) {
+        free(kv), free(required);
+        return cerr(c, "out of memory");
+    }
+    const char *key;
+    const json_t *ps;
+    size_t k = 0;
+    int rc = 0;
+    json_object_foreach((json_t *)props, key, ps) {
+        json_array_foreach(req, i, name) if (!strcmp(json_string_value(name), key)) required[k] = 1;
+        char vr[32];
+        if (!json_is_object(ps) && !json_is_boolean(ps)) {
+            rc = cerr(c, "the schema of property '%.60s' must be an object", key);
+            break;
+        }
+        if (new_rule(c, vr, sizeof vr) || new_rule(c, kv[k], sizeof kv[k])) {
+            rc = -1;
+            break;
+        }
+        if (json_is_boolean(ps)) putf(&c->g, "%s ::= json-value\n", vr);
+        else if (define(c, vr, ps, depth + 1)) {
+            rc = -1;
+            break;
+        }
+        struct out lit = {0};
+        json_t *kj = json_string(key);
+        char *ks = kj ? json_dumps(kj, JSON_ENCODE_ANY) : NULL;
+        json_decref(kj);
+        if (!ks) {
+            rc = cerr(c, "out of memory");
+            break;
+        }
+        put_literal(&lit, ks, strlen(ks));
+        free(ks);
+        putf(&c->g, "%s ::= ", kv[k]);
+        put(&c->g, lit.p ? lit.p : "", lit.len);
+        putf(&c->g, " ws \":\" ws %s ws\n", vr);
+        free(lit.p);
+        k++;
+    }
+    if (!rc) {
+        /* chains from the end: H_n+1 = T_n+1 = empty */
+        char h[32] = "", t[32] = "", nh[32], nt[32];
+        for (long j = (long)n - 1; j >= 0 && !rc; j--) {
+            if (new_rule(c, nh, sizeof nh) || new_rule(c, nt, sizeof nt)) {
+                rc = -1;
+                break;
+            }
+            if (required[j]) {
+                putf(&c->g, "%s ::= %s %s\n", nh, kv[j], t);
+                putf(&c->g, "%s ::= \",\" ws %s %s\n", nt, kv[j], t);
+            } else {
+                putf(&c->g, "%s ::= %s %s | %s\n", nh, kv[j], t, h);
+                putf(&c->g, "%s ::= \",\" ws %s %s | %s\n", nt, kv[j], t, t);
+            }
+            memcpy(h, nh, sizeof h), memcpy(t, nt, sizeof t);
+        }
+        if (!rc) putf(o, "\"{\" ws %s \"}\"", h);
+    }
+    free(kv);
+    free(required);
+    return rc;
+}
+
+static int typed_value(struct conv *c, struct out *o, const json_t *s, const char *type, int depth) {
+    if (!strcmp(type, "string")) return string_value(c, o, s);
+    if (!strcmp(type, "number")) return put(o, "json-number", 11), 0;
+    if (!strcmp(type, "integer")) return put(o, "json-int", 8), 0;
+    if (!strcmp(type, "boolean")) return put(o, "json-bool", 9), 0;
+    if (!strcmp(type, "null")) return put(o, "json-null", 9), 0;
+    if (!strcmp(type, "object")) return object_value(c, o, s, depth);
+    if (!strcmp(type, "array")) return array_value(c, o, s, depth);
+    return cerr(c, "unknown type '%.40s'", type);
+}
+
+/* The rule named for a $ref, defining it on first use. */
+static int ref_value(struct conv *c, struct out *o, const char *ref, int depth) {
+    for (int i = 0; i < c->n_refs; i++)
+        if (!strcmp(c->refs[i], ref)) return putf(o, "ref%d", c->ref_rule[i]), 0;
+    const json_t *target = NULL;
+    if (!strcmp(ref, "#")) target = c->root;
+    else if (!strncmp(ref, "#/$defs/", 8)) target = json_object_get(json_object_get(c->root, "$defs"), ref + 8);
+    else if (!strncmp(ref, "#/definitions/", 14))
+        target = json_object_get(json_object_get(c->root, "definitions"), ref + 14);
+    if (!target) return cerr(c, "the $ref '%.80s' is not supported or not found (use #/$defs/NAME)", ref);
+    if (c->n_refs == c->cap_refs) {
+        int cap = c->cap_refs ? c->cap_refs * 2 : 8;
+        const char **r = realloc(c->refs, (size_t)cap * sizeof *r);
+        if (r) c->refs = r;
+        int *rr = r ? realloc(c->ref_rule, (size_t)cap * sizeof *rr) : NULL;
+        if (!rr) return cerr(c, "out of memory");
+        c->ref_rule = rr, c->cap_refs = cap;
+    }
+    int id = c->n_ref_rules++;
+    c->refs[c->n_refs] = ref;
+    c->ref_rule[c->n_refs++] = id;
+    char name[32];
+    snprintf(name, sizeof name, "ref%d", id);
+    put(o, name, strlen(name));
+    return define(c, name, target, depth + 1);
+}
+
+/* Alternatives of a list of schemas (anyOf / oneOf). */
+static int alternatives(struct conv *c, struct out *o, const json_t *list, const char *key, int depth) {
+    if (!json_is_array(list) || !json_array_size(list)) return cerr(c, "'%s' must be a non-empty array", key);
+    size_t i;
+    const json_t *s;
+    put(o, "( ", 2);
+    json_array_foreach(list, i, s) {
+        char r[32];
+        if (new_rule(c, r, sizeof r) || define(c, r, s, depth + 1)) return -1;
+        putf(o, "%s%s", i ? " | " : "", r);
+    }
+    put(o, " )", 2);
+    return 0;
+}
+
+static int value(struct conv *c, struct out *o, const json_t *s, int depth) {
+    if (depth > MAX_DEPTH) return cerr(c, "the schema nests deeper than %d", MAX_DEPTH);
+    if (json_is_true(s)) return put(o, "json-value", 10), 0;
+    if (!json_is_object(s)) return cerr(c, "a schema must be an object");
+    if (check_keywords(c, s)) return -1;
+    const json_t *v;
+    if ((v = json_object_get(s, "$ref"))) {
+        if (!json_is_string(v)) return cerr(c, "'$ref' must be a string");
+        return ref_value(c, o, json_string_value(v), depth);
+    }
+    if ((v = json_object_get(s, "const"))) return put_json_literal(c, o, v);
+    if ((v = json_object_get(s, "enum"))) {
+        if (!json_is_array(v) || !json_array_size(v)) return cerr(c, "'enum' must be a non-empty array");
+        size_t i;
+        const json_t *e;
+        put(o, "( ", 2);
+        json_array_foreach(v, i, e) {
+            if (i) put(o, " | ", 3);
+            if (put_json_literal(c, o, e)) return -1;
+        }
+        put(o, " )", 2);
+        return 0;
+    }
+    if ((v = json_object_get(s, "anyOf"))) return alternatives(c, o, v, "anyOf", depth);
+    if ((v = json_object_get(s, "oneOf"))) return alternatives(c, o, v, "oneOf", depth);
+    if ((v = json_object_get(s, "allOf"))) {
+        if (!json_is_array(v) || json_array_size(v) != 1)
+            return cerr(c, "'allOf' is supported with exactly one schema");
+        return value(c, o, json_array_get(v, 0), depth + 1);
+    }
+    const json_t *type = json_object_get(s, "type");
+    if (json_is_string(type)) {
+        if (!strcmp(json_string_value(type), "null") || !json_object_get(s, "nullable") ||
+            !json_is_true(json_object_get(s, "nullable")))
+            return typed_value(c, o, s, json_string_value(type), depth);
+        put(o, "( ", 2);
+        if (typed_value(c, o, s, json_string_value(type), depth)) return -1;
+        put(o, " | json-null )", 14);
+        return 0;
+    }
+    if (json_is_array(type)) {
+        if (!json_array_size(type)) return cerr(c, "'type' must not be an empty list");
+        size_t i;
+        const json_t *t;
+        put(o, "( ", 2);
+        json_array_foreach(type, i, t) {
+            if (!json_is_string(t)) return cerr(c, "'type' must be a string or a list of strings");
+            if (i) put(o, " | ", 3);
+            if (typed_value(c, o, s, json_string_value(t), depth)) return -1;
+        }
+        put(o, " )", 2);
+        return 0;
+    }
+    if (type) return cerr(c, "'type' must be a string or a list of strings");
+    if (json_object_get(s, "properties")) return object_value(c, o, s, depth);
+    if (json_object_get(s, "items")) return array_value(c, o, s, depth);
+    return put(o, "json-value", 10), 0;
+}
+
+char *r1_grammar_json_schema(const char *schema, size_t len, char *err, size_t errlen) {
+    struct conv c = {.err = err, .errlen = errlen};
+    if (err && errlen) err[0] = 0;
+    json_t *root = NULL;
+    if (schema) {
+        json_error_t je;
+        if (!(root = json_loadb(schema, len, JSON_DECODE_ANY, &je))) {
+            cerr(&c, "the schema is not valid JSON: %s", je.text);
+            return NULL;
+        }
+    }
+    c.root = root;
+    struct out rootbody = {0};
+    put(&c.g, BASE_RULES, strlen(BASE_RULES));
+    int rc = root ? value(&c, &rootbody, root, 0) : (put(&rootbody, "json-object", 11), 0);
+    if (!rc) {
+        put(&c.g, "root ::= ws ", 12);
+        put(&c.g, rootbody.p, rootbody.len);
+        put(&c.g, "\n", 1);
+    }
+    free(rootbody.p);
+    free(c.refs);
+    free(c.ref_rule);
+    json_decref(root);
+    if (!rc && (c.g.failed || rootbody.failed)) rc = cerr(&c, "out of memory");
+    if (rc) {
+        free(c.g.p);
+        return NULL;
+    }
+    return c.g.p;
+}
+
+char *r1_grammar_tool_call(const char *const *names, const char *const *schemas, int n, char *err, size_t errlen) {
+    struct conv c = {.err = err, .errlen = errlen};
+    if (err && errlen) err[0] = 0;
+    if (n <= 0) {
+        cerr(&c, "no function to call");
+        return NULL;
+    }
+    put(&c.g, BASE_RULES, strlen(BASE_RULES));
+    struct out calls = {0};
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        json_t *schema = NULL;
+        if (schemas[i]) {
+            json_error_t je;
+            if (!(schema = json_loads(schemas[i], JSON_DECODE_ANY, &je))) {
+                rc = cerr(&c, "the parameters of '%.60s' are not valid JSON: %s", names[i], je.text);
+                break;
+            }
+        }
+        c.root = schema, c.n_refs = 0; /* $refs are the function's own */
+        char args[32];
+        if (new_rule(&c, args, sizeof args)) rc = -1;
+        else if (schema) rc = define(&c, args, schema, 0);
+        else putf(&c.g, "%s ::= json-object\n", args);
+        json_decref(schema);
+        if (rc) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", err && errlen ? err : "");
+            c.failed = 0;
+            cerr(&c, "the parameters of '%.60s': %s", names[i], msg);
+            break;
+        }
+        json_t *nj = json_string(names[i]);
+        char *ns = nj ? json_dumps(nj, JSON_ENCODE_ANY) : NULL;
+        json_decref(nj);
+        if (!ns) {
+            rc = cerr(&c, "out of memory");
+            break;
+        }
+        if (i) put(&calls, " | ", 3);
+        put(&calls, "( ", 2);
+        put_literal(&calls, ns, strlen(ns));
+        putf(&calls, " ws \",\" ws \"\\\"arguments\\\"\" ws \":\" ws %s )", args);
+        free(ns);
+    }
+    if (!rc) {
+        putf(&c.g, "tool-call ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws ( ");
+        put(&c.g, calls.p ? calls.p : "", calls.len);
+        putf(&c.g, " ) ws \"}\"\n");
+        putf(&c.g, "root ::= ws \"<tool_call>\" ws tool-call ws \"</tool_call>\"\n");
+    }
+    free(calls.p);
+    free(c.refs);
+    free(c.ref_rule);
+    if (!rc && (c.g.failed || calls.failed)) rc = cerr(&c, "out of memory");
+    if (rc) {
+        free(c.g.p);
+        return NULL;
+    }
+    return c.g.p;
+}

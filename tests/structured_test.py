@@ -1,0 +1,224 @@
+"""structured_test.py - structured outputs through the openai client, run by
+structured.sh against one server (--model tiny: a random synthetic model,
+where only the grammar makes an answer valid; --model default: the default
+model). Last line: "structured: P passed, F failed"."""
+import argparse
+import json
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import jsonschema
+import openai
+
+from server_common import Server, check, run_groups
+
+PERSON = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "maxLength": 24},
+        "age": {"type": "integer"},
+        "city": {"enum": ["Paris", "Berlin", "Rome"]},
+        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3},
+        "member": {"type": "boolean"},
+    },
+    "required": ["name", "age", "city"],
+    "additionalProperties": False,
+}
+RUNS = 20
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--base", required=True)
+ap.add_argument("--model", choices=["tiny", "default"], required=True)
+args = ap.parse_args()
+srv = Server(args.base)
+client = openai.OpenAI(base_url=args.base + "/v1", api_key="none", max_retries=0, timeout=120)
+TINY = args.model == "tiny"
+# the tiny model thinks forever (R1 template): its think block is closed empty
+EXTRA = {"chat_template_kwargs": {"enable_thinking": False}} if TINY else {}
+MAX = 400 if TINY else 200
+ASK = [{"role": "system", "content": "You answer in JSON."},
+       {"role": "user", "content": "Describe a person who lives in Paris, in JSON with name, age and city."}]
+
+
+def chat(**kw):
+    extra = dict(EXTRA)
+    extra.update(kw.pop("extra_body", {}))
+    kw.setdefault("max_tokens", MAX)
+    return client.chat.completions.create(model="m", messages=kw.pop("messages", ASK), extra_body=extra, **kw)
+
+
+def validates(text, schema):
+    try:
+        jsonschema.validate(json.loads(text), schema)
+        return True
+    except (ValueError, jsonschema.ValidationError) as e:
+        print(f"  invalid ({type(e).__name__}): {text[:200]!r}", file=sys.stderr)
+        return False
+
+
+def test_json_schema():
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
+
+    def one(i):
+        r = chat(response_format=rf, temperature=0.6, seed=100 + i)
+        return r.choices[0].message.content, r.choices[0].finish_reason
+
+    with ThreadPoolExecutor(4) as ex:
+        res = list(ex.map(one, range(RUNS)))
+    ok = sum(validates(c, PERSON) for c, _ in res)
+    print(f"  json_schema at temperature 0.6: {ok}/{RUNS} validate ({args.model} model)", file=sys.stderr)
+    check(ok == RUNS, f"json_schema: {ok} of {RUNS} answers validate")
+    check(all(f == "stop" for _, f in res), f"json_schema: finish reasons {[f for _, f in res]}")
+
+
+def test_json_object():
+    for i in range(2 if TINY else 4):
+        r = chat(response_format={"type": "json_object"}, temperature=0.6, seed=i, max_tokens=150)
+        c = r.choices[0].message.content
+        try:
+            obj = json.loads(c)
+        except ValueError:
+            obj = None
+        check(isinstance(obj, dict) or r.choices[0].finish_reason == "length",
+              f"json_object: not an object: {c[:200]!r}")
+
+
+def test_grammar_field():
+    for i in range(4):
+        r = chat(temperature=1.0, seed=i, extra_body={"grammar": 'root ::= ("yes" | "no") "."'})
+        check(r.choices[0].message.content in ("yes.", "no."), f"grammar: {r.choices[0].message.content!r}")
+
+
+def test_stream():
+    rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+    text = "".join(ch.choices[0].delta.content or "" for ch in
+                   chat(response_format=rf, temperature=0.6, seed=7, stream=True) if ch.choices)
+    check(validates(text, PERSON), f"streamed json_schema: {text[:200]!r}")
+
+
+def first_id(text):
+    st, toks = srv.post("/tokenize", {"content": text})
+    return toks["tokens"][0] if st == 200 and toks["tokens"] else None
+
+
+def test_logit_bias():
+    kw = dict(model="m", prompt="The capital of France is", max_tokens=4, temperature=0, extra_body=EXTRA)
+    a = client.completions.create(**kw).choices[0].text
+    banned = first_id(a)
+    check(banned is not None, f"logit_bias: no token in {a!r}")
+    b = client.completions.create(logit_bias={str(banned): -100}, **kw).choices[0].text
+    check(first_id(b) != banned and not b.startswith(a[:1] if len(a) == 1 else a),
+          f"logit_bias -100 on {banned}: {a!r} then {b!r}")
+    # a strong positive bias makes that token the greedy pick
+    c = client.completions.create(logit_bias={str(banned): 100}, **dict(kw, max_tokens=2)).choices[0].text
+    check(first_id(c) == banned, f"logit_bias +100 on {banned}: {c!r}")
+
+
+def test_refused():
+    bad = [
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}},
+         "pattern"),
+        ({"response_format": {"type": "yaml"}}, "json_schema"),
+        ({"grammar": "root ::= \"a"}, "grammar"),
+        ({"logit_bias": {"abc": 1}}, "token ids"),
+        ({"logit_bias": {"5": 500}}, "between -100 and 100"),
+        ({"logit_bias": {"99999999": 1}}, "vocabulary"),
+        ({"functions": [{"name": "f"}]}, "not supported"),
+        ({"tool_choice": "required"}, "no 'tools'"),
+        ({"tools": TOOLS, "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "not in 'tools'"),
+        ({"tools": TOOLS, "response_format": {"type": "json_object"}}, "together"),
+        ({"tools": [{"type": "function", "function": {"name": "bad name!"}}]}, "tools[0]"),
+        ({"grammar": "root ::= \"a\"", "response_format": {"type": "json_object"}}, "together"),
+    ]
+    for body, needle in bad:
+        st, ans = srv.post("/v1/chat/completions", dict({"messages": ASK, "max_tokens": 4}, **body))
+        msg = ans.get("error", {}).get("message", "") if isinstance(ans, dict) else ""
+        check(st == 400 and needle in msg, f"{body}: {st} {msg!r}")
+
+
+def test_think_then_grammar():
+    """R1 template: the grammar starts after </think> (made the first token by a bias on the random model),
+    the answer validates (with the grammar from the start, </think> could not come and all would be reasoning)."""
+    end = first_id("</think>")
+    for i in range(3):
+        r = client.chat.completions.create(
+            model="m", messages=ASK, max_tokens=MAX, temperature=0.6, seed=50 + i, logit_bias={str(end): 100},
+            response_format={"type": "json_schema", "json_schema": {"name": "p", "schema": PERSON}})
+        m = r.choices[0].message
+        check(validates(m.content or "", PERSON), f"think, then the grammar: {m}")
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30},
+                                          "unit": {"enum": ["C", "F"]}}, "required": ["city"]}
+TIME = {"type": "object", "properties": {"tz": {"type": "string", "maxLength": 20}}, "required": ["tz"]}
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "The weather of a city",
+                                           "parameters": WEATHER}},
+         {"type": "function", "function": {"name": "get_time", "description": "The time in a time zone",
+                                           "parameters": TIME}}]
+SCHEMA_OF = {"get_weather": WEATHER, "get_time": TIME}
+ASK_TOOL = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_tools_required():
+    ok = 0
+    for i in range(5):
+        r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0.6, seed=i)
+        ch = r.choices[0]
+        calls = ch.message.tool_calls or []
+        good = ch.finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name in SCHEMA_OF
+        good = good and validates(calls[0].function.arguments, SCHEMA_OF[calls[0].function.name])
+        good = good and calls[0].id.startswith("call_") and calls[0].type == "function"
+        ok += bool(good)
+        if not good:
+            print(f"  tool_choice required: {ch}", file=sys.stderr)
+    print(f"  tool_choice required: {ok}/5 parsed calls with valid arguments ({args.model} model)", file=sys.stderr)
+    check(ok == 5, f"tool_choice required: {ok} of 5 answers are calls whose arguments validate")
+
+
+def test_tools_named_stream():
+    r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}},
+             temperature=0.6, seed=3)
+    calls = r.choices[0].message.tool_calls or []
+    check(len(calls) == 1 and calls[0].function.name == "get_time" and validates(calls[0].function.arguments, TIME),
+          f"named tool_choice: {r.choices[0].message}")
+    deltas, finish = [], None
+    for ch in chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0.6, seed=4, stream=True):
+        if ch.choices:
+            deltas += ch.choices[0].delta.tool_calls or []
+            finish = ch.choices[0].finish_reason or finish
+    check(len(deltas) == 1 and deltas[0].function.name in SCHEMA_OF and finish == "tool_calls" and
+          validates(deltas[0].function.arguments, SCHEMA_OF[deltas[0].function.name]),
+          f"streamed tool call: {deltas} {finish}")
+
+
+def test_tools_auto_stream():
+    """tool_choice auto, streamed: a text answer streams as it comes (many deltas), the same text as unstreamed."""
+    kw = dict(messages=ASK_TOOL, tools=TOOLS, temperature=1.0, seed=11, max_tokens=40)
+    whole = chat(**kw).choices[0].message.content or ""
+    parts = [ch.choices[0].delta.content for ch in chat(stream=True, **kw) if ch.choices and ch.choices[0].delta.content]
+    check(len(parts) > 5 and "".join(parts) == whole, f"auto tools streamed: {len(parts)} deltas, "
+          f"{''.join(parts)[:80]!r} vs {whole[:80]!r}")
+
+
+def test_tool_turns():
+    """A conversation with the assistant's call and the tool's result is accepted and answered."""
+    msgs = ASK_TOOL + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                                                              "arguments": "{\"city\": \"Paris\"}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "{\"temp\": 21, \"sky\": \"clear\"}"}]
+    r = chat(messages=msgs, tools=TOOLS, temperature=0, max_tokens=8)
+    check(r.choices[0].finish_reason in ("stop", "length", "tool_calls"), f"tool turns: {r.choices[0]}")
+    st, _ = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "tool_choice": "none",
+                                              "tools": TOOLS})
+    check(st == 200, f"tool turns with tool_choice none: {st}")
+
+
+sys.exit(run_groups("structured", [("json_schema", test_json_schema), ("json_object", test_json_object),
+                                   ("grammar", test_grammar_field), ("stream", test_stream),
+                                   ("logit_bias", test_logit_bias), ("refused", test_refused),
+                                   ("tools required", test_tools_required),
+                                   ("tools named, streamed", test_tools_named_stream),
+                                   ("tool turns", test_tool_turns)]
+                    + ([("think, then the grammar", test_think_then_grammar),
+                        ("tools auto, streamed", test_tools_auto_stream)] if TINY else [])))
