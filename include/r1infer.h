@@ -132,13 +132,25 @@ enum r1_dtype r1_model_dtype(const r1_model_t *m);
 typedef struct r1_session r1_session_t;
 
 struct r1_session_opts {
-    int n_ctx;           /* KV cache length; 0 = min(4096, max_pos) */
+    int n_ctx;           /* KV cache length; 0 = r1_ctx_default's */
     const char *backend; /* "ref", "cpu", "cuda"; NULL = best available */
     int n_threads;       /* 0 = physical cores */
-    enum r1_dtype kv_dtype; /* R1_DTYPE_F32 or R1_DTYPE_F16; R1_DTYPE_AUTO = the backend's
+    enum r1_dtype kv_dtype; /* R1_DTYPE_F32, R1_DTYPE_F16 or R1_DTYPE_Q8_0 (host backends,
+                               head_dim % 32 == 0); R1_DTYPE_AUTO = the backend's
                                default (f16 on cpu). Note R1_DTYPE_F32 is 0. */
     int profile;         /* time every kernel (see r1_session_profile) */
 };
+
+/* The context a session (n_seq 1) or a batch of n_seq sequences gets with
+ * n_ctx 0, for KV caches of kv_dtype (R1_DTYPE_AUTO: the backend's) on the
+ * named backend (NULL: cpu): on a host backend the model's
+ * max_position_embeddings, or, where n_seq caches that long would not fit in
+ * the free memory (MemAvailable less a headroom), the most that fit; on a
+ * device backend min(4096, max_pos). If note is not NULL it receives (cap
+ * bytes, NUL-terminated) one line saying what was chosen and why. Reads
+ * /proc/meminfo each call: pass the result on as n_ctx to keep it. */
+int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const char *backend, char *note,
+                   size_t cap);
 
 /* A session owns the KV cache and the scratch buffers of one conversation.
  * Everything the forward pass needs is allocated here, none per token. */
@@ -183,7 +195,7 @@ typedef struct r1_batch r1_batch_t;
 
 struct r1_batch_opts {
     int n_seq;           /* sequences (KV caches) in the pool, >= 1 (--parallel) */
-    int n_ctx;           /* positions per sequence; 0 = min(4096, max_pos) (--ctx) */
+    int n_ctx;           /* positions per sequence; 0 = r1_ctx_default's (--ctx) */
     int n_batch;         /* most rows in one step; 0 = 512 (--batch-tokens) */
     const char *backend; /* as in r1_session_opts */
     int n_threads;

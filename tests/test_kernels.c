@@ -1,7 +1,7 @@
 /*
  * test_kernels.c - conformance of the cpu backend's kernels other than the
  * matmuls (test_matmul.c) against the reference kernels: embedding,
- * rms_norm, rope, kv_append, attention (f32 and f16 KV caches) and its
+ * rms_norm, rope, kv_append, attention (f32, f16 and q8_0 KV caches) and its
  * blocked helpers alone, silu_mul and argmax, odd shapes, 1..3 threads, for
  * every ISA table this CPU can run.
  * Prints one line per (ISA, kernel) group with its worst normalized error
@@ -18,6 +18,9 @@
 #define NMSE_ROPE 1e-12
 #define NMSE_ATTN 1e-9
 #define NMSE_EMBED 0.0 /* same conversion: exact */
+/* attention over a q8_0 cache against attention over the f32 values it was
+ * quantized from (the cache's own error, not the kernel's) */
+#define NMSE_KV_Q8 2e-4
 
 /* silu(g) * u against the expf formula, extremes included */
 static void test_silu(const struct r1_cpu_isa *isa) {
@@ -105,11 +108,13 @@ static void test_rope(const struct r1_cpu_isa *isa) {
     group_print(&g);
 }
 
+static const enum r1_dtype kv_dtypes[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_Q8_0};
+
 static void test_kv_append(const struct r1_cpu_isa *isa) {
-    for (int f16 = 0; f16 < 2; f16++) {
-        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+    for (int di = 0; di < 3; di++) {
+        enum r1_dtype dt = kv_dtypes[di];
         const int nh = 6, nkv = 2, hd = 128, nctx = 40, stride = (nh + 2 * nkv) * hd;
-        size_t bytes = (size_t)2 * nkv * nctx * hd * (f16 ? 2 : 4);
+        size_t bytes = (size_t)2 * nkv * nctx * r1_dtype_row_bytes(dt, hd);
         int bad = 0, cases = 0;
         for (int T = 1; T <= 17; T += 8) {
             struct r1_kv_cache a = kv_new(dt, 2, nkv, nctx, hd), b = a;
@@ -142,13 +147,14 @@ static void test_attention(const struct r1_cpu_isa *isa) {
      * positions and of query rows */
     static const int pt[][2] = {/* pos0, T */ {0, 1},   {37, 1}, {0, 17},  {5, 3},
                                 {20, 17}, {0, 64}, {250, 1}, {70, 130}};
-    for (int f16 = 0; f16 < 2; f16++) {
-        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+    for (int di = 0; di < 3; di++) {
+        enum r1_dtype dt = kv_dtypes[di];
         char what[48];
         snprintf(what, sizeof what, "attention_gqa/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, NMSE_ATTN, 0, "", 0};
         for (int c = 0; c < (quick ? 2 : 4); c++) {
             int nh = cfg[c][0], nkv = cfg[c][1], hd = cfg[c][2], nctx = cfg[c][3];
+            if (r1_dtype_row_bytes(dt, hd) == 0) continue; /* q8_0: head_dim % 32 */
             struct r1_kv_cache kv = kv_new(dt, 2, nkv, nctx, hd);
             for (int i = 0; i < (quick ? 4 : 8); i++) {
                 int pos0 = pt[i][0], T = pt[i][1], nth = 1 + (c + i) % 3;
@@ -171,6 +177,48 @@ static void test_attention(const struct r1_cpu_isa *isa) {
         }
         group_print(&g);
     }
+}
+
+/* A q8_0 cache: the ISA's converter gives the reference's values bit for
+ * bit, and attention over the cache is within NMSE_KV_Q8 of attention over
+ * the f32 values it holds quantized (the 1.5B's shape: 12 heads on 2). */
+static void test_attention_q8(const struct r1_cpu_isa *isa) {
+    const int nh = 12, nkv = 2, hd = 128, nctx = 200, stride = (nh + 2 * nkv) * hd;
+    const size_t rows = (size_t)2 * nkv * nctx, rb = r1_dtype_row_bytes(R1_DTYPE_Q8_0, hd);
+    int same = 1;
+    if (isa->q8_0_to_f32) {
+        struct r1_kv_cache q = kv_new(R1_DTYPE_Q8_0, 1, 2, 64, hd);
+        float *a = malloc((size_t)2 * 64 * hd * 4), *b = malloc((size_t)2 * 64 * hd * 4);
+        isa->q8_0_to_f32(q.k, a, 2 * 64 * hd);
+        r1_dtype_traits[R1_DTYPE_Q8_0].to_f32(q.k, b, 2 * 64 * hd);
+        same = !memcmp(a, b, (size_t)2 * 64 * hd * 4);
+        CHECK(same, "%s q8_0_to_f32 differs from the reference's values", isa->name);
+        free(a), free(b), free(q.k), free(q.v);
+    }
+    struct r1_kv_cache f = kv_new(R1_DTYPE_F32, 2, nkv, nctx, hd);
+    struct r1_kv_cache q = {R1_DTYPE_Q8_0, 2, nkv, nctx, hd, malloc(rows * rb), malloc(rows * rb)};
+    for (size_t r = 0; r < rows; r++) {
+        r1_dtype_traits[R1_DTYPE_Q8_0].from_f32((float *)f.k + r * hd, (uint8_t *)q.k + r * rb, hd);
+        r1_dtype_traits[R1_DTYPE_Q8_0].from_f32((float *)f.v + r * hd, (uint8_t *)q.v + r * rb, hd);
+    }
+    struct group g = {isa->name, "attention q8_0 vs f32", NMSE_KV_Q8, 0, "", 0};
+    static const int pt[][2] = {{199, 1}, {0, 40}, {150, 50}};
+    for (int i = 0; i < 3; i++) {
+        int pos0 = pt[i][0], T = pt[i][1];
+        float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)2 * nctx * 4);
+        float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
+        struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x, .n_head = nh,
+                           .n_kv_head = nkv, .head_dim = hd, .layer = 1, .kv = &f, .scratch = sc,
+                           .scratch_stride = (size_t)nctx, .out = b};
+        run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
+        op.out = a, op.kv = &q;
+        run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, 2);
+        group_add(&g, nmse(a, b, (size_t)T * nh * hd), "pos0=%d T=%d", pos0, T);
+        free(x), free(sc), free(a), free(b);
+    }
+    group_print(&g);
+    printf("%-8s %-24s %s\n", isa->name, "q8_0_to_f32", !isa->q8_0_to_f32 ? "(plain C)" : same ? "bit-exact" : "DIFFERS");
+    free(f.k), free(f.v), free(q.k), free(q.v);
 }
 
 /* The blocked attention's helpers alone, against plain C in double: every
@@ -276,6 +324,7 @@ int main(void) {
         test_rope(isa);
         test_kv_append(isa);
         test_attention(isa);
+        test_attention_q8(isa);
         test_attn_blocks(isa);
         test_argmax(isa);
     }

@@ -19,7 +19,7 @@
 
 double bench_decode_bytes(const struct r1_model *m, enum r1_dtype kvt, int ctx) {
     const struct r1_config *c = &m->cfg;
-    double kv_pos = 2.0 * c->n_layer * c->n_kv_head * c->head_dim * (kvt == R1_DTYPE_F16 ? 2 : 4);
+    double kv_pos = (double)r1_kv_pos_bytes(c, kvt);
     /* weights, then K and V of ctx cached positions plus the new one read, the new one written */
     return (double)r1_model_decode_bytes(m) + kv_pos * (ctx + 1) + kv_pos;
 }

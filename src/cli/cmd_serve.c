@@ -162,7 +162,8 @@ int cmd_serve(int argc, char **argv) {
                 batch_tokens, parallel);
         batch_tokens = parallel;
     }
-    struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue, .n_ctx = o.n_ctx,
+    struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue,
+                             .n_ctx = o.n_ctx ? o.n_ctx : cli_default_ctx(&o, m, (int)parallel),
                              .n_threads = cores, .batch_tokens = (int)batch_tokens, .backend = o.backend,
                              .kv_dtype = o.kv_dtype, .model_name = name, .seed_set = o.seed_set,
                              .spec_lookup = o.lookup, .spec_k = o.draft_n, .draft = dm,

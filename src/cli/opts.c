@@ -79,8 +79,9 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--kv")) {
         if (!strcmp(v, "f32")) o->kv_dtype = R1_DTYPE_F32;
         else if (!strcmp(v, "f16")) o->kv_dtype = R1_DTYPE_F16;
+        else if (!strcmp(v, "q8_0")) o->kv_dtype = R1_DTYPE_Q8_0;
         else {
-            fprintf(stderr, "r1infer: --kv must be f32 or f16, got '%s'\n", v);
+            fprintf(stderr, "r1infer: --kv must be f32, f16 or q8_0, got '%s'\n", v);
             return -1;
         }
     } else if (!strcmp(a, "--ctx")) {
@@ -140,8 +141,10 @@ void cli_opts_help(FILE *f) {
             "  --cl-device N          OpenCL device index for --backend opencl (default 0, or $R1_CL_DEVICE)\n"
             "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q6_K q4_K q4_0 (default: the\n"
             "                         file's; a width the block does not divide falls back to q8_0)\n"
-            "  --kv T                 KV cache dtype: f32 | f16 (default: the backend's, f16 on cpu)\n"
-            "  --ctx N                context length (default min(4096, max_position_embeddings))\n"
+            "  --kv T                 KV cache dtype: f32 | f16 | q8_0 (default: the backend's, f16 on cpu;\n"
+            "                         q8_0 on the cpu and ref backends)\n"
+            "  --ctx N                context length (default: the model's max_position_embeddings where\n"
+            "                         the KV cache fits in free memory, else the most that fits)\n"
             "  -t, --threads N        threads (default: physical cores)\n"
             "  --profile              print each kernel's share of a decode step at the end\n"
             "  --verbose              print speculative decoding statistics at the end\n"
@@ -186,6 +189,13 @@ const char *cli_default_model(const char *cmd) {
     return NULL;
 }
 
+int cli_default_ctx(const struct cli_opts *o, const r1_model_t *m, int n_seq) {
+    char note[512];
+    int n = r1_ctx_default(m, n_seq, o->kv_dtype, o->backend, note, sizeof note);
+    fprintf(stderr, "r1infer: %s\n", note);
+    return n;
+}
+
 int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
     if (!o->model) { /* commands resolve cli_default_model first */
         fprintf(stderr, "r1infer: no model given: use -m DIR or -m FILE.gguf\n");
@@ -199,6 +209,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
     }
     struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
                                  .kv_dtype = o->kv_dtype, .profile = o->profile};
+    if (!so.n_ctx) so.n_ctx = cli_default_ctx(o, *m, 1);
     *s = r1_session_new(*m, &so);
     if (!*s) {
         fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -246,8 +257,9 @@ int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t 
     }
     if (o->draft) {
         if (!(*dm = cli_load_draft(o, m, tok))) return -1;
-        struct r1_session_opts so = {.n_ctx = r1_session_n_ctx(s), .backend = o->backend,
-                                     .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
+        int dmax = r1_model_config(*dm)->max_pos; /* the draft drafts while its context lasts */
+        struct r1_session_opts so = {.n_ctx = r1_session_n_ctx(s) < dmax ? r1_session_n_ctx(s) : dmax,
+                                     .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
         *ds = r1_session_new(*dm, &so);
         if (!*ds) {
             fprintf(stderr, "r1infer: the draft model's session: %s\n", r1_last_error());

@@ -35,6 +35,10 @@ void cli_opts_help(FILE *f);
 const char *cli_default_model(const char *cmd);
 #define CLI_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 
+/* The context when --ctx is not given (r1_ctx_default for n_seq sequences),
+ * with its one-line notice on stderr. */
+int cli_default_ctx(const struct cli_opts *o, const r1_model_t *m, int n_seq);
+
 /* Load model and make a session per the options (the default model when
  * o->model is NULL); prints the error and returns -1 on failure. */
 int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s);

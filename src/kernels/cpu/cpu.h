@@ -338,6 +338,10 @@ struct r1_cpu_isa {
     void (*attn_pv_f16)(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
     /* Optional: o[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n (NULL: expf). */
     void (*silu_mul)(const float *g, const float *u, float *o, int n);
+    /* Optional: a q8_0 KV cache's consecutive blocks to f32, n % 32 == 0,
+     * y[i] = d * q[i] rounded once (the reference's values); NULL: the
+     * dtype table's to_f32. */
+    void (*q8_0_to_f32)(const uint8_t *x, float *y, int n);
 };
 
 extern const struct r1_cpu_isa r1_cpu_generic;

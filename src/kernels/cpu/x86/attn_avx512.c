@@ -1,6 +1,6 @@
 /*
  * attn_avx512.c - the AVX-512 helpers of the cpu backend's blocked attention
- * (cpu.h: f16_to_f32, attn_qk, attn_pv, attn_softmax), apart from the matmul
+ * (cpu.h: f16_to_f32, q8_0_to_f32, attn_qk, attn_pv, attn_softmax), apart from the matmul
  * tiles in avx512.c. x86-64 only; the avx512 table checks the CPU first.
  */
 #include "kernels/cpu/cpu.h"
@@ -23,6 +23,20 @@ TGT void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n) {
     if (i < n) {
         __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(y + i, k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, x + i)));
+    }
+}
+
+/* n values (n % 32 == 0) of consecutive q8_0 blocks: d * q, the product
+ * rounded once as the reference's. */
+TGT void r1_x86_q8_0_to_f32_avx512(const uint8_t *x, float *y, int n) {
+    for (int b = 0; b < n / 32; b++, x += 34, y += 32) {
+        uint16_t h;
+        __builtin_memcpy(&h, x, 2);
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+        __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(x + 2)));
+        __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(x + 18)));
+        _mm512_storeu_ps(y, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q0)));
+        _mm512_storeu_ps(y + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q1)));
     }
 }
 
