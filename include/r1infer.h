@@ -429,6 +429,34 @@ int r1_spec_draft_held(const r1_spec_t *sp, const int32_t **ids);
 /* Counters since r1_spec_new. */
 void r1_spec_get_stats(const r1_spec_t *sp, struct r1_spec_stats *st);
 
+/* ------------------------------------------------------ reasoning budget */
+
+/* A budget of thinking tokens for an R1 model's <think>...</think> block
+ * (--reasoning-budget N). The caller reports the text of every token it
+ * samples; once the open block has held N tokens, the block is closed: the
+ * caller emits the returned ids ("\n</think>\n\n" in the model's
+ * tokenizer) as the next tokens instead of sampling (running them through
+ * the model like sampled ones, without reporting them), and the answer
+ * follows. Budget 0 turns thinking off: the block the prompt opened is closed
+ * before the first token, and one the model opens is closed at once. */
+typedef struct r1_think r1_think_t;
+
+/* in_think: the prompt ends inside an open <think> (the R1 template's
+ * generation prompt). NULL with an error for budget < 0 or no tokenizer. */
+r1_think_t *r1_think_new(const r1_tokenizer_t *tok, int budget, int in_think);
+void r1_think_free(r1_think_t *t);
+/* Before the first token: the number of ids to emit first (0 or the close
+ * sequence), *ids owned by t. */
+int r1_think_start(r1_think_t *t, const int32_t **ids);
+/* After a sampled token whose text is `text` (NULL or "" while a character
+ * is incomplete): the number of ids to emit next (0, or the close sequence
+ * in *ids, owned by t, valid until t is freed); -1 with an error when out of
+ * memory. */
+int r1_think_push(r1_think_t *t, const char *text, const int32_t **ids);
+/* Tokens generated inside the open (or the last) block; whether one is open. */
+int r1_think_used(const r1_think_t *t);
+int r1_think_open(const r1_think_t *t);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,7 @@ struct gen {
     int n_cached;
     int32_t stop[4];
     int n_stop, ignore_eos, print_ids, dim_think, vocab;
+    r1_think_t *think; /* --reasoning-budget, or NULL */
 };
 
 static int is_stop(const struct gen *g, int32_t id) {
@@ -54,15 +55,20 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
     double t0 = r1_now();
     if (g->print_ids) fputc('[', stdout);
     if (in_think) fputs("\033[2m", stdout);
-    const int32_t *ids = NULL;
-    int n_ids = 0, at = 0;
+    const int32_t *ids = NULL, *force = NULL; /* force: the ids that close a think block */
+    int n_ids = 0, at = 0, n_force = g->think ? r1_think_start(g->think, &force) : 0;
     if (g->spec && r1_spec_begin(g->spec, g->cached, g->n_cached, logits)) {
         fprintf(stderr, "\nr1infer: %s\n", r1_last_error());
         n = 0;
     }
     while (made < n) {
         int32_t id;
-        if (g->spec) { /* the next of the ids the last speculative step gave */
+        const int forced = n_force > 0;
+        if (forced) { /* emitted, not sampled; the sampler still hears of it */
+            id = *force++;
+            n_force--;
+            r1_sampler_accept(g->smp, id);
+        } else if (g->spec) { /* the next of the ids the last speculative step gave */
             if (at == n_ids) {
                 n_ids = r1_spec_step(g->spec, &ids);
                 at = 0;
@@ -75,7 +81,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
         } else {
             id = r1_sampler_sample(g->smp, logits);
         }
-        if (is_stop(g, id)) break;
+        if (!forced && is_stop(g, id)) break;
         made++;
         if (out) {
             int32_t *no = realloc(*out, (size_t)(*n_out + 1) * sizeof(int32_t));
@@ -84,10 +90,10 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
                 (*out)[(*n_out)++] = id;
             }
         }
+        const char *text = dt ? r1_detok_push(dt, id) : NULL;
         if (g->print_ids) {
             printf(made > 1 ? ",%d" : "%d", id);
         } else if (dt) {
-            const char *text = r1_detok_push(dt, id);
             if (text) {
                 fputs(text, stdout);
                 if (in_think && strstr(text, "</think>")) {
@@ -97,6 +103,10 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
         }
         fflush(stdout);
+        if (g->think && !forced && (n_force = r1_think_push(g->think, text, &force)) < 0) {
+            fprintf(stderr, "\nr1infer: %s\n", r1_last_error());
+            break;
+        }
         if (made == n || g->spec) continue;
         if (r1_session_n_past(g->s) >= r1_session_n_ctx(g->s)) {
             fprintf(stderr, "\n[context full at %d tokens (--ctx): stopping]\n", r1_session_n_ctx(g->s));
@@ -192,6 +202,31 @@ static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_
     return 0;
 }
 
+/* Whether a prompt's text ends inside an open <think> (the R1 template's
+ * generation prompt "...<think>\n"). */
+static int ends_in_think(const char *text) {
+    if (!text) return 0;
+    size_t len = strlen(text);
+    while (len && (text[len - 1] == '\n' || text[len - 1] == ' ')) len--;
+    return len >= 7 && !memcmp(text + len - 7, "<think>", 7);
+}
+
+/* --reasoning-budget: a fresh budget for the reply that follows; prints the
+ * error and returns -1 where it cannot apply. */
+static int open_think(struct gen *g, const struct cli_opts *o, int in_think) {
+    r1_think_free(g->think);
+    g->think = NULL;
+    if (g->spec) {
+        fprintf(stderr, "r1infer: --reasoning-budget does not combine with --lookup or --draft\n");
+        return -1;
+    }
+    if (!(g->think = r1_think_new(g->tok, o->reasoning_budget, in_think))) {
+        fprintf(stderr, "r1infer: --reasoning-budget: %s\n", r1_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o);
@@ -238,6 +273,7 @@ int cmd_run(int argc, char **argv) {
     if (cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     g.ignore_eos = ignore_eos;
     g.print_ids = print_ids;
+    int in_think = 0; /* the prompt ends in an open <think> */
     if (pids) {
         if ((n_ids = parse_ids(pids, &ids)) < 0) goto out;
     } else {
@@ -252,6 +288,7 @@ int cmd_run(int argc, char **argv) {
             text = r1_chat_apply(g.tok, msgs, k, 1);
             g.dim_think = isatty(1) && strstr(text ? text : "", "<think>") != NULL;
         }
+        in_think = ends_in_think(text);
         if (!text) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
             goto out;
@@ -273,6 +310,7 @@ int cmd_run(int argc, char **argv) {
                 r1_session_n_ctx(s));
         goto out;
     }
+    if (o.reasoning_budget >= 0 && open_think(&g, &o, in_think)) goto out;
     for (int i = 0; i < n_ids; i++) r1_sampler_accept(g.smp, ids[i]);
     double t0 = r1_now();
     const float *logits = r1_session_forward(s, ids, n_ids, NULL);
@@ -292,6 +330,7 @@ int cmd_run(int argc, char **argv) {
     if (o.profile) print_profile(s);
     rc = 0;
 out:
+    r1_think_free(g.think);
     r1_spec_free(g.spec);
     r1_session_free(ds);
     r1_model_free(dm);
@@ -369,7 +408,9 @@ int cmd_chat(int argc, char **argv) {
         int32_t *ids = NULL;
         int n_ids = text ? r1_tokenizer_encode(g.tok, text, strlen(text), 0, &ids) : -1;
         g.dim_think = isatty(1) && text && strstr(text, "<think>") != NULL;
+        int in_think = ends_in_think(text);
         free(text);
+        if (o.reasoning_budget >= 0 && open_think(&g, &o, in_think)) goto out;
         if (n_ids < 0) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
             goto out;
@@ -420,6 +461,7 @@ int cmd_chat(int argc, char **argv) {
     }
     rc = 0;
 out:
+    r1_think_free(g.think);
     r1_spec_free(g.spec);
     r1_session_free(ds);
     r1_model_free(dm);

@@ -170,7 +170,8 @@ int cmd_serve(int argc, char **argv) {
                              /* the drafts of the slots run side by side, beside the engine */
                              .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1,
                              /* tests: every step drafts --draft-n tokens (a lookup: when it matches) */
-                             .spec_fixed_k = getenv("R1_SPEC_FIXED_K") != NULL};
+                             .spec_fixed_k = getenv("R1_SPEC_FIXED_K") != NULL,
+                             .reasoning_budget = o.reasoning_budget};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;

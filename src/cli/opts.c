@@ -14,6 +14,7 @@ void cli_opts_init(struct cli_opts *o) {
     o->kv_dtype = R1_DTYPE_AUTO;
     o->sp = r1_sampler_defaults();
     o->sp.seed = (uint64_t)time(NULL);
+    o->reasoning_budget = -1;
 }
 
 static int num(const char *flag, const char *v, double lo, double hi, double *out) {
@@ -33,7 +34,7 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
                                              "--threads", "-t", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--repeat-last-n", "--seed",
                                              "--presence-penalty", "--frequency-penalty", "--gpu",
-                                             "--draft", "--lookup", "--draft-n"};
+                                             "--draft", "--lookup", "--draft-n", "--reasoning-budget"};
     int takes = 0;
     for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++)
         if (!strcmp(a, with_value[k])) takes = 1;
@@ -122,6 +123,9 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--draft-n")) {
         if (num(a, v, 1, R1_SPEC_MAX_K, &x)) return -1;
         o->draft_n = (int)x;
+    } else if (!strcmp(a, "--reasoning-budget")) {
+        if (num(a, v, -1, 1 << 30, &x)) return -1;
+        o->reasoning_budget = (int)x;
     } else if (!strcmp(a, "--seed")) {
         if (num(a, v, 0, 1.8e19, &x)) return -1;
         o->sp.seed = (uint64_t)x;
@@ -148,6 +152,9 @@ void cli_opts_help(FILE *f) {
             "  -t, --threads N        threads (default: physical cores)\n"
             "  --profile              print each kernel's share of a decode step at the end\n"
             "  --verbose              print speculative decoding statistics at the end\n"
+            "  --reasoning-budget N   close the model's <think> block after N thinking tokens (emit\n"
+            "                         </think> and go on with the answer); 0 = no thinking; -1 = no\n"
+            "                         limit (default)\n"
             "speculative decoding (the same text as without; faster when drafts are kept):\n"
             "  --lookup N             draft by n-gram lookup: the tokens that followed the earlier\n"
             "                         place (prompt or text so far) matching the longest end of\n"

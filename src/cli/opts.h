@@ -20,6 +20,7 @@ struct cli_opts {
     int lookup;        /* --lookup N */
     int draft_n;       /* --draft-n K (0: the default) */
     int verbose;       /* --verbose: statistics at the end */
+    int reasoning_budget; /* --reasoning-budget N: thinking tokens before </think>; -1 = no limit */
 };
 
 void cli_opts_init(struct cli_opts *o);

@@ -60,7 +60,11 @@ struct gen_request {
     int echo;                 /* completions: the prompt is returned before the completion
                                  (with its log-probabilities when logprobs is on) */
     int n;                    /* choices from the one prompt (1..16), prefilled once */
+    int reasoning_budget;     /* reasoning_budget_tokens (or thinking_budget): thinking tokens
+                                 before </think> is emitted, 0 = no thinking, -1 = no limit;
+                                 REQ_BUDGET_DEFAULT when absent: the server's */
 };
+#define REQ_BUDGET_DEFAULT (-2)
 
 /* Parse body (len bytes, need not be NUL-terminated) as a request of the
  * given kind, starting the sampler fields from *defaults. On success fills
