@@ -225,23 +225,27 @@ static void test_attention_q8(const struct r1_cpu_isa *isa) {
  * query count M from 1 to 13 (the AVX2 forms take rows 6 at a time and the
  * rest by a switch), P odd for the f16 forms, hd 16 and 128. Rows past M
  * rounded up to 4 must stay untouched (the helpers may compute the rows up
- * to that, no further). */
+ * to that, no further). The q8_0 forms take hd 32 and 256. */
 static void test_attn_blocks(const struct r1_cpu_isa *isa) {
     if (!isa->attn_qk || !isa->attn_pv) return;
     enum { SS = 72, MMAX = 16 };
     static const int hds[] = {16, 128}, Ps[] = {1, 3, 6, 64};
-    for (int f16 = 0; f16 < 2; f16++) {
+    static const char *const form_name[] = {"", "_f16", "_q8"};
+    for (int form = 0; form < 3; form++) { /* f32, f16, q8_0 cache rows */
+        const int f16 = form == 1, q8 = form == 2;
         if (f16 && (!isa->attn_qk_f16 || !isa->attn_pv_f16)) continue;
+        if (q8 && (!isa->attn_qk_q8 || !isa->attn_pv_q8)) continue;
         char wq[48], wv[48];
-        snprintf(wq, sizeof wq, "attn_qk%s (M 1-13)", f16 ? "_f16" : "");
-        snprintf(wv, sizeof wv, "attn_pv%s (M 1-13)", f16 ? "_f16" : "");
+        snprintf(wq, sizeof wq, "attn_qk%s (M 1-13)", form_name[form]);
+        snprintf(wv, sizeof wv, "attn_pv%s (M 1-13)", form_name[form]);
         struct group gq = {isa->name, wq, NMSE_ATTN, 0, "", 0};
         struct group gv = {isa->name, wv, NMSE_ATTN, 0, "", 0};
         int untouched = 1;
         for (int hi = 0; hi < 2; hi++)
             for (int pi = 0; pi < 4; pi++)
                 for (int M = 1; M <= 13; M++) {
-                    const int hd = hds[hi], P = f16 ? Ps[pi] : (Ps[pi] + 3) & ~3, M4 = (M + 3) & ~3;
+                    const int hd = q8 ? 2 * hds[hi] : hds[hi]; /* q8_0: hd % 32 == 0 */
+                    const int P = f16 || q8 ? Ps[pi] : (Ps[pi] + 3) & ~3, M4 = (M + 3) & ~3;
                     float *q = frand_buf((size_t)MMAX * hd), *kf = frand_buf((size_t)P * hd);
                     float *vf = frand_buf((size_t)P * hd), *o = frand_buf((size_t)MMAX * hd);
                     float *o0 = malloc((size_t)MMAX * hd * 4), *s = malloc((size_t)MMAX * SS * 4);
@@ -250,9 +254,20 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                         kh[i] = r1_f32_to_f16(kf[i]), kf[i] = r1_f16_to_f32(kh[i]);
                         vh[i] = r1_f32_to_f16(vf[i]), vf[i] = r1_f16_to_f32(vh[i]);
                     }
+                    const size_t rb = (size_t)hd / 32 * 34; /* a q8_0 row */
+                    uint8_t *kq = malloc((size_t)P * rb), *vq = malloc((size_t)P * rb);
+                    if (q8) /* the values a q8_0 cache holds */
+                        for (int p = 0; p < P; p++) {
+                            const struct r1_dtype_traits *tr = &r1_dtype_traits[R1_DTYPE_Q8_0];
+                            tr->from_f32(kf + (size_t)p * hd, kq + p * rb, hd);
+                            tr->to_f32(kq + p * rb, kf + (size_t)p * hd, hd);
+                            tr->from_f32(vf + (size_t)p * hd, vq + p * rb, hd);
+                            tr->to_f32(vq + p * rb, vf + (size_t)p * hd, hd);
+                        }
                     memset(q + (size_t)M * hd, 0, (size_t)(MMAX - M) * hd * 4);
                     for (int i = 0; i < MMAX * SS; i++) s[i] = 1e30f; /* sentinel */
-                    if (f16) isa->attn_qk_f16(q, M, kh, P, hd, s, SS);
+                    if (q8) isa->attn_qk_q8(q, M, kq, P, hd, s, SS);
+                    else if (f16) isa->attn_qk_f16(q, M, kh, P, hd, s, SS);
                     else isa->attn_qk(q, M, kf, P, hd, s, SS);
                     double e = 0, n = 0;
                     for (int m = 0; m < M; m++)
@@ -270,7 +285,8 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                         for (int p = 0; p < SS; p++)
                             s[m * SS + p] = m < M && p < P ? frand() : 0.0f;
                     memcpy(o0, o, (size_t)MMAX * hd * 4);
-                    if (f16) isa->attn_pv_f16(s, SS, M, vh, P, hd, o);
+                    if (q8) isa->attn_pv_q8(s, SS, M, vq, P, hd, o);
+                    else if (f16) isa->attn_pv_f16(s, SS, M, vh, P, hd, o);
                     else isa->attn_pv(s, SS, M, vf, P, hd, o);
                     e = 0, n = 0;
                     for (int m = 0; m < M; m++)
@@ -285,9 +301,10 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                                          (size_t)(MMAX - M4) * hd * 4);
                     group_add(&gv, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
                     free(q), free(kf), free(vf), free(o), free(o0), free(s), free(kh), free(vh);
+                    free(kq), free(vq);
                 }
         CHECK(untouched, "%s attn_qk/attn_pv%s wrote rows past M rounded up to 4", isa->name,
-              f16 ? "_f16" : "");
+              form_name[form]);
         group_print(&gq);
         group_print(&gv);
     }

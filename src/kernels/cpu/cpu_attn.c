@@ -3,9 +3,10 @@
  * blocked attention with an online softmax (each K/V row converted once and
  * used by every query of its group), one head at a time on ISAs without the
  * block helpers, and runs of several sequences (continuous batching) as
- * causal blocks of their own. A q8_0 cache is read a chunk of rows at a
- * time into f32 (the same values as the reference's). The kernel table is
- * in cpu.c.
+ * causal blocks of their own. A q8_0 cache is read directly by the ISA's
+ * q8_0 helpers, or else a chunk of rows at a time into f32 (the same values
+ * as the reference's either way), never the whole cache. The kernel table
+ * is in cpu.c.
  */
 #include <math.h>
 #include <string.h>
@@ -136,7 +137,8 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
   const int stride = (nh + 2 * nkv) * hd, T = op->T, pos0 = op->pos0;
   const int f16 = kv->dtype == R1_DTYPE_F16, q8 = kv->dtype == R1_DTYPE_Q8_0;
   const int direct =
-      f16 && isa->attn_qk_f16 && isa->attn_pv_f16; /* no f32 copy of K/V */
+      (f16 && isa->attn_qk_f16 && isa->attn_pv_f16) ||
+      (q8 && isa->attn_qk_q8 && isa->attn_pv_q8); /* no f32 copy of K/V */
   const float scale = 1.0f / sqrtf((float)hd);
   int tq = ATT_M / group;
   if (tq < 1)
@@ -218,7 +220,12 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
     for (int c0 = 0; c0 < nmax; c0 += ATT_P) {
       const int P = nmax - c0 < ATT_P ? nmax - c0 : ATT_P, Pp = (P + 3) & ~3;
       const size_t at = base + (size_t)c0 * hd;
-      if (direct) {
+      if (direct && q8) { /* as f16 below, from the q8_0 rows */
+        const uint8_t *kr = kv_row(kv, kv->k, op->layer, kvh, c0);
+        prefetch_bytes(kv_row(kv, kv->v, op->layer, kvh, c0),
+                       (size_t)P * r1_dtype_row_bytes(R1_DTYPE_Q8_0, hd));
+        isa->attn_qk_q8(Q, M, kr, P, hd, S, ATT_P);
+      } else if (direct) {
         /* the chunk's V rows, fetched while its scores are computed
          * (the K rows stream in order and need no help: fetching the
          * next chunk's K as well was slower) */
@@ -262,7 +269,10 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
         }
         lr[m] += sum;
       }
-      if (direct)
+      if (direct && q8)
+        isa->attn_pv_q8(S, ATT_P, M, kv_row(kv, kv->v, op->layer, kvh, c0), P,
+                        hd, O);
+      else if (direct)
         isa->attn_pv_f16(S, ATT_P, M, (const uint16_t *)kv->v + at, P, hd, O);
       else
         isa->attn_pv(S, ATT_P, M, Vc, Pp, hd, O);

@@ -87,6 +87,8 @@ void r1_x86_attn_qk_f16_avx2(const float *q, int M, const uint16_t *k, int P, in
 void r1_x86_attn_pv_f16_avx2(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
 float r1_x86_attn_softmax_avx2(float *s, int n, float scale, float *m);
 void r1_x86_q8_0_to_f32_avx2(const uint8_t *x, float *y, int n);
+void r1_x86_attn_qk_q8_avx2(const float *q, int M, const uint8_t *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_q8_avx2(const float *s, int ss, int M, const uint8_t *v, int P, int hd, float *o);
 void r1_x86_silu_mul_avx2(const float *g, const float *u, float *o, int n);
 
 /* AVX-512 helpers of the blocked attention (attn_avx512.c); see cpu.h. */
@@ -95,6 +97,8 @@ void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd,
 void r1_x86_attn_pv_avx512(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
 float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m);
 void r1_x86_q8_0_to_f32_avx512(const uint8_t *x, float *y, int n);
+void r1_x86_attn_qk_q8_avx512(const float *q, int M, const uint8_t *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_q8_avx512(const float *s, int ss, int M, const uint8_t *v, int P, int hd, float *o);
 
 /* AMX prefill blocks (amx_avx512.c), r1_cpu_block_fn in cpu.h (plus the
  * plane stride of the split activations). r1_x86_amx_probe asks Linux for the
