@@ -3,11 +3,13 @@
 # the model's max_position_embeddings (a tiny synthetic model stretched to
 # 32768) and accepts a prompt past 4096 tokens, saying what it chose; --kv
 # q8_0 generates, keeps speculative decoding exact and is refused where it
-# cannot run. Last line: "kv_ctx: P passed, F failed".
+# cannot run; serve with no --ctx gives each slot the model's length.
+# Last line: "kv_ctx: P passed, F failed".
 set -u
-BIN=${R1_BIN:-build/r1infer}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+HERE=$(cd "$(dirname "$0")" && pwd)
+NAME=kv_ctx
+. "$HERE/server_common.sh"
+T=$TMP
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL $1"; }
@@ -44,6 +46,17 @@ check "--kv q8_0 on head_dim 16 is refused with a sentence" grep -q "needs a hea
 check "--kv q4_0 is refused, naming the choices" grep -q "f32, f16 or q8_0" "$T/bad"
 "$BIN" run -m $M --prompt-ids $p -n 2 --kv q8_0 --backend opencl >/dev/null 2>"$T/cl"
 check "--kv q8_0 on opencl is a clear error" grep -Eq "q8_0 runs on the cpu and ref backends only|not in this build|no OpenCL" "$T/cl"
+
+start_server 200 -m "$T/tiny" --parallel 2
+wait_health
+check "serve with no --ctx: the model's length per sequence, in a notice" \
+    grep -q "^r1infer: context 32768 tokens per sequence, the model's max_position_embeddings (f16 KV cache for 2 sequences" "$TMP/log"
+check "... and on the start line" grep -q "ctx 32768 per slot" "$TMP/log"
+curl -s --max-time 60 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
+    -d "{\"prompt\": [$ids], \"max_tokens\": 2, \"temperature\": 0}" >"$T/long.json"
+check "... and completes a 5000-token prompt" python3 -c "
+import json; r = json.load(open('$T/long.json')); assert r['usage']['prompt_tokens'] == 5000, r"
+server_alive || bad "the server is still alive"
 
 echo "kv_ctx: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
