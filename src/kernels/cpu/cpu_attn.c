@@ -128,6 +128,7 @@ static void attention_heads(const struct r1_cpu_isa *isa,
  * (positions x queries), as causal rows further on read more of the cache. */
 #define ATT_P 64 /* cache positions per chunk (a multiple of 4) */
 #define ATT_M 96 /* query vectors a unit aims for */
+#define ATT_Q8_DIRECT_M 8 /* most query vectors a unit reads a q8_0 cache directly for */
 
 static void attention_blocked(const struct r1_cpu_isa *isa,
                               const struct r1_op *op, int ith, int nth) {
@@ -136,9 +137,6 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
             group = nh / nkv;
   const int stride = (nh + 2 * nkv) * hd, T = op->T, pos0 = op->pos0;
   const int f16 = kv->dtype == R1_DTYPE_F16, q8 = kv->dtype == R1_DTYPE_Q8_0;
-  const int direct =
-      (f16 && isa->attn_qk_f16 && isa->attn_pv_f16) ||
-      (q8 && isa->attn_qk_q8 && isa->attn_pv_q8); /* no f32 copy of K/V */
   const float scale = 1.0f / sqrtf((float)hd);
   int tq = ATT_M / group;
   if (tq < 1)
@@ -179,6 +177,12 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
     total += c;
   }
   const int mmax = (tq * gh + 3) & ~3;
+  /* no f32 copy of K/V: an f16 cache always; a q8_0 cache for a few query
+   * vectors (decode, verification), where converting each row once per 4
+   * of them costs less than writing and reading back an f32 chunk */
+  const int direct =
+      (f16 && isa->attn_qk_f16 && isa->attn_pv_f16) ||
+      (q8 && isa->attn_qk_q8 && isa->attn_pv_q8 && mmax <= ATT_Q8_DIRECT_M);
   const size_t need = (size_t)2 * mmax * hd + (size_t)mmax * ATT_P +
                       (size_t)2 * ATT_P * hd + (size_t)2 * mmax;
   float *buf = NULL, *Q = NULL, *O = NULL, *S = NULL, *Kc = NULL, *Vc = NULL,
