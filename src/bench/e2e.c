@@ -5,8 +5,8 @@
  * bytes per token; and the in-situ per-kernel profile of real decode steps.
  *
  * Long contexts: cache positions that only need to exist are skipped with
- * r1_session_skip -- n_past advances and the KV memory (allocated and zeroed
- * by the session, so every page is real) keeps zeros there. A decode step at
+ * r1_session_skip -- n_past advances and zeros are written there (so every
+ * page is real memory, as after a prefill). A decode step at
  * that context then reads exactly the bytes it would read after a real
  * prefill. plan->full_fill computes them instead (minutes on a small CPU for
  * 4096 positions).

@@ -178,8 +178,12 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     size_t nb = (size_t)s->n_batch;
     size_t scratch_floats = (size_t)nth * n_ctx;
     if (s->dev) scratch_floats = s->dev->scratch_floats(s->n_batch, c->n_head, hd, n_ctx);
-    s->kv.k = balloc(s, kv_bytes, "the KV cache (keys)");
-    s->kv.v = s->kv.k ? balloc(s, kv_bytes, "the KV cache (values)") : NULL;
+    /* host memory: pages committed as positions are written (a context of
+     * the model's whole length costs what the conversation uses) */
+    s->kv.k = s->dev ? balloc(s, kv_bytes, "the KV cache (keys)") : r1_alloc_untouched(kv_bytes, "the KV cache (keys)");
+    s->kv.v = !s->kv.k ? NULL
+              : s->dev ? balloc(s, kv_bytes, "the KV cache (values)")
+                       : r1_alloc_untouched(kv_bytes, "the KV cache (values)");
     s->rope_cos = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
     s->rope_sin = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
     s->x = balloc(s, nb * c->dim * 4, "activations");
@@ -302,6 +306,15 @@ int r1_session_vocab(const r1_session_t *s) { return s->m->cfg.vocab; }
 int r1_session_skip(r1_session_t *s, int n) {
     if (n < 0 || n > s->n_ctx - s->n_past)
         return r1_err("cannot skip %d positions (%d cached, --ctx %d)", n, s->n_past, s->n_ctx);
+    if (!s->dev && n > 0) { /* zeros written: real pages, as a prefill would leave them */
+        const struct r1_kv_cache *kv = &s->kv;
+        const size_t row = r1_dtype_row_bytes(kv->dtype, kv->head_dim);
+        for (int lh = 0; lh < kv->n_layer * kv->n_kv_head; lh++) {
+            size_t at = ((size_t)lh * kv->n_ctx + (size_t)s->n_past) * row;
+            memset((uint8_t *)kv->k + at, 0, (size_t)n * row);
+            memset((uint8_t *)kv->v + at, 0, (size_t)n * row);
+        }
+    }
     s->n_past += n;
     return 0;
 }

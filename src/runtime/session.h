@@ -16,9 +16,10 @@
 int32_t r1_session_forward_argmax(r1_session_t *s, const int32_t *ids, int n);
 
 /* Benchmarks only: count n more positions as cached without computing them.
- * Their K/V hold whatever the cache memory holds (zeros in a new session),
- * so a later decode step reads exactly the bytes it would after a real
- * prefill. Returns -1 with an error if the context would overflow. */
+ * Their K/V are set to zeros (written, so their pages are real memory; a
+ * device backend's hold whatever its zeroed allocation holds), so a later
+ * decode step reads exactly the bytes it would after a real prefill.
+ * Returns -1 with an error if the context would overflow. */
 int r1_session_skip(r1_session_t *s, int n);
 
 /* Bytes one position takes in a sequence's KV cache of dtype kv (keys and
