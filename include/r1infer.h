@@ -140,13 +140,25 @@ enum r1_dtype r1_model_dtype(const r1_model_t *m);
 typedef struct r1_session r1_session_t;
 
 struct r1_session_opts {
-    int n_ctx;           /* KV cache length; 0 = min(4096, max_pos) */
+    int n_ctx;           /* KV cache length; 0 = r1_ctx_default's */
     const char *backend; /* "ref", "cpu", "cuda"; NULL = best available */
     int n_threads;       /* 0 = physical cores */
-    enum r1_dtype kv_dtype; /* R1_DTYPE_F32 or R1_DTYPE_F16; R1_DTYPE_AUTO = the backend's
+    enum r1_dtype kv_dtype; /* R1_DTYPE_F32, R1_DTYPE_F16 or R1_DTYPE_Q8_0 (host backends,
+                               head_dim % 32 == 0); R1_DTYPE_AUTO = the backend's
                                default (f16 on cpu). Note R1_DTYPE_F32 is 0. */
     int profile;         /* time every kernel (see r1_session_profile) */
 };
+
+/* The context a session (n_seq 1) or a batch of n_seq sequences gets with
+ * n_ctx 0, for KV caches of kv_dtype (R1_DTYPE_AUTO: the backend's) on the
+ * named backend (NULL: cpu): on a host backend the model's
+ * max_position_embeddings, or, where n_seq caches that long would not fit in
+ * the free memory (MemAvailable less a headroom), the most that fit; on a
+ * device backend min(4096, max_pos). If note is not NULL it receives (cap
+ * bytes, NUL-terminated) one line saying what was chosen and why. Reads
+ * /proc/meminfo each call: pass the result on as n_ctx to keep it. */
+int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const char *backend, char *note,
+                   size_t cap);
 
 /* A session owns the KV cache and the scratch buffers of one conversation.
  * Everything the forward pass needs is allocated here, none per token. */
@@ -191,7 +203,7 @@ typedef struct r1_batch r1_batch_t;
 
 struct r1_batch_opts {
     int n_seq;           /* sequences (KV caches) in the pool, >= 1 (--parallel) */
-    int n_ctx;           /* positions per sequence; 0 = min(4096, max_pos) (--ctx) */
+    int n_ctx;           /* positions per sequence; 0 = r1_ctx_default's (--ctx) */
     int n_batch;         /* most rows in one step; 0 = 512 (--batch-tokens) */
     const char *backend; /* as in r1_session_opts */
     int n_threads;
@@ -484,6 +496,33 @@ void r1_gmatch_stats(const r1_gmatch_t *m, long *hits, long *misses);
  * the allowed tokens alone). Does not advance m (call r1_gmatch_accept).
  * Returns the id, or -1 when the grammar allows no token at all. */
 int32_t r1_sampler_sample_grammar(r1_sampler_t *s, float *logits, r1_gmatch_t *m);
+/* ------------------------------------------------------ reasoning budget */
+
+/* A budget of thinking tokens for an R1 model's <think>...</think> block
+ * (--reasoning-budget N). The caller reports the text of every token it
+ * samples; once the open block has held N tokens, the block is closed: the
+ * caller emits the returned ids ("\n</think>\n\n" in the model's
+ * tokenizer) as the next tokens instead of sampling (running them through
+ * the model like sampled ones, without reporting them), and the answer
+ * follows. Budget 0 turns thinking off: the block the prompt opened is closed
+ * before the first token, and one the model opens is closed at once. */
+typedef struct r1_think r1_think_t;
+
+/* in_think: the prompt ends inside an open <think> (the R1 template's
+ * generation prompt). NULL with an error for budget < 0 or no tokenizer. */
+r1_think_t *r1_think_new(const r1_tokenizer_t *tok, int budget, int in_think);
+void r1_think_free(r1_think_t *t);
+/* Before the first token: the number of ids to emit first (0 or the close
+ * sequence), *ids owned by t. */
+int r1_think_start(r1_think_t *t, const int32_t **ids);
+/* After a sampled token whose text is `text` (NULL or "" while a character
+ * is incomplete): the number of ids to emit next (0, or the close sequence
+ * in *ids, owned by t, valid until t is freed); -1 with an error when out of
+ * memory. */
+int r1_think_push(r1_think_t *t, const char *text, const int32_t **ids);
+/* Tokens generated inside the open (or the last) block; whether one is open. */
+int r1_think_used(const r1_think_t *t);
+int r1_think_open(const r1_think_t *t);
 
 #ifdef __cplusplus
 }

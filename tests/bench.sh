@@ -106,5 +106,15 @@ if command -v python3 >/dev/null; then
     expect "ncu_decode.py: the step's total" grep -Eq '^step +3 +7\.5$' "$tmp/ncu.out"
 fi
 
+# --depth: decode rows at long contexts, capped at the model's length (tiny: 4096)
+"$BIN" bench --synthetic tiny --quick --runs 1 --depth 1500,9000 >"$tmp/depth.out" 2>"$tmp/depth.err"; rc=$?
+expect "bench --depth: exit 0 (got $rc: $(tail -n 2 "$tmp/depth.err"))" test "$rc" -eq 0
+expect "bench --depth 1500: a decode row at ctx 1500" grep -Eq 'decode +ctx +1500 ' "$tmp/depth.out"
+# the 4096 row and the capped 9000 row both decode at the last positions the context holds
+expect "bench --depth 9000: capped at the model's 4096 positions" \
+    test "$(grep -Ec 'decode +ctx +409[0-9] ' "$tmp/depth.out")" -eq 2
+"$BIN" bench --synthetic tiny --quick --depth 0x >/dev/null 2>"$tmp/depth_bad.err"
+expect "bench --depth 0x is refused" grep -q "depth expects up to 5 contexts" "$tmp/depth_bad.err"
+
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -130,6 +130,19 @@ __attribute__((unused)) static const enum r1_dtype dtypes[] = {R1_DTYPE_F32,  R1
 __attribute__((unused)) static struct r1_kv_cache kv_new(enum r1_dtype dt, int nl, int nkv, int nctx, int hd) {
     struct r1_kv_cache kv = {dt, nl, nkv, nctx, hd, NULL, NULL};
     size_t n = (size_t)nl * nkv * nctx * hd, es = dt == R1_DTYPE_F16 ? 2 : 4;
+    if (dt == R1_DTYPE_Q8_0) { /* rows of hd / 32 blocks, quantized from N(0,1) values */
+        size_t rb = r1_dtype_row_bytes(dt, hd);
+        kv.k = malloc(n / hd * rb);
+        kv.v = malloc(n / hd * rb);
+        float *row = malloc((size_t)hd * sizeof(float));
+        for (size_t r = 0; r < n / hd; r++)
+            for (int which = 0; which < 2; which++) {
+                for (int i = 0; i < hd; i++) row[i] = frand();
+                r1_dtype_traits[dt].from_f32(row, (uint8_t *)(which ? kv.v : kv.k) + r * rb, hd);
+            }
+        free(row);
+        return kv;
+    }
     kv.k = malloc(n * es);
     kv.v = malloc(n * es);
     for (size_t i = 0; i < n; i++) {

@@ -1,7 +1,7 @@
 /*
  * test_kernels.c - conformance of the cpu backend's kernels other than the
  * matmuls (test_matmul.c) against the reference kernels: embedding,
- * rms_norm, rope, kv_append, attention (f32 and f16 KV caches) and its
+ * rms_norm, rope, kv_append, attention (f32, f16 and q8_0 KV caches) and its
  * blocked helpers alone, silu_mul and argmax, odd shapes, 1..3 threads, for
  * every ISA table this CPU can run.
  * Prints one line per (ISA, kernel) group with its worst normalized error
@@ -18,6 +18,9 @@
 #define NMSE_ROPE 1e-12
 #define NMSE_ATTN 1e-9
 #define NMSE_EMBED 0.0 /* same conversion: exact */
+/* attention over a q8_0 cache against attention over the f32 values it was
+ * quantized from (the cache's own error, not the kernel's) */
+#define NMSE_KV_Q8 2e-4
 
 /* silu(g) * u against the expf formula, extremes included */
 static void test_silu(const struct r1_cpu_isa *isa) {
@@ -105,11 +108,13 @@ static void test_rope(const struct r1_cpu_isa *isa) {
     group_print(&g);
 }
 
+static const enum r1_dtype kv_dtypes[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_Q8_0};
+
 static void test_kv_append(const struct r1_cpu_isa *isa) {
-    for (int f16 = 0; f16 < 2; f16++) {
-        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+    for (int di = 0; di < 3; di++) {
+        enum r1_dtype dt = kv_dtypes[di];
         const int nh = 6, nkv = 2, hd = 128, nctx = 40, stride = (nh + 2 * nkv) * hd;
-        size_t bytes = (size_t)2 * nkv * nctx * hd * (f16 ? 2 : 4);
+        size_t bytes = (size_t)2 * nkv * nctx * r1_dtype_row_bytes(dt, hd);
         int bad = 0, cases = 0;
         for (int T = 1; T <= 17; T += 8) {
             struct r1_kv_cache a = kv_new(dt, 2, nkv, nctx, hd), b = a;
@@ -142,13 +147,14 @@ static void test_attention(const struct r1_cpu_isa *isa) {
      * positions and of query rows */
     static const int pt[][2] = {/* pos0, T */ {0, 1},   {37, 1}, {0, 17},  {5, 3},
                                 {20, 17}, {0, 64}, {250, 1}, {70, 130}};
-    for (int f16 = 0; f16 < 2; f16++) {
-        enum r1_dtype dt = f16 ? R1_DTYPE_F16 : R1_DTYPE_F32;
+    for (int di = 0; di < 3; di++) {
+        enum r1_dtype dt = kv_dtypes[di];
         char what[48];
         snprintf(what, sizeof what, "attention_gqa/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, NMSE_ATTN, 0, "", 0};
         for (int c = 0; c < (quick ? 2 : 4); c++) {
             int nh = cfg[c][0], nkv = cfg[c][1], hd = cfg[c][2], nctx = cfg[c][3];
+            if (r1_dtype_row_bytes(dt, hd) == 0) continue; /* q8_0: head_dim % 32 */
             struct r1_kv_cache kv = kv_new(dt, 2, nkv, nctx, hd);
             for (int i = 0; i < (quick ? 4 : 8); i++) {
                 int pos0 = pt[i][0], T = pt[i][1], nth = 1 + (c + i) % 3;
@@ -173,27 +179,73 @@ static void test_attention(const struct r1_cpu_isa *isa) {
     }
 }
 
+/* A q8_0 cache: the ISA's converter gives the reference's values bit for
+ * bit, and attention over the cache is within NMSE_KV_Q8 of attention over
+ * the f32 values it holds quantized (the 1.5B's shape: 12 heads on 2). */
+static void test_attention_q8(const struct r1_cpu_isa *isa) {
+    const int nh = 12, nkv = 2, hd = 128, nctx = 200, stride = (nh + 2 * nkv) * hd;
+    const size_t rows = (size_t)2 * nkv * nctx, rb = r1_dtype_row_bytes(R1_DTYPE_Q8_0, hd);
+    int same = 1;
+    if (isa->q8_0_to_f32) {
+        struct r1_kv_cache q = kv_new(R1_DTYPE_Q8_0, 1, 2, 64, hd);
+        float *a = malloc((size_t)2 * 64 * hd * 4), *b = malloc((size_t)2 * 64 * hd * 4);
+        isa->q8_0_to_f32(q.k, a, 2 * 64 * hd);
+        r1_dtype_traits[R1_DTYPE_Q8_0].to_f32(q.k, b, 2 * 64 * hd);
+        same = !memcmp(a, b, (size_t)2 * 64 * hd * 4);
+        CHECK(same, "%s q8_0_to_f32 differs from the reference's values", isa->name);
+        free(a), free(b), free(q.k), free(q.v);
+    }
+    struct r1_kv_cache f = kv_new(R1_DTYPE_F32, 2, nkv, nctx, hd);
+    struct r1_kv_cache q = {R1_DTYPE_Q8_0, 2, nkv, nctx, hd, malloc(rows * rb), malloc(rows * rb)};
+    for (size_t r = 0; r < rows; r++) {
+        r1_dtype_traits[R1_DTYPE_Q8_0].from_f32((float *)f.k + r * hd, (uint8_t *)q.k + r * rb, hd);
+        r1_dtype_traits[R1_DTYPE_Q8_0].from_f32((float *)f.v + r * hd, (uint8_t *)q.v + r * rb, hd);
+    }
+    struct group g = {isa->name, "attention q8_0 vs f32", NMSE_KV_Q8, 0, "", 0};
+    static const int pt[][2] = {{199, 1}, {0, 40}, {150, 50}};
+    for (int i = 0; i < 3; i++) {
+        int pos0 = pt[i][0], T = pt[i][1];
+        float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)2 * nctx * 4);
+        float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
+        struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x, .n_head = nh,
+                           .n_kv_head = nkv, .head_dim = hd, .layer = 1, .kv = &f, .scratch = sc,
+                           .scratch_stride = (size_t)nctx, .out = b};
+        run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
+        op.out = a, op.kv = &q;
+        run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, 2);
+        group_add(&g, nmse(a, b, (size_t)T * nh * hd), "pos0=%d T=%d", pos0, T);
+        free(x), free(sc), free(a), free(b);
+    }
+    group_print(&g);
+    printf("%-8s %-24s %s\n", isa->name, "q8_0_to_f32", !isa->q8_0_to_f32 ? "(plain C)" : same ? "bit-exact" : "DIFFERS");
+    free(f.k), free(f.v), free(q.k), free(q.v);
+}
+
 /* The blocked attention's helpers alone, against plain C in double: every
  * query count M from 1 to 13 (the AVX2 forms take rows 6 at a time and the
  * rest by a switch), P odd for the f16 forms, hd 16 and 128. Rows past M
  * rounded up to 4 must stay untouched (the helpers may compute the rows up
- * to that, no further). */
+ * to that, no further). The q8_0 forms take hd 32 and 256. */
 static void test_attn_blocks(const struct r1_cpu_isa *isa) {
     if (!isa->attn_qk || !isa->attn_pv) return;
     enum { SS = 72, MMAX = 16 };
     static const int hds[] = {16, 128}, Ps[] = {1, 3, 6, 64};
-    for (int f16 = 0; f16 < 2; f16++) {
+    static const char *const form_name[] = {"", "_f16", "_q8"};
+    for (int form = 0; form < 3; form++) { /* f32, f16, q8_0 cache rows */
+        const int f16 = form == 1, q8 = form == 2;
         if (f16 && (!isa->attn_qk_f16 || !isa->attn_pv_f16)) continue;
+        if (q8 && (!isa->attn_qk_q8 || !isa->attn_pv_q8)) continue;
         char wq[48], wv[48];
-        snprintf(wq, sizeof wq, "attn_qk%s (M 1-13)", f16 ? "_f16" : "");
-        snprintf(wv, sizeof wv, "attn_pv%s (M 1-13)", f16 ? "_f16" : "");
+        snprintf(wq, sizeof wq, "attn_qk%s (M 1-13)", form_name[form]);
+        snprintf(wv, sizeof wv, "attn_pv%s (M 1-13)", form_name[form]);
         struct group gq = {isa->name, wq, NMSE_ATTN, 0, "", 0};
         struct group gv = {isa->name, wv, NMSE_ATTN, 0, "", 0};
         int untouched = 1;
         for (int hi = 0; hi < 2; hi++)
             for (int pi = 0; pi < 4; pi++)
                 for (int M = 1; M <= 13; M++) {
-                    const int hd = hds[hi], P = f16 ? Ps[pi] : (Ps[pi] + 3) & ~3, M4 = (M + 3) & ~3;
+                    const int hd = q8 ? 2 * hds[hi] : hds[hi]; /* q8_0: hd % 32 == 0 */
+                    const int P = f16 || q8 ? Ps[pi] : (Ps[pi] + 3) & ~3, M4 = (M + 3) & ~3;
                     float *q = frand_buf((size_t)MMAX * hd), *kf = frand_buf((size_t)P * hd);
                     float *vf = frand_buf((size_t)P * hd), *o = frand_buf((size_t)MMAX * hd);
                     float *o0 = malloc((size_t)MMAX * hd * 4), *s = malloc((size_t)MMAX * SS * 4);
@@ -202,9 +254,20 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                         kh[i] = r1_f32_to_f16(kf[i]), kf[i] = r1_f16_to_f32(kh[i]);
                         vh[i] = r1_f32_to_f16(vf[i]), vf[i] = r1_f16_to_f32(vh[i]);
                     }
+                    const size_t rb = (size_t)hd / 32 * 34; /* a q8_0 row */
+                    uint8_t *kq = malloc((size_t)P * rb), *vq = malloc((size_t)P * rb);
+                    if (q8) /* the values a q8_0 cache holds */
+                        for (int p = 0; p < P; p++) {
+                            const struct r1_dtype_traits *tr = &r1_dtype_traits[R1_DTYPE_Q8_0];
+                            tr->from_f32(kf + (size_t)p * hd, kq + p * rb, hd);
+                            tr->to_f32(kq + p * rb, kf + (size_t)p * hd, hd);
+                            tr->from_f32(vf + (size_t)p * hd, vq + p * rb, hd);
+                            tr->to_f32(vq + p * rb, vf + (size_t)p * hd, hd);
+                        }
                     memset(q + (size_t)M * hd, 0, (size_t)(MMAX - M) * hd * 4);
                     for (int i = 0; i < MMAX * SS; i++) s[i] = 1e30f; /* sentinel */
-                    if (f16) isa->attn_qk_f16(q, M, kh, P, hd, s, SS);
+                    if (q8) isa->attn_qk_q8(q, M, kq, P, hd, s, SS);
+                    else if (f16) isa->attn_qk_f16(q, M, kh, P, hd, s, SS);
                     else isa->attn_qk(q, M, kf, P, hd, s, SS);
                     double e = 0, n = 0;
                     for (int m = 0; m < M; m++)
@@ -222,7 +285,8 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                         for (int p = 0; p < SS; p++)
                             s[m * SS + p] = m < M && p < P ? frand() : 0.0f;
                     memcpy(o0, o, (size_t)MMAX * hd * 4);
-                    if (f16) isa->attn_pv_f16(s, SS, M, vh, P, hd, o);
+                    if (q8) isa->attn_pv_q8(s, SS, M, vq, P, hd, o);
+                    else if (f16) isa->attn_pv_f16(s, SS, M, vh, P, hd, o);
                     else isa->attn_pv(s, SS, M, vf, P, hd, o);
                     e = 0, n = 0;
                     for (int m = 0; m < M; m++)
@@ -237,9 +301,10 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                                          (size_t)(MMAX - M4) * hd * 4);
                     group_add(&gv, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
                     free(q), free(kf), free(vf), free(o), free(o0), free(s), free(kh), free(vh);
+                    free(kq), free(vq);
                 }
         CHECK(untouched, "%s attn_qk/attn_pv%s wrote rows past M rounded up to 4", isa->name,
-              f16 ? "_f16" : "");
+              form_name[form]);
         group_print(&gq);
         group_print(&gv);
     }
@@ -276,6 +341,7 @@ int main(void) {
         test_rope(isa);
         test_kv_append(isa);
         test_attention(isa);
+        test_attention_q8(isa);
         test_attn_blocks(isa);
         test_argmax(isa);
     }

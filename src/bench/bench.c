@@ -100,6 +100,8 @@ int bench_run(const struct bench_opts *o) {
     plan_add(plan.decode_ctx, &plan.n_decode, 0);
     plan_add(plan.decode_ctx, &plan.n_decode, ctx);
     plan_add(plan.decode_ctx, &plan.n_decode, 4096);
+    for (int i = 0; i < o->n_depth; i++) /* long reasoning: the KV cache read as much as the weights */
+        if (o->depth[i] != 4096 && o->depth[i] != ctx) plan_add(plan.decode_ctx, &plan.n_decode, o->depth[i]);
     if (bench_e2e_run(&R->e2e, &R->insitu, m, be->name, o->n_threads, kvt, &plan, &o->sp, R->bw.best_gbps))
         goto fail;
     for (int i = 0; i < R->insitu.n; i++) {

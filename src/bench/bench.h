@@ -39,6 +39,7 @@ struct bench_opts {
     struct r1_sampler_params sp;
     int batch[BENCH_MAX_ROWS], n_batch; /* --batch 1,2,4: aggregate decode per batch size */
     int profile;                        /* --batch with --profile: each kernel's ms per step */
+    int depth[BENCH_MAX_ROWS - 3], n_depth; /* --depth 8192,16384: decode rows at those contexts too */
 };
 
 struct bench_machine {

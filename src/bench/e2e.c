@@ -5,8 +5,8 @@
  * bytes per token; and the in-situ per-kernel profile of real decode steps.
  *
  * Long contexts: cache positions that only need to exist are skipped with
- * r1_session_skip -- n_past advances and the KV memory (allocated and zeroed
- * by the session, so every page is real) keeps zeros there. A decode step at
+ * r1_session_skip -- n_past advances and zeros are written there (so every
+ * page is real memory, as after a prefill). A decode step at
  * that context then reads exactly the bytes it would read after a real
  * prefill. plan->full_fill computes them instead (minutes on a small CPU for
  * 4096 positions).
@@ -19,7 +19,7 @@
 
 double bench_decode_bytes(const struct r1_model *m, enum r1_dtype kvt, int ctx) {
     const struct r1_config *c = &m->cfg;
-    double kv_pos = 2.0 * c->n_layer * c->n_kv_head * c->head_dim * (kvt == R1_DTYPE_F16 ? 2 : 4);
+    double kv_pos = (double)r1_kv_pos_bytes(c, kvt);
     /* weights, then K and V of ctx cached positions plus the new one read, the new one written */
     return (double)r1_model_decode_bytes(m) + kv_pos * (ctx + 1) + kv_pos;
 }

@@ -50,7 +50,8 @@ static void free_bufs(struct suite_bufs *b) {
 static int alloc_bufs(struct suite_bufs *b, const struct r1_config *c, enum r1_dtype kvt, int ctx, int nth) {
     memset(b, 0, sizeof *b);
     const int hd = c->head_dim, qd = c->n_head * hd, nqkv = qd + 2 * c->n_kv_head * hd;
-    size_t kvn = (size_t)c->n_layer * c->n_kv_head * (size_t)ctx * hd, es = kvt == R1_DTYPE_F16 ? 2 : 4;
+    /* kvn cache rows of es bytes (head_dim values in the cache's dtype) */
+    size_t kvn = (size_t)c->n_layer * c->n_kv_head * (size_t)ctx, es = r1_dtype_row_bytes(kvt, hd);
     b->x = r1_alloc((size_t)c->dim * 4, "bench activations");
     b->xb = r1_alloc((size_t)c->dim * 4, "bench activations");
     b->qkv = r1_alloc((size_t)nqkv * 4, "bench activations");
@@ -78,15 +79,11 @@ static int alloc_bufs(struct suite_bufs *b, const struct r1_config *c, enum r1_d
     /* logits of a confident model: a bulk around 0 and one clear winner */
     for (int i = 0; i < c->vocab; i++) b->logits0[i] = 2.5f * (frand() + frand() + frand());
     b->logits0[c->vocab / 3] = 25.0f;
-    for (size_t i = 0; i < kvn; i++) {
-        float k = 0.5f * frand(), v = 0.5f * frand();
-        if (kvt == R1_DTYPE_F16) {
-            ((uint16_t *)b->kv.k)[i] = r1_f32_to_f16(k);
-            ((uint16_t *)b->kv.v)[i] = r1_f32_to_f16(v);
-        } else {
-            ((float *)b->kv.k)[i] = k;
-            ((float *)b->kv.v)[i] = v;
-        }
+    float kr[512], vr[512]; /* head_dim <= 512, checked at load */
+    for (size_t r = 0; r < kvn; r++) { /* a row at a time, in the cache's dtype */
+        for (int i = 0; i < hd; i++) kr[i] = 0.5f * frand(), vr[i] = 0.5f * frand();
+        r1_dtype_traits[kvt].from_f32(kr, (uint8_t *)b->kv.k + r * es, hd);
+        r1_dtype_traits[kvt].from_f32(vr, (uint8_t *)b->kv.v + r * es, hd);
     }
     for (int i = 0; i < hd / 2; i++) { /* as the session computes them */
         float inv = (float)(1.0 / pow((double)c->rope_theta, (double)(2 * i) / (double)hd));
@@ -112,7 +109,7 @@ static void free_dev_bufs(const struct r1_device_ops *dv, struct suite_bufs *d) 
 static int dev_bufs(const struct r1_device_ops *dv, const struct suite_bufs *h, struct suite_bufs *d,
                     const struct r1_config *c, int ctx) {
     const int hd = c->head_dim, qd = c->n_head * hd, nqkv = qd + 2 * c->n_kv_head * hd;
-    size_t kvn = (size_t)c->n_layer * c->n_kv_head * (size_t)ctx * hd, es = h->kv.dtype == R1_DTYPE_F16 ? 2 : 4;
+    size_t kvn = (size_t)c->n_layer * c->n_kv_head * (size_t)ctx, es = r1_dtype_row_bytes(h->kv.dtype, hd);
     int ok = 1;
     memset(d, 0, sizeof *d);
     d->x = dev_copy(dv, h->x, (size_t)c->dim * 4, &ok);
@@ -187,7 +184,7 @@ int bench_suite_run(struct bench_suite *s, const struct r1_model *host_m, const 
     const struct r1_config *c = &m->cfg;
     const int nth = r1_pool_size(pool), hd = c->head_dim, L = c->n_layer;
     const int qd = c->n_head * hd, kvd = c->n_kv_head * hd, nqkv = qd + 2 * kvd;
-    const double kvs = kvt == R1_DTYPE_F16 ? 2 : 4, D = c->dim, F = c->ffn, V = c->vocab;
+    const double kvs = (double)r1_dtype_row_bytes(kvt, hd) / hd, D = c->dim, F = c->ffn, V = c->vocab;
     const char *wd = r1_dtype_name(m->dtype), *kd = r1_dtype_name(kvt);
     struct suite_bufs b, d;
     int32_t *d_tok = NULL, *d_id = NULL;

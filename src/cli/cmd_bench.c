@@ -27,6 +27,8 @@ static void bench_help(FILE *f) {
             "                         decoding together (continuous batching), next to the bandwidth probe;\n"
             "                         with --profile also each kernel's ms per step at each batch size\n"
             "  --quick                small buffers and few tokens (for tests; figures are not meaningful)\n"
+            "  --depth 8192,16384     also decode at these contexts (up to 5; each row's bytes per token\n"
+            "                         count the KV cache it reads; capped at the model's length)\n"
             "  --full-fill            compute every cache position before the ctx-4096 decode\n"
             "                         (default: fast-forward them, which reads the same bytes)\n"
             "  --spec                 instead: plain vs speculative decoding tok/s on the same prompts\n"
@@ -123,6 +125,24 @@ int cmd_bench(int argc, char **argv) {
                 if (!*end) break;
                 p = end + 1;
             }
+        } else if (has && !strcmp(a, "--depth")) {
+            const int cap = (int)(sizeof o.depth / sizeof o.depth[0]);
+            const char *p = argv[++i];
+            o.n_depth = 0;
+            for (;;) {
+                char *end;
+                long v = strtol(p, &end, 10);
+                if (end == p || v < 1 || v > (1 << 24) || o.n_depth == cap || (*end && *end != ',')) {
+                    fprintf(stderr,
+                            "r1infer bench: --depth expects up to %d contexts from 1 to %d separated by commas, "
+                            "got '%s'\n",
+                            cap, 1 << 24, argv[i]);
+                    return 2;
+                }
+                o.depth[o.n_depth++] = (int)v;
+                if (!*end) break;
+                p = end + 1;
+            }
         } else if (has && !strcmp(a, "--runs")) {
             long v;
             if (cli_int("bench", a, argv[++i], 1, 100000, &v)) return 2;
@@ -157,7 +177,8 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     if (!co.model && !o.synthetic && !(co.model = cli_default_model("bench"))) return 2;
-    if (co.n_ctx) fprintf(stderr, "r1infer bench: --ctx is ignored (bench picks its contexts: 0, 512, 4096)\n");
+    if (co.n_ctx)
+        fprintf(stderr, "r1infer bench: --ctx is ignored (bench decodes at 0, 512, 4096 and the --depth contexts)\n");
     if (co.profile && !o.n_batch) fprintf(stderr, "r1infer bench: --profile is implied (the in-situ table)\n");
     o.profile = co.profile;
     o.model = co.model;

@@ -26,6 +26,7 @@ struct gen {
     r1_gmatch_t *gm;
     int gram_wait;      /* an R1 prompt opened <think>: the grammar starts after </think> */
     double sample_s;    /* time in the sampler (and the grammar) */
+    r1_think_t *think; /* --reasoning-budget, or NULL */
 };
 
 static int is_stop(const struct gen *g, int32_t id) {
@@ -59,15 +60,20 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
     double t0 = r1_now();
     if (g->print_ids) fputc('[', stdout);
     if (in_think) fputs("\033[2m", stdout);
-    const int32_t *ids = NULL;
-    int n_ids = 0, at = 0;
+    const int32_t *ids = NULL, *force = NULL; /* force: the ids that close a think block */
+    int n_ids = 0, at = 0, n_force = g->think ? r1_think_start(g->think, &force) : 0;
     if (g->spec && r1_spec_begin(g->spec, g->cached, g->n_cached, logits)) {
         fprintf(stderr, "\nr1infer: %s\n", r1_last_error());
         n = 0;
     }
     while (made < n) {
         int32_t id;
-        if (g->spec) { /* the next of the ids the last speculative step gave */
+        const int forced = n_force > 0;
+        if (forced) { /* emitted, not sampled; the sampler still hears of it */
+            id = *force++;
+            n_force--;
+            r1_sampler_accept(g->smp, id);
+        } else if (g->spec) { /* the next of the ids the last speculative step gave */
             if (at == n_ids) {
                 n_ids = r1_spec_step(g->spec, &ids);
                 at = 0;
@@ -91,7 +97,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             }
             g->sample_s += r1_now() - ts;
         }
-        if (is_stop(g, id)) break;
+        if (!forced && is_stop(g, id)) break;
         made++;
         if (out) {
             int32_t *no = realloc(*out, (size_t)(*n_out + 1) * sizeof(int32_t));
@@ -105,10 +111,10 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
             if (r1_tokenizer_decode(g->tok, &id, 1, 0, &piece) >= 0 && strstr(piece, "</think>")) g->gram_wait = 0;
             free(piece);
         }
+        const char *text = dt ? r1_detok_push(dt, id) : NULL;
         if (g->print_ids) {
             printf(made > 1 ? ",%d" : "%d", id);
         } else if (dt) {
-            const char *text = r1_detok_push(dt, id);
             if (text) {
                 fputs(text, stdout);
                 if (in_think && strstr(text, "</think>")) {
@@ -119,6 +125,10 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
         }
         fflush(stdout);
         if (g->gm && !g->gram_wait && r1_gmatch_finished(g->gm)) break;
+        if (g->think && !forced && (n_force = r1_think_push(g->think, text, &force)) < 0) {
+            fprintf(stderr, "\nr1infer: %s\n", r1_last_error());
+            break;
+        }
         if (made == n || g->spec) continue;
         if (r1_session_n_past(g->s) >= r1_session_n_ctx(g->s)) {
             fprintf(stderr, "\n[context full at %d tokens (--ctx): stopping]\n", r1_session_n_ctx(g->s));
@@ -135,7 +145,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
      * have run past a stop token or -n) */
     if (g->spec && r1_session_n_past(g->s) > g->n_cached + made)
         r1_session_truncate(g->s, g->n_cached + made);
-    if (dt) fputs(r1_detok_flush(dt), stdout);
+    if (dt && !g->print_ids) fputs(r1_detok_flush(dt), stdout);
     if (in_think) fputs("\033[0m", stdout);
     if (g->print_ids) fputs("]\n", stdout);
     else fputc('\n', stdout);
@@ -263,6 +273,22 @@ static int open_grammar(struct gen *g, const char *grammar_file, const char *sch
     return 0;
 }
 
+/* --reasoning-budget: a fresh budget for the reply that follows; prints the
+ * error and returns -1 where it cannot apply. */
+static int open_think(struct gen *g, const struct cli_opts *o, int in_think) {
+    r1_think_free(g->think);
+    g->think = NULL;
+    if (g->spec) {
+        fprintf(stderr, "r1infer: --reasoning-budget does not combine with --lookup or --draft\n");
+        return -1;
+    }
+    if (!(g->think = r1_think_new(g->tok, o->reasoning_budget, in_think))) {
+        fprintf(stderr, "r1infer: --reasoning-budget: %s\n", r1_last_error());
+        return -1;
+    }
+    return 0;
+}
+
 int cmd_run(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o, "run");
@@ -331,6 +357,7 @@ int cmd_run(int argc, char **argv) {
     if (!g.gm && cli_open_spec(&o, m, g.tok, s, g.smp, &g.spec, &dm, &ds)) goto out;
     g.ignore_eos = ignore_eos;
     g.print_ids = print_ids;
+    int in_think = 0; /* the prompt ends in an open <think> */
     if (pids) {
         if ((n_ids = parse_ids(pids, &ids)) < 0) goto out;
     } else {
@@ -346,6 +373,7 @@ int cmd_run(int argc, char **argv) {
             g.dim_think = isatty(1) && strstr(text ? text : "", "<think>") != NULL;
             g.gram_wait = g.gm && opens_think(text);
         }
+        in_think = opens_think(text);
         if (!text) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
             goto out;
@@ -367,6 +395,7 @@ int cmd_run(int argc, char **argv) {
                 r1_session_n_ctx(s));
         goto out;
     }
+    if (o.reasoning_budget >= 0 && open_think(&g, &o, in_think)) goto out;
     for (int i = 0; i < n_ids; i++) r1_sampler_accept(g.smp, ids[i]);
     double t0 = r1_now();
     const float *logits = r1_session_forward(s, ids, n_ids, NULL);
@@ -394,6 +423,7 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
 out:
     free(prompt_text);
+    r1_think_free(g.think);
     r1_spec_free(g.spec);
     r1_gmatch_free(g.gm);
     r1_gvocab_free(g.gvocab);
@@ -500,7 +530,9 @@ int cmd_chat(int argc, char **argv) {
             }
             g.gram_wait = opens_think(text);
         }
+        int in_think = opens_think(text);
         free(text);
+        if (o.reasoning_budget >= 0 && open_think(&g, &o, in_think)) goto out;
         if (n_ids < 0) {
             fprintf(stderr, "r1infer: %s\n", r1_last_error());
             goto out;
@@ -551,6 +583,7 @@ int cmd_chat(int argc, char **argv) {
     }
     rc = 0;
 out:
+    r1_think_free(g.think);
     r1_spec_free(g.spec);
     r1_gmatch_free(g.gm);
     r1_gvocab_free(g.gvocab);

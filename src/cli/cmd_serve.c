@@ -167,14 +167,16 @@ int cmd_serve(int argc, char **argv) {
                 batch_tokens, parallel);
         batch_tokens = parallel;
     }
-    struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue, .n_ctx = o.n_ctx,
+    struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue,
+                             .n_ctx = o.n_ctx ? o.n_ctx : cli_default_ctx(&o, m, (int)parallel),
                              .n_threads = cores, .batch_tokens = (int)batch_tokens, .backend = o.backend,
                              .kv_dtype = o.kv_dtype, .model_name = name, .seed_set = o.seed_set,
                              .spec_lookup = o.lookup, .spec_k = o.draft_n, .draft = dm,
                              /* the drafts of the slots run side by side, beside the engine */
                              .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1,
                              /* tests: every step drafts --draft-n tokens (a lookup: when it matches) */
-                             .spec_fixed_k = r1_env("R1_SPEC_FIXED_K") != NULL};
+                             .spec_fixed_k = r1_env("R1_SPEC_FIXED_K") != NULL,
+                             .reasoning_budget = o.reasoning_budget};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;

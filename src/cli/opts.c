@@ -19,6 +19,7 @@ void cli_opts_init(struct cli_opts *o, const char *cmd) {
     o->sp.seed = (uint64_t)time(NULL);
     o->cmd = cmd;
     o->groups = CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_PROFILE | CLI_OPT_SAMPLING | CLI_OPT_SPEC;
+    o->reasoning_budget = -1;
 }
 
 int cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, long *out) {
@@ -50,6 +51,7 @@ enum opt_id {
     OPT_MODEL, OPT_BACKEND, OPT_GPU, OPT_CL_DEVICE, OPT_DTYPE, OPT_KV, OPT_THREADS, OPT_CTX, OPT_PROFILE,
     OPT_VERBOSE, OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST_N,
     OPT_PRESENCE, OPT_FREQUENCY, OPT_SEED, OPT_DRAFT, OPT_LOOKUP, OPT_DRAFT_N, OPT_NGL, OPT_NO_MMAP, OPT_MLOCK,
+    OPT_REASONING_BUDGET,
 };
 static const struct {
     const char *name;
@@ -87,6 +89,7 @@ static const struct {
     {"--frequency-penalty", OPT_FREQUENCY, CLI_OPT_SAMPLING, 1},
     {"--seed", OPT_SEED, CLI_OPT_SAMPLING, 1},
     {"-s", OPT_SEED, CLI_OPT_SAMPLING, 1},
+    {"--reasoning-budget", OPT_REASONING_BUDGET, CLI_OPT_SAMPLING, 1},
     {"--draft", OPT_DRAFT, CLI_OPT_SPEC, 1},
     {"--lookup", OPT_LOOKUP, CLI_OPT_SPEC, 1},
     {"--draft-n", OPT_DRAFT_N, CLI_OPT_SPEC, 1},
@@ -139,8 +142,9 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     case OPT_KV:
         if (!strcmp(v, "f32")) o->kv_dtype = R1_DTYPE_F32;
         else if (!strcmp(v, "f16")) o->kv_dtype = R1_DTYPE_F16;
+        else if (!strcmp(v, "q8_0")) o->kv_dtype = R1_DTYPE_Q8_0;
         else {
-            fprintf(stderr, "r1infer %s: --kv must be f32 or f16, got '%s'\n", cmd, v);
+            fprintf(stderr, "r1infer %s: --kv must be f32, f16 or q8_0, got '%s'\n", cmd, v);
             return -1;
         }
         break;
@@ -180,6 +184,10 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     case OPT_FREQUENCY:
         if (cli_real(cmd, a, v, -2, 2, &x)) return -1;
         *(id == OPT_PRESENCE ? &o->sp.presence_penalty : &o->sp.frequency_penalty) = (float)x;
+        break;
+    case OPT_REASONING_BUDGET:
+        if (cli_int(cmd, a, v, -1, 1 << 30, &n)) return -1;
+        o->reasoning_budget = (int)n;
         break;
     case OPT_DRAFT: o->draft = v; break;
     case OPT_LOOKUP:
@@ -283,9 +291,11 @@ void cli_opts_help(FILE *f, unsigned groups) {
             "  --cl-device N          OpenCL device index for --backend opencl (default 0, or $R1_CL_DEVICE)\n"
             "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q6_K q4_K q4_0 (default: the\n"
             "                         file's; a width the block does not divide falls back to q8_0)\n"
-            "  --kv T                 KV cache dtype: f32 | f16 (default: the backend's, f16 on cpu)\n");
+            "  --kv T                 KV cache dtype: f32 | f16 | q8_0 (default: the backend's, f16 on cpu;\n"
+            "                         q8_0 on the cpu and ref backends)\n");
     if (groups & CLI_OPT_CTX)
-        fprintf(f, "  -c, --ctx N            context length (default min(4096, max_position_embeddings))\n");
+        fprintf(f, "  -c, --ctx N            context length (default: the model's max_position_embeddings\n"
+                   "                         where the KV cache fits in free memory, else the most that fits)\n");
     fprintf(f, "  -t, --threads N        threads (default: physical cores)\n"
                "  --no-mmap              read the model into private memory instead of mapping the file\n"
                "                         (mapped, weights stored as the kernels read them are shared)\n"
@@ -311,7 +321,10 @@ void cli_opts_help(FILE *f, unsigned groups) {
                 "  --min-p X              drop tokens below X times the best probability (0 = off)\n"
                 "  --repeat-penalty X     penalise the last --repeat-last-n tokens (1 = off; n default 64)\n"
                 "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties (0 = off)\n"
-                "  -s, --seed N           random seed (default: time)\n");
+                "  -s, --seed N           random seed (default: time)\n"
+                "  --reasoning-budget N   close the model's <think> block after N thinking tokens (emit\n"
+                "                         </think> and go on with the answer); 0 = no thinking; -1 = no\n"
+                "                         limit (default)\n");
 }
 
 char *cli_read_text(const char *cmd, const char *path) {
@@ -366,6 +379,13 @@ const char *cli_default_model(const char *cmd) {
     return NULL;
 }
 
+int cli_default_ctx(const struct cli_opts *o, const r1_model_t *m, int n_seq) {
+    char note[512];
+    int n = r1_ctx_default(m, n_seq, o->kv_dtype, o->backend, note, sizeof note);
+    fprintf(stderr, "r1infer: %s\n", note);
+    return n;
+}
+
 int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
     if (!o->model) { /* commands resolve cli_default_model first */
         fprintf(stderr, "r1infer: no model given: use -m DIR or -m FILE.gguf\n");
@@ -379,6 +399,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
     }
     struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
                                  .kv_dtype = o->kv_dtype, .profile = o->profile};
+    if (!so.n_ctx) so.n_ctx = cli_default_ctx(o, *m, 1);
     *s = r1_session_new(*m, &so);
     if (!*s) {
         fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -426,8 +447,9 @@ int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t 
     }
     if (o->draft) {
         if (!(*dm = cli_load_draft(o, m, tok))) return -1;
-        struct r1_session_opts so = {.n_ctx = r1_session_n_ctx(s), .backend = o->backend,
-                                     .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
+        int dmax = r1_model_config(*dm)->max_pos; /* the draft drafts while its context lasts */
+        struct r1_session_opts so = {.n_ctx = r1_session_n_ctx(s) < dmax ? r1_session_n_ctx(s) : dmax,
+                                     .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
         *ds = r1_session_new(*dm, &so);
         if (!*ds) {
             fprintf(stderr, "r1infer: the draft model's session: %s\n", r1_last_error());

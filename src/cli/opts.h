@@ -33,6 +33,7 @@ struct cli_opts {
     int draft_n;       /* --draft-n K (0: the default) */
     int verbose;       /* --verbose: statistics at the end */
     int no_mmap, mlock; /* --no-mmap, --mlock (struct r1_load_opts) */
+    int reasoning_budget; /* --reasoning-budget N: thinking tokens before </think>; -1 = no limit */
 };
 
 /* Defaults, for subcommand cmd (named in messages); every group accepted. */
@@ -64,6 +65,10 @@ char *cli_read_text(const char *cmd, const char *path);
  * get one, when there is none. The string is static or the environment's. */
 const char *cli_default_model(const char *cmd);
 #define CLI_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+/* The context when --ctx is not given (r1_ctx_default for n_seq sequences),
+ * with its one-line notice on stderr. */
+int cli_default_ctx(const struct cli_opts *o, const r1_model_t *m, int n_seq);
 
 /* Load model and make a session per the options (the default model when
  * o->model is NULL); prints the error and returns -1 on failure. */

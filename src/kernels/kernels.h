@@ -53,9 +53,11 @@ enum r1_kernel {
 extern const char *const r1_kernel_names[R1_K_COUNT];
 
 struct r1_kv_cache {
-    enum r1_dtype dtype; /* R1_DTYPE_F32 or R1_DTYPE_F16 */
+    enum r1_dtype dtype; /* R1_DTYPE_F32, R1_DTYPE_F16, or R1_DTYPE_Q8_0 (host backends) */
     int n_layer, n_kv_head, n_ctx, head_dim;
-    void *k, *v; /* (n_layer, n_kv_head, n_ctx, head_dim) */
+    /* (n_layer, n_kv_head, n_ctx, head_dim); a row of head_dim is
+     * r1_dtype_row_bytes(dtype, head_dim) bytes (q8_0: head_dim / 32 blocks) */
+    void *k, *v;
 };
 
 struct r1_op {

@@ -109,14 +109,23 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     const char *bname = opts->backend ? opts->backend : "cpu";
     const struct r1_backend *be = r1_backend_find(bname);
     if (!be) return NULL;
-    int n_ctx = opts->n_ctx > 0 ? opts->n_ctx : (c->max_pos < 4096 ? c->max_pos : 4096);
+    int n_ctx = opts->n_ctx > 0 ? opts->n_ctx : r1_ctx_default(m, n_seq, opts->kv_dtype, bname, NULL, 0);
     if (n_ctx > c->max_pos) {
         r1_err("--ctx %d is larger than the model's max_position_embeddings %d", n_ctx, c->max_pos);
         return NULL;
     }
     enum r1_dtype kvt = opts->kv_dtype == R1_DTYPE_AUTO ? be->kv_dtype : opts->kv_dtype;
-    if (kvt != R1_DTYPE_F32 && kvt != R1_DTYPE_F16) {
-        r1_err("KV cache dtype must be f32 or f16");
+    if (kvt != R1_DTYPE_F32 && kvt != R1_DTYPE_F16 && kvt != R1_DTYPE_Q8_0) {
+        r1_err("the KV cache dtype must be f32, f16 or q8_0, not %s", r1_dtype_name(kvt));
+        return NULL;
+    }
+    if (kvt == R1_DTYPE_Q8_0 && be->dev) {
+        r1_err("--kv q8_0 runs on the cpu and ref backends only; use --kv f16 on the %s backend", be->name);
+        return NULL;
+    }
+    if (kvt == R1_DTYPE_Q8_0 && c->head_dim % R1_QK) {
+        r1_err("--kv q8_0 needs a head_dim that is a multiple of %d (this model's is %d); use --kv f16", R1_QK,
+               c->head_dim);
         return NULL;
     }
     struct r1_session *s = calloc(1, sizeof *s);
@@ -159,7 +168,7 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     const int hd = c->head_dim, qd = c->n_head * hd, nqkv = qd + 2 * c->n_kv_head * hd;
     s->kv = (struct r1_kv_cache){.dtype = kvt, .n_layer = c->n_layer, .n_kv_head = c->n_kv_head,
                                  .n_ctx = n_ctx, .head_dim = hd};
-    size_t seq_bytes = (size_t)c->n_layer * c->n_kv_head * (size_t)n_ctx * hd * (kvt == R1_DTYPE_F16 ? 2 : 4);
+    size_t seq_bytes = (size_t)c->n_layer * c->n_kv_head * (size_t)n_ctx * r1_dtype_row_bytes(kvt, hd);
     if (seq_bytes > SIZE_MAX / 2 / (size_t)n_seq) {
         r1_session_free(s);
         r1_err("a KV pool of %d sequences x %d positions does not fit in memory", n_seq, n_ctx);
@@ -169,8 +178,12 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     size_t nb = (size_t)s->n_batch;
     size_t scratch_floats = (size_t)nth * n_ctx;
     if (s->dev) scratch_floats = s->dev->scratch_floats(s->n_batch, c->n_head, hd, n_ctx);
-    s->kv.k = balloc(s, kv_bytes, "the KV cache (keys)");
-    s->kv.v = s->kv.k ? balloc(s, kv_bytes, "the KV cache (values)") : NULL;
+    /* host memory: pages committed as positions are written (a context of
+     * the model's whole length costs what the conversation uses) */
+    s->kv.k = s->dev ? balloc(s, kv_bytes, "the KV cache (keys)") : r1_alloc_untouched(kv_bytes, "the KV cache (keys)");
+    s->kv.v = !s->kv.k ? NULL
+              : s->dev ? balloc(s, kv_bytes, "the KV cache (values)")
+                       : r1_alloc_untouched(kv_bytes, "the KV cache (values)");
     s->rope_cos = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
     s->rope_sin = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
     s->x = balloc(s, nb * c->dim * 4, "activations");
@@ -293,6 +306,15 @@ int r1_session_vocab(const r1_session_t *s) { return s->m->cfg.vocab; }
 int r1_session_skip(r1_session_t *s, int n) {
     if (n < 0 || n > s->n_ctx - s->n_past)
         return r1_err("cannot skip %d positions (%d cached, --ctx %d)", n, s->n_past, s->n_ctx);
+    if (!s->dev && n > 0) { /* zeros written: real pages, as a prefill would leave them */
+        const struct r1_kv_cache *kv = &s->kv;
+        const size_t row = r1_dtype_row_bytes(kv->dtype, kv->head_dim);
+        for (int lh = 0; lh < kv->n_layer * kv->n_kv_head; lh++) {
+            size_t at = ((size_t)lh * kv->n_ctx + (size_t)s->n_past) * row;
+            memset((uint8_t *)kv->k + at, 0, (size_t)n * row);
+            memset((uint8_t *)kv->v + at, 0, (size_t)n * row);
+        }
+    }
     s->n_past += n;
     return 0;
 }
@@ -540,8 +562,8 @@ int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n) {
         return r1_err("cannot copy %d positions of sequence %d (%d cached)", n, src, s->seq_past[src]);
     if (dst == src) return 0;
     const struct r1_kv_cache *kv = &s->kv;
-    const size_t elt = kv->dtype == R1_DTYPE_F16 ? 2 : 4, run = (size_t)n * kv->head_dim * elt;
-    const size_t stride = (size_t)kv->n_ctx * kv->head_dim * elt; /* one (layer, head) */
+    const size_t row = r1_dtype_row_bytes(kv->dtype, kv->head_dim), run = (size_t)n * row;
+    const size_t stride = (size_t)kv->n_ctx * row; /* one (layer, head) */
     void *tmp = NULL;
     if (s->dev && n > 0 && !(tmp = r1_alloc(run, "a KV copy"))) return -1;
     for (int lh = 0; lh < kv->n_layer * kv->n_kv_head; lh++)

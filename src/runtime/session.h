@@ -4,6 +4,7 @@
 #ifndef R1_RUNTIME_SESSION_H
 #define R1_RUNTIME_SESSION_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "r1infer.h"
@@ -15,9 +16,21 @@
 int32_t r1_session_forward_argmax(r1_session_t *s, const int32_t *ids, int n);
 
 /* Benchmarks only: count n more positions as cached without computing them.
- * Their K/V hold whatever the cache memory holds (zeros in a new session),
- * so a later decode step reads exactly the bytes it would after a real
- * prefill. Returns -1 with an error if the context would overflow. */
+ * Their K/V are set to zeros (written, so their pages are real memory; a
+ * device backend's hold whatever its zeroed allocation holds), so a later
+ * decode step reads exactly the bytes it would after a real prefill.
+ * Returns -1 with an error if the context would overflow. */
 int r1_session_skip(r1_session_t *s, int n);
+
+/* Bytes one position takes in a sequence's KV cache of dtype kv (keys and
+ * values, every layer). */
+size_t r1_kv_pos_bytes(const struct r1_config *c, enum r1_dtype kv);
+
+/* The default context's rule (r1_ctx_default), as a pure function for tests:
+ * max_pos, unless positions of pos_bytes each would not fit in avail bytes
+ * of free memory less a headroom (a quarter of it, at least 1 GiB): then the
+ * most that fit, in steps of 256, at least min(max_pos, 256), and *capped = 1.
+ * avail or pos_bytes 0 (unknown): max_pos. */
+int r1_ctx_pick(int max_pos, size_t pos_bytes, unsigned long long avail, int *capped);
 
 #endif

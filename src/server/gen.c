@@ -41,6 +41,7 @@ struct gen_ctx {
     char tail[16];                    /* the last bytes of output while looking for </think> */
     struct sbuf tool_hold;            /* streaming with tools: answer text that may begin a call */
     int tool_sent, tool_buffering;    /* some answer went out as content / a call began: the rest waits */
+    r1_think_t *budget;               /* the request's reasoning budget, or NULL */
 };
 
 /* Streaming with tools: answer text goes out as content until a call may
@@ -325,9 +326,13 @@ sample:;
     }
     echo_prompt(g);
     int hit = 0, spec_err = 0;
-    r1_spec_t *spec = j->req.max_tokens != 0 ? spec_open(g, smp, &spec_err) : NULL;
-    const int32_t *spec_ids = NULL;
+    /* a reasoning budget forces ids between sampled ones: no speculation then */
+    const int budget = j->req.reasoning_budget != REQ_BUDGET_DEFAULT ? j->req.reasoning_budget : s->o.reasoning_budget;
+    if (budget >= 0 && !(g->budget = r1_think_new(s->tok, budget, j->in_think))) spec_err = 1;
+    r1_spec_t *spec = j->req.max_tokens != 0 && !g->budget && !spec_err ? spec_open(g, smp, &spec_err) : NULL;
+    const int32_t *spec_ids = NULL, *force = NULL; /* force: the ids that close a think block */
     int spec_n = 0, spec_at = 0, n_gen = 0; /* the step's ids, the next to take, ids taken */
+    int n_force = g->budget ? r1_think_start(g->budget, &force) : 0;
     if (spec_err) {
         r1_sampler_free(smp);
         r1_detok_free(dt);
@@ -337,7 +342,13 @@ sample:;
     while (!finish) {
         if (is_cancelled(g)) break;
         int32_t id;
-        if (spec) { /* the ids of one speculative step: the last one is not cached yet, as in plain decoding */
+        const int forced = n_force > 0;
+        if (forced) { /* emitted like a sampled id; the sampler hears of it */
+            if (g->lp_raw) memcpy(g->lp_raw, sl->logits, (size_t)s->vocab * sizeof(float));
+            id = *force++;
+            n_force--;
+            r1_sampler_accept(smp, id);
+        } else if (spec) { /* the ids of one speculative step: the last one is not cached yet, as in plain decoding */
             if (spec_at == spec_n) {
                 spec_n = r1_spec_step(spec, &spec_ids);
                 spec_at = 0;
@@ -368,7 +379,7 @@ sample:;
             if (g->gm && g->gram_on && !is_stop_id(s, id)) r1_gmatch_accept(g->gm, id);
         }
         n_gen++;
-        if (is_stop_id(s, id)) {
+        if (!forced && is_stop_id(s, id)) {
             finish = "stop";
             break;
         }
@@ -381,6 +392,11 @@ sample:;
         if (hit || (g->gm && g->gram_on && r1_gmatch_finished(g->gm))) { /* the grammar's sentence is complete */
             finish = "stop";
             break;
+        }
+        if (g->budget && !forced && (n_force = r1_think_push(g->budget, text, &force)) < 0) {
+            r1_sampler_free(smp);
+            r1_detok_free(dt);
+            goto fail;
         }
         if (j->req.max_tokens > 0 && u->completion_tokens >= j->req.max_tokens) {
             finish = "length";
@@ -535,6 +551,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     pthread_mutex_unlock(&s->mu);
     lp_end(&g);
     r1_gmatch_free(g.gm);
+    r1_think_free(g.budget);
     stop_free(&g.stop);
     reasoning_free(&g.rs);
     sbuf_free(&g.piece);

@@ -267,6 +267,11 @@ static int parse_fields(const json_t *root, struct gen_request *r, struct api_er
     if (r->max_tokens == 0 && !r->echo)
         return BAD("max_tokens", "'max_tokens' 0 generates nothing; it is allowed only with 'echo': true "
                                  "(completions), to score the prompt");
+    /* llama.cpp's name, and Qwen's; -1 = no limit */
+    if ((k = get_int(root, "reasoning_budget_tokens", -1, 1 << 30, &x, err)) < 0) return -1;
+    if (k) r->reasoning_budget = (int)x;
+    if ((k = get_int(root, "thinking_budget", -1, 1 << 30, &x, err)) < 0) return -1;
+    if (k) r->reasoning_budget = (int)x;
     if ((k = get_num(root, "temperature", 0, 2, &x, err)) < 0) return -1;
     if (k) r->sp.temperature = (float)x;
     if ((k = get_num(root, "top_p", 0, 1, &x, err)) < 0) return -1;
@@ -313,6 +318,7 @@ int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_
     memset(err, 0, sizeof *err);
     out->kind = kind;
     out->max_tokens = -1;
+    out->reasoning_budget = REQ_BUDGET_DEFAULT;
     out->logprobs = -1;
     out->sp = *defaults;
     if (!utf8_valid(body, len)) return BAD(NULL, "the request body is not valid UTF-8");

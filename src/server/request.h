@@ -68,7 +68,11 @@ struct gen_request {
     int n_bias;
     int no_think;             /* chat_template_kwargs.enable_thinking false: the think block is closed empty */
     int tools;                /* tools.c: the tools are in the prompt; calls in the answer become tool_calls */
+    int reasoning_budget;     /* reasoning_budget_tokens (or thinking_budget): thinking tokens
+                                 before </think> is emitted, 0 = no thinking, -1 = no limit;
+                                 REQ_BUDGET_DEFAULT when absent: the server's */
 };
+#define REQ_BUDGET_DEFAULT (-2)
 
 /* Parse body (len bytes, need not be NUL-terminated) as a request of the
  * given kind, starting the sampler fields from *defaults. On success fills

@@ -189,7 +189,8 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
             goto fail;
         }
         if (o->draft) {
-            struct r1_session_opts dso = {.n_ctx = s->n_ctx, .backend = o->backend,
+            int dmax = r1_model_config(o->draft)->max_pos; /* drafts while its context lasts */
+            struct r1_session_opts dso = {.n_ctx = s->n_ctx < dmax ? s->n_ctx : dmax, .backend = o->backend,
                                           .n_threads = o->draft_threads > 0 ? o->draft_threads : 1,
                                           .kv_dtype = o->kv_dtype};
             sl->draft_ids = malloc((size_t)s->n_ctx * sizeof(int32_t));

@@ -45,6 +45,7 @@ struct sched_opts {
     int spec_lookup, spec_k, draft_threads;
     int spec_fixed_k; /* tests: always draft spec_k (r1_spec_opts.fixed_k), no adaptation */
     r1_model_t *draft;
+    int reasoning_budget; /* thinking tokens of a request that names none (--reasoning-budget); -1 = no limit */
 };
 
 /* Create the slots (one session each) and start their workers. NULL on error

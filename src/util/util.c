@@ -131,6 +131,12 @@ double r1_now(void) {
 }
 
 void *r1_alloc(size_t bytes, const char *what) {
+    void *p = r1_alloc_untouched(bytes, what);
+    if (p) memset(p, 0, bytes ? bytes : 64);
+    return p;
+}
+
+void *r1_alloc_untouched(size_t bytes, const char *what) {
     void *p = NULL;
     size_t n = bytes ? bytes : 64;
     /* big buffers (weights, KV cache) go on 2 MiB boundaries and ask for
@@ -144,7 +150,6 @@ void *r1_alloc(size_t bytes, const char *what) {
 #ifdef MADV_HUGEPAGE
     if (align > 64) madvise(p, (n + align - 1) & ~(align - 1), MADV_HUGEPAGE);
 #endif
-    memset(p, 0, n);
     return p;
 }
 

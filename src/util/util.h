@@ -68,6 +68,11 @@ double r1_now(void); /* seconds, monotonic */
 /* 64-byte aligned, zeroed allocation; on failure sets an error that says how
  * many bytes were needed and returns NULL. Free with free(). */
 void *r1_alloc(size_t bytes, const char *what);
+/* As r1_alloc, but the memory is not written: its contents are undefined
+ * and, for a big buffer, its pages are committed only as they are first
+ * written (a KV cache sized for the model's whole context costs memory as
+ * the conversation grows). Free with free(). */
+void *r1_alloc_untouched(size_t bytes, const char *what);
 
 /* ---- files ---- */
 struct r1_file {

@@ -349,6 +349,15 @@ struct r1_cpu_isa {
     void (*attn_pv_f16)(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
     /* Optional: o[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n (NULL: expf). */
     void (*silu_mul)(const float *g, const float *u, float *o, int n);
+    /* Optional: a q8_0 KV cache's consecutive blocks to f32, n % 32 == 0,
+     * y[i] = d * q[i] rounded once (the reference's values); NULL: the
+     * dtype table's to_f32. */
+    void (*q8_0_to_f32)(const uint8_t *x, float *y, int n);
+    /* Optional: attn_qk / attn_pv reading a q8_0 cache directly (rows of
+     * head_dim / 32 blocks, hd % 32 == 0), with the true P as the f16
+     * forms; each value d * q as the reference's. */
+    void (*attn_qk_q8)(const float *q, int M, const uint8_t *k, int P, int hd, float *s, int ss);
+    void (*attn_pv_q8)(const float *s, int ss, int M, const uint8_t *v, int P, int hd, float *o);
 };
 
 extern const struct r1_cpu_isa r1_cpu_generic;

@@ -3,7 +3,10 @@
  * blocked attention with an online softmax (each K/V row converted once and
  * used by every query of its group), one head at a time on ISAs without the
  * block helpers, and runs of several sequences (continuous batching) as
- * causal blocks of their own. The kernel table is in cpu.c.
+ * causal blocks of their own. A q8_0 cache is read directly by the ISA's
+ * q8_0 helpers, or else a chunk of rows at a time into f32 (the same values
+ * as the reference's either way), never the whole cache. The kernel table
+ * is in cpu.c.
  */
 #include <math.h>
 #include <string.h>
@@ -14,6 +17,23 @@
 static size_t kv_index(const struct r1_kv_cache *kv, int layer, int h,
                        int pos) {
   return (((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos) * kv->head_dim;
+}
+
+/* Row pos of (layer, h) in base (kv->k or kv->v), any cache dtype. */
+static const uint8_t *kv_row(const struct r1_kv_cache *kv, const void *base,
+                             int layer, int h, int pos) {
+  size_t row = ((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos;
+  return (const uint8_t *)base +
+         row * r1_dtype_row_bytes(kv->dtype, kv->head_dim);
+}
+
+/* n values (whole q8_0 blocks) of a q8_0 cache to f32. */
+static void q8_to_f32(const struct r1_cpu_isa *isa, const uint8_t *x, float *y,
+                      int n) {
+  if (isa->q8_0_to_f32)
+    isa->q8_0_to_f32(x, y, n);
+  else
+    r1_dtype_traits[R1_DTYPE_Q8_0].to_f32(x, y, n);
 }
 
 void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth) {
@@ -28,7 +48,11 @@ void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth) {
     const float *v = k + (size_t)nkv * hd;
     const struct r1_kv_cache *kv = r1_op_kv(op, t);
     size_t idx = kv_index(kv, op->layer, h, r1_op_pos(op, t));
-    if (kv->dtype == R1_DTYPE_F16) {
+    if (kv->dtype == R1_DTYPE_Q8_0) { /* the reference's quantizer: the same bytes */
+      const r1_from_f32_fn q = r1_dtype_traits[R1_DTYPE_Q8_0].from_f32;
+      q(k, (void *)kv_row(kv, kv->k, op->layer, h, r1_op_pos(op, t)), hd);
+      q(v, (void *)kv_row(kv, kv->v, op->layer, h, r1_op_pos(op, t)), hd);
+    } else if (kv->dtype == R1_DTYPE_F16) {
       isa->f32_to_f16(k, (uint16_t *)kv->k + idx, hd);
       isa->f32_to_f16(v, (uint16_t *)kv->v + idx, hd);
     } else {
@@ -49,9 +73,10 @@ static void attention_heads(const struct r1_cpu_isa *isa,
   const struct r1_kv_cache *kv = op->kv;
   const int hd = op->head_dim, nh = op->n_head, group = nh / op->n_kv_head;
   const int stride = (nh + 2 * op->n_kv_head) * hd;
-  const int f16 = kv->dtype == R1_DTYPE_F16;
+  const int f16 = kv->dtype == R1_DTYPE_F16, q8 = kv->dtype == R1_DTYPE_Q8_0;
   const float scale = 1.0f / sqrtf((float)hd);
   float *att = op->scratch + (size_t)ith * op->scratch_stride;
+  float row[512]; /* a q8_0 row in f32; head_dim <= 512, checked at load */
   int lo, hi;
   r1_split(op->T * nh, ith, nth, &lo, &hi);
   for (int i = lo; i < hi; i++) {
@@ -62,8 +87,14 @@ static void attention_heads(const struct r1_cpu_isa *isa,
     float mx = -INFINITY;
     for (int p = 0; p < n; p++) {
       size_t at = base + (size_t)p * hd;
-      float s = f16 ? isa->dot_f16(q, (const uint16_t *)kv->k + at, hd)
-                    : isa->dot_f32(q, (const float *)kv->k + at, hd);
+      float s;
+      if (q8) {
+        q8_to_f32(isa, kv_row(kv, kv->k, op->layer, kvh, p), row, hd);
+        s = isa->dot_f32(q, row, hd);
+      } else {
+        s = f16 ? isa->dot_f16(q, (const uint16_t *)kv->k + at, hd)
+                : isa->dot_f32(q, (const float *)kv->k + at, hd);
+      }
       att[p] = s * scale;
       if (att[p] > mx)
         mx = att[p];
@@ -77,7 +108,10 @@ static void attention_heads(const struct r1_cpu_isa *isa,
     memset(o, 0, (size_t)hd * sizeof(float));
     for (int p = 0; p < n; p++) {
       size_t at = base + (size_t)p * hd;
-      if (f16)
+      if (q8) {
+        q8_to_f32(isa, kv_row(kv, kv->v, op->layer, kvh, p), row, hd);
+        isa->axpy_f32(att[p] * inv, row, o, hd);
+      } else if (f16)
         isa->axpy_f16(att[p] * inv, (const uint16_t *)kv->v + at, o, hd);
       else
         isa->axpy_f32(att[p] * inv, (const float *)kv->v + at, o, hd);
@@ -94,6 +128,7 @@ static void attention_heads(const struct r1_cpu_isa *isa,
  * (positions x queries), as causal rows further on read more of the cache. */
 #define ATT_P 64 /* cache positions per chunk (a multiple of 4) */
 #define ATT_M 96 /* query vectors a unit aims for */
+#define ATT_Q8_DIRECT_M 8 /* most query vectors a unit reads a q8_0 cache directly for */
 
 static void attention_blocked(const struct r1_cpu_isa *isa,
                               const struct r1_op *op, int ith, int nth) {
@@ -101,9 +136,7 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
   const int hd = op->head_dim, nh = op->n_head, nkv = op->n_kv_head,
             group = nh / nkv;
   const int stride = (nh + 2 * nkv) * hd, T = op->T, pos0 = op->pos0;
-  const int f16 = kv->dtype == R1_DTYPE_F16;
-  const int direct =
-      f16 && isa->attn_qk_f16 && isa->attn_pv_f16; /* no f32 copy of K/V */
+  const int f16 = kv->dtype == R1_DTYPE_F16, q8 = kv->dtype == R1_DTYPE_Q8_0;
   const float scale = 1.0f / sqrtf((float)hd);
   int tq = ATT_M / group;
   if (tq < 1)
@@ -144,6 +177,12 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
     total += c;
   }
   const int mmax = (tq * gh + 3) & ~3;
+  /* no f32 copy of K/V: an f16 cache always; a q8_0 cache for a few query
+   * vectors (decode, verification), where converting each row once per 4
+   * of them costs less than writing and reading back an f32 chunk */
+  const int direct =
+      (f16 && isa->attn_qk_f16 && isa->attn_pv_f16) ||
+      (q8 && isa->attn_qk_q8 && isa->attn_pv_q8 && mmax <= ATT_Q8_DIRECT_M);
   const size_t need = (size_t)2 * mmax * hd + (size_t)mmax * ATT_P +
                       (size_t)2 * ATT_P * hd + (size_t)2 * mmax;
   float *buf = NULL, *Q = NULL, *O = NULL, *S = NULL, *Kc = NULL, *Vc = NULL,
@@ -185,12 +224,20 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
     for (int c0 = 0; c0 < nmax; c0 += ATT_P) {
       const int P = nmax - c0 < ATT_P ? nmax - c0 : ATT_P, Pp = (P + 3) & ~3;
       const size_t at = base + (size_t)c0 * hd;
-      if (direct) {
+      if (direct && q8) { /* as f16 below, from the q8_0 rows */
+        const uint8_t *kr = kv_row(kv, kv->k, op->layer, kvh, c0);
+        prefetch_bytes(kv_row(kv, kv->v, op->layer, kvh, c0),
+                       (size_t)P * r1_dtype_row_bytes(R1_DTYPE_Q8_0, hd));
+        isa->attn_qk_q8(Q, M, kr, P, hd, S, ATT_P);
+      } else if (direct) {
         /* the chunk's V rows, fetched while its scores are computed
          * (the K rows stream in order and need no help: fetching the
          * next chunk's K as well was slower) */
         prefetch_bytes((const uint16_t *)kv->v + at, (size_t)P * hd * 2);
         isa->attn_qk_f16(Q, M, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
+      } else if (q8) { /* the chunk's rows in f32, never the whole cache */
+        q8_to_f32(isa, kv_row(kv, kv->k, op->layer, kvh, c0), Kc, P * hd);
+        q8_to_f32(isa, kv_row(kv, kv->v, op->layer, kvh, c0), Vc, P * hd);
       } else if (f16) {
         isa->f16_to_f32((const uint16_t *)kv->k + at, Kc, P * hd);
         isa->f16_to_f32((const uint16_t *)kv->v + at, Vc, P * hd);
@@ -226,7 +273,10 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
         }
         lr[m] += sum;
       }
-      if (direct)
+      if (direct && q8)
+        isa->attn_pv_q8(S, ATT_P, M, kv_row(kv, kv->v, op->layer, kvh, c0), P,
+                        hd, O);
+      else if (direct)
         isa->attn_pv_f16(S, ATT_P, M, (const uint16_t *)kv->v + at, P, hd, O);
       else
         isa->attn_pv(S, ATT_P, M, Vc, Pp, hd, O);

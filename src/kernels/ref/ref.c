@@ -129,27 +129,18 @@ static void k_rope_qk(const struct r1_op *op, int ith, int nth) {
     }
 }
 
-static float *kv_ptr(const struct r1_kv_cache *kv, void *base, int layer, int h, int pos) {
-    size_t idx = (((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos) * kv->head_dim;
-    return (float *)((uint8_t *)base + idx * (kv->dtype == R1_DTYPE_F16 ? 2 : 4));
+static void *kv_ptr(const struct r1_kv_cache *kv, void *base, int layer, int h, int pos) {
+    size_t row = (((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos);
+    return (uint8_t *)base + row * r1_dtype_row_bytes(kv->dtype, kv->head_dim);
 }
 
+/* A cache row in the cache's dtype (f32, f16, q8_0) to f32 and back. */
 static void load_row(const struct r1_kv_cache *kv, const void *p, float *dst) {
-    if (kv->dtype == R1_DTYPE_F16) {
-        const uint16_t *s = p;
-        for (int i = 0; i < kv->head_dim; i++) dst[i] = r1_f16_to_f32(s[i]);
-    } else {
-        memcpy(dst, p, (size_t)kv->head_dim * sizeof(float));
-    }
+    r1_dtype_traits[kv->dtype].to_f32(p, dst, kv->head_dim);
 }
 
 static void store_row(const struct r1_kv_cache *kv, void *p, const float *src) {
-    if (kv->dtype == R1_DTYPE_F16) {
-        uint16_t *d = p;
-        for (int i = 0; i < kv->head_dim; i++) d[i] = r1_f32_to_f16(src[i]);
-    } else {
-        memcpy(p, src, (size_t)kv->head_dim * sizeof(float));
-    }
+    r1_dtype_traits[kv->dtype].from_f32(src, p, kv->head_dim);
 }
 
 static void k_kv_append(const struct r1_op *op, int ith, int nth) {

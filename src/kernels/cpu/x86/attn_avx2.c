@@ -23,6 +23,20 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
     for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
 }
 
+/* n values (n % 32 == 0) of consecutive q8_0 blocks: d * q, the product
+ * rounded once as the reference's. */
+TGT void r1_x86_q8_0_to_f32_avx2(const uint8_t *x, float *y, int n) {
+    for (int b = 0; b < n / 32; b++, x += 34, y += 32) {
+        uint16_t h;
+        __builtin_memcpy(&h, x, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+        _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {
+            __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(x + 2 + 8 * j)));
+            _mm256_storeu_ps(y + 8 * j, _mm256_mul_ps(d, _mm256_cvtepi32_ps(q)));
+        }
+    }
+}
+
 /* Rows [0, M) of a helper in passes of up to 6: ROWS(NR, m, ...) does rows
  * m .. m + NR - 1, NR a constant, so each count is its own unrolled body. */
 #define BY_SIX(M, ROWS, ...)                                                                       \
@@ -44,23 +58,35 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
  * registers, so each cache vector converted feeds NQ FMAs (a group of
  * 6 heads, as the 1.5B's, reads its cache once). Each score's lanes are
  * summed as ((0+1)+(2+3))+((4+5)+(6+7)) whatever rows share the pass, so a
- * score does not depend on M. The f16 form takes the true P and never reads
- * a row past it: an odd P's last pair repeats row P-1, whose extra score
- * the caller ignores. */
-#define LD_F32(p) _mm256_loadu_ps(p)
-#define LD_F16(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
-#define ATTN_QK(NAME, KT, LD, CLAMP)                                                               \
+ * score does not depend on M. The f16 and q8_0 forms (the cache converted in
+ * registers; q8_0 rows of head_dim / 32 blocks) take the true P and never
+ * read a row past it: an odd P's last pair repeats row P-1, whose extra
+ * score the caller ignores. */
+#define LD_F32(p, d) _mm256_loadu_ps((p) + (d))
+#define LD_F16(p, d) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)((p) + (d))))
+/* values d..d+7 (d % 8 == 0) of a q8_0 row: d * q, as the reference's */
+INL __m256 ld_q8(const uint8_t *row, int d) {
+    const uint8_t *b = row + (size_t)(d >> 5) * 34;
+    uint16_t h;
+    __builtin_memcpy(&h, b, 2);
+    __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(b + 2 + (d & 31)))));
+    return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h)), q);
+}
+#define LD_Q8(p, d) ld_q8(p, d)
+#define RB_F(hd) ((size_t)(hd))           /* a row, in elements of the cache type */
+#define RB_Q8(hd) ((size_t)(hd) / 32 * 34) /* a q8_0 row, in bytes */
+#define ATTN_QK(NAME, KT, LD, CLAMP, RB)                                                           \
     INL void NAME##_rows(const int NQ, int m, const float *q, const KT *k, int P, int hd,          \
                          float *s, int ss) {                                                       \
         q += (size_t)m * hd, s += (size_t)m * ss;                                                  \
         for (int p = 0; p < P; p += 2) {                                                           \
-            const KT *k0 = k + (size_t)p * hd;                                                     \
-            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * hd;                 \
+            const KT *k0 = k + (size_t)p * RB(hd);                                                 \
+            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * RB(hd);             \
             __m256 a[6][2];                                                                        \
             _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] =               \
                 _mm256_setzero_ps();                                                               \
             for (int d = 0; d < hd; d += 8) {                                                      \
-                __m256 x0 = LD(k0 + d), x1 = LD(k1 + d);                                           \
+                __m256 x0 = LD(k0, d), x1 = LD(k1, d);                                             \
                 _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) {                             \
                     __m256 qv = _mm256_loadu_ps(q + (size_t)i * hd + d);                           \
                     __asm__("" : "+x"(qv)); /* one load, not one folded into each FMA */        \
@@ -82,12 +108,13 @@ TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {           \
         BY_SIX(M, NAME##_rows, q, k, P, hd, s, ss);                                                \
     }
-ATTN_QK(r1_x86_attn_qk_avx2, float, LD_F32, 0)
-ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
+ATTN_QK(r1_x86_attn_qk_avx2, float, LD_F32, 0, RB_F)
+ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1, RB_F)
+ATTN_QK(r1_x86_attn_qk_q8_avx2, uint8_t, LD_Q8, 1, RB_Q8)
 
 /* o rows += the score-weighted cache rows: up to 6 query rows (NR) x 16
  * columns at a time (12 accumulators), each cache vector feeding NR FMAs. */
-#define ATTN_PV(NAME, VT, LD)                                                                      \
+#define ATTN_PV(NAME, VT, LD, RB)                                                                  \
     INL void NAME##_rows(const int NR, int m, const float *s, int ss, const VT *v, int P, int hd,  \
                          float *o) {                                                               \
         s += (size_t)m * ss, o += (size_t)m * hd;                                                  \
@@ -98,8 +125,8 @@ ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
                 acc[i][1] = _mm256_loadu_ps(o + (size_t)i * hd + d + 8);                           \
             }                                                                                      \
             for (int p = 0; p < P; p++) {                                                          \
-                const VT *vr = v + (size_t)p * hd + d;                                             \
-                __m256 v0 = LD(vr), v1 = LD(vr + 8);                                               \
+                const VT *vr = v + (size_t)p * RB(hd);                                             \
+                __m256 v0 = LD(vr, d), v1 = LD(vr, d + 8);                                         \
                 _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                             \
                     __m256 a = _mm256_broadcast_ss(s + (size_t)i * ss + p);                        \
                     acc[i][0] = _mm256_fmadd_ps(a, v0, acc[i][0]);                                 \
@@ -115,8 +142,9 @@ ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1)
     TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {           \
         BY_SIX(M, NAME##_rows, s, ss, v, P, hd, o);                                                \
     }
-ATTN_PV(r1_x86_attn_pv_avx2, float, LD_F32)
-ATTN_PV(r1_x86_attn_pv_f16_avx2, uint16_t, LD_F16)
+ATTN_PV(r1_x86_attn_pv_avx2, float, LD_F32, RB_F)
+ATTN_PV(r1_x86_attn_pv_f16_avx2, uint16_t, LD_F16, RB_F)
+ATTN_PV(r1_x86_attn_pv_q8_avx2, uint8_t, LD_Q8, RB_Q8)
 
 /* e^x for x <= 88.7 (Cephes' polynomial, as exp512); x is clamped at -87, so
  * 2^n stays a normal float (the true values below, under 1.7e-38, do not

@@ -1,6 +1,6 @@
 /*
  * attn_avx512.c - the AVX-512 helpers of the cpu backend's blocked attention
- * (cpu.h: f16_to_f32, attn_qk, attn_pv, attn_softmax), apart from the matmul
+ * (cpu.h: f16_to_f32, q8_0_to_f32, attn_qk, attn_pv, attn_softmax), apart from the matmul
  * tiles in avx512.c. x86-64 only; the avx512 table checks the CPU first.
  */
 #include "kernels/cpu/cpu.h"
@@ -26,6 +26,20 @@ TGT void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n) {
     }
 }
 
+/* n values (n % 32 == 0) of consecutive q8_0 blocks: d * q, the product
+ * rounded once as the reference's. */
+TGT void r1_x86_q8_0_to_f32_avx512(const uint8_t *x, float *y, int n) {
+    for (int b = 0; b < n / 32; b++, x += 34, y += 32) {
+        uint16_t h;
+        __builtin_memcpy(&h, x, 2);
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+        __m512i q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(x + 2)));
+        __m512i q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(x + 18)));
+        _mm512_storeu_ps(y, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q0)));
+        _mm512_storeu_ps(y + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(q1)));
+    }
+}
+
 /* Lane j of the result = the sum of the lanes of v[j]. */
 INL __m512 hsum16(const __m512 *v) {
     __m512 t[8], u[4], w0, w1, a, b;
@@ -46,24 +60,37 @@ INL __m512 hsum16(const __m512 *v) {
 
 /* Scores and weighted sums of a block of queries against a chunk of cache
  * rows, for f32 rows (the cache converted) or straight from an f16 cache
- * (converted in registers: no f32 copy written and read back). The f16 forms
- * take the true P and never read a row past it: the last block of 4 repeats
- * row P-1, whose extra scores the caller ignores. */
-#define LD_F32(p) _mm512_loadu_ps(p)
-#define LD_F16(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
-#define ATTN_QK(NAME, KT, LD, CLAMP)                                                               \
+ * (converted in registers: no f32 copy written and read back), or from a
+ * q8_0 cache (head_dim / 32 blocks a row, each value d * q as the
+ * reference's). The f16 and q8_0 forms take the true P and never read a row
+ * past it: the last block of 4 repeats row P-1, whose extra scores the
+ * caller ignores. */
+#define LD_F32(p, d) _mm512_loadu_ps((p) + (d))
+#define LD_F16(p, d) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((p) + (d))))
+/* values d..d+15 (d % 16 == 0) of a q8_0 row: d * q, as the reference's */
+INL __m512 ld_q8(const uint8_t *row, int d) {
+    const uint8_t *b = row + (size_t)(d >> 5) * 34;
+    uint16_t h;
+    __builtin_memcpy(&h, b, 2);
+    __m512 q = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(b + 2 + (d & 31)))));
+    return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(h)), q);
+}
+#define LD_Q8(p, d) ld_q8(p, d)
+#define RB_F(hd) ((size_t)(hd))           /* a row, in elements of the cache type */
+#define RB_Q8(hd) ((size_t)(hd) / 32 * 34) /* a q8_0 row, in bytes */
+#define ATTN_QK(NAME, KT, LD, CLAMP, RB)                                                           \
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
         for (int m = 0; m < M; m += 4) {                                                           \
             const float *q0 = q + (size_t)m * hd;                                                  \
             for (int p = 0; p < P; p += 4) {                                                       \
                 const KT *kr[4];                                                                   \
                 _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                        \
-                    k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * hd;                        \
+                    k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * RB(hd);                    \
                 __m512 acc[16];                                                                    \
                 _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps(); \
                 for (int d = 0; d < hd; d += 16) {                                                 \
                     __m512 kv[4];                                                                  \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) kv[j] = LD(kr[j] + d);    \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) kv[j] = LD(kr[j], d);     \
                     _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                         \
                         __m512 qv = _mm512_loadu_ps(q0 + (size_t)i * hd + d);                      \
                         _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =      \
@@ -78,10 +105,11 @@ INL __m512 hsum16(const __m512 *v) {
             }                                                                                      \
         }                                                                                          \
     }
-ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, 0)
-ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1)
+ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, 0, RB_F)
+ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1, RB_F)
+ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, 1, RB_Q8)
 
-#define ATTN_PV(NAME, VT, LD)                                                                      \
+#define ATTN_PV(NAME, VT, LD, RB)                                                                  \
     TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
         for (int m = 0; m < M; m += 4) {                                                           \
             const float *s0 = s + (size_t)m * ss;                                                  \
@@ -93,9 +121,9 @@ ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1)
                     _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =          \
                         _mm512_loadu_ps(o0 + (size_t)i * hd + d + 16 * j);                         \
                 for (int p = 0; p < P; p++) {                                                      \
-                    const VT *vr = v + (size_t)p * hd + d;                                         \
+                    const VT *vr = v + (size_t)p * RB(hd);                                         \
                     __m512 vv[4];                                                                  \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) vv[j] = LD(vr + 16 * j);  \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) vv[j] = LD(vr, d + 16 * j); \
                     _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                         \
                         __m512 a = _mm512_set1_ps(s0[(size_t)i * ss + p]);                         \
                         _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =      \
@@ -111,7 +139,7 @@ ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1)
                 _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                      \
                     _mm512_loadu_ps(o0 + (size_t)i * hd + d);                                      \
                 for (int p = 0; p < P; p++) {                                                      \
-                    __m512 vv = LD(v + (size_t)p * hd + d);                                        \
+                    __m512 vv = LD(v + (size_t)p * RB(hd), d);                                     \
                     _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                  \
                         _mm512_fmadd_ps(_mm512_set1_ps(s0[(size_t)i * ss + p]), vv, acc[i]);       \
                 }                                                                                  \
@@ -120,8 +148,9 @@ ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1)
             }                                                                                      \
         }                                                                                          \
     }
-ATTN_PV(r1_x86_attn_pv_avx512, float, LD_F32)
-ATTN_PV(r1_x86_attn_pv_f16_avx512, uint16_t, LD_F16)
+ATTN_PV(r1_x86_attn_pv_avx512, float, LD_F32, RB_F)
+ATTN_PV(r1_x86_attn_pv_f16_avx512, uint16_t, LD_F16, RB_F)
+ATTN_PV(r1_x86_attn_pv_q8_avx512, uint8_t, LD_Q8, RB_Q8)
 
 INL __m512 exp512(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));

@@ -392,7 +392,9 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
     .f32_to_f16 = r1_x86_f32_to_f16_avx2, .f16_to_f32 = r1_x86_f16_to_f32_avx2,                    \
     .attn_qk = r1_x86_attn_qk_avx2, .attn_pv = r1_x86_attn_pv_avx2,                                \
     .attn_softmax = r1_x86_attn_softmax_avx2, .attn_qk_f16 = r1_x86_attn_qk_f16_avx2,              \
-    .attn_pv_f16 = r1_x86_attn_pv_f16_avx2, .silu_mul = r1_x86_silu_mul_avx2
+    .attn_pv_f16 = r1_x86_attn_pv_f16_avx2, .silu_mul = r1_x86_silu_mul_avx2,                      \
+    .q8_0_to_f32 = r1_x86_q8_0_to_f32_avx2, .attn_qk_q8 = r1_x86_attn_qk_q8_avx2,                  \
+    .attn_pv_q8 = r1_x86_attn_pv_q8_avx2
 
 /* The float formats, the same in both tables */
 #define AVX2_FLOAT_TILES                                                                           \

@@ -620,6 +620,9 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
     .attn_qk_f16 = r1_x86_attn_qk_f16_avx512,
     .attn_pv_f16 = r1_x86_attn_pv_f16_avx512,
     .silu_mul = r1_x86_silu_mul_avx512,
+    .q8_0_to_f32 = r1_x86_q8_0_to_f32_avx512,
+    .attn_qk_q8 = r1_x86_attn_qk_q8_avx512,
+    .attn_pv_q8 = r1_x86_attn_pv_q8_avx512,
 };
 
 #endif /* __x86_64__ */

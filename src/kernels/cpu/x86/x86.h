@@ -96,6 +96,9 @@ void r1_x86_attn_pv_avx2(const float *s, int ss, int M, const float *v, int P, i
 void r1_x86_attn_qk_f16_avx2(const float *q, int M, const uint16_t *k, int P, int hd, float *s, int ss);
 void r1_x86_attn_pv_f16_avx2(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
 float r1_x86_attn_softmax_avx2(float *s, int n, float scale, float *m);
+void r1_x86_q8_0_to_f32_avx2(const uint8_t *x, float *y, int n);
+void r1_x86_attn_qk_q8_avx2(const float *q, int M, const uint8_t *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_q8_avx2(const float *s, int ss, int M, const uint8_t *v, int P, int hd, float *o);
 void r1_x86_silu_mul_avx2(const float *g, const float *u, float *o, int n);
 
 /* AVX-512 helpers of the blocked attention (attn_avx512.c); see cpu.h. */
@@ -103,6 +106,9 @@ void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n);
 void r1_x86_attn_qk_avx512(const float *q, int M, const float *k, int P, int hd, float *s, int ss);
 void r1_x86_attn_pv_avx512(const float *s, int ss, int M, const float *v, int P, int hd, float *o);
 float r1_x86_attn_softmax_avx512(float *s, int n, float scale, float *m);
+void r1_x86_q8_0_to_f32_avx512(const uint8_t *x, float *y, int n);
+void r1_x86_attn_qk_q8_avx512(const float *q, int M, const uint8_t *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_q8_avx512(const float *s, int ss, int M, const uint8_t *v, int P, int hd, float *o);
 
 /* Weight rows [0, nr) of w (ws bytes apart, K columns) as bf16 panels
  * (amx_panel.c): hi = bf16(w), and for every dtype but bf16 lo = bf16(w -

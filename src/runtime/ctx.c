@@ -1,0 +1,80 @@
+/*
+ * ctx.c - the context a session or batch gets when none is asked for: the
+ * model's trained length (max_position_embeddings), capped where the KV
+ * caches would not fit in the free memory. It reads /proc/meminfo and
+ * allocates nothing; the session allocates what it says.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "runtime/session.h"
+
+#define CTX_DEVICE_DEFAULT 4096 /* device backends: their memory is not the host's */
+#define CTX_STEP 256            /* a capped context is a multiple of this */
+#define CTX_MIN 256             /* ... and at least this (or the model's length) */
+
+/* MemAvailable in bytes, 0 if unknown. */
+static unsigned long long mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024ull;
+}
+
+int r1_ctx_pick(int max_pos, size_t pos_bytes, unsigned long long avail, int *capped) {
+    *capped = 0;
+    if (max_pos < 1) max_pos = 1;
+    if (!avail || !pos_bytes) return max_pos;
+    /* leave a quarter of the free memory, at least 1 GiB, to the rest of the
+     * process (scratch, the server's buffers) and to the machine */
+    unsigned long long head = avail / 4 > (1ull << 30) ? avail / 4 : (1ull << 30);
+    unsigned long long budget = avail > head ? avail - head : 0;
+    unsigned long long fit = budget / pos_bytes;
+    if (fit >= (unsigned long long)max_pos) return max_pos;
+    *capped = 1;
+    int n = (int)(fit / CTX_STEP * CTX_STEP);
+    int floor = max_pos < CTX_MIN ? max_pos : CTX_MIN;
+    return n < floor ? floor : n;
+}
+
+size_t r1_kv_pos_bytes(const struct r1_config *c, enum r1_dtype kv) {
+    return 2 * (size_t)c->n_layer * c->n_kv_head * r1_dtype_row_bytes(kv, c->head_dim);
+}
+
+int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const char *backend, char *note,
+                   size_t cap) {
+    const struct r1_config *c = &m->cfg;
+    const struct r1_backend *be = r1_backend_find(backend ? backend : "cpu");
+    char scratch[8];
+    if (!note) note = scratch, cap = sizeof scratch;
+    if (n_seq < 1) n_seq = 1;
+    if (be && be->dev) {
+        int n = c->max_pos < CTX_DEVICE_DEFAULT ? c->max_pos : CTX_DEVICE_DEFAULT;
+        snprintf(note, cap, "context %d tokens (the %s backend's default; --ctx N for up to the model's %d)", n,
+                 be->name, c->max_pos);
+        return n;
+    }
+    enum r1_dtype kvt = kv_dtype != R1_DTYPE_AUTO ? kv_dtype : be ? be->kv_dtype : R1_DTYPE_F16;
+    size_t pos_bytes = r1_kv_pos_bytes(c, kvt) * (size_t)n_seq;
+    unsigned long long avail = mem_available();
+    int capped;
+    int n = r1_ctx_pick(c->max_pos, pos_bytes, avail, &capped);
+    const char *per = n_seq > 1 ? " per sequence" : "";
+    char pool[64] = "";
+    if (n_seq > 1) snprintf(pool, sizeof pool, " for %d sequences", n_seq);
+    if (capped)
+        snprintf(note, cap,
+                 "context %d tokens%s, not the model's %d: a longer %s KV cache%s would not fit in the %.1f GB "
+                 "of free memory (--ctx N to choose)",
+                 n, per, c->max_pos, r1_dtype_name(kvt), pool, avail / 1e9);
+    else
+        snprintf(note, cap, "context %d tokens%s, the model's max_position_embeddings (%s KV cache%s: %.2f GB)", n,
+                 per, r1_dtype_name(kvt), pool, (double)pos_bytes * n / 1e9);
+    return n;
+}
