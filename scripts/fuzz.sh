@@ -14,18 +14,24 @@ OUT=build-fuzz
 FLAGS="-std=c11 -O1 -g -Iinclude -Isrc -D_GNU_SOURCE -pthread -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined"
 LIBS="-lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm"
 mkdir -p "$OUT/obj"
-objs=()
+# compile what changed, one job per core
+objs=() stale=()
 for src in $(find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/kernels/opencl/*' | sort); do
     obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
     if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src include -name '*.h' -newer "$obj" | head -1)" ]; then
-        if ! $CC $FLAGS -fsanitize=fuzzer-no-link -c -o "$obj" "$src"; then
-            echo "fuzz: $src does not compile with $CC" >&2
-            rm -f "$obj"
-            exit 1
-        fi
+        rm -f "$obj"
+        stale+=("$src")
     fi
     objs+=("$obj")
 done
+if [ ${#stale[@]} -gt 0 ]; then
+    export CC FLAGS OUT
+    printf '%s\n' "${stale[@]}" | xargs -P "$(nproc)" -n 1 sh -c \
+        'o="$OUT/obj/$(echo "${1%.c}" | tr / _).o"
+         $CC $FLAGS -fsanitize=fuzzer-no-link -c -o "$o" "$1" ||
+             { echo "fuzz: $1 does not compile with $CC" >&2; rm -f "$o"; exit 255; }' _ ||
+        exit 1
+fi
 # an archive, so each target pulls in only the objects it needs
 rm -f "$OUT/libfuzz.a"
 ar rcs "$OUT/libfuzz.a" "${objs[@]}"
@@ -39,10 +45,13 @@ for name in "${targets[@]}"; do
     mkdir -p "$OUT/corpus/$name"
     seeds=()
     [ -d "tests/fuzz/corpus/$name" ] && seeds+=("tests/fuzz/corpus/$name")
-    echo "== $name: ${SECS}s"
-    if ! "$OUT/$name" -max_total_time="$SECS" -rss_limit_mb=4096 -max_len=4096 \
-            -artifact_prefix="$OUT/$name-" "$OUT/corpus/$name" "${seeds[@]}"; then
-        echo "!! $name found a crash (see $OUT/$name-*)"
+    # libFuzzer's progress goes to a log; the summary line (or the crash) is shown
+    if "$OUT/$name" -max_total_time="$SECS" -rss_limit_mb=4096 -max_len=4096 \
+            -artifact_prefix="$OUT/$name-" "$OUT/corpus/$name" "${seeds[@]}" >"$OUT/$name.log" 2>&1; then
+        echo "== $name: ${SECS} s, $(grep -E '^Done [0-9]+ runs' "$OUT/$name.log" | tail -n 1), corpus $(ls "$OUT/corpus/$name" | wc -l) inputs"
+    else
+        tail -n 40 "$OUT/$name.log"
+        echo "!! $name found a crash (see $OUT/$name-* and $OUT/$name.log)"
         status=1
     fi
 done

@@ -65,8 +65,9 @@ def commands(code):
 
 
 def sh(cmd, timeout=120):
+    # a random-weight model prints random bytes: read them, not as UTF-8
     p = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", cmd], cwd=work, stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=timeout)
+                       capture_output=True, text=True, errors="replace", timeout=timeout)
     return p.returncode, p.stdout + p.stderr
 
 
