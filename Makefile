@@ -29,6 +29,14 @@ LDLIBS   := -lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm
 OPENCL  ?= $(if $(and $(wildcard /usr/include/CL/cl.h),$(wildcard /usr/lib/*/libOpenCL.so /usr/lib/libOpenCL.so /usr/local/lib/libOpenCL.so)),1,0)
 CLBLAST ?= $(if $(wildcard /usr/include/clblast_c.h),$(OPENCL),0)
 
+# MPI (openmpi-bin, libopenmpi-dev): tensor parallelism over ranks started
+# by mpirun (runtime/comm_mpi.c); default: built when mpicc is installed
+MPI     ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+CPPFLAGS += -DR1_MPI=1 $(shell mpicc --showme:compile)
+LDLIBS   += $(shell mpicc --showme:link)
+endif
+
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/kernels/opencl/*' | sort)
 ifeq ($(OPENCL),1)
 LIB_SRC  += $(sort $(wildcard src/kernels/opencl/*.c))
@@ -77,7 +85,7 @@ $(BUILD)/src/cli/version.o: CPPFLAGS += -I$(BUILD)/gen
 
 .PHONY: all test demo bench format clean tests fuzz deps FORCE
 all: $(BIN) $(LIB)
-	@echo "built $(BIN) (CUDA=$(CUDA) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
+	@echo "built $(BIN) (CUDA=$(CUDA) MPI=$(MPI) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -110,7 +118,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
 tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table $(BUILD)/tools/mm_bench \
-       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench
+       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench $(BUILD)/tools/tp_bench
 
 # Matmul kernels of one model's shapes, dtypes side by side (build/tools/mm_bench).
 $(BUILD)/tools/mm_bench: tools/mm_bench.c $(LIB)
@@ -125,6 +133,11 @@ $(BUILD)/tools/tile_hot: tools/tile_hot.c $(LIB)
 # Prefill and decode of one model at every weight format, next to a bandwidth
 # probe, in one run (build/tools/cpu_table MODEL_DIR).
 $(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Decode under tensor parallelism (build/tools/tp_bench alone, then under mpirun -np N).
+$(BUILD)/tools/tp_bench: tools/tp_bench.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
