@@ -3,7 +3,8 @@
 # equal one process's on the fixtures (GQA, MHA, tied, llama, f16, bf16)
 # and on the default model (3 KV heads: 2 ranks split them 2|1); a cut the
 # model does not allow is refused with a clear message; a rank killed in
-# the middle of a generation ends the job with an error, not a hang.
+# the middle of a generation ends the job with an error, not a hang; two
+# ranks in two network namespaces (TCP over a veth pair) agree too.
 # Needs mpirun and an MPI build (openmpi-bin libopenmpi-dev: both from
 # scripts/install-deps.sh; the Makefile builds with MPI when mpicc is there).
 # Last line: "tp: P passed, F failed".
@@ -105,6 +106,44 @@ if [ -f "$MODEL" ]; then
 else
     bad "default model $MODEL missing (scripts/get-model.sh)"
 fi
+
+# two ranks in two network namespaces joined by a veth pair, as the test's
+# own hosts: mpirun runs in the first, starts the second's daemon through an
+# "ssh" that is `ip netns exec`, and the all-reduces cross the veth by TCP
+ns_a=r1tp$$a ns_b=r1tp$$b net=10.231.$(($$ % 250)) # this run's names only
+cleanup_ns() { ip netns del "$ns_a" 2>/dev/null; ip netns del "$ns_b" 2>/dev/null; }
+trap 'cleanup_ns; rm -rf "$T"' EXIT
+if ip netns add "$ns_a" && ip netns add "$ns_b" && ip link add "${ns_a}0" type veth peer name "${ns_b}0" &&
+    ip link set "${ns_a}0" netns "$ns_a" && ip link set "${ns_b}0" netns "$ns_b" &&
+    ip -n "$ns_a" addr add "$net.1/24" dev "${ns_a}0" && ip -n "$ns_b" addr add "$net.2/24" dev "${ns_b}0" &&
+    ip -n "$ns_a" link set "${ns_a}0" up && ip -n "$ns_b" link set "${ns_b}0" up &&
+    ip -n "$ns_a" link set lo up && ip -n "$ns_b" link set lo up; then
+    cat >"$T/agent.sh" <<AGENT
+#!/bin/sh
+# mpirun's plm_rsh_agent: "ssh HOST CMD" into the namespace that owns HOST
+case \$1 in $net.1) ns=$ns_a ;; $net.2) ns=$ns_b ;; *) echo "agent: no namespace for \$1" >&2; exit 1 ;; esac
+shift
+exec ip netns exec "\$ns" sh -c "\$*"
+AGENT
+    chmod +x "$T/agent.sh"
+    printf '%s slots=1\n%s slots=1\n' "$net.1" "$net.2" >"$T/hosts"
+    d=$FIX/gqa2_f32
+    p=$(prompt_of "$d/expected.json")
+    one=$(ids 0 "$d" "$p" 16)
+    rx0=$(ip -n "$ns_b" -s link show "${ns_b}0" | awk 'NR == 4 {print $1}')
+    got=$(timeout 120 ip netns exec "$ns_a" mpirun --allow-run-as-root --oversubscribe -np 2 --hostfile "$T/hosts" \
+        --mca plm_rsh_agent "$T/agent.sh" --mca btl self,tcp --mca btl_tcp_if_include "$net.0/24" \
+        --mca oob_tcp_if_include "$net.0/24" "$BIN" run -m "$d" --prompt-ids "$p" -n 16 --temp 0 --print-ids \
+        --ignore-eos --threads 1 2>"$T/ns.err")
+    rx1=$(ip -n "$ns_b" -s link show "${ns_b}0" | awk 'NR == 4 {print $1}')
+    if [ -n "$got" ] && [ "$got" = "$one" ]; then ok "two namespaces over a veth pair: one process's greedy ids"
+    else bad "two namespaces: $got, one process: $one"; sed 's/^/    /' "$T/ns.err" | tail -5; fi
+    check "...and the veth carried them ($((rx1 - rx0)) bytes into the second namespace)" \
+        test $((rx1 - rx0)) -gt 10000
+else
+    bad "cannot make two network namespaces and a veth pair (ip netns needs root and CAP_SYS_ADMIN)"
+fi
+cleanup_ns
 
 echo "tp: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
