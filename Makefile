@@ -4,6 +4,9 @@
 #   make demo        build, synthesize a tiny model, generate from it
 #   make bench       the default benchmark (synthetic 1.5b)
 #   make CUDA=1      also build the CUDA backend (needs nvcc)
+#   make MPI=0|1     without / with tensor parallelism over MPI (default: built
+#                    when mpicc is installed; run under mpirun -np N)
+#   make CUDA=1 NCCL=1  also the NCCL collectives on GPU memory
 #   make OPENCL=0|1  without / with the OpenCL backend (default: built when the
 #                    OpenCL headers and ICD loader are installed; CLBlast is
 #                    used for prefill when clblast_c.h is there, CLBLAST=0 not)
@@ -66,6 +69,16 @@ NVFLAGS   := -O3 -std=c++17 -Iinclude -Isrc -DR1_CUDA=1 -MMD -MP \
              $(CUDA_GENCODE) $(EXTRA_NVFLAGS)
 endif
 
+# NCCL: the collectives on GPU memory (runtime/comm_nccl.c); needs CUDA=1 MPI=1
+NCCL    ?= 0
+ifeq ($(NCCL),1)
+ifneq ($(CUDA)$(MPI),11)
+$(error NCCL=1 needs CUDA=1 and MPI=1 (ranks start and bootstrap with mpirun))
+endif
+CPPFLAGS  += -DR1_NCCL=1 -I$(CUDA_HOME)/include
+LDLIBS    := $(filter-out -lstdc++,$(LDLIBS)) -lnccl -lstdc++
+endif
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ) $(CL_GEN_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -85,7 +98,7 @@ $(BUILD)/src/cli/version.o: CPPFLAGS += -I$(BUILD)/gen
 
 .PHONY: all test demo bench format clean tests fuzz deps FORCE
 all: $(BIN) $(LIB)
-	@echo "built $(BIN) (CUDA=$(CUDA) MPI=$(MPI) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
+	@echo "built $(BIN) (CUDA=$(CUDA) MPI=$(MPI) NCCL=$(NCCL) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@

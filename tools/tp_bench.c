@@ -6,7 +6,10 @@
  * greedily; rank 0 prints one line. Not a test: numbers for docs/.
  *
  *   build/tools/tp_bench [--synthetic 7b] [--dtype q4_K] [--threads 1]
- *                        [--tokens 16] [--prompt 16]
+ *                        [--tokens 16] [--prompt 16] [--layers N]
+ * --layers keeps the shape's widths with fewer layers (the time to
+ * generate the weights falls with them; per token, weights and exchanges
+ * both scale with the layers, only the LM head does not).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +25,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const char *shape = "7b";
-    int dtype = R1_DTYPE_Q4_K, threads = 1, tokens = 16, prompt = 16;
+    int dtype = R1_DTYPE_Q4_K, threads = 1, tokens = 16, prompt = 16, layers = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -36,6 +39,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--threads")) threads = atoi(v);
         else if (!strcmp(a, "--tokens")) tokens = atoi(v);
         else if (!strcmp(a, "--prompt")) prompt = atoi(v);
+        else if (!strcmp(a, "--layers")) layers = atoi(v);
         else if (strcmp(a, "--dtype")) {
             fprintf(stderr, "tp_bench: unknown flag %s\n", a);
             return 2;
@@ -51,6 +55,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "tp_bench: %s\n", r1_last_error());
         return 2;
     }
+    if (layers > 0 && layers < cfg.n_layer) cfg.n_layer = layers;
     const struct r1_config full = cfg;
     double t0 = r1_now();
     r1_model_t *m = r1_model_synthetic(&cfg, (enum r1_dtype)dtype, 1, 0);
@@ -89,9 +94,9 @@ int main(int argc, char **argv) {
             if (all[r] > comm_max) comm_max = all[r];
     }
     if (r1_comm_rank() == 0)
-        printf("%s %s | ranks %d (%s) x %d threads | %.2f GB weights/rank | load %.0f s | prefill %d: %.2f tok/s | "
+        printf("%s (%d layers) %s | ranks %d (%s) x %d threads | %.2f GB weights/rank | load %.0f s | prefill %d: %.2f tok/s | "
                "decode %d: %.2f tok/s (%.1f ms/token) | comm rank 0 %.2f ms/token (%.1f%%), max %.2f | ids hash %08x\n",
-               shape, r1_dtype_name((enum r1_dtype)dtype), r1_comm_size(), r1_comm_name(), threads,
+               shape, full.n_layer, r1_dtype_name((enum r1_dtype)dtype), r1_comm_size(), r1_comm_name(), threads,
                r1_model_decode_bytes(m) / 1e9, t_load, prompt, prompt / t_prefill, tokens, tokens / t_dec,
                1e3 * t_dec / tokens, 1e3 * t_comm / tokens, 100.0 * t_comm / t_dec, 1e3 * comm_max / tokens, hash);
     free(ids);
