@@ -157,8 +157,11 @@ static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *
 }
 
 int r1_tp_split(struct r1_model *m) {
-    const int size = r1_comm_size(), rank = r1_comm_rank();
-    if (size == 1) return 0;
+    return r1_comm_size() == 1 ? 0 : r1_tp_apply(m, r1_comm_rank(), r1_comm_size());
+}
+
+int r1_tp_apply(struct r1_model *m, int rank, int size) {
+    if (m->tp) return r1_err("the model is already one rank's share");
     const struct r1_config *c = &m->cfg;
     int wo_block = 1, down_block = 1, maxcols = 0;
     for (int l = 0; l < c->n_layer; l++) {

@@ -46,6 +46,8 @@ int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int 
  * stays whole) and m->tp. Alone: nothing. Every rank checks every rank's
  * cut, so all fail alike. 0, or -1 with an error. */
 int r1_tp_split(struct r1_model *m);
+/* The cut itself, for rank `rank` of `size` whatever the job (tests). */
+int r1_tp_apply(struct r1_model *m, int rank, int size);
 void r1_tp_free(struct r1_tp *tp);
 
 /* Around a matvec_add whose result is a partial sum (o_proj, down_proj) into
