@@ -4,6 +4,9 @@
 #   make demo        build, synthesize a tiny model, generate from it
 #   make bench       the default benchmark (synthetic 1.5b)
 #   make CUDA=1      also build the CUDA backend (needs nvcc)
+#   make MPI=0|1     without / with tensor parallelism over MPI (default: built
+#                    when mpicc is installed; run under mpirun -np N)
+#   make CUDA=1 NCCL=1  also the NCCL collectives on GPU memory
 #   make OPENCL=0|1  without / with the OpenCL backend (default: built when the
 #                    OpenCL headers and ICD loader are installed; CLBlast is
 #                    used for prefill when clblast_c.h is there, CLBLAST=0 not)
@@ -28,6 +31,14 @@ LDLIBS   := -lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm
 # OpenCL (ocl-icd-opencl-dev, opencl-c-headers; CLBlast: libclblast-dev)
 OPENCL  ?= $(if $(and $(wildcard /usr/include/CL/cl.h),$(wildcard /usr/lib/*/libOpenCL.so /usr/lib/libOpenCL.so /usr/local/lib/libOpenCL.so)),1,0)
 CLBLAST ?= $(if $(wildcard /usr/include/clblast_c.h),$(OPENCL),0)
+
+# MPI (openmpi-bin, libopenmpi-dev): tensor parallelism over ranks started
+# by mpirun (runtime/comm_mpi.c); default: built when mpicc is installed
+MPI     ?= $(if $(shell command -v mpicc 2>/dev/null),1,0)
+ifeq ($(MPI),1)
+CPPFLAGS += -DR1_MPI=1 $(shell mpicc --showme:compile)
+LDLIBS   += $(shell mpicc --showme:link)
+endif
 
 LIB_SRC  := $(shell find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/kernels/opencl/*' | sort)
 ifeq ($(OPENCL),1)
@@ -58,6 +69,16 @@ NVFLAGS   := -O3 -std=c++17 -Iinclude -Isrc -DR1_CUDA=1 -MMD -MP \
              $(CUDA_GENCODE) $(EXTRA_NVFLAGS)
 endif
 
+# NCCL: the collectives on GPU memory (runtime/comm_nccl.c); needs CUDA=1 MPI=1
+NCCL    ?= 0
+ifeq ($(NCCL),1)
+ifneq ($(CUDA)$(MPI),11)
+$(error NCCL=1 needs CUDA=1 and MPI=1 (ranks start and bootstrap with mpirun))
+endif
+CPPFLAGS  += -DR1_NCCL=1 -I$(CUDA_HOME)/include
+LDLIBS    := $(filter-out -lstdc++,$(LDLIBS)) -lnccl -lstdc++
+endif
+
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_OBJ) $(CL_GEN_OBJ)
 CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -77,7 +98,7 @@ $(BUILD)/src/cli/version.o: CPPFLAGS += -I$(BUILD)/gen
 
 .PHONY: all test demo bench format clean tests fuzz deps FORCE
 all: $(BIN) $(LIB)
-	@echo "built $(BIN) (CUDA=$(CUDA) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
+	@echo "built $(BIN) (CUDA=$(CUDA) MPI=$(MPI) NCCL=$(NCCL) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
 
 $(LIB): $(LIB_OBJ)
 	@rm -f $@
@@ -110,7 +131,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
 tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table $(BUILD)/tools/mm_bench \
-       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench
+       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench $(BUILD)/tools/tp_bench
 
 # Matmul kernels of one model's shapes, dtypes side by side (build/tools/mm_bench).
 $(BUILD)/tools/mm_bench: tools/mm_bench.c $(LIB)
@@ -125,6 +146,11 @@ $(BUILD)/tools/tile_hot: tools/tile_hot.c $(LIB)
 # Prefill and decode of one model at every weight format, next to a bandwidth
 # probe, in one run (build/tools/cpu_table MODEL_DIR).
 $(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Decode under tensor parallelism (build/tools/tp_bench alone, then under mpirun -np N).
+$(BUILD)/tools/tp_bench: tools/tp_bench.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

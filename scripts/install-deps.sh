@@ -18,7 +18,7 @@ APT_PKGS="build-essential make pkg-config libpcre2-dev libutf8proc-dev libjansso
 libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip \
 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user debian-faq \
 ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers pocl-opencl-icd clinfo libclblast-dev \
-chromium"
+chromium openmpi-bin libopenmpi-dev"
 missing=""
 for p in $APT_PKGS; do
     dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

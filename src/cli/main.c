@@ -7,6 +7,8 @@
 
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "r1infer.h"
+#include "runtime/comm.h"
 #include "util/env.h"
 
 static const struct {
@@ -34,6 +36,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    if (r1_comm_init(&argc, &argv)) { /* one rank of an mpirun job: tensor parallel */
+        fprintf(stderr, "r1infer: %s\n", r1_last_error());
+        return 1;
+    }
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -45,7 +51,15 @@ int main(int argc, char **argv) {
     }
     r1_env_check(stderr);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], commands[i].name)) {
+            if (r1_comm_size() > 1 && strcmp(argv[1], "run")) { /* chat and serve read what only rank 0 gets */
+                fprintf(stderr, "r1infer: %s does not run under mpirun yet: tensor parallelism serves run\n", argv[1]);
+                r1_comm_abort(2);
+            }
+            int rc = commands[i].fn(argc - 1, argv + 1);
+            if (rc && r1_comm_size() > 1) r1_comm_abort(rc); /* the others may wait for this rank */
+            return rc;
+        }
     const char *names[sizeof commands / sizeof commands[0] + 4] = {"--version", "--help", "--help-env"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) names[i + 3] = commands[i].name;
     const char *near = cli_closest(argv[1], names);

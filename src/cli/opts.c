@@ -3,6 +3,7 @@
  */
 #include "util/env.h"
 #include "cli/opts.h"
+#include "runtime/comm.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@ void cli_opts_init(struct cli_opts *o, const char *cmd) {
     o->cmd = cmd;
     o->groups = CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_PROFILE | CLI_OPT_SAMPLING | CLI_OPT_SPEC;
     o->reasoning_budget = -1;
+    r1_comm_bcast(&o->sp.seed, sizeof o->sp.seed, 0); /* tensor parallel ranks sample alike */
 }
 
 int cli_int(const char *cmd, const char *flag, const char *v, long lo, long hi, long *out) {

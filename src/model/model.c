@@ -7,6 +7,7 @@
 #include <strings.h>
 
 #include "model/model.h"
+#include "model/tp.h"
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -30,7 +31,7 @@ r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts) {
     if (r1_path_is_dir(path)) rc = r1_model_load_hf(m, path, opts);
     else if (ends_with(path, ".gguf")) rc = r1_model_load_gguf(m, path, opts);
     else rc = r1_err("%s: not a model directory (config.json + *.safetensors) or a .gguf file", path);
-    if (rc) {
+    if (rc || r1_tp_split(m)) {
         r1_model_free(m);
         return NULL;
     }
@@ -44,6 +45,7 @@ void r1_model_free(r1_model_t *m) {
     for (int i = 0; i < m->n_maps; i++) r1_file_unmap(&m->maps[i]);
     free(m->maps);
     free(m->path);
+    r1_tp_free(m->tp);
     free(m);
 }
 

@@ -37,6 +37,7 @@ struct r1_model {
     int n_maps;
     size_t in_place_bytes; /* bytes of the matrices that point into maps */
     char *path;           /* what it was loaded from */
+    struct r1_tp *tp;     /* this rank's share when tensor parallel (model/tp.h); NULL alone */
 };
 
 /* Fill cfg from a parsed config.json; checks every size. -1 with an error. */

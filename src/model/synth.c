@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
+#include "model/tp.h"
 
 struct synth_cfg {
     const char *name;
@@ -164,7 +165,7 @@ r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, u
     int rc = r1_model_build(m, &src, dtype == R1_DTYPE_AUTO ? R1_DTYPE_BF16 : dtype, progress);
     free(list);
     free(buf);
-    if (rc) {
+    if (rc || r1_tp_split(m)) {
         r1_model_free(m);
         return NULL;
     }

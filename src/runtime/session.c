@@ -19,6 +19,7 @@
 
 #include "kernels/kernels.h"
 #include "model/model.h"
+#include "model/tp.h"
 #include "runtime/device.h"
 #include "runtime/pool.h"
 #include "runtime/session.h"
@@ -131,6 +132,11 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     struct r1_session *s = calloc(1, sizeof *s);
     if (!s) {
         r1_err("out of memory");
+        return NULL;
+    }
+    if (m->tp && be->dev) {
+        free(s);
+        r1_err("tensor parallelism runs on the cpu and ref backends, not %s", be->name);
         return NULL;
     }
     s->m = m;
@@ -365,13 +371,17 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int pos
         op = base, op.kernel = R1_K_ATTENTION_GQA, op.out = s->att, op.x = s->qkv;
         run(s, &op);
         op = base, op.kernel = R1_K_MATVEC_ADD, op.out = s->x, op.x = s->att, op.w = &L->wo;
+        if (m->tp) r1_tp_partial_begin(m->tp, s->x, (size_t)T * D);
         run(s, &op);
+        if (m->tp) r1_tp_partial_end(m->tp, s->x, (size_t)T * D);
         op = base, op.kernel = R1_K_RMS_NORM, op.out = s->xb, op.x = s->x, op.b = L->ffn_norm;
         run(s, &op);
         op = base, op.kernel = R1_K_GATE_UP_SILU, op.out = s->hb, op.x = s->xb, op.w = &L->wgu;
         run(s, &op);
         op = base, op.kernel = R1_K_MATVEC_ADD, op.out = s->x, op.x = s->hb, op.w = &L->wdown;
+        if (m->tp) r1_tp_partial_begin(m->tp, s->x, (size_t)T * D);
         run(s, &op);
+        if (m->tp) r1_tp_partial_end(m->tp, s->x, (size_t)T * D);
     }
     /* final norm + lm_head: every row when all logits are wanted, the picked
      * rows (gathered), else the last */
@@ -386,7 +396,16 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int pos
     op = base, op.kernel = R1_K_RMS_NORM, op.T = rows, op.out = s->xb, op.x = xin, op.b = m->out_norm;
     run(s, &op);
     op = base, op.kernel = R1_K_LM_HEAD, op.T = rows, op.out = out, op.x = s->xb, op.w = &m->lm_head;
-    run(s, &op);
+    if (!m->tp) {
+        run(s, &op);
+        return;
+    }
+    for (int i = 0; i < rows; i++) { /* this rank's vocabulary rows, then everyone's */
+        const size_t V = (size_t)c->vocab;
+        op.T = 1, op.x = s->xb + (size_t)i * D, op.out = out + i * V + m->tp->v0;
+        run(s, &op);
+        r1_tp_gather_logits(m->tp, out + i * V);
+    }
 }
 
 /* One batch of T tokens at positions n_past.. ; logits of every row into

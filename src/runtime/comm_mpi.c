@@ -1,0 +1,103 @@
+/*
+ * comm_mpi.c - comm.h over MPI (Open MPI from Debian; `make MPI=1`, ranks
+ * started by mpirun). Collectives run on MPI_COMM_WORLD from the thread
+ * that called r1_comm_init (MPI_THREAD_FUNNELED: the kernel threads never
+ * communicate). Errors return to us (MPI_ERRORS_RETURN) so the message
+ * names the rank and the collective before the job is aborted; a rank that
+ * dies is noticed by mpirun, which ends the others.
+ */
+#ifdef R1_MPI
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "runtime/comm.h"
+#include "util/util.h"
+
+static int g_on, g_rank, g_size = 1, g_err_fd = 2;
+static double g_seconds;
+
+static void check(int rc, const char *what) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    dprintf(g_err_fd, "r1infer: rank %d of %d: %s failed: %.*s (did another rank die?)\n", g_rank, g_size,
+            what, len, msg);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+
+int r1_comm_init(int *argc, char ***argv) {
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!n && !getenv("PMIX_RANK")) return 0; /* started alone: no MPI at all */
+    int provided = 0;
+    if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
+        return r1_err("MPI_Init_thread failed");
+    g_on = 1;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+    atexit(r1_comm_finalize);
+    if (g_rank != 0) { /* rank 0 speaks for the job */
+        g_err_fd = dup(2);
+        if (g_err_fd < 0) g_err_fd = 2;
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) {
+            fflush(stdout), fflush(stderr);
+            dup2(null, 1), dup2(null, 2);
+            close(null);
+        }
+    }
+    return 0;
+}
+
+int r1_comm_rank(void) { return g_rank; }
+int r1_comm_size(void) { return g_size; }
+const char *r1_comm_name(void) { return g_on ? "mpi" : "one"; }
+
+void r1_comm_allreduce_sum_f32(float *x, size_t n) {
+    if (g_size == 1) return;
+    double t0 = r1_now();
+    if (n > (size_t)0x7fffffff) check(MPI_ERR_COUNT, "all-reduce");
+    check(MPI_Allreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), "all-reduce");
+    g_seconds += r1_now() - t0;
+}
+
+void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs) {
+    if (g_size == 1) return;
+    double t0 = r1_now();
+    check(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, MPI_COMM_WORLD),
+          "all-gather");
+    g_seconds += r1_now() - t0;
+}
+
+void r1_comm_bcast(void *buf, size_t bytes, int root) {
+    if (g_size == 1) return;
+    double t0 = r1_now();
+    if (bytes > (size_t)0x7fffffff) check(MPI_ERR_COUNT, "broadcast");
+    check(MPI_Bcast(buf, (int)bytes, MPI_BYTE, root, MPI_COMM_WORLD), "broadcast");
+    g_seconds += r1_now() - t0;
+}
+
+double r1_comm_seconds(void) { return g_seconds; }
+
+void r1_comm_abort(int code) {
+    if (!g_on || g_size == 1) exit(code);
+    fflush(stdout), fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
+}
+
+void r1_comm_finalize(void) {
+    if (!g_on) return;
+    g_on = 0;
+    int done = 0;
+    MPI_Finalized(&done);
+    if (!done) MPI_Finalize();
+}
+#else
+typedef int r1_comm_mpi_unused; /* a build without MPI uses comm_one.c */
+#endif
