@@ -42,28 +42,7 @@ enum r1_dtype {
     R1_DTYPE_Q4_K, /* 256-weight super-blocks */
     R1_DTYPE_Q5_K,
     R1_DTYPE_Q6_K,
-    /* q4_0 regrouped in memory for the AVX-512 kernels: 256 weights (8 q4_0
-     * blocks) as 8 f16 scales + 128 bytes of nibbles, interleaved so one
-     * 64-byte load holds 4 bytes of each of the 8 blocks. The same numbers as
-     * q4_0; the loader picks it for q4_0 weights on CPUs that read it fast.
-     * Never in files. */
-    R1_DTYPE_Q4_0X8,
-    /* q4_1 regrouped the same way, 8 blocks at a time (8 f16 scales, 8 f16
-     * mins, 128 bytes of nibbles); the last (columns % 256) / 32 blocks of a
-     * row stay q4_1, so any multiple of 32 columns fits and a row has
-     * q4_1's bytes. Never in files. */
-    R1_DTYPE_Q4_1X8,
-    /* q8_0 regrouped the same way (8 f16 scales, 256 quants stored as
-     * q + 128 in q4_0x8's lane order), the row's last blocks as q8_0. Never
-     * in files. */
-    R1_DTYPE_Q8_0X8,
-    /* q4_K, q5_K, q6_K with each super-block's quants in the same lane
-     * order (scales, mins and d kept as stored); the same bytes. Never in
-     * files. */
-    R1_DTYPE_Q4_KX8,
-    R1_DTYPE_Q5_KX8,
-    R1_DTYPE_Q6_KX8,
-    R1_DTYPE_COUNT,
+    R1_DTYPE_COUNT, /* the backends may keep private layouts past this value */
     R1_DTYPE_AUTO = -1 /* "the checkpoint's own dtype" */
 };
 

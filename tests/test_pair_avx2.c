@@ -46,7 +46,7 @@ static void test_pairs(const struct r1_cpu_isa *isa) {
                                    {1536, 0, 1536},   {1536, 512, 1024}, {1536, 64, 1216},
                                    {2240, 0, 2240},   {2240, 2048, 2240}, {96, 0, 96},
                                    {256, 0, 256},     {32, 0, 32},       {768, 256, 768}};
-    for (int dt = 0; dt < R1_DTYPE_COUNT; dt++) {
+    for (int dt = 0; dt < R1_DTYPE_ALL; dt++) {
         const struct r1_cpu_mm *mm = &isa->mm[dt];
         if (!mm->pair_tile) continue;
         if (mm->act == R1_CPU_ACT_Q8X8 && dt != R1_DTYPE_Q4_0X8) continue; /* test_x8.c's */

@@ -20,7 +20,7 @@ int main(int argc, char **argv) {
     if (r1_cpu_select(argv[1]) != 0) return 1;
     const struct r1_cpu_isa *isa = r1_cpu_current();
     int dt = -1;
-    for (int i = 0; i < R1_DTYPE_COUNT; i++)
+    for (int i = 0; i < R1_DTYPE_ALL; i++)
         if (!strcmp(r1_dtype_name((enum r1_dtype)i), argv[2])) dt = i;
     if (dt < 0 || !isa->mm[dt].tile || nt < 1 || nt > isa->nt) {
         fprintf(stderr, "%s: no %s tile for %d tokens\n", argv[1], argv[2], nt);

@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        int dt = r1_dtype_parse(tok);
+        int dt = r1_dtype_parse_any(tok);
         if (dt < 0 || !r1_dtype_traits[dt].from_f32) {
             fprintf(stderr, "mm_bench: '%s' is no dtype this tool can make\n", tok);
             return 2;

@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: tile_hot ISA DTYPE K ROWS ITERS [NT]\n");
         return 2;
     }
-    const int dt = r1_dtype_parse(argv[2]), K = atoi(argv[3]), rows = atoi(argv[4]) / 4 * 4,
+    const int dt = r1_dtype_parse_any(argv[2]), K = atoi(argv[3]), rows = atoi(argv[4]) / 4 * 4,
               iters = atoi(argv[5]), nt = argc > 6 ? atoi(argv[6]) : 1;
     if (r1_backend_cpu.init() || r1_cpu_select(argv[1])) {
         fprintf(stderr, "tile_hot: %s\n", r1_last_error());

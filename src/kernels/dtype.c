@@ -163,7 +163,7 @@ static void q4_0x8_from_f32(const float *src, void *dst, int64_t n) {
 
 /* The _1/_5 formats and the K-quants live in quants.c. A NULL from_f32 means
  * r1infer cannot produce the type (it can still read it). */
-const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT] = {
+const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_ALL] = {
     [R1_DTYPE_F32] = {"f32", 1, 4, f32_to_f32, f32_from_f32},
     [R1_DTYPE_F16] = {"f16", 1, 2, f16_to_f32, f16_from_f32},
     [R1_DTYPE_BF16] = {"bf16", 1, 2, bf16_to_f32, bf16_from_f32},
@@ -186,15 +186,17 @@ const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT] = {
 };
 
 const char *r1_dtype_name(enum r1_dtype t) {
-    if ((int)t < 0 || t >= R1_DTYPE_COUNT) return "?";
+    if ((int)t < 0 || (int)t >= R1_DTYPE_ALL) return "?";
     return r1_dtype_traits[t].name;
 }
 
-int r1_dtype_parse(const char *name) {
-    for (int i = 0; i < R1_DTYPE_COUNT; i++)
+static int parse_below(const char *name, int end) {
+    for (int i = 0; i < end; i++)
         if (strcasecmp(name, r1_dtype_traits[i].name) == 0) return i;
     return -1;
 }
+int r1_dtype_parse(const char *name) { return parse_below(name, R1_DTYPE_COUNT); }
+int r1_dtype_parse_any(const char *name) { return parse_below(name, R1_DTYPE_ALL); }
 
 size_t r1_dtype_row_bytes(enum r1_dtype t, int64_t n) {
     const struct r1_dtype_traits *tr = &r1_dtype_traits[t];

@@ -15,6 +15,26 @@
 extern "C" {
 #endif
 
+/* The cpu kernels' regroupings of the quantized types: the same numbers as
+ * the file's blocks, interleaved 8 blocks (or 8 super-blocks' quants) at a
+ * time so one vector load feeds 8 rows' worth of lanes. Never in files and
+ * never seen through include/r1infer.h; they extend enum r1_dtype past
+ * R1_DTYPE_COUNT, and the cpu backend picks them when it binds a matrix.
+ *   q4_0x8: 8 f16 scales + 128 bytes of nibbles (layout below)
+ *   q4_1x8: 8 f16 scales, 8 f16 mins, 128 bytes of nibbles; the last
+ *           (columns % 256) / 32 blocks of a row stay q4_1
+ *   q8_0x8: 8 f16 scales + 256 quants stored as q + 128 in q4_0x8's lane
+ *           order; the row's last blocks stay q8_0
+ *   q4_Kx8, q5_Kx8, q6_Kx8: each super-block's quants in the same lane
+ *           order (scales, mins and d as stored): the same bytes */
+#define R1_DTYPE_Q4_0X8 (R1_DTYPE_COUNT + 0)
+#define R1_DTYPE_Q4_1X8 (R1_DTYPE_COUNT + 1)
+#define R1_DTYPE_Q8_0X8 (R1_DTYPE_COUNT + 2)
+#define R1_DTYPE_Q4_KX8 (R1_DTYPE_COUNT + 3)
+#define R1_DTYPE_Q5_KX8 (R1_DTYPE_COUNT + 4)
+#define R1_DTYPE_Q6_KX8 (R1_DTYPE_COUNT + 5)
+#define R1_DTYPE_ALL (R1_DTYPE_COUNT + 6) /* the public types and the private layouts */
+
 #define R1_QK 32   /* weights per block of the *_0/_1 formats */
 #define R1_QK_K 256 /* weights per K-quant super-block */
 
@@ -102,7 +122,11 @@ struct r1_dtype_traits {
     r1_from_f32_fn from_f32; /* NULL where r1infer cannot produce the type */
 };
 
-extern const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_COUNT];
+extern const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_ALL];
+
+/* r1_dtype_parse that also knows the private layouts ("q4_0x8"): for the
+ * kernel tools and tests. */
+int r1_dtype_parse_any(const char *name);
 
 /* Bytes of a row of n weights; 0 if n is not a multiple of the block. */
 size_t r1_dtype_row_bytes(enum r1_dtype t, int64_t n);

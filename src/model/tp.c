@@ -22,7 +22,7 @@ void r1_tp_share(int n, int r, int N, int *lo, int *hi) {
 
 /* The plain GGUF block layout a kernel layout regroups (itself where the
  * layout keeps each block whole, as the K-quant x8 do per super-block). */
-static const enum r1_dtype plain_of[R1_DTYPE_COUNT] = {
+static const enum r1_dtype plain_of[R1_DTYPE_ALL] = {
     [R1_DTYPE_Q4_0X8] = R1_DTYPE_Q4_0, [R1_DTYPE_Q4_1X8] = R1_DTYPE_Q4_1, [R1_DTYPE_Q8_0X8] = R1_DTYPE_Q8_0};
 static enum r1_dtype plain(enum r1_dtype t) { return plain_of[t] ? plain_of[t] : t; }
 /* Weights per column block: where a column cut may fall. */

@@ -307,7 +307,7 @@ struct r1_cpu_isa {
     int (*available)(void); /* 1 if this CPU (and OS) runs it */
     int emulated;           /* 1: a software model of an ISA (tests); never the default */
     int mr, nt;             /* tile shape, <= R1_CPU_MR, R1_CPU_NT */
-    struct r1_cpu_mm mm[R1_DTYPE_COUNT];
+    struct r1_cpu_mm mm[R1_DTYPE_ALL];
     void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
     void (*quant_q8x8)(const float *x, uint8_t *dst, int K); /* one token, K % 256 == 0; NULL: C */
     /* Optional: one token in two parts (r1_cpu_act_parts() == 2), hi = the

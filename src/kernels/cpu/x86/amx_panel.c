@@ -273,7 +273,7 @@ TGTB void r1_x86_split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, ui
 int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *hi,
                      uint16_t *lo) {
     if (K % 32) return -1;
-    switch (dt) {
+    switch ((int)dt) { /* int: the x8 layouts lie past the public enum */
     case R1_DTYPE_BF16:
         for (int r = 0; r < nr; r++) memcpy(hi + (size_t)r * K, w + (size_t)r * ws, (size_t)K * 2);
         return 0;
