@@ -3,7 +3,8 @@
 # `synth -o`: the first run writes the cache and says so, the second maps it
 # and says so, both give the greedy ids of a run without it; `auto` puts it
 # under $XDG_CACHE_HOME/r1infer/layouts; a cache cut short is reported and
-# rebuilt; `off` and a bad value; help lists the flag.
+# rebuilt; two runs started together write it once; `off` and a bad value;
+# help lists the flag.
 # Last line: "layout_cache: P passed, F failed".
 set -u
 BIN=${R1_BIN:-build/r1infer}
@@ -30,6 +31,17 @@ head -c $(($(stat -c %s "$f") - 100)) "$f" >"$T/cut" && cp "$T/cut" "$f"
 c=$(ids --layout-cache "$T/c")
 check "a cache cut short is reported and rebuilt: $(head -c 200 "$T/err")" grep -q "truncated.*rebuilding" "$T/err"
 check "...and the run gives the same ids ($c)" test "$c" = "$want"
+rm -f "$f"
+touch "$f.tmp.999999" # what a process killed while writing leaves
+two() { "$BIN" run -m "$T/m.gguf" --prompt-ids 151646,3838,374 -n 8 --temp 0 --print-ids --ignore-eos \
+    --layout-cache "$T/c" >"$T/o$1" 2>"$T/e$1"; }
+two 1 & two 2
+wait
+n=$(cat "$T/o1" "$T/o2" | sort -u)
+check "two runs starting together give the same ids ($(echo $n))" test "$n" = "$want"
+w=$(cat "$T/e1" "$T/e2" | grep -c "layout cache: wrote") m=$(cat "$T/e1" "$T/e2" | grep -c "layout cache: mapped")
+check "...one writes the cache, the other waits and maps it (wrote $w, mapped $m)" test "$w" = 1 -a "$m" = 1
+check "...and the temporary file a killed writer left is gone" test ! -e "$f.tmp.999999"
 d=$(XDG_CACHE_HOME="$T/xdg" ids --layout-cache auto)
 check "auto writes under \$XDG_CACHE_HOME/r1infer/layouts" test "$d" = "$want" -a -n "$(ls "$T"/xdg/r1infer/layouts/*.r1layout 2>/dev/null)"
 e=$(XDG_CACHE_HOME="$T/xdg2" ids --layout-cache off)

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -146,6 +147,12 @@ static void *start_write(struct r1_layout_cache *c, void *at) {
     size_t n = strlen(c->path) + 32;
     c->tmp = malloc(n);
     if (!c->tmp) return NULL;
+    /* with the lock held, a temporary file is one a killed process left */
+    glob_t g;
+    snprintf(c->tmp, n, "%s.tmp.*", c->path);
+    if (glob(c->tmp, GLOB_NOSORT | GLOB_NOESCAPE, NULL, &g) == 0)
+        for (size_t i = 0; i < g.gl_pathc; i++) unlink(g.gl_pathv[i]);
+    globfree(&g);
     snprintf(c->tmp, n, "%s.tmp.%ld", c->path, (long)getpid());
     c->fd = open(c->tmp, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (c->fd < 0) {
