@@ -9,6 +9,7 @@
  * q4_K GGUF written here by the synthetic writer.
  */
 #include <fcntl.h>
+#include <glob.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,12 +117,12 @@ static unsigned touch(const struct r1_model *m) {
 
 /* The cache file in dir (out), "" when none. */
 static const char *cache_file(const char *dir, char *out, size_t cap) {
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "ls %s/*.r1layout 2>/dev/null", dir);
-    FILE *p = popen(cmd, "r");
+    char pat[512];
+    glob_t g;
+    snprintf(pat, sizeof pat, "%s/*.r1layout", dir);
     out[0] = 0;
-    if (p && fgets(out, (int)cap, p)) out[strcspn(out, "\n")] = 0;
-    if (p) pclose(p);
+    if (glob(pat, 0, NULL, &g) == 0 && g.gl_pathc == 1) snprintf(out, cap, "%s", g.gl_pathv[0]);
+    globfree(&g);
     return out;
 }
 
