@@ -185,7 +185,9 @@ void *r1_layout_cache_open(struct r1_layout_cache *c, const char *dir, const cha
     uint64_t id = r1_hash64(r1_hash64(0xcbf29ce484222325ull, real, strlen(real)), &plan_hash, 8);
     int n = snprintf(name, sizeof name, "%s/%.64s-%016llx.r1layout", dir, base, (unsigned long long)id);
     if (n < 0 || (size_t)n >= sizeof name || !(c->path = strdup(name))) return NULL;
-    snprintf(c->model, sizeof c->model, "%s", real);
+    size_t len = strlen(real) < sizeof c->model ? strlen(real) : sizeof c->model - 1;
+    memcpy(c->model, real, len);
+    c->model[len] = 0;
     if (make_dirs(dir)) {
         say(c, "cannot be made (%s); converting in memory", strerror(errno));
         return NULL;
