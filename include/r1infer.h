@@ -97,6 +97,13 @@ struct r1_load_opts {
      * converted a tensor at a time, the file's pages given back after each. */
     int no_mmap;         /* read the file into private memory instead of mapping it */
     int mlock;           /* lock the weights in memory (fails naming the limit) */
+    /* The layout cache: the weights converted for the kernels (the cpu's
+     * regrouped quantizations) kept in a file under this directory, written
+     * on the first load and mapped read-only and shared by later ones, which
+     * then convert nothing. "auto": $XDG_CACHE_HOME/r1infer/layouts (else
+     * ~/.cache/r1infer/layouts); NULL or "off": none. Not with no_mmap. A
+     * cache file that does not match the model is reported and rebuilt. */
+    const char *layout_cache;
 };
 
 /* Load a model: a Hugging Face directory (config.json + *.safetensors) or a

@@ -149,7 +149,8 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     int rc = 1;
-    struct r1_load_opts lo = {.dtype = o.dtype, .progress = 1, .no_mmap = o.no_mmap, .mlock = o.mlock};
+    struct r1_load_opts lo = {.dtype = o.dtype, .progress = 1, .no_mmap = o.no_mmap, .mlock = o.mlock,
+                              .layout_cache = o.layout_cache};
     r1_model_t *m = r1_model_load(o.model, &lo);
     r1_tokenizer_t *tok = m ? r1_tokenizer_load(o.model) : NULL;
     char *name = model_name(o.model);

@@ -53,7 +53,7 @@ enum opt_id {
     OPT_MODEL, OPT_BACKEND, OPT_GPU, OPT_CL_DEVICE, OPT_DTYPE, OPT_KV, OPT_THREADS, OPT_CTX, OPT_PROFILE,
     OPT_VERBOSE, OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST_N,
     OPT_PRESENCE, OPT_FREQUENCY, OPT_SEED, OPT_DRAFT, OPT_LOOKUP, OPT_DRAFT_N, OPT_NGL, OPT_NO_MMAP, OPT_MLOCK,
-    OPT_REASONING_BUDGET,
+    OPT_REASONING_BUDGET, OPT_LAYOUT_CACHE,
 };
 static const struct {
     const char *name;
@@ -95,6 +95,7 @@ static const struct {
     {"--draft", OPT_DRAFT, CLI_OPT_SPEC, 1},
     {"--lookup", OPT_LOOKUP, CLI_OPT_SPEC, 1},
     {"--draft-n", OPT_DRAFT_N, CLI_OPT_SPEC, 1},
+    {"--layout-cache", OPT_LAYOUT_CACHE, CLI_OPT_MODEL, 1},
 };
 #define N_SHARED (sizeof shared / sizeof shared[0])
 
@@ -118,6 +119,13 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     char idx[24];
     switch (id) {
     case OPT_MODEL: o->model = v; break;
+    case OPT_LAYOUT_CACHE: /* auto | off | a directory */
+        if (!*v) {
+            fprintf(stderr, "r1infer %s: %s expects auto, off or a directory\n", cmd, a);
+            return -1;
+        }
+        o->layout_cache = strcmp(v, "off") ? v : NULL;
+        break;
     case OPT_BACKEND: o->backend = v; break;
     case OPT_NGL:
         fprintf(stderr,
@@ -301,7 +309,10 @@ void cli_opts_help(FILE *f, unsigned groups) {
     fprintf(f, "  -t, --threads N        threads (default: physical cores)\n"
                "  --no-mmap              read the model into private memory instead of mapping the file\n"
                "                         (mapped, weights stored as the kernels read them are shared)\n"
-               "  --mlock                lock the weights in memory so they are never paged out\n");
+               "  --mlock                lock the weights in memory so they are never paged out\n"
+               "  --layout-cache C       auto | off | DIR (default off): keep the weights converted for the\n"
+               "                         cpu kernels in a file (auto: ~/.cache/r1infer/layouts) that later\n"
+               "                         starts map and share instead of converting (docs/memory.md)\n");
     if (groups & CLI_OPT_PROFILE)
         fprintf(f, "  --profile              print each kernel's share of a decode step at the end\n");
     if (groups & CLI_OPT_SPEC)
@@ -393,7 +404,8 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
         fprintf(stderr, "r1infer: no model given: use -m DIR or -m FILE.gguf\n");
         return -1;
     }
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock};
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock,
+                              .layout_cache = o->layout_cache};
     *m = r1_model_load(o->model, &lo);
     if (!*m) {
         fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -413,7 +425,8 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
 }
 
 r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const r1_tokenizer_t *tok) {
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock};
+    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock,
+                              .layout_cache = o->layout_cache};
     r1_model_t *dm = r1_model_load(o->draft, &lo);
     if (!dm) {
         fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());

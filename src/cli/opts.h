@@ -34,6 +34,7 @@ struct cli_opts {
     int verbose;       /* --verbose: statistics at the end */
     int no_mmap, mlock; /* --no-mmap, --mlock (struct r1_load_opts) */
     int reasoning_budget; /* --reasoning-budget N: thinking tokens before </think>; -1 = no limit */
+    const char *layout_cache; /* --layout-cache auto|DIR (struct r1_load_opts); NULL: off */
 };
 
 /* Defaults, for subcommand cmd (named in messages); every group accepted. */

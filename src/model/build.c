@@ -6,10 +6,12 @@
  * its source's (see pick_dtype for fused parts of different types).
  * Sizes are computed first, then one allocation, then conversion.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "kernels/cpu/cpu.h"
@@ -22,11 +24,14 @@ struct planner {
     uint8_t *base;   /* NULL while sizing */
     size_t in_place; /* bytes of matrices pointing into the source */
     size_t released; /* bytes of source tensors converted (given back after) */
+    uint64_t plan;   /* hash of every piece's place, dtype and shape (the layout cache's key) */
 };
 
 static void *take(struct planner *p, size_t bytes) {
     size_t at = (p->off + 63) & ~(size_t)63;
     p->off = at + bytes;
+    const uint64_t piece[2] = {at, bytes};
+    p->plan = r1_hash64(p->plan, piece, sizeof piece);
     return p->base ? p->base + at : NULL;
 }
 
@@ -73,7 +78,10 @@ static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int r
     m->rows = rows;
     m->cols = cols;
     m->row_bytes = rb;
-    if (src->in_place && contiguous(part, n, dt, rows, cols, rb)) {
+    const int here = src->in_place && contiguous(part, n, dt, rows, cols, rb);
+    const int64_t shape[4] = {dt, rows, cols, here};
+    p->plan = r1_hash64(p->plan, shape, sizeof shape);
+    if (here) {
         m->data = part[0]->data;
         p->in_place += rb * (size_t)rows;
         return 0;
@@ -134,6 +142,20 @@ static int64_t src_row(const struct r1_src_tensor *t, int64_t r) {
     return h * hd + 2 * (w % (hd / 2)) + w / (hd / 2);
 }
 
+/* Row r of t as a row of dtype dt at dst (tmp: t's cols floats). */
+static void convert_row(const struct r1_src_tensor *t, enum r1_dtype dt, int r, uint8_t *dst, float *tmp) {
+    int cols = (int)t->shape[1];
+    size_t src_rb = r1_dtype_row_bytes(t->dtype, cols);
+    const uint8_t *row = t->data + (size_t)src_row(t, r) * src_rb;
+    if (t->dtype == dt) {
+        memcpy(dst, row, src_rb);
+    } else if (r1_dtype_regroup(t->dtype, dt, row, dst, cols) != 0) {
+        /* not a lossless regrouping (q4_0 -> q4_0x8, ...): through f32 */
+        r1_dtype_traits[t->dtype].to_f32(row, tmp, cols);
+        r1_dtype_traits[dt].from_f32(tmp, dst, cols);
+    }
+}
+
 /* Rows [lo, hi) of t into m at row r0 + lo, converting dtype as needed
  * (tmp: t's cols floats). */
 static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r0, int lo, int hi,
@@ -145,16 +167,7 @@ static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r
         memcpy(dst + (size_t)lo * src_rb, t->data + (size_t)lo * src_rb, src_rb * (size_t)(hi - lo));
         return;
     }
-    for (int r = lo; r < hi; r++) {
-        const uint8_t *row = t->data + (size_t)src_row(t, r) * src_rb;
-        if (t->dtype == m->dtype) {
-            memcpy(dst + (size_t)r * m->row_bytes, row, src_rb);
-        } else if (r1_dtype_regroup(t->dtype, m->dtype, row, dst + (size_t)r * m->row_bytes, cols) != 0) {
-            /* not a lossless regrouping (q4_0 -> q4_0x8, ...): through f32 */
-            r1_dtype_traits[t->dtype].to_f32(row, tmp, cols);
-            r1_dtype_traits[m->dtype].from_f32(tmp, dst + (size_t)r * m->row_bytes, cols);
-        }
-    }
+    for (int r = lo; r < hi; r++) convert_row(t, m->dtype, r, dst + (size_t)r * m->row_bytes, tmp);
 }
 
 struct conv_job {
@@ -309,21 +322,52 @@ static void progress_add(struct progress *pr, const struct r1_src_tensor *t) {
             pr->total / 1e9);
 }
 
-/* Fill rows r0.. of m from t: nothing to do when m points into the source
- * (outside the arena [a0, a1)). */
-static void fill_rows(const struct r1_tensor_source *src, const struct r1_src_tensor *t,
-                      struct r1_mat *m, int r0, float *tmp, struct progress *pr, const uint8_t *a0,
-                      const uint8_t *a1) {
-    int mapped = (const uint8_t *)m->data < a0 || (const uint8_t *)m->data >= a1;
-    if (!mapped) convert_rows(t, m, r0, tmp);
-    progress_add(pr, t);
-    if (src->in_place && !mapped) r1_mem_release(t->data, t->size);
+/* How the arena is filled from the source: converting, or (a layout cache
+ * mapped from its file) checking a sample of it against the source. */
+struct filler {
+    const struct r1_tensor_source *src;
+    struct progress *pr;
+    const uint8_t *a0, *a1; /* the arena: converted matrices lie here */
+    float *tmp;             /* the widest row, in floats */
+    uint8_t *row;           /* check: a row or vector converted here, (widest row) x 4 bytes */
+    int check;              /* compare instead of writing */
+    const char *differs;    /* check: the first tensor whose bytes differ */
+};
+
+/* Rows r0.. of m from t: nothing to do when m points into the source. A
+ * check converts t's first and last rows and compares. */
+static void fill_mat(struct filler *f, const struct r1_src_tensor *t, struct r1_mat *m, int r0) {
+    int mapped = (const uint8_t *)m->data < f->a0 || (const uint8_t *)m->data >= f->a1;
+    if (!mapped && !f->check) convert_rows(t, m, r0, f->tmp);
+    const int last = (int)t->shape[0] - 1, rows[2] = {0, last};
+    for (int i = 0; i < 2 && !mapped && f->check && !f->differs; i++) {
+        convert_row(t, m->dtype, rows[i], f->row, f->tmp);
+        if (memcmp(f->row, (const uint8_t *)m->data + (size_t)(r0 + rows[i]) * m->row_bytes, m->row_bytes))
+            f->differs = t->name;
+    }
+    progress_add(f->pr, t);
+    if (f->src->in_place && !mapped) r1_mem_release(t->data, t->size);
 }
 
-/* The arena, once its size is known: refuse a model that cannot fit. A
- * source in private memory gives back what it converts as it goes. */
-static int alloc_arena(struct r1_model *m, const struct r1_tensor_source *src, const struct planner *p) {
+/* A vector as f32 into dst (a check compares). */
+static void fill_vec(struct filler *f, const struct r1_src_tensor *t, float *dst, int n) {
+    to_f32_vec(t, f->check ? (float *)f->row : dst, n);
+    if (f->check && !f->differs && memcmp(f->row, dst, (size_t)n * sizeof *dst)) f->differs = t->name;
+    vec_done(f->src, t);
+}
+
+/* The arena, once its size is known: mapped from the layout cache when the
+ * source names one and it holds this plan; else refuse a model that cannot
+ * fit. A source in private memory gives back what it converts as it goes. */
+static int alloc_arena(struct r1_model *m, const struct r1_tensor_source *src, const struct planner *p,
+                       struct r1_layout_cache *lc) {
     const size_t bytes = p->off, in_place = p->in_place;
+    char dir[4096];
+    m->arena_size = bytes;
+    if (src->layout_cache && !r1_layout_cache_dir(dir, sizeof dir, src->layout_cache)) {
+        m->arena = r1_layout_cache_open(lc, dir, src->path, src->file_key, p->plan, bytes);
+        if (lc->state == R1_LC_HIT) return 0; /* file pages: the page cache holds them */
+    }
     uint64_t avail = r1_mem_available();
     if (src->private_pages) avail += p->released;
     const double G = 1024.0 * 1024.0 * 1024.0;
@@ -336,9 +380,75 @@ static int alloc_arena(struct r1_model *m, const struct r1_tensor_source *src, c
         fprintf(stderr, "r1infer: warning: %s needs %.2f GiB of memory but %.2f GiB is available: "
                         "weights will be read from the disk again on every token (slow)\n",
                 src->path, (bytes + in_place) / G, avail / G);
-    m->arena_size = bytes;
+    if (m->arena) return 0; /* a new layout cache file's */
     m->arena = r1_pages_alloc(bytes, "the model weights");
     if (!m->arena) return r1_err_prefix("%s", src->path);
+    return 0;
+}
+
+/* Fill (or check) the arena planned for m from src. -1 with an error. */
+static int fill_all(struct r1_model *m, const struct r1_tensor_source *src, struct filler *F) {
+    const struct r1_config *c = &m->cfg;
+    const int D = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd;
+    char name[NAMELEN];
+    const struct r1_src_tensor *t;
+    if (!(t = get(src, "model.embed_tokens.weight", c->vocab, D))) return -1;
+    if (check_target(&m->emb, src, t->name)) return -1;
+    fill_mat(F, t, &m->emb, 0);
+    for (int l = 0; l < c->n_layer; l++) {
+        struct r1_layer *L = &m->layers[l];
+        static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
+        int rows[3] = {qd, kvd, kvd}, r0 = 0;
+        for (int i = 0; i < 3; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
+            if (!(t = get(src, name, rows[i], D))) return -1;
+            if (check_target(&L->wqkv, src, name)) return -1;
+            fill_mat(F, t, &L->wqkv, r0);
+            if (c->qkv_bias) { /* else the fused bias stays zero */
+                snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
+                if (!(t = get(src, name, rows[i], 0)) || vec_ok(t, rows[i], src->path)) return -1;
+                fill_vec(F, t, L->bqkv + r0, rows[i]);
+            }
+            r0 += rows[i];
+        }
+        static const char *const mats[4] = {"self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+        struct r1_mat *dst[4] = {&L->wo, &L->wgu, &L->wgu, &L->wdown};
+        const int64_t shape[4][2] = {{D, qd}, {c->ffn, D}, {c->ffn, D}, {D, c->ffn}};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "model.layers.%d.%s.weight", l, mats[i]);
+            if (!(t = get(src, name, shape[i][0], shape[i][1]))) return -1;
+            if (check_target(dst[i], src, name)) return -1;
+            fill_mat(F, t, dst[i], i == 2 ? c->ffn : 0);
+        }
+        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
+        if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) return -1;
+        fill_vec(F, t, L->attn_norm, D);
+        snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
+        if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) return -1;
+        fill_vec(F, t, L->ffn_norm, D);
+    }
+    if (!(t = get(src, "model.norm.weight", D, 0)) || vec_ok(t, D, src->path)) return -1;
+    fill_vec(F, t, m->out_norm, D);
+    float *freq = F->check ? (float *)F->row : m->rope_inv_freq;
+    if ((t = src->find(src->ctx, R1_ROPE_FREQS_NAME))) { /* GGUF: the llama3 divisors */
+        if (!(t = get(src, R1_ROPE_FREQS_NAME, hd / 2, 0)) || vec_ok(t, hd / 2, src->path)) return -1;
+        float *f = F->tmp; /* maxcols >= head_dim/2 floats */
+        to_f32_vec(t, f, hd / 2);
+        for (int i = 0; i < hd / 2; i++)
+            if (!(f[i] > 0) || !(f[i] < 1e6f))
+                return r1_err("%s: rope_freqs.weight[%d] = %g is not a positive frequency divisor",
+                              src->path, i, f[i]);
+        r1_rope_inv_freq(c, f, freq);
+    } else {
+        r1_rope_inv_freq(c, NULL, freq);
+    }
+    if (F->check && !F->differs && memcmp(freq, m->rope_inv_freq, (size_t)hd / 2 * sizeof *freq))
+        F->differs = "the rope frequencies";
+    if (!c->tied) {
+        if (!(t = get(src, "lm_head.weight", c->vocab, D))) return -1;
+        if (check_target(&m->lm_head, src, t->name)) return -1;
+        fill_mat(F, t, &m->lm_head, 0);
+    }
     return 0;
 }
 
@@ -361,10 +471,11 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
 
     /* pass 0 sizes the arena, pass 1 fills it */
     struct planner p = {0};
+    struct r1_layout_cache lc = {.fd = -1, .lock_fd = -1};
     struct progress pr = {.tty = progress && isatty(2), .path = src->path};
     char name[NAMELEN];
     for (int pass = 0; pass < 2; pass++) {
-        p.off = 0, p.in_place = 0, p.released = 0;
+        p.off = 0, p.in_place = 0, p.released = 0, p.plan = 0xcbf29ce484222325ull;
         /* the table is only read a row at a time, unless it is the lm_head too */
         const struct r1_src_tensor *emb = peek(src, emb_name[0]), *head = peek(src, head_name[0]);
         if (plan_mat(&p, &m->emb, emb_dt, c->vocab, D, "embedding", src, &emb, 1, c->tied)) return -1;
@@ -397,7 +508,10 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             return -1;
         }
         if (pass == 0) {
-            if (alloc_arena(m, src, &p)) return -1;
+            if (alloc_arena(m, src, &p, &lc)) {
+                r1_layout_cache_close(&lc);
+                return -1;
+            }
             p.base = m->arena;
         }
     }
@@ -421,81 +535,25 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
 
     int maxcols = D > c->ffn ? D : c->ffn;
     if (maxcols < qd) maxcols = qd; /* o_proj's columns: heads x head_dim may exceed dim */
-    float *tmp = malloc((size_t)maxcols * sizeof(float));
-    if (!tmp) return r1_err("out of memory");
-    int rc = -1;
-    const uint8_t *A0 = m->arena, *A1 = A0 + m->arena_size; /* converted matrices lie here */
-    const struct r1_src_tensor *t;
-    if (!(t = get(src, "model.embed_tokens.weight", c->vocab, D))) goto out;
-    if (check_target(&m->emb, src, t->name)) goto out;
-    fill_rows(src, t, &m->emb, 0, tmp, &pr, A0, A1);
-    for (int l = 0; l < c->n_layer; l++) {
-        struct r1_layer *L = &m->layers[l];
-        static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
-        int rows[3] = {qd, kvd, kvd}, r0 = 0;
-        for (int i = 0; i < 3; i++) {
-            snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
-            if (!(t = get(src, name, rows[i], D))) goto out;
-            if (check_target(&L->wqkv, src, name)) goto out;
-            fill_rows(src, t, &L->wqkv, r0, tmp, &pr, A0, A1);
-            if (c->qkv_bias) { /* else the fused bias stays zero */
-                snprintf(name, sizeof name, "model.layers.%d.self_attn.%s.bias", l, qkv[i]);
-                if (!(t = get(src, name, rows[i], 0)) || vec_ok(t, rows[i], src->path)) goto out;
-                to_f32_vec(t, L->bqkv + r0, rows[i]);
-                vec_done(src, t);
-            }
-            r0 += rows[i];
-        }
-        snprintf(name, sizeof name, "model.layers.%d.self_attn.o_proj.weight", l);
-        if (!(t = get(src, name, D, qd))) goto out;
-        if (check_target(&L->wo, src, name)) goto out;
-        fill_rows(src, t, &L->wo, 0, tmp, &pr, A0, A1);
-        snprintf(name, sizeof name, "model.layers.%d.mlp.gate_proj.weight", l);
-        if (!(t = get(src, name, c->ffn, D))) goto out;
-        if (check_target(&L->wgu, src, name)) goto out;
-        fill_rows(src, t, &L->wgu, 0, tmp, &pr, A0, A1);
-        snprintf(name, sizeof name, "model.layers.%d.mlp.up_proj.weight", l);
-        if (!(t = get(src, name, c->ffn, D))) goto out;
-        if (check_target(&L->wgu, src, name)) goto out;
-        fill_rows(src, t, &L->wgu, c->ffn, tmp, &pr, A0, A1);
-        snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", l);
-        if (!(t = get(src, name, D, c->ffn))) goto out;
-        if (check_target(&L->wdown, src, name)) goto out;
-        fill_rows(src, t, &L->wdown, 0, tmp, &pr, A0, A1);
-        snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", l);
-        if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
-        to_f32_vec(t, L->attn_norm, D);
-        vec_done(src, t);
-        snprintf(name, sizeof name, "model.layers.%d.post_attention_layernorm.weight", l);
-        if (!(t = get(src, name, D, 0)) || vec_ok(t, D, src->path)) goto out;
-        to_f32_vec(t, L->ffn_norm, D);
-        vec_done(src, t);
+    struct filler F = {.src = src, .pr = &pr, .a0 = m->arena, .a1 = (const uint8_t *)m->arena + m->arena_size,
+                       .check = lc.state == R1_LC_HIT};
+    F.tmp = malloc((size_t)maxcols * sizeof(float));
+    F.row = malloc((size_t)maxcols * sizeof(float));
+    int rc = F.tmp && F.row ? fill_all(m, src, &F) : r1_err("out of memory");
+    if (!rc && F.differs) { /* a cache of the same plan holding other numbers: never used */
+        char why[192];
+        snprintf(why, sizeof why, "its %s differs from the model's", F.differs);
+        F.check = 0, pr.done = 0;
+        if (!r1_layout_cache_rebuild(&lc, m->arena, why))
+            rc = r1_err("%s: cannot map the model's weights: %s", src->path, strerror(errno));
+        else
+            rc = fill_all(m, src, &F);
     }
-    if (!(t = get(src, "model.norm.weight", D, 0)) || vec_ok(t, D, src->path)) goto out;
-    to_f32_vec(t, m->out_norm, D);
-    vec_done(src, t);
-    if ((t = src->find(src->ctx, R1_ROPE_FREQS_NAME))) { /* GGUF: the llama3 divisors */
-        if (!(t = get(src, R1_ROPE_FREQS_NAME, hd / 2, 0)) || vec_ok(t, hd / 2, src->path)) goto out;
-        float *f = tmp; /* maxcols >= head_dim/2 floats */
-        to_f32_vec(t, f, hd / 2);
-        for (int i = 0; i < hd / 2; i++)
-            if (!(f[i] > 0) || !(f[i] < 1e6f)) {
-                r1_err("%s: rope_freqs.weight[%d] = %g is not a positive frequency divisor",
-                       src->path, i, f[i]);
-                goto out;
-            }
-        r1_rope_inv_freq(c, f, m->rope_inv_freq);
-    } else {
-        r1_rope_inv_freq(c, NULL, m->rope_inv_freq);
-    }
-    if (!c->tied) {
-        if (!(t = get(src, "lm_head.weight", c->vocab, D))) goto out;
-        if (check_target(&m->lm_head, src, t->name)) goto out;
-        fill_rows(src, t, &m->lm_head, 0, tmp, &pr, A0, A1);
-    }
-    rc = 0;
-out:
     if (pr.tty) fprintf(stderr, "\r\033[K");
-    free(tmp);
+    if (!rc) r1_layout_cache_commit(&lc, m->arena, progress);
+    m->layout_cache = lc.state;
+    r1_layout_cache_close(&lc);
+    free(F.tmp);
+    free(F.row);
     return rc;
 }

@@ -272,6 +272,10 @@ int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_loa
     struct r1_tensor_source src = {.ctx = &s, .path = path, .find = gguf_find,
                                    .file_name = r1_gguf_name_from_hf, .in_place = 1,
                                    .private_pages = f.anon};
+    if (opts->layout_cache && !opts->no_mmap) {
+        src.layout_cache = opts->layout_cache;
+        src.file_key = r1_layout_file_key(0xcbf29ce484222325ull, path, f.data, f.size);
+    }
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
 out:
     free(s.t);

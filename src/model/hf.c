@@ -112,6 +112,13 @@ int r1_model_load_hf(struct r1_model *m, const char *dir, const struct r1_load_o
     const char *shown = h.n == 1 ? h.shards[0].path : dir;
     struct r1_tensor_source src = {.ctx = &h, .path = shown, .find = hf_find, .in_place = 1,
                                    .private_pages = opts->no_mmap};
+    if (opts->layout_cache && !opts->no_mmap) {
+        src.layout_cache = opts->layout_cache;
+        src.file_key = 0xcbf29ce484222325ull;
+        for (int i = 0; i < h.n; i++)
+            src.file_key = r1_layout_file_key(src.file_key, h.shards[i].path, h.shards[i].file.data,
+                                              h.shards[i].file.size);
+    }
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
     if (!rc) { /* the model keeps the files it points into */
         struct r1_file *files = calloc((size_t)h.n, sizeof *files);

@@ -38,6 +38,7 @@ struct r1_model {
     size_t in_place_bytes; /* bytes of the matrices that point into maps */
     char *path;           /* what it was loaded from */
     struct r1_tp *tp;     /* this rank's share when tensor parallel (model/tp.h); NULL alone */
+    int layout_cache;     /* enum r1_layout_cache_state: where the arena came from */
 };
 
 /* Fill cfg from a parsed config.json; checks every size. -1 with an error. */
@@ -83,6 +84,10 @@ struct r1_tensor_source {
     /* nonzero: that memory is private (read with --no-mmap), so the pages
      * given back after a conversion are memory freed for the next */
     int private_pages;
+    /* the directory of the layout cache (layout_cache.c), NULL: none; and
+     * the identity of the files the tensors come from (r1_layout_file_key) */
+    const char *layout_cache;
+    uint64_t file_key;
 };
 
 /* Build the kernel layout (fused QKV + bias, fused gate|up) from a source
@@ -111,6 +116,51 @@ int r1_model_open_file(struct r1_file *f, const char *path, const struct r1_load
 /* Loaders. */
 int r1_model_load_hf(struct r1_model *m, const char *dir, const struct r1_load_opts *opts);
 int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_load_opts *opts);
+
+/* ---- the layout cache (layout_cache.c): a model's arena in a file, mapped
+ * read-only and shared by later loads instead of converting again ---- */
+enum r1_layout_cache_state {
+    R1_LC_OFF,     /* no cache: the arena is anonymous memory */
+    R1_LC_HIT,     /* the arena is mapped from a cache file written before */
+    R1_LC_WRITING, /* the arena is a new cache file's, being filled */
+    R1_LC_WRITTEN, /* ...filled, and renamed into place */
+};
+struct r1_layout_cache {
+    int state;
+    int fd, lock_fd;   /* the cache file (or the one being written); the lock held */
+    char *path, *tmp;  /* its name; the temporary name while writing */
+    char model[512];   /* the model's path */
+    uint64_t file_key, plan_hash;
+    size_t size;       /* bytes of the arena */
+};
+/* FNV-1a over n bytes of p, continuing from h. */
+uint64_t r1_hash64(uint64_t h, const void *p, size_t n);
+/* key updated with the identity of the model file at path holding
+ * [data, data + size): its size, inode, mtime and the bytes at its ends. */
+uint64_t r1_layout_file_key(uint64_t key, const char *path, const uint8_t *data, size_t size);
+/* The cache directory r1_load_opts.layout_cache names: itself, or for
+ * "auto" $XDG_CACHE_HOME/r1infer/layouts, else $HOME/.cache/r1infer/layouts.
+ * -1 for NULL, "" or "off", or "auto" with neither variable set. */
+int r1_layout_cache_dir(char *out, size_t cap, const char *opt);
+/* The arena (size bytes, 2 MiB-aligned) for the model at `model` whose
+ * build plan hashes to plan_hash, from the cache under dir: mapped read-only
+ * when a matching file is there (c->state R1_LC_HIT), else a new file's,
+ * mapped writable (R1_LC_WRITING). A file that does not match is reported
+ * in one line and rebuilt. NULL when no cache can be used (said why): the
+ * caller allocates the arena itself. Close c after the build, whatever
+ * happened. */
+void *r1_layout_cache_open(struct r1_layout_cache *c, const char *dir, const char *model, uint64_t file_key,
+                           uint64_t plan_hash, size_t size);
+/* A mapped cache whose contents do not match the model (why): put a new
+ * cache file's writable arena (or anonymous memory) over the same address
+ * `at`, to be filled. NULL when nothing can be mapped there. */
+void *r1_layout_cache_rebuild(struct r1_layout_cache *c, void *at, const char *why);
+/* The arena of a cache being written is filled: make it read-only, write
+ * the header and rename the file into place. A failure is said, not returned.
+ * verbose: say that the file was written, or mapped. */
+int r1_layout_cache_commit(struct r1_layout_cache *c, void *arena, int verbose);
+/* Release the lock and the file; a file not committed is deleted. */
+void r1_layout_cache_close(struct r1_layout_cache *c);
 
 /* Synthetic models (synth.c). */
 int r1_synth_config(const char *name, struct r1_config *c);

@@ -42,8 +42,8 @@ const struct r1_env_var r1_env_vars[] = {
      "Tests: serve drafts --draft-n tokens at every speculative step instead of adapting k.", NULL},
     {"R1_BENCH_LOCK", "a file path", "unset",
      "bench --spec holds a shared lock on it while it measures (an exclusive holder waits for it).", NULL},
-    {"XDG_CACHE_HOME", "a directory", "$HOME/.cache", "Where the OpenCL program cache lives.", NULL},
-    {"HOME", "a directory", "-", "The cache's default place.", NULL},
+    {"XDG_CACHE_HOME", "a directory", "$HOME/.cache", "Where the OpenCL program cache and the layout cache (--layout-cache auto) live.", NULL},
+    {"HOME", "a directory", "-", "The caches' default place.", NULL},
     {"USER", "a name", "r1infer", "The submitter a benchmark report names.", NULL},
 };
 const int r1_env_count = sizeof r1_env_vars / sizeof r1_env_vars[0];
