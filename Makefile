@@ -110,7 +110,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
 tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table $(BUILD)/tools/mm_bench \
-       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench
+       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench $(BUILD)/tools/attn_bench
 
 # Matmul kernels of one model's shapes, dtypes side by side (build/tools/mm_bench).
 $(BUILD)/tools/mm_bench: tools/mm_bench.c $(LIB)
@@ -125,6 +125,12 @@ $(BUILD)/tools/tile_hot: tools/tile_hot.c $(LIB)
 # Prefill and decode of one model at every weight format, next to a bandwidth
 # probe, in one run (build/tools/cpu_table MODEL_DIR).
 $(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Decode attention alone at depth, split along the context or by heads only
+# (build/tools/attn_bench [--shape 1.5b] [--depth 8192,16384,32768] [-t 1,2]).
+$(BUILD)/tools/attn_bench: tools/attn_bench.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
