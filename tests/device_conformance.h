@@ -375,6 +375,11 @@ static void dc_test_rope_kv(const struct dc_backend *b) {
                         }
                         report(&gk, e, w);
                         if (f.kvt == R1_DTYPE_Q8_0) { /* the same rows on both sides: the same bytes */
+                            /* and ties: block 0 of the first K row with d = 1 exactly, halves to round away */
+                            static const float tie[] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 126.5f, 1e-3f};
+                            float *k0 = ref + (size_t)f.nh * f.hd;
+                            for (size_t j = 0; j < sizeof tie / sizeof tie[0]; j++) k0[j] = tie[j];
+                            run_ref(R1_K_KV_APPEND, &op);
                             float *dr = dup_dev(ref, nq * 4);
                             dop.x = dr;
                             if (!run_dev(R1_K_KV_APPEND, &dop)) {

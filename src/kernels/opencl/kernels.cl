@@ -322,6 +322,7 @@ __kernel void kv_append(PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), int f16
  * backends'. Global: (hd / 32) * n_kv * T * 2 rounded up to 64. */
 __kernel void kv_append_q8(PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), int n_head, int n_kv, int hd,
                            int n_ctx, int layer, int T, int pos0, PTR(int, pos), int use_pos) {
+#pragma OPENCL FP_CONTRACT OFF /* x * inv rounded before its fraction is taken, as on the host */
     const int nb = hd / 32, id = get_global_id(0);
     if (id >= nb * n_kv * T * 2) return;
     const int b = id % nb, h = id / nb % n_kv, t = id / nb / n_kv % T, is_v = id / nb / n_kv / T;
