@@ -131,7 +131,7 @@ $(BUILD)/tests/%: tests/%.c $(LIB)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itests -o $@ $< $(LIB) $(LDLIBS)
 
 tests: $(BIN) $(TEST_BIN) $(BUILD)/tools/gpu_bench $(BUILD)/tools/cpu_table $(BUILD)/tools/mm_bench \
-       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench $(BUILD)/tools/tp_bench
+       $(BUILD)/tools/tile_hot $(BUILD)/tools/grammar_bench $(BUILD)/tools/tp_bench $(BUILD)/tools/attn_bench
 
 # Matmul kernels of one model's shapes, dtypes side by side (build/tools/mm_bench).
 $(BUILD)/tools/mm_bench: tools/mm_bench.c $(LIB)
@@ -151,6 +151,12 @@ $(BUILD)/tools/cpu_table: tools/cpu_table.c $(LIB)
 
 # Decode under tensor parallelism (build/tools/tp_bench alone, then under mpirun -np N).
 $(BUILD)/tools/tp_bench: tools/tp_bench.c $(LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Decode attention alone at depth, split along the context or by heads only
+# (build/tools/attn_bench [--shape 1.5b] [--depth 8192,16384,32768] [-t 1,2]).
+$(BUILD)/tools/attn_bench: tools/attn_bench.c $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 

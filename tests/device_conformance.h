@@ -64,7 +64,13 @@ struct dc_backend {
     int n_modes, mode_width;
     int (*mode_set)(int mode, const char *fixture);
     void (*mode_end)(void);
+    int kv_q8; /* 1: the backend holds a q8_0 KV cache (kv_append, attention, fixtures vs ref) */
 };
+
+/* KV cache dtypes a test walks: f32, f16, and q8_0 where the backend has it
+ * and head_dim is a multiple of its block */
+static int n_kv_dtypes(const struct dc_backend *b, int hd) { return 2 + (b->kv_q8 && hd % 32 == 0); }
+static enum r1_dtype kv_dtype_at(int i) { return i == 2 ? R1_DTYPE_Q8_0 : i ? R1_DTYPE_F16 : R1_DTYPE_F32; }
 
 static const struct r1_backend *be;
 static const struct r1_device_ops *dv;
@@ -286,18 +292,18 @@ struct attn_fix {
 static void attn_fix_new(struct attn_fix *f, int nh, int nkv, int hd, int n_ctx, enum r1_dtype kvt) {
     f->nh = nh, f->nkv = nkv, f->hd = hd, f->n_ctx = n_ctx, f->kvt = kvt;
     f->stride = (nh + 2 * nkv) * hd;
-    size_t n = (size_t)2 * nkv * n_ctx * hd, es = kvt == R1_DTYPE_F16 ? 2 : 4;
+    const size_t rows = (size_t)2 * nkv * n_ctx, rb = r1_dtype_row_bytes(kvt, hd);
     f->hkv = (struct r1_kv_cache){.dtype = kvt, .n_layer = 2, .n_kv_head = nkv, .n_ctx = n_ctx, .head_dim = hd};
-    f->hkv.k = malloc(n * es), f->hkv.v = malloc(n * es);
-    for (size_t i = 0; i < n; i++) {
-        float a = frand(), b = frand();
-        if (es == 2)
-            ((uint16_t *)f->hkv.k)[i] = r1_f32_to_f16(a), ((uint16_t *)f->hkv.v)[i] = r1_f32_to_f16(b);
-        else
-            ((float *)f->hkv.k)[i] = a, ((float *)f->hkv.v)[i] = b;
+    f->hkv.k = malloc(rows * rb), f->hkv.v = malloc(rows * rb);
+    float *ra = malloc((size_t)hd * 4), *rv = malloc((size_t)hd * 4);
+    for (size_t r = 0; r < rows; r++) { /* random rows in the cache's dtype (q8_0: the reference's quantizer) */
+        for (int i = 0; i < hd; i++) ra[i] = frand(), rv[i] = frand();
+        r1_dtype_traits[kvt].from_f32(ra, (uint8_t *)f->hkv.k + r * rb, hd);
+        r1_dtype_traits[kvt].from_f32(rv, (uint8_t *)f->hkv.v + r * rb, hd);
     }
+    free(ra), free(rv);
     f->dkv = f->hkv;
-    f->dkv.k = dup_dev(f->hkv.k, n * es), f->dkv.v = dup_dev(f->hkv.v, n * es);
+    f->dkv.k = dup_dev(f->hkv.k, rows * rb), f->dkv.v = dup_dev(f->hkv.v, rows * rb);
     size_t nt = (size_t)n_ctx * hd / 2;
     f->cs = malloc(nt * 4), f->sn = malloc(nt * 4);
     for (int p = 0; p < n_ctx; p++)
@@ -314,13 +320,13 @@ static void attn_fix_free(struct attn_fix *f) {
 
 static void dc_test_rope_kv(const struct dc_backend *b) {
     struct group gr = {"rope_qk", 0, REL_F32, "REL_F32", 0}, gk = {"kv_append", 0, REL_EXACT, "REL_EXACT", 0};
+    struct group gq = {"kv_append q8_0, same rows: bytes equal", 0, 0.0, "identical", 0};
     for (int hi = 0; hi < b->n_heads; hi++)
-        for (int kvi = 0; kvi < 2; kvi++)
+        for (int kvi = 0; kvi < n_kv_dtypes(b, b->heads[hi][2]); kvi++)
             for (int T = 1; T <= 5; T += 4)
                 for (int via_dev = 0; via_dev < 2; via_dev++) {
                     struct attn_fix f;
-                    attn_fix_new(&f, b->heads[hi][0], b->heads[hi][1], b->heads[hi][2], 96,
-                                 kvi ? R1_DTYPE_F16 : R1_DTYPE_F32);
+                    attn_fix_new(&f, b->heads[hi][0], b->heads[hi][1], b->heads[hi][2], 96, kv_dtype_at(kvi));
                     int pos0 = irand(f.n_ctx - T);
                     size_t nq = (size_t)T * f.stride;
                     float *q = hrand(nq), *ref = malloc(nq * 4), *got = malloc(nq * 4);
@@ -351,23 +357,38 @@ static void dc_test_rope_kv(const struct dc_backend *b) {
                     op.x = ref, dop.x = dq;
                     run_ref(R1_K_KV_APPEND, &op);
                     if (!run_dev(R1_K_KV_APPEND, &dop)) {
-                        size_t n = (size_t)2 * f.nkv * f.n_ctx * f.hd, es = f.kvt == R1_DTYPE_F16 ? 2 : 4;
-                        uint8_t *hk = malloc(n * es), *hv = malloc(n * es);
-                        fetch(hk, f.dkv.k, n * es), fetch(hv, f.dkv.v, n * es);
-                        /* the ref rows were rotated on the host from the same q: compare bytes */
-                        int same = !memcmp(hk, f.hkv.k, n * es) && !memcmp(hv, f.hkv.v, n * es);
+                        size_t n = (size_t)2 * f.nkv * f.n_ctx * f.hd,
+                               nb = n / f.hd * r1_dtype_row_bytes(f.kvt, f.hd);
+                        uint8_t *hk = malloc(nb), *hv = malloc(nb);
+                        fetch(hk, f.dkv.k, nb), fetch(hv, f.dkv.v, nb);
+                        /* the ref rows were rotated on the host from the same q: compare bytes
+                         * (q8_0: the device's quantizer must give the reference's bytes) */
+                        int same = !memcmp(hk, f.hkv.k, nb) && !memcmp(hv, f.hkv.v, nb);
                         double e = 0;
                         if (!same) { /* rope rounding may differ: report the value error */
                             float *a = malloc(n * 4), *bb = malloc(n * 4);
-                            for (size_t i = 0; i < n; i++) {
-                                a[i] = es == 2 ? r1_f16_to_f32(((uint16_t *)hk)[i]) : ((float *)hk)[i];
-                                bb[i] = es == 2 ? r1_f16_to_f32(((uint16_t *)f.hkv.k)[i]) : ((float *)f.hkv.k)[i];
-                            }
+                            r1_dtype_traits[f.kvt].to_f32(hk, a, (int64_t)n);
+                            r1_dtype_traits[f.kvt].to_f32(f.hkv.k, bb, (int64_t)n);
                             e = rel(a, bb, n);
                             free(a), free(bb);
                             gk.limit = 1e-3, gk.limit_name = "REL_EXACT (rope-rounded: 1e-3)";
                         }
                         report(&gk, e, w);
+                        if (f.kvt == R1_DTYPE_Q8_0) { /* the same rows on both sides: the same bytes */
+                            /* and ties: block 0 of the first K row with d = 1 exactly, halves to round away */
+                            static const float tie[] = {127.0f, 2.5f, -3.5f, 0.5f, -0.5f, 126.5f, 1e-3f};
+                            float *k0 = ref + (size_t)f.nh * f.hd;
+                            for (size_t j = 0; j < sizeof tie / sizeof tie[0]; j++) k0[j] = tie[j];
+                            run_ref(R1_K_KV_APPEND, &op);
+                            float *dr = dup_dev(ref, nq * 4);
+                            dop.x = dr;
+                            if (!run_dev(R1_K_KV_APPEND, &dop)) {
+                                fetch(hk, f.dkv.k, nb), fetch(hv, f.dkv.v, nb);
+                                same = !memcmp(hk, f.hkv.k, nb) && !memcmp(hv, f.hkv.v, nb);
+                                report(&gq, same ? 0.0 : INFINITY, w);
+                            }
+                            dv->free(dr);
+                        }
                         free(hk), free(hv);
                     }
                     dv->free(dq), dv->free(dpos), free(q), free(ref), free(got);
@@ -375,6 +396,7 @@ static void dc_test_rope_kv(const struct dc_backend *b) {
                 }
     done(&gr);
     done(&gk);
+    if (gq.cases) done(&gq);
 }
 
 static void dc_test_attention(const struct dc_backend *b) {
@@ -384,13 +406,13 @@ static void dc_test_attention(const struct dc_backend *b) {
     } cases[] = {{1, 0, 64}, {1, 5, 64},  {1, 300, 1200}, {1, 1100, 1200},
                  {3, 0, 64}, {17, 0, 64}, {17, 40, 96},   {9, 500, 1200}};
     for (int hi = 0; hi < b->n_heads; hi++)
-        for (int kvi = 0; kvi < 2; kvi++)
+        for (int kvi = 0; kvi < n_kv_dtypes(b, b->heads[hi][2]); kvi++)
             for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++)
                 for (int via_dev = 0; via_dev < (cases[ci].T == 1 ? 2 : 1); via_dev++) {
                     struct attn_fix f;
                     int T = cases[ci].T, pos0 = cases[ci].pos0;
                     attn_fix_new(&f, b->heads[hi][0], b->heads[hi][1], b->heads[hi][2], cases[ci].n_ctx,
-                                 kvi ? R1_DTYPE_F16 : R1_DTYPE_F32);
+                                 kv_dtype_at(kvi));
                     size_t nq = (size_t)T * f.stride, no = (size_t)T * f.nh * f.hd;
                     float *q = hrand(nq), *ref = malloc(no * 4), *got = malloc(no * 4);
                     float *scr = malloc(sizeof(float) * f.n_ctx);
@@ -507,21 +529,23 @@ static void dc_test_fixtures(const struct dc_backend *b) {
         int32_t prompt[13];
         for (int i = 0; i < n; i++) prompt[i] = (int32_t)((i * 7919 + 11) % V);
         float *ac = malloc(sizeof(float) * n * V), *ag = malloc(sizeof(float) * n * V);
-        for (int kvi = 0; kvi < 2; kvi++)
+        for (int kvi = 0; kvi < n_kv_dtypes(b, r1_model_config(m)->head_dim); kvi++)
             for (int mode = 0; mode < b->n_modes; mode++) {
-                enum r1_dtype kv = kvi ? R1_DTYPE_F16 : R1_DTYPE_F32;
+                enum r1_dtype kv = kv_dtype_at(kvi);
+                /* a q8_0 cache against the oracle, ref, reading the same blocks */
+                const char *host = kv == R1_DTYPE_Q8_0 ? "ref" : "cpu";
                 int32_t ic[N_GEN], ig[N_GEN];
                 int checked = b->mode_set(mode, e->d_name);
                 if (checked < 0) continue;
-                if (greedy(m, "cpu", kv, prompt, n, ac, ic) || greedy(m, b->name, kv, prompt, n, ag, ig)) continue;
+                if (greedy(m, host, kv, prompt, n, ac, ic) || greedy(m, b->name, kv, prompt, n, ag, ig)) continue;
                 double worst = logits_err(ac, ag, n, V);
                 int first = -1;
                 for (int i = 0; i < N_GEN && first < 0; i++)
                     if (ic[i] != ig[i]) first = i;
-                printf("%-16s kv %-3s %-*s prefill logits vs cpu %.3g; greedy %s", e->d_name, r1_dtype_name(kv),
-                       b->mode_width, b->modes[mode], worst, first < 0 ? "32/32 ids equal\n" : "");
+                printf("%-16s kv %-4s %-*s prefill logits vs %s %.3g; greedy %s", e->d_name, r1_dtype_name(kv),
+                       b->mode_width, b->modes[mode], host, worst, first < 0 ? "32/32 ids equal\n" : "");
                 if (first >= 0)
-                    printf("first mismatch at %d: cpu %d, %s %d\n", first, ic[first], b->dev_label, ig[first]);
+                    printf("first mismatch at %d: %s %d, %s %d\n", first, host, ic[first], b->dev_label, ig[first]);
                 if (checked) {
                     CHECK(worst <= REL_PREFILL_LOGITS, "%s kv %s %s: prefill logits differ by %.3g > %s", e->d_name,
                           r1_dtype_name(kv), b->modes[mode], worst, "REL_PREFILL_LOGITS");

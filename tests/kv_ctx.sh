@@ -2,8 +2,9 @@
 # Long context and the q8_0 KV cache end to end: with no --ctx, run takes
 # the model's max_position_embeddings (a tiny synthetic model stretched to
 # 32768) and accepts a prompt past 4096 tokens, saying what it chose; --kv
-# q8_0 generates, keeps speculative decoding exact and is refused where it
-# cannot run; serve with no --ctx gives each slot the model's length.
+# q8_0 generates (cpu, ref, opencl and cuda alike), keeps speculative
+# decoding exact and is refused where it cannot run; serve with no --ctx
+# gives each slot the model's length.
 # Last line: "kv_ctx: P passed, F failed".
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -44,8 +45,18 @@ check "--kv q8_0 --lookup (drafts verified, rejected rows rolled back) gives the
 check "--kv q8_0 on head_dim 16 is refused with a sentence" grep -q "needs a head_dim that is a multiple of 32" "$T/hd"
 "$BIN" run -m $M --prompt-ids $p -n 2 --kv q4_0 >/dev/null 2>"$T/bad"
 check "--kv q4_0 is refused, naming the choices" grep -q "f32, f16 or q8_0" "$T/bad"
-"$BIN" run -m $M --prompt-ids $p -n 2 --kv q8_0 --backend opencl >/dev/null 2>"$T/cl"
-check "--kv q8_0 on opencl is a clear error" grep -Eq "q8_0 runs on the cpu and ref backends only|not in this build|no OpenCL" "$T/cl"
+c=$("$BIN" run -m $M --prompt-ids $p -n 24 --temp 0 --ignore-eos --print-ids --kv q8_0 --backend opencl 2>"$T/cl")
+if grep -Eq "not in this build|no OpenCL" "$T/cl"; then
+    check "--kv q8_0 on opencl: this build or machine has no OpenCL, said so" test -z "$c"
+else
+    check "--kv q8_0 on opencl gives ref's greedy ids" test "$c" = "$r"
+fi
+g=$("$BIN" run -m $M --prompt-ids $p -n 24 --temp 0 --ignore-eos --print-ids --kv q8_0 --backend cuda 2>"$T/cu")
+if grep -Eq "not in this build|no CUDA|CUDA device" "$T/cu" && [ -z "$g" ]; then
+    check "--kv q8_0 on cuda: this build or machine has no CUDA, said so" test -z "$g"
+else
+    check "--kv q8_0 on cuda gives ref's greedy ids" test "$g" = "$r"
+fi
 
 start_server 200 -m "$T/tiny" --parallel 2
 wait_health

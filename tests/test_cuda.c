@@ -92,6 +92,7 @@ static const struct dc_backend CUDA = {
     .mode_width = 26,
     .mode_set = mode_set,
     .mode_end = mode_end,
+    .kv_q8 = 1,
 };
 
 int main(void) {

@@ -7,8 +7,10 @@
  * What is OpenCL's: T = 1 and batches on both sides of the 4-token group of
  * the matmul kernel, both matmul forms (a work-group per row, a work-item
  * per row), f32/f16/bf16/q8_0/q4_0 weights, both prefill paths (own kernel,
- * CLBlast), formats requantized to q8_0 at upload, and the fixtures once
- * more with the weights split over small arenas.
+ * CLBlast), formats requantized to q8_0 at upload, the fixtures once
+ * more with the weights split over small arenas, and a q8_0 KV cache
+ * (the reference quantizer's bytes, attention over them, the fixtures
+ * against ref).
  *
  * Built by every build; without OpenCL, or with no OpenCL platform, it
  * reports a skip and passes.
@@ -101,6 +103,7 @@ static const struct dc_backend OPENCL = {
     .mode_width = 16,
     .mode_set = mode_set,
     .mode_end = mode_end,
+    .kv_q8 = 1,
 };
 
 /* formats the device does not hold: requantized to q8_0 at upload (device.c) */

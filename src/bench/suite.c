@@ -246,7 +246,7 @@ int bench_suite_run(struct bench_suite *s, const struct r1_model *host_m, const 
     memset(s, 0, sizeof *s);
     s->runs = runs;
     s->ctx = ctx;
-    int fail = 0;
+    int fail = 0, claim = 0;
     for (int r = 0; r < nrows && s->n < BENCH_MAX_KERNELS && !fail; r++) {
         const struct row_spec *rs = &rows[r];
         /* a per-layer kernel whose other layers alone outweigh the flush is cold by rotation */
@@ -257,6 +257,8 @@ int bench_suite_run(struct bench_suite *s, const struct r1_model *host_m, const 
             int32_t tok = (int32_t)((uint64_t)(i + 1) * 2654435761u % (uint64_t)c->vocab), out_id = 0;
             struct r1_op op;
             make_op(&cx, rs->id, l, dv ? d_tok : &tok, dv ? d_id : &out_id, &op);
+            claim = 0; /* as a session does for each op */
+            if (!dv) op.claim = &claim;
             if (rs->k == R1_K_COUNT || rs->k == R1_K_ARGMAX) memcpy(b.logits, b.logits0, (size_t)c->vocab * 4);
             if (dv && rs->k == R1_K_ARGMAX) dv->upload(d.logits, b.logits0, (size_t)c->vocab * 4);
             if (dv && rs->k == R1_K_EMBEDDING) dv->upload(d_tok, &tok, sizeof tok);

@@ -120,10 +120,6 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
         r1_err("the KV cache dtype must be f32, f16 or q8_0, not %s", r1_dtype_name(kvt));
         return NULL;
     }
-    if (kvt == R1_DTYPE_Q8_0 && be->dev) {
-        r1_err("--kv q8_0 runs on the cpu and ref backends only; use --kv f16 on the %s backend", be->name);
-        return NULL;
-    }
     if (kvt == R1_DTYPE_Q8_0 && c->head_dim % R1_QK) {
         r1_err("--kv q8_0 needs a head_dim that is a multiple of %d (this model's is %d); use --kv f16", R1_QK,
                c->head_dim);

@@ -221,10 +221,14 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  *   plain: keep q4_1, q8_0 and the K-quants in GGUF's layout instead of the
  *     x8 regroupings the kernel set reads; q4_0_plain: the same for q4_0.
  *   vbmi, gfni: the AVX-512 tiles use VBMI / GFNI where the CPU has them
- *     (0: the tiles for CPUs without; the CPU check is made at selection). */
+ *     (0: the tiles for CPUs without; the CPU check is made at selection).
+ *   attn_split: decode attention of one sequence on several threads splits
+ *     the context into spans as well as the heads (cpu_attn.c); 0: the
+ *     heads only. */
 struct r1_cpu_tuning {
     int row1, row1_act, row_pf, small_batch, pairs, carry, static_split, plain, q4_0_plain;
     int vbmi, gfni;
+    int attn_split;
 };
 extern struct r1_cpu_tuning r1_cpu_tuning;
 #define R1_CPU_ROW1_ACT 16384 /* row1_act's default */

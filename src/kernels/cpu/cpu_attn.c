@@ -125,19 +125,232 @@ static void attention_heads(const struct r1_cpu_isa *isa,
  * the cache in chunks of ATT_P positions: each K and V row is converted to
  * f32 once and used by all M queries, with an online softmax (running max
  * and sum per query row). Units are split between threads by their cost
- * (positions x queries), as causal rows further on read more of the cache. */
+ * (positions x queries), as causal rows further on read more of the cache.
+ *
+ * Decode at depth (a few rows, several threads, more than ATT_SPLIT_L
+ * positions) splits the context as well (flash decoding): a unit is one KV
+ * head's whole group for all the rows over one span of ATT_SPLIT_L
+ * positions, the threads claim units as they go, each unit leaves its
+ * partial result (unnormalized output, running max and sum per query) in
+ * op->scratch, and the thread that completes the last unit merges the spans
+ * of every query in order (log-sum-exp). The spans start at multiples of
+ * ATT_SPLIT_L (twice that, or more, where op->scratch is too short for the
+ * partial results: long prompts' verification, many heads on 2 threads),
+ * whichever thread ran which span, so a row's result does not depend on
+ * the scheduling. */
 #define ATT_P 64 /* cache positions per chunk (a multiple of 4) */
 #define ATT_M 96 /* query vectors a unit aims for */
 #define ATT_Q8_DIRECT_M 8 /* most query vectors a unit reads a q8_0 cache directly for */
+#define ATT_SPLIT_L 2048  /* positions per span of a split (a multiple of ATT_P) */
+#define ATT_SPLIT_T 16    /* most rows (decode, verification) a split serves */
+#define ATT_SPLIT_UNITS 4096 /* most units of a split (they are counted in 16 bits) */
 
-static void attention_blocked(const struct r1_cpu_isa *isa,
-                              const struct r1_op *op, int ith, int nth) {
+/* A unit's working memory (thread-local scratch slot 3) for mmax queries. */
+struct att_buf {
+  float *Q, *O, *S, *Kc, *Vc, *mr, *lr;
+};
+
+static struct att_buf att_buf_get(int mmax, int hd) {
+  const size_t need = (size_t)2 * mmax * hd + (size_t)mmax * ATT_P +
+                      (size_t)2 * ATT_P * hd + (size_t)2 * mmax;
+  struct att_buf b;
+  b.Q = (float *)r1_cpu_scratch(3, need * sizeof(float));
+  b.O = b.Q + (size_t)mmax * hd, b.S = b.O + (size_t)mmax * hd;
+  b.Kc = b.S + (size_t)mmax * ATT_P, b.Vc = b.Kc + (size_t)ATT_P * hd;
+  b.mr = b.Vc + (size_t)ATT_P * hd, b.lr = b.mr + mmax;
+  return b;
+}
+
+/* One unit: rows [t0, t0 + tc) x heads [h0, h0 + hc) of KV head kvh over
+ * cache positions [c_lo, c_hi) (c_lo a multiple of ATT_P; each row reads
+ * only the positions before its own). Leaves in b the unnormalized output
+ * O (M x hd), the running max mr and sum lr of each query m = ti * hc + hj
+ * (a query with no position in the span: mr -inf, lr 0, O 0). direct: read
+ * an f16 or q8_0 cache without an f32 copy. */
+static void att_unit(const struct r1_cpu_isa *isa, const struct r1_op *op,
+                     const struct att_buf *b, int direct, int kvh, int t0,
+                     int tc, int h0, int hc, int c_lo, int c_hi) {
   const struct r1_kv_cache *kv = op->kv;
-  const int hd = op->head_dim, nh = op->n_head, nkv = op->n_kv_head,
-            group = nh / nkv;
-  const int stride = (nh + 2 * nkv) * hd, T = op->T, pos0 = op->pos0;
+  const int hd = op->head_dim, nh = op->n_head;
+  const int stride = (nh + 2 * op->n_kv_head) * hd, pos0 = op->pos0;
   const int f16 = kv->dtype == R1_DTYPE_F16, q8 = kv->dtype == R1_DTYPE_Q8_0;
   const float scale = 1.0f / sqrtf((float)hd);
+  float *Q = b->Q, *O = b->O, *S = b->S, *Kc = b->Kc, *Vc = b->Vc, *mr = b->mr,
+        *lr = b->lr;
+  const int M = tc * hc, Mp = (M + 3) & ~3;
+  for (int ti = 0; ti < tc; ti++)
+    for (int hj = 0; hj < hc; hj++)
+      memcpy(Q + (size_t)(ti * hc + hj) * hd,
+             op->x + (size_t)(t0 + ti) * stride + (size_t)(h0 + hj) * hd,
+             (size_t)hd * sizeof(float));
+  memset(Q + (size_t)M * hd, 0, (size_t)(Mp - M) * hd * sizeof(float));
+  memset(O, 0, (size_t)Mp * hd * sizeof(float));
+  for (int m = 0; m < Mp; m++)
+    mr[m] = -INFINITY, lr[m] = 0.0f;
+  const size_t base = kv_index(kv, op->layer, kvh, 0);
+  for (int c0 = c_lo; c0 < c_hi; c0 += ATT_P) {
+    const int P = c_hi - c0 < ATT_P ? c_hi - c0 : ATT_P, Pp = (P + 3) & ~3;
+    const size_t at = base + (size_t)c0 * hd;
+    if (direct && q8) { /* as f16 below, from the q8_0 rows */
+      const uint8_t *kr = kv_row(kv, kv->k, op->layer, kvh, c0);
+      prefetch_bytes(kv_row(kv, kv->v, op->layer, kvh, c0),
+                     (size_t)P * r1_dtype_row_bytes(R1_DTYPE_Q8_0, hd));
+      isa->attn_qk_q8(Q, M, kr, P, hd, S, ATT_P);
+    } else if (direct) {
+      /* the chunk's V rows, fetched while its scores are computed
+       * (the K rows stream in order and need no help: fetching the
+       * next chunk's K as well was slower) */
+      prefetch_bytes((const uint16_t *)kv->v + at, (size_t)P * hd * 2);
+      isa->attn_qk_f16(Q, M, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
+    } else if (q8) { /* the chunk's rows in f32, never the whole cache */
+      q8_to_f32(isa, kv_row(kv, kv->k, op->layer, kvh, c0), Kc, P * hd);
+      q8_to_f32(isa, kv_row(kv, kv->v, op->layer, kvh, c0), Vc, P * hd);
+    } else if (f16) {
+      isa->f16_to_f32((const uint16_t *)kv->k + at, Kc, P * hd);
+      isa->f16_to_f32((const uint16_t *)kv->v + at, Vc, P * hd);
+    } else {
+      memcpy(Kc, (const float *)kv->k + at, (size_t)P * hd * sizeof(float));
+      memcpy(Vc, (const float *)kv->v + at, (size_t)P * hd * sizeof(float));
+    }
+    if (!direct) {
+      memset(Kc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
+      memset(Vc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
+      isa->attn_qk(Q, M, Kc, Pp, hd, S, ATT_P);
+    }
+    for (int m = 0; m < Mp; m++) {
+      float *sr = S + (size_t)m * ATT_P;
+      int n = m < M ? pos0 + t0 + m / hc + 1 - c0 : 0;
+      if (n > P)
+        n = P;
+      if (n <= 0) {
+        memset(sr, 0, (size_t)Pp * sizeof(float));
+        continue;
+      }
+      float mold = mr[m];
+      float sum = isa->attn_softmax(sr, n, scale, &mr[m]);
+      for (int p = n; p < Pp; p++)
+        sr[p] = 0.0f;
+      if (mr[m] != mold) {
+        float corr = expf(mold - mr[m]);
+        lr[m] *= corr;
+        float *o = O + (size_t)m * hd;
+        for (int d = 0; d < hd; d += 16) /* hd % 16 == 0: vectorized */
+          for (int j = 0; j < 16; j++)
+            o[d + j] *= corr;
+      }
+      lr[m] += sum;
+    }
+    if (direct && q8)
+      isa->attn_pv_q8(S, ATT_P, M, kv_row(kv, kv->v, op->layer, kvh, c0), P,
+                      hd, O);
+    else if (direct)
+      isa->attn_pv_f16(S, ATT_P, M, (const uint16_t *)kv->v + at, P, hd, O);
+    else
+      isa->attn_pv(S, ATT_P, M, Vc, Pp, hd, O);
+  }
+}
+
+/* No f32 copy of K/V: an f16 cache always; a q8_0 cache for a few query
+ * vectors (decode, verification), where converting each row once per 4 of
+ * them costs less than writing and reading back an f32 chunk. */
+static int att_direct(const struct r1_cpu_isa *isa,
+                      const struct r1_kv_cache *kv, int mmax) {
+  return (kv->dtype == R1_DTYPE_F16 && isa->attn_qk_f16 && isa->attn_pv_f16) ||
+         (kv->dtype == R1_DTYPE_Q8_0 && isa->attn_qk_q8 && isa->attn_pv_q8 &&
+          mmax <= ATT_Q8_DIRECT_M);
+}
+
+/* The span length of a split of op over threads nth, or 0 for none: a few
+ * rows, claimed units (op->claim), the attn_split tuning on, and more than
+ * one span; the span doubles while the partial results would not fit in
+ * op->scratch (nth x scratch_stride floats). */
+static int att_split_len(const struct r1_op *op, int nth) {
+  const int T = op->T, nmax = op->pos0 + T, nkv = op->n_kv_head;
+  if (nth < 2 || T > ATT_SPLIT_T || !op->claim || !op->scratch ||
+      !r1_cpu_tuning.attn_split)
+    return 0;
+  const size_t room = (size_t)nth * op->scratch_stride;
+  const size_t rec = (size_t)T * op->n_head * (op->head_dim + 2);
+  for (int L = ATT_SPLIT_L; L < nmax; L *= 2) {
+    int spans = (nmax + L - 1) / L;
+    if ((size_t)spans * rec <= room && spans * nkv <= ATT_SPLIT_UNITS)
+      return L;
+  }
+  return 0;
+}
+
+/* The split (see above): unit u = kvh * spans + span; a partial record of
+ * query m of unit u is hd floats of output, then its max and its sum, at
+ * op->scratch + (u * M + m) * (hd + 2). op->claim counts claimed units in
+ * its low 16 bits and completed ones in the bits above. */
+static void attention_split(const struct r1_cpu_isa *isa,
+                            const struct r1_op *op, int L) {
+  const int hd = op->head_dim, nh = op->n_head, nkv = op->n_kv_head,
+            group = nh / nkv, T = op->T, nmax = op->pos0 + T;
+  const int spans = (nmax + L - 1) / L, nu = nkv * spans, M = T * group;
+  const size_t rec = (size_t)hd + 2;
+  const int mmax = (M + 3) & ~3, direct = att_direct(isa, op->kv, mmax);
+  struct att_buf b = {0};
+  int done = 0;
+  for (;;) {
+    int u = __atomic_fetch_add(op->claim, 1, __ATOMIC_RELAXED) & 0xffff;
+    if (u >= nu)
+      break;
+    if (!b.Q)
+      b = att_buf_get(mmax, hd);
+    const int kvh = u / spans, c_lo = (u % spans) * L;
+    const int c_hi = c_lo + L < nmax ? c_lo + L : nmax;
+    att_unit(isa, op, &b, direct, kvh, 0, T, kvh * group, group, c_lo, c_hi);
+    float *p = op->scratch + (size_t)u * M * rec;
+    for (int m = 0; m < M; m++, p += rec) {
+      memcpy(p, b.O + (size_t)m * hd, (size_t)hd * sizeof(float));
+      p[hd] = b.mr[m], p[hd + 1] = b.lr[m];
+    }
+    int c = __atomic_add_fetch(op->claim, 1 << 16, __ATOMIC_ACQ_REL) >> 16;
+    done = c == nu;
+  }
+  if (!done)
+    return;
+  /* the last unit in: merge every query's spans, in order */
+  for (int kvh = 0; kvh < nkv; kvh++)
+    for (int m = 0; m < M; m++) {
+      const int t = m / group, h = kvh * group + m % group;
+      const float *p0 = op->scratch + ((size_t)kvh * spans * M + m) * rec;
+      float mx = -INFINITY, sum = 0.0f;
+      for (int s = 0; s < spans; s++) {
+        float ms = p0[(size_t)s * M * rec + hd];
+        if (ms > mx)
+          mx = ms;
+      }
+      float *dst = op->out + (size_t)t * nh * hd + (size_t)h * hd;
+      memset(dst, 0, (size_t)hd * sizeof(float));
+      for (int s = 0; s < spans; s++) {
+        const float *p = p0 + (size_t)s * M * rec;
+        if (p[hd + 1] == 0.0f) /* a span past this row's positions */
+          continue;
+        float w = expf(p[hd] - mx);
+        sum += p[hd + 1] * w;
+        for (int d = 0; d < hd; d += 16)
+          for (int j = 0; j < 16; j++)
+            dst[d + j] += p[d + j] * w;
+      }
+      float inv = 1.0f / sum;
+      for (int d = 0; d < hd; d += 16)
+        for (int j = 0; j < 16; j++)
+          dst[d + j] *= inv;
+    }
+}
+
+static void attention_blocked(const struct r1_cpu_isa *isa,
+                              const struct r1_op *op, int ith, int nth,
+                              int may_split) {
+  const int L = may_split ? att_split_len(op, nth) : 0;
+  if (L) {
+    attention_split(isa, op, L);
+    return;
+  }
+  const int nh = op->n_head, nkv = op->n_kv_head, group = nh / nkv;
+  const int T = op->T, pos0 = op->pos0;
   int tq = ATT_M / group;
   if (tq < 1)
     tq = 1;
@@ -176,17 +389,9 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
     UNIT_COST(u, hc, tc, c);
     total += c;
   }
-  const int mmax = (tq * gh + 3) & ~3;
-  /* no f32 copy of K/V: an f16 cache always; a q8_0 cache for a few query
-   * vectors (decode, verification), where converting each row once per 4
-   * of them costs less than writing and reading back an f32 chunk */
-  const int direct =
-      (f16 && isa->attn_qk_f16 && isa->attn_pv_f16) ||
-      (q8 && isa->attn_qk_q8 && isa->attn_pv_q8 && mmax <= ATT_Q8_DIRECT_M);
-  const size_t need = (size_t)2 * mmax * hd + (size_t)mmax * ATT_P +
-                      (size_t)2 * ATT_P * hd + (size_t)2 * mmax;
-  float *buf = NULL, *Q = NULL, *O = NULL, *S = NULL, *Kc = NULL, *Vc = NULL,
-        *mr = NULL, *lr = NULL;
+  const int mmax = (tq * gh + 3) & ~3, hd = op->head_dim;
+  const int direct = att_direct(isa, op->kv, mmax);
+  struct att_buf b = {0};
   double pre = 0;
   for (int u = 0; u < nu; u++) {
     int hc, tc;
@@ -201,91 +406,16 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
       owner = nth - 1;
     if (owner != ith)
       continue;
-    if (!buf) {
-      buf = (float *)r1_cpu_scratch(3, need * sizeof(float));
-      Q = buf, O = Q + (size_t)mmax * hd, S = O + (size_t)mmax * hd;
-      Kc = S + (size_t)mmax * ATT_P, Vc = Kc + (size_t)ATT_P * hd;
-      mr = Vc + (size_t)ATT_P * hd, lr = mr + mmax;
-    }
+    if (!b.Q)
+      b = att_buf_get(mmax, hd);
     const int qb = u / (nkv * hs), kvh = (u / hs) % nkv, hsi = u % hs;
     const int t0 = qb * tq, h0 = kvh * group + hsi * gh;
-    const int M = tc * hc, Mp = (M + 3) & ~3;
-    for (int ti = 0; ti < tc; ti++)
-      for (int hj = 0; hj < hc; hj++)
-        memcpy(Q + (size_t)(ti * hc + hj) * hd,
-               op->x + (size_t)(t0 + ti) * stride + (size_t)(h0 + hj) * hd,
-               (size_t)hd * sizeof(float));
-    memset(Q + (size_t)M * hd, 0, (size_t)(Mp - M) * hd * sizeof(float));
-    memset(O, 0, (size_t)Mp * hd * sizeof(float));
-    for (int m = 0; m < Mp; m++)
-      mr[m] = -INFINITY, lr[m] = 0.0f;
-    const size_t base = kv_index(kv, op->layer, kvh, 0);
-    const int nmax = pos0 + t0 + tc; /* positions the last row reads */
-    for (int c0 = 0; c0 < nmax; c0 += ATT_P) {
-      const int P = nmax - c0 < ATT_P ? nmax - c0 : ATT_P, Pp = (P + 3) & ~3;
-      const size_t at = base + (size_t)c0 * hd;
-      if (direct && q8) { /* as f16 below, from the q8_0 rows */
-        const uint8_t *kr = kv_row(kv, kv->k, op->layer, kvh, c0);
-        prefetch_bytes(kv_row(kv, kv->v, op->layer, kvh, c0),
-                       (size_t)P * r1_dtype_row_bytes(R1_DTYPE_Q8_0, hd));
-        isa->attn_qk_q8(Q, M, kr, P, hd, S, ATT_P);
-      } else if (direct) {
-        /* the chunk's V rows, fetched while its scores are computed
-         * (the K rows stream in order and need no help: fetching the
-         * next chunk's K as well was slower) */
-        prefetch_bytes((const uint16_t *)kv->v + at, (size_t)P * hd * 2);
-        isa->attn_qk_f16(Q, M, (const uint16_t *)kv->k + at, P, hd, S, ATT_P);
-      } else if (q8) { /* the chunk's rows in f32, never the whole cache */
-        q8_to_f32(isa, kv_row(kv, kv->k, op->layer, kvh, c0), Kc, P * hd);
-        q8_to_f32(isa, kv_row(kv, kv->v, op->layer, kvh, c0), Vc, P * hd);
-      } else if (f16) {
-        isa->f16_to_f32((const uint16_t *)kv->k + at, Kc, P * hd);
-        isa->f16_to_f32((const uint16_t *)kv->v + at, Vc, P * hd);
-      } else {
-        memcpy(Kc, (const float *)kv->k + at, (size_t)P * hd * sizeof(float));
-        memcpy(Vc, (const float *)kv->v + at, (size_t)P * hd * sizeof(float));
-      }
-      if (!direct) {
-        memset(Kc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
-        memset(Vc + (size_t)P * hd, 0, (size_t)(Pp - P) * hd * sizeof(float));
-        isa->attn_qk(Q, M, Kc, Pp, hd, S, ATT_P);
-      }
-      for (int m = 0; m < Mp; m++) {
-        float *sr = S + (size_t)m * ATT_P;
-        int n = m < M ? pos0 + t0 + m / hc + 1 - c0 : 0;
-        if (n > P)
-          n = P;
-        if (n <= 0) {
-          memset(sr, 0, (size_t)Pp * sizeof(float));
-          continue;
-        }
-        float mold = mr[m];
-        float sum = isa->attn_softmax(sr, n, scale, &mr[m]);
-        for (int p = n; p < Pp; p++)
-          sr[p] = 0.0f;
-        if (mr[m] != mold) {
-          float corr = expf(mold - mr[m]);
-          lr[m] *= corr;
-          float *o = O + (size_t)m * hd;
-          for (int d = 0; d < hd; d += 16) /* hd % 16 == 0: vectorized */
-            for (int j = 0; j < 16; j++)
-              o[d + j] *= corr;
-        }
-        lr[m] += sum;
-      }
-      if (direct && q8)
-        isa->attn_pv_q8(S, ATT_P, M, kv_row(kv, kv->v, op->layer, kvh, c0), P,
-                        hd, O);
-      else if (direct)
-        isa->attn_pv_f16(S, ATT_P, M, (const uint16_t *)kv->v + at, P, hd, O);
-      else
-        isa->attn_pv(S, ATT_P, M, Vc, Pp, hd, O);
-    }
+    att_unit(isa, op, &b, direct, kvh, t0, tc, h0, hc, 0, pos0 + t0 + tc);
     for (int ti = 0; ti < tc; ti++)
       for (int hj = 0; hj < hc; hj++) {
         int m = ti * hc + hj;
-        float inv = 1.0f / lr[m];
-        const float *o = O + (size_t)m * hd;
+        float inv = 1.0f / b.lr[m];
+        const float *o = b.O + (size_t)m * hd;
         float *dst =
             op->out + (size_t)(t0 + ti) * nh * hd + (size_t)(h0 + hj) * hd;
         for (int d = 0; d < hd; d += 16)
@@ -296,25 +426,29 @@ static void attention_blocked(const struct r1_cpu_isa *isa,
 #undef UNIT_COST
 }
 
+/* may_split: op is the rows of one sequence, the whole op (the split's
+ * claim counter and scratch are the op's). */
 static void attention_one(const struct r1_cpu_isa *isa, const struct r1_op *op,
-                          int ith, int nth) {
+                          int ith, int nth, int may_split) {
   if (isa->attn_qk && isa->attn_pv && isa->attn_softmax && isa->f16_to_f32 &&
       op->head_dim % 16 == 0)
-    attention_blocked(isa, op, ith, nth);
+    attention_blocked(isa, op, ith, nth, may_split);
   else
     attention_heads(isa, op, ith, nth);
 }
 
 /* Rows of several sequences (continuous batching): each run of one
- * sequence is a causal block of its own, computed by all threads in turn. */
+ * sequence is a causal block of its own, computed by all threads in turn
+ * (without the context split: the runs share no barrier). */
 void r1_cpu_k_attention_gqa(const struct r1_op *op, int ith, int nth) {
   const struct r1_cpu_isa *isa = r1_cpu_current();
   if (!op->seq && !op->pos) {
-    attention_one(isa, op, ith, nth);
+    attention_one(isa, op, ith, nth, 1);
     return;
   }
   const int hd = op->head_dim, nh = op->n_head,
             stride = (nh + 2 * op->n_kv_head) * hd;
+  const int one = r1_op_run_end(op, 0) == op->T;
   for (int t0 = 0; t0 < op->T;) {
     int t1 = r1_op_run_end(op, t0);
     struct r1_op sub = *op;
@@ -322,7 +456,7 @@ void r1_cpu_k_attention_gqa(const struct r1_op *op, int ith, int nth) {
     sub.seq = NULL, sub.pos = NULL;
     sub.x = op->x + (size_t)t0 * stride;
     sub.out = op->out + (size_t)t0 * nh * hd;
-    attention_one(isa, &sub, ith, nth);
+    attention_one(isa, &sub, ith, nth, one);
     t0 = t1;
   }
 }

@@ -18,7 +18,9 @@
  * stays valid: splits past the current length exit at once, and the merge
  * reads the position from device memory. With one split (short contexts,
  * and T > 1 where the T rows already fill the GPU) the output is written
- * directly. TODO(perf): a tensor-core (mma) prefill kernel for long prompts.
+ * directly. A q8_0 cache (rows of 34-byte blocks, not 16-byte vectors) always
+ * takes attention_kernel, with the same plan and merge.
+ * TODO(perf): a tensor-core (mma) prefill kernel for long prompts.
  */
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -67,10 +69,20 @@ struct att_args {
 /* 1: every step through attention_kernel (R1_CUDA_ATT=plain; the A/B of the decode kernel) */
 int r1cu_attention_plain;
 
-template <bool F16>
-__device__ __forceinline__ float kv_load(const void *base, size_t i) {
-    if constexpr (F16) return __half2float(((const __half *)base)[i]);
-    else return ((const float *)base)[i];
+/* Cache dtypes: KV_F32, KV_F16, KV_Q8 (rows of hd / 32 q8_0 blocks, 34
+ * bytes each; a value is d x q rounded once, as the reference's). */
+enum { KV_F32, KV_F16, KV_Q8 };
+template <int KVT>
+__device__ __forceinline__ float kv_load(const void *base, size_t row, int c, int hd) {
+    if constexpr (KVT == KV_Q8) {
+        const uint8_t *blk = (const uint8_t *)base + (row * (hd / 32) + c / 32) * 34;
+        const __half d = __ushort_as_half((unsigned short)(blk[0] | blk[1] << 8));
+        return __fmul_rn(__half2float(d), (float)(int8_t)blk[2 + c % 32]);
+    } else if constexpr (KVT == KV_F16) {
+        return __half2float(((const __half *)base)[row * hd + c]);
+    } else {
+        return ((const float *)base)[row * hd + c];
+    }
 }
 
 /* A block's share of the work: kv head kvh, its G query heads from h0, keys
@@ -121,7 +133,7 @@ __device__ __forceinline__ void tile_softmax(float *s_s, int n, int G, float *m_
     }
 }
 
-template <bool F16>
+template <int KVT>
 __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a) {
     extern __shared__ float sm[];
     float *q_s = sm;                            /* (G, hd) */
@@ -145,12 +157,12 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a) {
         const int n = min(ATT_TILE, p1 - tile0);
         /* scores: warp per key, lanes over head_dim */
         for (int i = warp; i < n; i += ATT_WARPS) {
-            const size_t krow = (head_base + tile0 + i) * hd;
+            const size_t krow = head_base + tile0 + i;
             float d[ATT_MAXG];
 #pragma unroll
             for (int g = 0; g < ATT_MAXG; g++) d[g] = 0.0f;
             for (int c = lane; c < hd; c += 32) {
-                const float k = kv_load<F16>(a.kc, krow + c);
+                const float k = kv_load<KVT>(a.kc, krow, c, hd);
 #pragma unroll
                 for (int g = 0; g < ATT_MAXG; g++)
                     if (g < G) d[g] += q_s[g * hd + c] * k;
@@ -174,7 +186,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attention_kernel(att_args a) {
             for (int g = 0; g < ATT_MAXG; g++)
                 if (g < G) acc[ds][g] *= corr[g];
             for (int i = 0; i < n; i++) {
-                const float v = kv_load<F16>(a.vc, (head_base + tile0 + i) * hd + dd);
+                const float v = kv_load<KVT>(a.vc, head_base + tile0 + i, dd, hd);
 #pragma unroll
                 for (int g = 0; g < ATT_MAXG; g++)
                     if (g < G) acc[ds][g] += s_s[g * ATT_TILE + i] * v;
@@ -358,8 +370,9 @@ static bool dec_fits(int hd, int vec) { return hd % vec == 0 && hd / vec <= ATT_
 extern "C" int r1cu_attention_init(void) {
     const int hd = ATT_DSLOT * ATT_THREADS; /* the largest head_dim */
     const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
-    if (CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<true>, a, (int)att_smem(hd))) ||
-        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<false>, a, (int)att_smem(hd))) ||
+    if (CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<KV_F16>, a, (int)att_smem(hd))) ||
+        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<KV_F32>, a, (int)att_smem(hd))) ||
+        CUDA_CHECK(cudaFuncSetAttribute(attention_kernel<KV_Q8>, a, (int)att_smem(hd))) ||
         CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<true>, a, (int)dec_smem(hd, 8))) ||
         CUDA_CHECK(cudaFuncSetAttribute(attention_decode_kernel<false>, a, (int)dec_smem(hd, 4))))
         return -1;
@@ -386,17 +399,23 @@ extern "C" void r1cu_attention_gqa(const struct r1_op *op, int ith, int nth) {
     r1cu_attention_plan(op->T, span, &a.n_split, &a.chunk);
     cudaStream_t st = r1cu_stream();
     const dim3 grid(a.nkv * a.n_gc, a.n_split, op->T);
-    const bool f16 = kv->dtype == R1_DTYPE_F16;
+    const bool f16 = kv->dtype == R1_DTYPE_F16, q8 = kv->dtype == R1_DTYPE_Q8_0;
     const int vec = f16 ? 8 : 4;
-    if (op->T == 1 && dec_fits(a.hd, vec) && !r1cu_attention_plain) {
+    if (q8 && a.hd % 32) {
+        r1cu_fail("cuda attention: a q8_0 cache needs head_dim %% 32 == 0, not %d", a.hd);
+        return;
+    }
+    /* q8_0 rows (34-byte blocks) are not whole 16-byte vectors: attention_kernel */
+    if (op->T == 1 && !q8 && dec_fits(a.hd, vec) && !r1cu_attention_plain) {
         const size_t smem = dec_smem(a.hd, vec);
         if (f16) attention_decode_kernel<true><<<grid, ATT_THREADS, smem, st>>>(a);
         else attention_decode_kernel<false><<<grid, ATT_THREADS, smem, st>>>(a);
         if (CUDA_LAUNCHED("attention_decode_kernel")) return;
     } else {
         const size_t smem = att_smem(a.hd);
-        if (f16) attention_kernel<true><<<grid, ATT_THREADS, smem, st>>>(a);
-        else attention_kernel<false><<<grid, ATT_THREADS, smem, st>>>(a);
+        if (q8) attention_kernel<KV_Q8><<<grid, ATT_THREADS, smem, st>>>(a);
+        else if (f16) attention_kernel<KV_F16><<<grid, ATT_THREADS, smem, st>>>(a);
+        else attention_kernel<KV_F32><<<grid, ATT_THREADS, smem, st>>>(a);
         if (CUDA_LAUNCHED("attention_kernel")) return;
     }
     if (a.n_split > 1) {

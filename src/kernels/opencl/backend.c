@@ -326,9 +326,16 @@ static int build_log_error(cl_program prog, cl_int e, const char *what) {
                   r1cl_err_name(e), (int)e, what, r1cl.dev_name);
 }
 
-static const char BUILD_OPTS[] = "-cl-std=CL1.2";
+/* -cl-fp32-correctly-rounded-divide-sqrt where the device has it: the q8_0
+ * KV quantizer's two divisions must round as the host's do (its bytes are
+ * compared with the reference's); OpenCL 1.2 allows them 2.5 ulp otherwise. */
+static char BUILD_OPTS[96] = "-cl-std=CL1.2";
 
 static int build_program(void) {
+    cl_device_fp_config fp = 0;
+    if (clGetDeviceInfo(r1cl.device, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS &&
+        (fp & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT))
+        snprintf(BUILD_OPTS, sizeof BUILD_OPTS, "-cl-std=CL1.2 -cl-fp32-correctly-rounded-divide-sqrt");
     char drv[128], plat[256];
     dev_str(r1cl.device, CL_DRIVER_VERSION, drv, sizeof drv);
     clGetPlatformInfo(r1cl.platform, CL_PLATFORM_NAME, sizeof plat, plat, NULL);
@@ -337,7 +344,7 @@ static int build_program(void) {
     key = fnv(key, r1cl.dev_name, strlen(r1cl.dev_name) + 1);
     key = fnv(key, drv, strlen(drv) + 1);
     key = fnv(key, plat, strlen(plat) + 1);
-    key = fnv(key, BUILD_OPTS, sizeof BUILD_OPTS);
+    key = fnv(key, BUILD_OPTS, strlen(BUILD_OPTS) + 1);
     key = fnv(key, r1cl_source, r1cl_source_len);
     char path[600];
     int cached = !cache_path(path, sizeof path, key, 0);
@@ -466,7 +473,8 @@ static int opencl_init_locked(void) {
         make_kernel(&r1cl.k_matmul_item, "matmul_item", 1) ||
         make_kernel(&r1cl.k_gate_up_item, "gate_up_silu_item", 1) || make_kernel(&r1cl.k_embedding, "embedding", 1) ||
         make_kernel(&r1cl.k_rms_norm, "rms_norm", R1CL_NORM_WG) || make_kernel(&r1cl.k_rope, "rope_qk", 1) ||
-        make_kernel(&r1cl.k_kv_append, "kv_append", 1) || make_kernel(&r1cl.k_attention, "attention", R1CL_ATT_WG) ||
+        make_kernel(&r1cl.k_kv_append, "kv_append", 1) ||
+        make_kernel(&r1cl.k_kv_append_q8, "kv_append_q8", 1) || make_kernel(&r1cl.k_attention, "attention", R1CL_ATT_WG) ||
         make_kernel(&r1cl.k_argmax, "argmax", R1CL_NORM_WG) || make_kernel(&r1cl.k_dequant, "dequant_f32", 1))
         return take_failure();
     r1cl.ready = 1;

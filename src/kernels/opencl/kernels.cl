@@ -315,11 +315,56 @@ __kernel void kv_append(PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), int f16
     }
 }
 
-inline float4 kv_load4(__global const uchar *base, int f16, size_t idx) {
-    return f16 ? vload_half4(0, (__global const half *)base + idx) : vload4(0, (__global const float *)base + idx);
+/* The same into a q8_0 cache: a row is hd / 32 GGUF blocks (f16 scale d,
+ * then 32 int8), and one item quantizes 32 values of a K or V row with the
+ * reference's quantizer (d = amax / 127, q = x * (1 / d) rounded half away
+ * from zero, d stored rounded to nearest even), so the bytes are the host
+ * backends'. Global: (hd / 32) * n_kv * T * 2 rounded up to 64. */
+__kernel void kv_append_q8(PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), int n_head, int n_kv, int hd,
+                           int n_ctx, int layer, int T, int pos0, PTR(int, pos), int use_pos) {
+#pragma OPENCL FP_CONTRACT OFF /* x * inv rounded before its fraction is taken, as on the host */
+    const int nb = hd / 32, id = get_global_id(0);
+    if (id >= nb * n_kv * T * 2) return;
+    const int b = id % nb, h = id / nb % n_kv, t = id / nb / n_kv % T, is_v = id / nb / n_kv / T;
+    const int p = (use_pos ? AT(int, pos)[0] : pos0) + t;
+    __global const float *x = AT(float, qkv) + (size_t)t * (n_head + 2 * n_kv) * hd +
+                              (size_t)(n_head + is_v * n_kv + h) * hd + b * 32;
+    __global uchar *dst =
+        (is_v ? AT(uchar, vc) : AT(uchar, kc)) + ((((size_t)layer * n_kv + h) * n_ctx + p) * nb + b) * 34;
+    float amax = 0;
+    for (int j = 0; j < 32; j++) {
+        const float a = fabs(x[j]);
+        amax = a > amax ? a : amax;
+    }
+    const float d = amax / 127.0f, inv = d != 0.0f ? 1.0f / d : 0.0f;
+    vstore_half_rte(d, 0, (__global half *)dst);
+    for (int j = 0; j < 32; j++) {
+        const float v = x[j] * inv;
+        const int i = (int)v; /* toward zero, exact for |v| <= 128 */
+        const float fr = v - (float)i;
+        ((__global char *)dst)[2 + j] = (char)(i + (fr >= 0.5f) - (fr <= -0.5f));
+    }
 }
-inline float kv_load(__global const uchar *base, int f16, size_t idx) {
-    return f16 ? vload_half(idx, (__global const half *)base) : ((__global const float *)base)[idx];
+
+/* Cache dtypes (kvt): 0 f32, 1 f16, 2 q8_0. Values k .. k + 3 (k % 4 == 0)
+ * and value k of row `row` (rows of hd values); a q8_0 value is d x q
+ * rounded once, as the reference's. */
+inline float4 kv_load4(__global const uchar *base, int kvt, size_t row, int k, int hd) {
+    if (kvt == 2) {
+        __global const uchar *blk = base + (row * (hd / 32) + k / 32) * 34;
+        const float d = vload_half(0, (__global const half *)blk);
+        return d * convert_float4(vload4(0, (__global const char *)blk + 2 + k % 32));
+    }
+    const size_t idx = row * hd + k;
+    return kvt ? vload_half4(0, (__global const half *)base + idx) : vload4(0, (__global const float *)base + idx);
+}
+inline float kv_load(__global const uchar *base, int kvt, size_t row, int k, int hd) {
+    if (kvt == 2) {
+        __global const uchar *blk = base + (row * (hd / 32) + k / 32) * 34;
+        return vload_half(0, (__global const half *)blk) * (float)((__global const char *)blk)[2 + k % 32];
+    }
+    const size_t idx = row * hd + k;
+    return kvt ? vload_half(idx, (__global const half *)base) : ((__global const float *)base)[idx];
 }
 
 /* Causal GQA attention, decode (T = 1) and prompt (T > 1) alike. A
@@ -328,10 +373,10 @@ inline float kv_load(__global const uchar *base, int f16, size_t idx) {
  * prompt when the group is small), and walks the cache positions
  * 0..pos0+t in tiles of ATT_WG with an online softmax, reading each K and V
  * row once for all its rows; row (token t) masks the positions past pos0+t.
- * hd % 4 == 0, hd <= 4 * ATT_WG. Local: q (ng * tq * hd floats).
+ * hd % 4 == 0, hd <= 4 * ATT_WG (q8_0: hd % 32 == 0). Local: q (ng * tq * hd floats).
  * Global (ATT_WG * n_kv * n_slices, ceil(T / tq)). */
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1))) void attention(
-    PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), PTR(float, out), int f16, int n_head, int n_kv, int hd,
+    PTR(float, qkv), PTR(uchar, kc), PTR(uchar, vc), PTR(float, out), int kvt, int n_head, int n_kv, int hd,
     int n_ctx, int layer, int T, int pos0, PTR(int, pos), int use_pos, int group, int n_slices, int tq,
     __local float *q) {
     __local float sc[ATT_G][ATT_WG];
@@ -348,7 +393,7 @@ __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1))) void attention(
         const int r = i / hd, k = i % hd;
         q[i] = AT(float, qkv)[(size_t)(t0 + r / ng) * stride + (size_t)(h0 + r % ng) * hd + k] * qscale;
     }
-    const size_t head = ((size_t)layer * n_kv + kvh) * n_ctx * hd;
+    const size_t row0 = ((size_t)layer * n_kv + kvh) * n_ctx; /* the cache row of position 0 */
     __global const uchar *K = AT(uchar, kc), *V = AT(uchar, vc);
     float m[ATT_G], l[ATT_G], acc[ATT_G][4]; /* item: output dims lid, lid + ATT_WG, ... */
     for (int r = 0; r < ATT_G; r++) {
@@ -363,7 +408,7 @@ __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1))) void attention(
             float s[ATT_G];
             for (int r = 0; r < ATT_G; r++) s[r] = 0;
             for (int k = 0; k < hd; k += 4) {
-                float4 kv = kv_load4(K, f16, head + (size_t)p * hd + k);
+                float4 kv = kv_load4(K, kvt, row0 + p, k, hd);
                 for (int r = 0; r < nr; r++) s[r] += dot(kv, vload4(0, q + r * hd + k));
             }
             for (int r = 0; r < nr; r++) sc[r][lid] = p <= p0s + t0 + r / ng ? s[r] : -INFINITY;
@@ -390,7 +435,7 @@ __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1))) void attention(
             const int k = lid + j * ATT_WG;
             if (k >= hd) break;
             for (int i = 0; i < tn; i++) {
-                float v = kv_load(V, f16, head + (size_t)(p0 + i) * hd + k);
+                float v = kv_load(V, kvt, row0 + p0 + i, k, hd);
                 for (int r = 0; r < nr; r++) acc[r][j] += sc[r][i] * v;
             }
         }

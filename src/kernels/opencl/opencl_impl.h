@@ -32,7 +32,7 @@ struct r1cl_state {
     cl_program prog;
     cl_mem dummy; /* bound to unused buffer arguments */
     cl_kernel k_matmul, k_gate_up, k_matmul_item, k_gate_up_item, k_embedding, k_rms_norm, k_rope, k_kv_append,
-        k_attention, k_argmax, k_dequant;
+        k_kv_append_q8, k_attention, k_argmax, k_dequant;
     cl_ulong mem, max_alloc, local_mem;
     int groups_cap; /* matmul work-groups per launch at most (CPU devices), 0: one
                        per row */

@@ -139,12 +139,18 @@ static void arg_kv(cl_kernel k, cl_uint *i, const struct r1_op *op) {
     r1cl_arg_ptr(k, i, op->kv->v);
 }
 
+/* the cache dtype as kernels.cl's kvt: 0 f32, 1 f16, 2 q8_0 */
+static int kv_code(const struct r1_kv_cache *kv) {
+    return kv->dtype == R1_DTYPE_Q8_0 ? 2 : kv->dtype == R1_DTYPE_F16;
+}
+
 static void op_kv_append(const struct r1_op *op) {
-    cl_kernel k = r1cl.k_kv_append;
+    const int q8 = op->kv->dtype == R1_DTYPE_Q8_0;
+    cl_kernel k = q8 ? r1cl.k_kv_append_q8 : r1cl.k_kv_append;
     cl_uint i = 0;
     r1cl_arg_ptr(k, &i, op->x);
     arg_kv(k, &i, op);
-    r1cl_arg_int(k, &i, op->kv->dtype == R1_DTYPE_F16);
+    if (!q8) r1cl_arg_int(k, &i, op->kv->dtype == R1_DTYPE_F16);
     r1cl_arg_int(k, &i, op->n_head);
     r1cl_arg_int(k, &i, op->n_kv_head);
     r1cl_arg_int(k, &i, op->head_dim);
@@ -152,13 +158,14 @@ static void op_kv_append(const struct r1_op *op) {
     r1cl_arg_int(k, &i, op->layer);
     r1cl_arg_int(k, &i, op->T);
     arg_pos(k, &i, op);
-    size_t gl[1] = {round_up((size_t)op->head_dim * op->n_kv_head * op->T, 64)}, lo[1] = {64};
-    r1cl_launch(k, "kv_append", 1, gl, lo);
+    size_t items = q8 ? (size_t)op->head_dim / 32 * op->n_kv_head * op->T * 2 : (size_t)op->head_dim * op->n_kv_head * op->T;
+    size_t gl[1] = {round_up(items, 64)}, lo[1] = {64};
+    r1cl_launch(k, q8 ? "kv_append_q8" : "kv_append", 1, gl, lo);
 }
 
 static void op_attention_gqa(const struct r1_op *op) {
     const int hd = op->head_dim, group = op->n_head / op->n_kv_head;
-    if (hd % 4 || hd > 4 * R1CL_ATT_WG) {
+    if (hd % 4 || hd > 4 * R1CL_ATT_WG || (op->kv->dtype == R1_DTYPE_Q8_0 && hd % 32)) {
         r1cl_fail("opencl attention: head_dim %d is not a multiple of 4 up to %d", hd, 4 * R1CL_ATT_WG);
         return;
     }
@@ -169,7 +176,7 @@ static void op_attention_gqa(const struct r1_op *op) {
     r1cl_arg_ptr(k, &i, op->x);
     arg_kv(k, &i, op);
     r1cl_arg_ptr(k, &i, op->out);
-    r1cl_arg_int(k, &i, op->kv->dtype == R1_DTYPE_F16);
+    r1cl_arg_int(k, &i, kv_code(op->kv));
     r1cl_arg_int(k, &i, op->n_head);
     r1cl_arg_int(k, &i, op->n_kv_head);
     r1cl_arg_int(k, &i, hd);
