@@ -42,7 +42,7 @@ check "...saying it is truncated: $(head -c 160 "$T/cut.err")" grep -q "cut.gguf
 check "...with --no-mmap too" grep -q "cut.gguf.*truncated" "$T/cut2.err"
 
 "$BIN" synth --config tiny -o "$T/x.gguf" --dtype q4_0x8 >/dev/null 2>"$T/dt.err"
-check "synth refuses a dtype no GGUF holds" grep -q "cannot be written in" "$T/dt.err"
+check "synth refuses a layout that is not a file dtype" grep -q "unknown --dtype q4_0x8" "$T/dt.err"
 "$BIN" run --help >"$T/help" 2>&1
 check "run --help lists --no-mmap and --mlock" grep -q -- "--no-mmap" "$T/help"
 grep -q -- "--mlock" "$T/help" || bad "run --help lists --mlock"

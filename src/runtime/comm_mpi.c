@@ -15,6 +15,7 @@
 
 #include "runtime/comm.h"
 #include "util/util.h"
+#include "util/env.h"
 
 static int g_on, g_rank, g_size = 1, g_err_fd = 2;
 static double g_seconds;
@@ -31,8 +32,8 @@ static void check(int rc, const char *what) {
 }
 
 int r1_comm_init(int *argc, char ***argv) {
-    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!n && !getenv("PMIX_RANK")) return 0; /* started alone: no MPI at all */
+    const char *n = r1_env("OMPI_COMM_WORLD_SIZE");
+    if (!n && !r1_env("PMIX_RANK")) return 0; /* started alone: no MPI at all */
     int provided = 0;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
         return r1_err("MPI_Init_thread failed");

@@ -15,6 +15,7 @@
 #include "runtime/comm.h"
 #include "runtime/comm_nccl.h"
 #include "util/util.h"
+#include "util/env.h"
 
 static ncclComm_t g_comm;
 static int g_ready;
@@ -40,7 +41,7 @@ int r1_comm_dev_init(void) {
     int n_dev = 0;
     if (cudaGetDeviceCount(&n_dev) != cudaSuccess || n_dev < 1)
         return r1_err("rank %d: no CUDA device for NCCL", r1_comm_rank());
-    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    const char *lr = r1_env("OMPI_COMM_WORLD_LOCAL_RANK");
     int local = lr ? atoi(lr) : r1_comm_rank();
     if (cudaSetDevice(local % n_dev) != cudaSuccess)
         return r1_err("rank %d: cannot use CUDA device %d", r1_comm_rank(), local % n_dev);

@@ -9,11 +9,12 @@
 
 #include "runtime/comm.h"
 #include "util/util.h"
+#include "util/env.h"
 
 int r1_comm_init(int *argc, char ***argv) {
     (void)argc, (void)argv;
     /* Open MPI's mpirun names the job's size in the environment */
-    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    const char *n = r1_env("OMPI_COMM_WORLD_SIZE");
     if (n && atoi(n) > 1)
         return r1_err("started by mpirun with %s ranks, but this r1infer was built without MPI: "
                       "rebuild with make MPI=1 (needs openmpi-bin libopenmpi-dev)", n);

@@ -45,6 +45,9 @@ const struct r1_env_var r1_env_vars[] = {
     {"XDG_CACHE_HOME", "a directory", "$HOME/.cache", "Where the OpenCL program cache and the layout cache (--layout-cache auto) live.", NULL},
     {"HOME", "a directory", "-", "The caches' default place.", NULL},
     {"USER", "a name", "r1infer", "The submitter a benchmark report names.", NULL},
+    {"OMPI_COMM_WORLD_SIZE", "set by mpirun", "-", "The number of ranks: tensor parallelism over MPI.", NULL},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", "set by mpirun", "-", "A rank's index on its machine: the GPU a NCCL rank takes.", NULL},
+    {"PMIX_RANK", "set by mpirun", "-", "Present when a process is a rank of an MPI job.", NULL},
 };
 const int r1_env_count = sizeof r1_env_vars / sizeof r1_env_vars[0];
 
