@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "kernels/kernels.h"
 #include "model/model.h"
@@ -45,6 +46,11 @@ struct r1_session {
     int32_t *row_seq, *row_pos, *out_rows; /* (n_batch) the step's rows */
     float *gather;                         /* (n_batch, dim) rows whose logits are wanted */
     float *rope_cos, *rope_sin; /* (n_ctx, head_dim/2) */
+    /* host backends: the rope rows computed so far (filled as positions are
+     * reached: a context of the model's whole length costs what is used),
+     * and whether the KV cache asks for huge pages yet */
+    int rope_n, kv_huge;
+    size_t kv_bytes;
     float *x;      /* (n_batch, dim) residual stream */
     float *xb;     /* (n_batch, dim) normed */
     float *qkv;    /* (n_batch, qkv rows) */
@@ -100,6 +106,56 @@ static void *balloc(struct r1_session *s, size_t bytes, const char *what) {
 static void bfree(struct r1_session *s, void *p) {
     if (s->dev) s->dev->free(p);
     else free(p);
+}
+
+/* RoPE rows [p0, p1) as transformers computes them: inv_freq in f32 (the
+ * model's, llama3 scaling included), angle = f32(pos) * inv_freq in f32 */
+void r1_rope_rows(const struct r1_model *m, float *rc, float *rs, int p0, int p1) {
+    const int half = m->cfg.head_dim / 2;
+    for (int p = p0; p < p1; p++)
+        for (int i = 0; i < half; i++) {
+            float ang = (float)p * m->rope_inv_freq[i];
+            rc[(size_t)p * half + i] = (float)cos((double)ang);
+            rs[(size_t)p * half + i] = (float)sin((double)ang);
+        }
+}
+
+int r1_session_rope_host(const r1_session_t *s, const float **cos_tab, const float **sin_tab) {
+    if (s->dev) return -1;
+    *cos_tab = s->rope_cos, *sin_tab = s->rope_sin;
+    return s->rope_n;
+}
+
+/* Host KV cache pages. Each (layer, KV head) of a sequence is one run of
+ * n_ctx rows, and a huge page holds the first 2 MiB of every run: a long
+ * context on huge pages commits runs x 2 MiB at its first token (hundreds
+ * of MB for a 1.5B). Small pages until a run's rows fill 2 MiB, huge pages
+ * from then on (the TLB win is a long context's). */
+#define KV_HUGE ((size_t)2 << 20)
+static void kv_pages(struct r1_session *s, int upto) {
+    if (s->kv_huge || !s->kv.k || !s->kv.v) return;
+    const int huge = (size_t)upto * r1_dtype_row_bytes(s->kv.dtype, s->kv.head_dim) >= KV_HUGE;
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    if (s->kv_bytes >= ((size_t)32 << 20)) { /* what r1_alloc_untouched puts on 2 MiB boundaries */
+        const size_t n = (s->kv_bytes + KV_HUGE - 1) & ~(KV_HUGE - 1);
+        madvise(s->kv.k, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+        madvise(s->kv.v, n, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    }
+#endif
+    s->kv_huge = huge;
+}
+
+/* Host backends, before a step whose rows reach position upto - 1: the rope
+ * rows computed (1024 positions at a time) and the KV pages advised. */
+static void host_positions(struct r1_session *s, int upto) {
+    if (s->dev) return;
+    if (upto > s->rope_n) {
+        int to = (upto + 1023) / 1024 * 1024;
+        if (to > s->n_ctx) to = s->n_ctx;
+        r1_rope_rows(s->w, s->rope_cos, s->rope_sin, s->rope_n, to);
+        s->rope_n = to;
+    }
+    kv_pages(s, upto);
 }
 
 static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts *opts, int n_seq,
@@ -186,8 +242,15 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     s->kv.v = !s->kv.k ? NULL
               : s->dev ? balloc(s, kv_bytes, "the KV cache (values)")
                        : r1_alloc_untouched(kv_bytes, "the KV cache (values)");
-    s->rope_cos = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
-    s->rope_sin = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
+    s->kv_bytes = kv_bytes;
+    if (!s->dev) kv_pages(s, 0);
+    if (s->dev) {
+        s->rope_cos = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
+        s->rope_sin = balloc(s, (size_t)n_ctx * hd / 2 * 4, "rope tables");
+    } else {
+        s->rope_cos = r1_alloc_untouched((size_t)n_ctx * hd / 2 * 4, "rope tables");
+        s->rope_sin = r1_alloc_untouched((size_t)n_ctx * hd / 2 * 4, "rope tables");
+    }
     s->x = balloc(s, nb * c->dim * 4, "activations");
     s->xb = balloc(s, nb * c->dim * 4, "activations");
     s->qkv = balloc(s, nb * nqkv * 4, "activations");
@@ -229,24 +292,10 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
         r1_err("%s", msg);
         return NULL;
     }
-    /* RoPE as transformers computes it: inv_freq in f32 (the model's, llama3
-     * scaling included), angle = f32(pos) * inv_freq in f32 */
-    float *rc = s->rope_cos, *rs = s->rope_sin;
-    if (s->dev) { /* computed here, then uploaded */
-        rc = r1_alloc((size_t)n_ctx * hd / 2 * 4, "rope tables");
-        rs = r1_alloc((size_t)n_ctx * hd / 2 * 4, "rope tables");
-    }
-    if (rc && rs) {
-        for (int i = 0; i < hd / 2; i++) {
-            float inv = m->rope_inv_freq[i];
-            for (int p = 0; p < n_ctx; p++) {
-                float ang = (float)p * inv;
-                rc[(size_t)p * (hd / 2) + i] = (float)cos((double)ang);
-                rs[(size_t)p * (hd / 2) + i] = (float)sin((double)ang);
-            }
-        }
-    }
-    if (s->dev) {
+    if (s->dev) { /* the whole table computed here, then uploaded */
+        float *rc = r1_alloc((size_t)n_ctx * hd / 2 * 4, "rope tables");
+        float *rs = r1_alloc((size_t)n_ctx * hd / 2 * 4, "rope tables");
+        if (rc && rs) r1_rope_rows(m, rc, rs, 0, n_ctx);
         int rc_ok = rc && rs && !s->dev->upload(s->rope_cos, rc, (size_t)n_ctx * hd / 2 * 4) &&
                     !s->dev->upload(s->rope_sin, rs, (size_t)n_ctx * hd / 2 * 4) && !s->dev->sync();
         free(rc);
@@ -345,6 +394,12 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int pos
     const struct r1_model *m = s->w;
     const struct r1_config *c = &m->cfg;
     const int D = c->dim;
+    if (!s->dev) { /* pos is a host array here */
+        int upto = pos0 + T;
+        if (pos)
+            for (int t = 0; t < T; t++) upto = pos[t] + 1 > upto ? pos[t] + 1 : upto;
+        host_positions(s, upto);
+    }
     struct r1_op base = {.T = T, .pos0 = pos0, .seq = seq, .pos = pos, .n_head = c->n_head,
                          .n_kv_head = c->n_kv_head, .head_dim = c->head_dim, .kv = kv,
                          .rope_cos = s->rope_cos, .rope_sin = s->rope_sin, .scratch = s->scratch,

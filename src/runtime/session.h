@@ -33,4 +33,10 @@ size_t r1_kv_pos_bytes(const struct r1_config *c, enum r1_dtype kv);
  * avail or pos_bytes 0 (unknown): max_pos. */
 int r1_ctx_pick(int max_pos, size_t pos_bytes, unsigned long long avail, int *capped);
 
+/* For tests: a host session's rope tables (cos, sin: (n_ctx, head_dim/2)) and
+ * how many of their rows are computed so far (they are filled as positions
+ * are reached); the rows [p0, p1) computed afresh into c, s. */
+int r1_session_rope_host(const r1_session_t *s, const float **cos_tab, const float **sin_tab);
+void r1_rope_rows(const r1_model_t *m, float *c, float *s, int p0, int p1);
+
 #endif
