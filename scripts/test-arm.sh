@@ -30,10 +30,10 @@ for lib in libjansson.a libpcre2-8.a libutf8proc.a; do
     fi
 done
 out="$BUILD/aarch64"
-# OPENCL=0: no arm64 OpenCL loader here.
+# OPENCL=0, MPI=0: no arm64 OpenCL loader or MPI library here.
 # static: qemu-user then needs no arm64 loader or libraries (the Makefile's
 # test rule links with CFLAGS and LDLIBS, so -static goes into LDLIBS)
-make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 OPENCL=0 \
+make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 OPENCL=0 MPI=0 \
     LDLIBS="-static -L$LIBDIR -lpcre2-8 -lutf8proc -ljansson -lm" \
     "$out/tests/test_matmul" "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
 SYSROOT=${ARM_SYSROOT:-/usr/aarch64-linux-gnu}
