@@ -51,9 +51,9 @@ struct r1_gvocab {
     int n_end;
 };
 
-static const r1_gvocab_t *sort_vocab; /* qsort has no context argument */
-static int cmp_tok(const void *a, const void *b) {
-    const r1_gvocab_t *v = sort_vocab;
+/* qsort_r's context, not a global: requests build vocabularies at once */
+static int cmp_tok(const void *a, const void *b, void *ctx) {
+    const r1_gvocab_t *v = ctx;
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
     int lx = v->len[x], ly = v->len[y], n = lx < ly ? lx : ly;
     int c = memcmp(v->blob + v->off[x], v->blob + v->off[y], (size_t)n);
@@ -102,8 +102,7 @@ r1_gvocab_t *r1_gvocab_new(const r1_tokenizer_t *t, int vocab, const int32_t *en
         }
         free(s);
     }
-    sort_vocab = v;
-    qsort(v->sorted, (size_t)n, sizeof *v->sorted, cmp_tok);
+    qsort_r(v->sorted, (size_t)n, sizeof *v->sorted, cmp_tok, v);
     /* the trie, in preorder: a node per distinct prefix */
     size_t tcap = used + 1;
     v->trie = malloc(tcap * sizeof *v->trie);

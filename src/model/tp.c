@@ -171,6 +171,7 @@ int r1_tp_apply(struct r1_model *m, int rank, int size) {
         if (L->wo.row_bytes > (size_t)maxcols) maxcols = (int)L->wo.row_bytes;
         if (L->wdown.row_bytes > (size_t)maxcols) maxcols = (int)L->wdown.row_bytes;
     }
+    if (size < 1 || rank < 0 || rank >= size) return r1_err("rank %d of %d ranks", rank, size);
     struct r1_tp *tp = calloc(1, sizeof *tp);
     if (!tp) return r1_err("out of memory");
     for (int r = 0; r < size; r++) /* every rank's cut, so that all fail alike */
