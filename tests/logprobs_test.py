@@ -28,9 +28,15 @@ from server_common import check, finish
 # ctx/2 (perplexity), differ by float summation order; logprobs stored as f32
 ECHO_TOL = 2e-4
 # the same request again reuses the cached prompt and computes its last
-# token as a decode step, whose kernels sum in another order: measured
-# 1.5e-4 on the default model
+# token as a decode step. Where a set's prompt batches run the decode tiles
+# (avx512) the two are the same bits; its panel GEMM (avx2) sums in another
+# order: measured 5e-4 on the default model
 REPEAT_TOL = 1e-3
+# on AMX the prompt's batch runs the tile blocks (bf16 parts, f32 sums) and
+# the repeat the decode tiles (two-part int8 activations): two roundings,
+# each ~1e-3 from the ref backend on average over a 288-token prompt;
+# measured 2.3e-3 between them on the default model
+REPEAT_TOL_AMX = 5e-3
 
 
 class Server(server_common.Server):
@@ -127,16 +133,18 @@ def test_chat(srv):
         check(bytes(e["bytes"]).decode("utf-8", "replace") == e["token"], "chat: bytes match the token")
     st, ev = srv.post("/v1/chat/completions", dict(body, stream=True), stream=True)
     sc = entries_chat(ev)
-    check(st == 200 and [e["token"] for e in sc] == [e["token"] for e in content] and
-          max(abs(a["logprob"] - b["logprob"]) for a, b in zip(sc, content)) <= REPEAT_TOL,
+    diff = max((abs(a["logprob"] - b["logprob"]) for a, b in zip(sc, content)), default=0.0)
+    print(f"chat: streamed against non-streamed logprobs: max diff {diff:.3g} (REPEAT_TOL {REPEAT_TOL:g})")
+    check(st == 200 and [e["token"] for e in sc] == [e["token"] for e in content] and diff <= REPEAT_TOL,
           "chat: streamed logprobs equal the non-streamed ones")
     # raw logits: penalties and temperature change sampling, not the values
     st2, r2 = srv.post("/v1/chat/completions", dict(body, max_tokens=1, repetition_penalty=1.8,
                                                      frequency_penalty=1.5, temperature=1.7, seed=3))
     e2 = r2["choices"][0]["logprobs"]["content"][0]
     a, b = e2["top_logprobs"], content[0]["top_logprobs"]
-    check(st2 == 200 and [t["token"] for t in a] == [t["token"] for t in b] and
-          max(abs(x["logprob"] - y["logprob"]) for x, y in zip(a, b)) <= REPEAT_TOL,
+    diff = max((abs(x["logprob"] - y["logprob"]) for x, y in zip(a, b)), default=0.0)
+    print(f"chat: the first token's alternatives with penalties and temperature: max diff {diff:.3g}")
+    check(st2 == 200 and [t["token"] for t in a] == [t["token"] for t in b] and diff <= REPEAT_TOL,
           f"chat: the first token's alternatives do not depend on penalties or temperature: {a} vs {b}")
     st, r = srv.post("/v1/chat/completions", dict(body, logprobs=False, top_logprobs=None))
     check(st == 200 and r["choices"][0]["logprobs"] is None, "chat: logprobs null unless asked")
@@ -178,7 +186,11 @@ def main():
     ap.add_argument("--base", required=True)
     ap.add_argument("--ids", required=True, help="the corpus's token ids, one JSON array")
     ap.add_argument("--kld-base", required=True)
+    ap.add_argument("--kernel-set", default="", help="the cpu kernel set the server runs (r1infer --version)")
     a = ap.parse_args()
+    global REPEAT_TOL
+    if a.kernel_set.startswith("avx512-amx"):
+        REPEAT_TOL = REPEAT_TOL_AMX
     srv = Server(a.base)
     with open(a.ids) as f:
         ids = json.loads(f.readline())

@@ -9,7 +9,8 @@
  * dequantized activations in double, for every ISA table this CPU runs.
  * For prefill on the AMX sets (x86; "avx512-amx-emu" runs wherever AVX-512
  * and AVX512_BF16 do): the two-part bf16 panels the blocks multiply, against
- * to_f32, and the blocks themselves against double sums.
+ * to_f32, and the blocks themselves against double sums; on a CPU with AMX,
+ * the software model's block outputs equal the hardware's bit for bit.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -365,11 +366,22 @@ static void test_two_parts(const struct r1_cpu_isa *isa) {
  * left out), the sums in f32 */
 #define ERR_AMX_BLOCK 1e-9
 
+/* The blocks' outputs on the hardware ("avx512-amx", first in the list of
+ * sets), which the software model ("avx512-amx-emu", last) must equal bit
+ * for bit where both run: the model is what tests the AMX source on CPUs
+ * without AMX, so it must round as the tiles do. */
+static float *amx_hw_out;
+static size_t amx_hw_n, amx_hw_cap, amx_emu_at, amx_emu_diff, amx_emu_cmp;
+
 /* The AMX side of every dtype an AMX set has blocks for: the two-part bf16
  * panels (amx_panel.c) against to_f32, and the blocks themselves on three-part
  * bf16 activations against double sums, on odd row counts (a zero-padded
- * panel) and token counts past one 16-token group. */
+ * panel) and token counts past one 16-token group. The inputs come from a
+ * fixed seed, so every AMX set multiplies the same numbers. */
 static void test_amx_side(const struct r1_cpu_isa *isa) {
+    const int hw = !strcmp(isa->name, "avx512-amx"), emu = !strcmp(isa->name, "avx512-amx-emu");
+    const uint64_t rng_saved = rng;
+    rng = 0x2545F4914F6CDD1Dull;
     static const enum r1_dtype dts[] = {R1_DTYPE_BF16,   R1_DTYPE_F16,    R1_DTYPE_Q8_0,
                                         R1_DTYPE_Q4_0,   R1_DTYPE_Q4_0X8, R1_DTYPE_Q4_1X8,
                                         R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8,
@@ -430,6 +442,20 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
                         err += e * e, mag += sa * sa;
                     }
                 worst_block = fmax(worst_block, err / mag);
+                for (int t = 0; t < T && (hw || emu); t++)
+                    for (int r = 0; r < rows; r++) {
+                        const float c = C[(size_t)t * 64 + r];
+                        if (hw) {
+                            if (amx_hw_n == amx_hw_cap) {
+                                amx_hw_cap = amx_hw_cap ? 2 * amx_hw_cap : 1 << 16;
+                                amx_hw_out = realloc(amx_hw_out, amx_hw_cap * sizeof(float));
+                            }
+                            amx_hw_out[amx_hw_n++] = c;
+                        } else if (amx_emu_at < amx_hw_n) {
+                            amx_emu_diff += memcmp(&c, &amx_hw_out[amx_emu_at++], sizeof c) != 0;
+                            amx_emu_cmp++;
+                        }
+                    }
             }
             free(w), free(wf), free(x), free(hi), free(lo), free(xv), free(C);
             for (int p = 0; p < 3; p++) free(xb[p]);
@@ -442,6 +468,14 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
                isa->name, r1_dtype_name(dt), worst_panel, ERR_PANEL2, worst_block, ERR_AMX_BLOCK);
     }
     if (!strncmp(isa->name, "avx512-amx", 10)) CHECK(blocks > 0, "%s: no AMX block ran", isa->name);
+    if (emu && amx_hw_n) {
+        CHECK(amx_emu_cmp == amx_hw_n && amx_emu_diff == 0,
+              "the software model of the AMX tiles differs from the hardware in %zu of %zu outputs "
+              "(%zu compared)", amx_emu_diff, amx_hw_n, amx_emu_cmp);
+        printf("avx512-amx-emu equals avx512-amx bit for bit: %zu of %zu block outputs differ\n",
+               amx_emu_diff, amx_emu_cmp);
+    }
+    rng = rng_saved;
 }
 #endif
 
@@ -463,5 +497,8 @@ int main(void) {
 #endif
     }
     r1_cpu_select(NULL);
+#if defined(__x86_64__)
+    free(amx_hw_out);
+#endif
     return TEST_DONE("test_x8");
 }
