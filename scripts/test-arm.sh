@@ -30,6 +30,7 @@ for lib in libjansson.a libpcre2-8.a libutf8proc.a; do
     fi
 done
 out="$BUILD/aarch64"
+t0=$SECONDS
 # OPENCL=0, MPI=0: no arm64 OpenCL loader or MPI library here.
 # static: qemu-user then needs no arm64 loader or libraries (the Makefile's
 # test rule links with CFLAGS and LDLIBS, so -static goes into LDLIBS)
@@ -38,32 +39,51 @@ make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 OPENCL=0 MPI=0 \
     "$out/tests/test_matmul" "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
 SYSROOT=${ARM_SYSROOT:-/usr/aarch64-linux-gnu}
 status=0
-for t in test_matmul test_kernels; do
-    # under ASan + UBSan as well (dynamic: qemu finds the arm64 loader and
-    # libasan in the cross toolchain's root, /usr/aarch64-linux-gnu)
-    san="$out/tests/${t}_san"
-    newer=$(find src/kernels src/util tests/$t.c tests/kernel_test.h -newer "$san" -print -quit 2>/dev/null || true)
-    if [ ! -x "$san" ] || [ -n "$newer" ]; then
-        # shellcheck disable=SC2046
-        "$CC" -std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined \
-            -fno-sanitize-recover=undefined -fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests \
-            -D_GNU_SOURCE -o "$san" $(find src/kernels -name '*.c' ! -path 'src/kernels/opencl/*' | sort) \
-            src/util/util.c src/util/env.c tests/$t.c -lm
+took() { echo "   ($((SECONDS - t0)) s)"; t0=$SECONDS; }
+echo "== cross-build: $((SECONDS - t0)) s"; t0=$SECONDS
+# the kernels under ASan + UBSan as well (dynamic: qemu finds the arm64
+# loader and libasan in the cross toolchain's root, /usr/aarch64-linux-gnu):
+# each source compiled once, one job per core, and linked into both tests
+SANFLAGS="-std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
+-fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests -D_GNU_SOURCE"
+mkdir -p "$out/san"
+san_objs=() stale=()
+for src in $(find src/kernels -name '*.c' ! -path 'src/kernels/opencl/*' | sort) src/util/util.c src/util/env.c; do
+    o="$out/san/$(echo "${src%.c}" | tr / _).o"
+    if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find src include -name '*.h' -newer "$o" | head -1)" ]; then
+        rm -f "$o"
+        stale+=("$src" "$o")
     fi
+    san_objs+=("$o")
+done
+if [ ${#stale[@]} -gt 0 ]; then
+    export CC SANFLAGS
+    # shellcheck disable=SC2016
+    printf '%s\n' "${stale[@]}" | xargs -P "$(nproc)" -n 2 sh -c '$CC $SANFLAGS -c -o "$2" "$1"' _
+fi
+echo "== ASan + UBSan objects: $((SECONDS - t0)) s"; t0=$SECONDS
+for t in test_matmul test_kernels; do
+    san="$out/tests/${t}_san"
+    # shellcheck disable=SC2086
+    "$CC" $SANFLAGS -o "$san" "${san_objs[@]}" tests/$t.c -lm
     echo "== $t under ASan + UBSan, qemu-aarch64 -cpu max =="
     R1_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=0 "$QEMU" -L "$SYSROOT" -cpu max "$san" 2>&1 |
         grep -E "FAIL|ERROR|runtime error|passed, [0-9]+ failed$" || status=1
+    took
     echo "== $t, qemu-aarch64 -cpu max (dotprod) =="
     R1_TEST_QUICK=1 "$QEMU" -cpu max "$out/tests/$t" || status=1
+    took
     echo "== $t, qemu-aarch64 -cpu cortex-a53 (no dotprod) =="
     R1_TEST_QUICK=1 "$QEMU" -cpu cortex-a53 "$out/tests/$t" 2>&1 |
         grep -E "FAIL|best ISA|not available|passed" || status=1
+    took
 done
 for isa in neon-dot neon; do
     for t in test_gguf test_fixtures; do
         echo "== $t, R1_CPU_ISA=$isa, qemu-aarch64 -cpu max =="
         R1_CPU_ISA=$isa "$QEMU" -cpu max "$out/tests/$t" 2>&1 |
             grep -E "FAIL|passed, [0-9]+ failed$" || status=1
+        took
     done
 done
 exit $status
