@@ -46,20 +46,33 @@ targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
     for f in tests/fuzz/fuzz_*.c; do targets+=("$(basename "$f" .c)"); done
 fi
-status=0
-for name in "${targets[@]}"; do
-    $CC $FLAGS -fsanitize=fuzzer -o "$OUT/$name" "tests/fuzz/$name.c" "$OUT/libfuzz.a" $LIBS
+# one libFuzzer process per core at a time (each is single-threaded); a
+# target's summary line (or its crash) is printed once it ends
+run_one() { # name
+    local name=$1 seeds=()
     mkdir -p "$OUT/corpus/$name"
-    seeds=()
     [ -d "tests/fuzz/corpus/$name" ] && seeds+=("tests/fuzz/corpus/$name")
-    # libFuzzer's progress goes to a log; the summary line (or the crash) is shown
     if "$OUT/$name" -max_total_time="$SECS" -rss_limit_mb=4096 -max_len=4096 \
             -artifact_prefix="$OUT/$name-" "$OUT/corpus/$name" "${seeds[@]}" >"$OUT/$name.log" 2>&1; then
         echo "== $name: ${SECS} s, $(grep -E '^Done [0-9]+ runs' "$OUT/$name.log" | tail -n 1), corpus $(ls "$OUT/corpus/$name" | wc -l) inputs"
     else
         tail -n 40 "$OUT/$name.log"
         echo "!! $name found a crash (see $OUT/$name-* and $OUT/$name.log)"
-        status=1
+        return 1
+    fi
+}
+for name in "${targets[@]}"; do
+    $CC $FLAGS -fsanitize=fuzzer -o "$OUT/$name" "tests/fuzz/$name.c" "$OUT/libfuzz.a" $LIBS
+done
+status=0 jobs_n=$(nproc) pids=()
+for name in "${targets[@]}"; do
+    run_one "$name" > "$OUT/$name.out" 2>&1 &
+    pids+=("$!")
+    if [ ${#pids[@]} -ge "$jobs_n" ]; then
+        wait "${pids[0]}" || status=1
+        pids=("${pids[@]:1}")
     fi
 done
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for name in "${targets[@]}"; do cat "$OUT/$name.out"; done
 exit $status

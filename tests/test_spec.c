@@ -6,7 +6,8 @@
  *    tests/fixtures/gguf/ *.gguf, a few also converted to q8_0 / q4_0 / bf16
  *    at load) on the best cpu kernel set, one other set this CPU runs (each
  *    fixture the next set, so the run covers them all) and ref, and for the
- *    default model (R1_TEST_MODEL, as test_smollm) on every kernel set, the
+ *    default model (R1_TEST_MODEL, as test_smollm) on every kernel set but
+ *    plain C and the emulated ones, the
  *    speculative tokens equal the plain greedy tokens one for one: n-gram
  *    lookup at several fixed k and adaptive, a draft model at several k (the
  *    target itself: every draft must be kept), drafts forced right and
@@ -127,7 +128,7 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
 
 /* Every greedy case on one model and backend. */
 static void greedy_cases(const char *name, r1_model_t *m, const char *backend, const int32_t *prompt,
-                         int np, int n, int lite) {
+                         int np, int n) {
     r1_session_t *s = session(m, backend), *ds = session(m, backend);
     if (!s || !ds) goto out;
     struct r1_sampler_params gp = r1_sampler_defaults();
@@ -137,7 +138,7 @@ static void greedy_cases(const char *name, r1_model_t *m, const char *backend, c
     CHECK(nw == n, "%s/%s: plain decoding made %d of %d tokens", name, backend, nw, n);
     struct r1_sampler_params pen = gp;
     pen.repeat_penalty = 1.3f;
-    if (!lite) plain(s, &pen, prompt, np, n, want_pen);
+    plain(s, &pen, prompt, np, n, want_pen);
     struct kase {
         const char *what;
         int draft, lookup, k, fixed, oracle, wrong, penalty;
@@ -151,11 +152,6 @@ static void greedy_cases(const char *name, r1_model_t *m, const char *backend, c
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const struct kase *k = &cases[c];
-        /* lite (plain C on a real model, a minute a case): the widest
-         * verification batch (k = 15), a middle one, and every draft wrong */
-        if (lite && strcmp(k->what, "lookup k=15") && strcmp(k->what, "lookup k=4") &&
-            strcmp(k->what, "lookup wrong k=3"))
-            continue;
         struct r1_spec_opts so = {.lookup = k->lookup, .k = k->k, .fixed_k = k->fixed};
         if (k->oracle) so.oracle = want, so.n_oracle = n, so.oracle_wrong = k->wrong;
         struct r1_spec_stats st = {0};
@@ -175,7 +171,7 @@ static void greedy_cases(const char *name, r1_model_t *m, const char *backend, c
             printf("  %-22s %-6s %-20s drafted %3ld accepted %3ld steps %3ld\n", name, backend,
                    k->what, st.drafted, st.accepted, st.steps);
     }
-    if (!lite) two_turns(name, backend, s, ds, &gp, prompt, np, n < 24 ? n : 24);
+    two_turns(name, backend, s, ds, &gp, prompt, np, n < 24 ? n : 24);
 out:
     r1_session_free(ds);
     r1_session_free(s);
@@ -225,9 +221,11 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
 /* The kernel sets this CPU runs, then ref: the model loaded for each (the
  * weight layout follows the kernel set). every = 0 samples them: the best
  * set and one other, the next one at each call, so that a run of calls
- * covers every set without each case paying for all of them. */
+ * covers every set without each case paying for all of them. every = 1
+ * (a real model) runs every set but the emulated ones and plain C (a
+ * minute or more on a real model; the fixtures' calls sample both). */
 static void greedy_all(const char *name, const char *path, enum r1_dtype dt, const int32_t *prompt,
-                       int np, int n, int with_ref, int slow_generic, int every) {
+                       int np, int n, int with_ref, int every) {
     static int turn; /* which of the other sets the next sampled call takes */
     const struct r1_cpu_isa *avail[16];
     const char *sets[16];
@@ -235,9 +233,9 @@ static void greedy_all(const char *name, const char *path, enum r1_dtype dt, con
     for (int i = 0; r1_cpu_isas[i] && na < 15; i++)
         if (r1_cpu_isas[i]->available()) avail[na++] = r1_cpu_isas[i];
     if (na) sets[ns++] = avail[0]->name;
-    if (!quick && every) /* not the emulated ones: a software model on a real model is minutes */
+    if (!quick && every)
         for (int i = 1; i < na; i++) {
-            if (!avail[i]->emulated) sets[ns++] = avail[i]->name;
+            if (!avail[i]->emulated && strcmp(avail[i]->name, "generic")) sets[ns++] = avail[i]->name;
         }
     else if (!quick && na > 1)
         sets[ns++] = avail[1 + turn++ % (na - 1)]->name;
@@ -254,11 +252,9 @@ static void greedy_all(const char *name, const char *path, enum r1_dtype dt, con
         if (prompt) memcpy(p, prompt, (size_t)np * sizeof *p);
         else pn = make_prompt(r1_model_config(m)->vocab, p);
         double t0 = r1_now();
-        /* plain C on a real model: fewer tokens, lookup cases only */
-        int lite = slow_generic && sets[i] && !strcmp(sets[i], "generic"), nn = lite ? 16 : n;
-        greedy_cases(name, m, backend, p, pn, nn, lite);
-        printf("%-28s %-9s greedy speculative == plain (%d tokens, %s; %.1fs)\n", name,
-               sets[i] ? sets[i] : "ref", nn, lite ? "3 lookup cases" : "11 cases", r1_now() - t0);
+        greedy_cases(name, m, backend, p, pn, n);
+        printf("%-28s %-9s greedy speculative == plain (%d tokens, 11 cases; %.1fs)\n", name,
+               sets[i] ? sets[i] : "ref", n, r1_now() - t0);
         r1_model_free(m);
     }
     r1_cpu_select(NULL);
@@ -288,14 +284,14 @@ static void test_fixtures(void) {
     for (int i = 0; i < nn; i++) {
         char path[400];
         snprintf(path, sizeof path, FIXTURE_DIR "/%.300s", names[i]);
-        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, 1, 0, 0);
+        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, 1, 0);
     }
     /* the integer and bf16 kernels on one fixture, converted at load */
     static const enum r1_dtype dts[] = {R1_DTYPE_Q8_0, R1_DTYPE_Q4_0, R1_DTYPE_BF16, R1_DTYPE_Q4_1};
     for (int i = 0; i < 4; i++) {
         char name[64];
         snprintf(name, sizeof name, "gqa2_f32 as %s", r1_dtype_name(dts[i]));
-        greedy_all(name, FIXTURE_DIR "/gqa2_f32", dts[i], NULL, 0, N_GEN, 0, 0, 0);
+        greedy_all(name, FIXTURE_DIR "/gqa2_f32", dts[i], NULL, 0, N_GEN, 0, 0);
     }
 }
 
@@ -313,7 +309,7 @@ static void test_default_model(void) {
     int32_t *ids = NULL;
     int n = chat ? r1_tokenizer_encode(tok, chat, strlen(chat), 0, &ids) : -1;
     CHECK(n > 0 && n <= 64, "the default model's prompt: %d tokens", n);
-    if (n > 0 && n <= 64) greedy_all("SmolLM2-135M (default)", path, R1_DTYPE_AUTO, ids, n, N_GEN_REAL, 0, 1, 1);
+    if (n > 0 && n <= 64) greedy_all("SmolLM2-135M (default)", path, R1_DTYPE_AUTO, ids, n, N_GEN_REAL, 0, 1);
     free(ids);
     free(chat);
     r1_tokenizer_free(tok);
