@@ -141,7 +141,9 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
  * below one 512-column slice, and past two with a tail that is not a
  * multiple of 8 (floats) or 64 (32-blocks); rows not a multiple of 16 and
  * more than one 64-row block; token counts not a multiple of 6, one more
- * than R1_CPU_PANEL_MIN_T and more than one 256-token block. */
+ * than R1_CPU_PANEL_MIN_T and more than one 256-token block. The AMX
+ * blocks take the same shapes and limit (f32-exact products of the
+ * dequantized weights' two bf16 parts and the activations' three). */
 #define NMSE_PANEL NMSE_MATMUL_F32
 /* Integer panels (panel_act R1_CPU_ACT_Q16): int16 activations, a step of
  * 1/32767 of the block max where two-part int8 has 1/(127 x 254), so the
@@ -154,15 +156,14 @@ static void test_panel(const struct r1_cpu_isa *isa) {
     int ncase = 0;
     for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
         enum r1_dtype dt = dtypes[di];
-        if (!isa->mm[dt].batch_panel) continue;
-        if (isa->mm[dt].batch_block)
-            continue; /* AMX blocks take these batches (test_matmul's limits) */
+        const int amx = isa->mm[dt].batch_block != NULL; /* AMX blocks take these batches */
+        if (!isa->mm[dt].batch_panel && !amx) continue;
         const int blk = r1_dtype_traits[dt].block;
         const int shapes[2][2] = {{37, blk == 1 ? 7 : blk == 32 ? 96 : 256},
                                   {70, blk == 1 ? 1037 : blk == 32 ? 1056 : 1280}};
         char what[48];
-        const int q16 = isa->mm[dt].panel_act == R1_CPU_ACT_Q16;
-        snprintf(what, sizeof what, "panel%s/%s", q16 ? "-q16" : "", r1_dtype_name(dt));
+        const int q16 = !amx && isa->mm[dt].panel_act == R1_CPU_ACT_Q16;
+        snprintf(what, sizeof what, "%s%s/%s", amx ? "amx-block" : "panel", q16 ? "-q16" : "", r1_dtype_name(dt));
         struct group g = {isa->name, what, q16 ? NMSE_PANEL_Q16_GATE_UP : NMSE_PANEL, 0, "", 0};
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
             for (int si = 0; si < 2; si++) {
@@ -731,6 +732,7 @@ int main(void) {
             only_batches = 1;
             test_matmul(isa);
             only_batches = 0;
+            test_panel(isa); /* the blocks past one 256-token block */
             printf("== %s: %.1f s\n", isa->name, r1_now() - t_set);
             continue;
         }

@@ -414,8 +414,9 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
     float Cs[TOKEN_BLOCK * ROW_BLOCK];
-    const int parts = rows_per_token(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
-    float *C = mm->batch_panel ? (float *)r1_cpu_scratch(4, (size_t)tblock * ROW_BLOCK * sizeof(float)) : Cs;
+    const int wide = mm->batch_panel || mm->batch_block; /* weights made into a panel per block */
+    const int parts = rows_per_token(mm), tblock = wide ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
+    float *C = wide ? (float *)r1_cpu_scratch(4, (size_t)tblock * ROW_BLOCK * sizeof(float)) : Cs;
     for (int tb = 0; tb < T; tb += tblock) {
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
@@ -518,8 +519,9 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     const uint8_t *xa = r1_cpu_prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
     float gs[TOKEN_BLOCK * ROW_BLOCK], us[TOKEN_BLOCK * ROW_BLOCK], *g = gs, *u = us;
-    const int parts = rows_per_token(mm), tblock = mm->batch_panel ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
-    if (mm->batch_panel) {
+    const int wide = mm->batch_panel || mm->batch_block; /* weights made into a panel per block */
+    const int parts = rows_per_token(mm), tblock = wide ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
+    if (wide) {
         g = (float *)r1_cpu_scratch(4, (size_t)2 * tblock * ROW_BLOCK * sizeof(float));
         u = g + (size_t)tblock * ROW_BLOCK;
     }

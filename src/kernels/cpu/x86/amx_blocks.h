@@ -16,7 +16,7 @@
  * (and f16 w_hi x2, w_lo x1: f16 is exactly hi + lo). Each product is exact
  * in the tile's f32 sums, so a block lands within f32 rounding of the
  * dequantized weights times the f32 activations: closer to ref than the
- * two-part int8 tiles of decode (test_matmul's NMSE_AMX).
+ * two-part int8 tiles of decode (test_matmul.c holds them to its float limit).
  *
  * Each thread loads the tile configuration once. Linux grants the tile
  * state per process on request (arch_prctl ARCH_REQ_XCOMP_PERM).
