@@ -18,24 +18,17 @@ OUT=build-fuzz
 PLAIN="-std=c11 -O1 -g -Iinclude -Isrc -D_GNU_SOURCE -pthread -fno-omit-frame-pointer"
 FLAGS="$PLAIN -fsanitize=address,undefined -fno-sanitize-recover=undefined"
 LIBS="-lpcre2-8 -lutf8proc -ljansson -lmicrohttpd -lm"
-mkdir -p "$OUT/obj"
 # compile what changed, one job per core
-objs=() stale=()
-for src in $(find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/kernels/opencl/*' | sort); do
-    obj="$OUT/obj/$(echo "${src%.c}" | tr / _).o"
-    if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find src include -name '*.h' -newer "$obj" | head -1)" ]; then
-        rm -f "$obj"
-        stale+=("$src")
-    fi
-    objs+=("$obj")
-done
+. scripts/objs.sh
+# shellcheck disable=SC2046
+plan_objs "$OUT/obj" $(find src -name '*.c' ! -path 'src/cli/*' ! -path 'src/kernels/opencl/*' | sort)
 if [ ${#stale[@]} -gt 0 ]; then
-    export CC FLAGS PLAIN OUT
-    printf '%s\n' "${stale[@]}" | xargs -P "$(nproc)" -n 1 sh -c \
-        'o="$OUT/obj/$(echo "${1%.c}" | tr / _).o"
-         case "$1" in src/kernels/cpu/x86/* | src/kernels/cpu/arm/*) f=$PLAIN ;; *) f="$FLAGS -fsanitize=fuzzer-no-link" ;; esac
-         $CC $f -c -o "$o" "$1" ||
-             { echo "fuzz: $1 does not compile with $CC" >&2; rm -f "$o"; exit 255; }' _ ||
+    export CC FLAGS PLAIN
+    # shellcheck disable=SC2016
+    printf '%s\n' "${stale[@]}" | xargs -P "$(nproc)" -n 2 sh -c \
+        'case "$1" in src/kernels/cpu/x86/* | src/kernels/cpu/arm/*) f=$PLAIN ;; *) f="$FLAGS -fsanitize=fuzzer-no-link" ;; esac
+         $CC $f -c -o "$2" "$1" ||
+             { echo "fuzz: $1 does not compile with $CC" >&2; rm -f "$2"; exit 255; }' _ ||
         exit 1
 fi
 echo "== fuzz: library compiled ($((SECONDS)) s)"

@@ -46,16 +46,9 @@ echo "== cross-build: $((SECONDS - t0)) s"; t0=$SECONDS
 # each source compiled once, one job per core, and linked into both tests
 SANFLAGS="-std=c11 -Wall -Wextra -Werror -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined \
 -fno-omit-frame-pointer -pthread -Iinclude -Isrc -Itests -D_GNU_SOURCE"
-mkdir -p "$out/san"
-san_objs=() stale=()
-for src in $(find src/kernels -name '*.c' ! -path 'src/kernels/opencl/*' | sort) src/util/util.c src/util/env.c; do
-    o="$out/san/$(echo "${src%.c}" | tr / _).o"
-    if [ ! -f "$o" ] || [ "$src" -nt "$o" ] || [ -n "$(find src include -name '*.h' -newer "$o" | head -1)" ]; then
-        rm -f "$o"
-        stale+=("$src" "$o")
-    fi
-    san_objs+=("$o")
-done
+. scripts/objs.sh
+# shellcheck disable=SC2046
+plan_objs "$out/san" $(find src/kernels -name '*.c' ! -path 'src/kernels/opencl/*' | sort) src/util/util.c src/util/env.c
 if [ ${#stale[@]} -gt 0 ]; then
     export CC SANFLAGS
     # shellcheck disable=SC2016
@@ -65,7 +58,7 @@ echo "== ASan + UBSan objects: $((SECONDS - t0)) s"; t0=$SECONDS
 for t in test_matmul test_kernels; do
     san="$out/tests/${t}_san"
     # shellcheck disable=SC2086
-    "$CC" $SANFLAGS -o "$san" "${san_objs[@]}" tests/$t.c -lm
+    "$CC" $SANFLAGS -o "$san" "${objs[@]}" tests/$t.c -lm
     echo "== $t under ASan + UBSan, qemu-aarch64 -cpu max =="
     R1_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=0 "$QEMU" -L "$SYSROOT" -cpu max "$san" 2>&1 |
         grep -E "FAIL|ERROR|runtime error|passed, [0-9]+ failed$" || status=1

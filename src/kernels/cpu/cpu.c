@@ -341,7 +341,7 @@ static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
 }
 
 /* C[(t - t0) * ROW_BLOCK + i] = row r0+i of base · token t, for i < mc <= ROW_BLOCK and
- * t in [t0, t0 + tn), tn <= TOKEN_BLOCK (TOKEN_BLOCK_PANEL for the panel GEMM, which
+ * t in [t0, t0 + tn), tn <= token_block(mm) (TOKEN_BLOCK_PANEL for the panel GEMM, which
  * makes its own slices). A batch walks K in KC-column slices so
  * the slice of ROW_BLOCK rows and of the tokens both stay in L2 while every
  * tile of them is computed; a single token streams each row group once. */
@@ -409,14 +409,20 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, e
     }
 }
 
+/* Tokens per block of a batch: where each block makes its weights into a
+ * panel (the panel GEMM, the AMX blocks), TOKEN_BLOCK_PANEL, so that a panel
+ * is made once per that many tokens; else TOKEN_BLOCK rows of activations. */
+static int token_block(const struct r1_cpu_mm *mm) {
+    return mm->batch_panel || mm->batch_block ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / rows_per_token(mm);
+}
+
 /* out[t*ostride + r] (=, = +bias, +=) w[r,:]·x[t,:] for r in [lo, hi), t < T. */
 static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
     float Cs[TOKEN_BLOCK * ROW_BLOCK];
-    const int wide = mm->batch_panel || mm->batch_block; /* weights made into a panel per block */
-    const int parts = rows_per_token(mm), tblock = wide ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
-    float *C = wide ? (float *)r1_cpu_scratch(4, (size_t)tblock * ROW_BLOCK * sizeof(float)) : Cs;
+    const int parts = rows_per_token(mm), tblock = token_block(mm);
+    float *C = tblock > TOKEN_BLOCK ? (float *)r1_cpu_scratch(4, (size_t)tblock * ROW_BLOCK * sizeof(float)) : Cs;
     for (int tb = 0; tb < T; tb += tblock) {
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
@@ -519,9 +525,8 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     const uint8_t *xa = r1_cpu_prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
     float gs[TOKEN_BLOCK * ROW_BLOCK], us[TOKEN_BLOCK * ROW_BLOCK], *g = gs, *u = us;
-    const int wide = mm->batch_panel || mm->batch_block; /* weights made into a panel per block */
-    const int parts = rows_per_token(mm), tblock = wide ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / parts;
-    if (wide) {
+    const int parts = rows_per_token(mm), tblock = token_block(mm);
+    if (tblock > TOKEN_BLOCK) {
         g = (float *)r1_cpu_scratch(4, (size_t)2 * tblock * ROW_BLOCK * sizeof(float));
         u = g + (size_t)tblock * ROW_BLOCK;
     }
