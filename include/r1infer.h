@@ -104,6 +104,12 @@ struct r1_load_opts {
      * ~/.cache/r1infer/layouts); NULL or "off": none. Not with no_mmap. A
      * cache file that does not match the model is reported and rebuilt. */
     const char *layout_cache;
+    /* The backend the weights are for ("cpu", "ref", "cuda", "opencl"; NULL:
+     * "cpu"). It picks their layout: the cpu's regroupings of the quantized
+     * types, where the others keep the file's and read it in place. A model
+     * loaded for one backend runs on any other, at that backend's speed for
+     * the layout it got. */
+    const char *backend;
 };
 
 /* Load a model: a Hugging Face directory (config.json + *.safetensors) or a

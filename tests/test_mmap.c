@@ -6,8 +6,11 @@
  * after the load (checked page by page with /proc/self/pagemap); --no-mmap
  * holds the weights in private memory; all three give the same logits;
  * a truncated or corrupt file and a model that cannot fit in the memory
- * left are refused with errors that say so. The files are small qwen2
- * GGUFs of bf16 weights written here.
+ * left are refused with errors that say so. The weights' layout follows the
+ * backend they are loaded for: a q8_0 file is regrouped for cpu and used in
+ * place for the backends that read the file's layout, with the same
+ * logits either way. The files are small qwen2 GGUFs of bf16 (and q8_0)
+ * weights written here.
  */
 #include <fcntl.h>
 #include <math.h>
@@ -18,6 +21,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "kernels/cpu/cpu.h"
 #include "model/gguf.h"
 #include "model/model.h"
 #include "r1infer.h"
@@ -35,6 +39,7 @@ struct spec {
 struct file {
     struct spec t[64];
     int n;
+    enum r1_dtype wdt; /* the matrices' */
 };
 
 static void add(struct file *f, const char *name, int64_t rows, int64_t cols) {
@@ -42,7 +47,7 @@ static void add(struct file *f, const char *name, int64_t rows, int64_t cols) {
     snprintf(s->name, sizeof s->name, "%s", name);
     s->shape[0] = rows, s->shape[1] = cols;
     s->ndim = cols ? 2 : 1;
-    s->dt = cols ? R1_DTYPE_BF16 : R1_DTYPE_F32;
+    s->dt = cols ? f->wdt : R1_DTYPE_F32;
 }
 
 static int fill(void *ctx, int index, uint8_t *dst, size_t size) {
@@ -54,6 +59,13 @@ static int fill(void *ctx, int index, uint8_t *dst, size_t size) {
     if (s->dt == R1_DTYPE_F32) {
         float *v = (float *)dst;
         for (size_t i = 0; i < size / 4; i++) v[i] = strstr(s->name, "norm") ? 1.0f : 0.02f * r1_frand_normal(&st);
+    } else if (s->dt == R1_DTYPE_Q8_0) {
+        const size_t n = (size_t)s->shape[0] * s->shape[1];
+        float *v = malloc(n * sizeof *v);
+        if (!v) return -1;
+        for (size_t i = 0; i < n; i++) v[i] = 0.05f * r1_frand_normal(&st);
+        r1_dtype_traits[R1_DTYPE_Q8_0].from_f32(v, dst, (int64_t)n);
+        free(v);
     } else {
         uint16_t *v = (uint16_t *)dst;
         for (size_t i = 0; i < size / 2; i++) v[i] = r1_f32_to_bf16(0.05f * r1_frand_normal(&st));
@@ -64,8 +76,8 @@ static int fill(void *ctx, int index, uint8_t *dst, size_t size) {
 /* fused_order: q|k|v and gate|up weights adjacent (r1infer convert's order);
  * else each weight followed by its bias (llama.cpp's order from a
  * checkpoint's alphabetical one), so q|k|v must be copied. */
-static int write_model(const char *path, int fused_order) {
-    struct file f = {.n = 0};
+static int write_model(const char *path, int fused_order, enum r1_dtype wdt) {
+    struct file f = {.n = 0, .wdt = wdt};
     char n[64];
     add(&f, "token_embd.weight", VOCAB, DIM);
     for (int l = 0; l < LAYERS; l++) {
@@ -166,17 +178,23 @@ static float max_diff(const float *a, const float *b) {
 }
 
 #define IDENTICAL 0.0f /* the same bytes through the same kernels */
+#define LAYOUT_TOL 5e-3f /* q8_0 through the x8 tiles or the plain ones: two int8 forms of the
+                            activations, each within the kernels' tolerance of the reference
+                            (logits here reach about 5) */
 #define MAX_RESIDENT 0.30 /* of a converted tensor's pages after the load: the kernel's
                              fault-around may map back up to 64 KiB at each edge */
 
 int main(void) {
     char dir[] = "/tmp/r1_test_mmap_XXXXXX";
     if (!mkdtemp(dir)) return 1;
-    char fused[128], split[128], trunc[128];
+    char fused[128], split[128], trunc[128], quant[128];
     snprintf(fused, sizeof fused, "%s/fused.gguf", dir);
     snprintf(split, sizeof split, "%s/split.gguf", dir);
     snprintf(trunc, sizeof trunc, "%s/truncated.gguf", dir);
-    CHECK(write_model(fused, 1) == 0 && write_model(split, 0) == 0, "writing the test models: %s", r1_last_error());
+    snprintf(quant, sizeof quant, "%s/q8_0.gguf", dir);
+    CHECK(write_model(fused, 1, R1_DTYPE_BF16) == 0 && write_model(split, 0, R1_DTYPE_BF16) == 0 &&
+              write_model(quant, 1, R1_DTYPE_Q8_0) == 0,
+          "writing the test models: %s", r1_last_error());
     struct r1_load_opts lo = {.dtype = R1_DTYPE_AUTO};
 
     /* mapped, every matrix in place (q|k|v and gate|up adjacent in the file) */
@@ -247,6 +265,41 @@ int main(void) {
     r1_model_free(b);
     r1_model_free(c);
 
+    /* the layout follows the backend the weights are loaded for: q8_0 is
+     * regrouped (q8_0x8) for cpu, kept where it lies in the file for ref */
+    struct r1_load_opts for_cpu = {.dtype = R1_DTYPE_AUTO, .backend = "cpu"};
+    struct r1_load_opts for_ref = {.dtype = R1_DTYPE_AUTO, .backend = "ref"};
+    struct r1_model *qc = r1_model_load(quant, &for_cpu), *qr = r1_model_load(quant, &for_ref);
+    CHECK(qc && qr, "load %s for cpu and ref: %s", quant, r1_last_error());
+    if (qc && qr) {
+        const struct r1_mat *wc = &qc->layers[1].wgu, *wr = &qr->layers[1].wgu;
+        const int grouped = r1_cpu_layout(R1_DTYPE_Q8_0, DIM) != R1_DTYPE_Q8_0; /* not on every kernel set */
+        printf("q8_0 gate|up: loaded for cpu as %s (%s), for ref as %s (%s)\n", r1_dtype_name(wc->dtype),
+               in_file(wc->data, quant) ? "in place" : "converted", r1_dtype_name(wr->dtype),
+               in_file(wr->data, quant) ? "in place" : "converted");
+        CHECK(!grouped || (wc->dtype == R1_DTYPE_Q8_0X8 && !in_file(wc->data, quant)),
+              "for cpu: gate|up is %s, expected the cpu's q8_0x8, converted", r1_dtype_name(wc->dtype));
+        CHECK(wr->dtype == R1_DTYPE_Q8_0 && in_file(wr->data, quant) && in_file(qr->layers[0].wqkv.data, quant),
+              "for ref: gate|up is %s, expected the file's q8_0 where it lies", r1_dtype_name(wr->dtype));
+        CHECK(!grouped || qr->in_place_bytes > qc->in_place_bytes, "in place: %zu bytes for ref, %zu for cpu",
+              qr->in_place_bytes, qc->in_place_bytes);
+        /* either layout runs on the cpu backend: q8_0 in both, the same sums */
+        float *l1 = logits(qc), *l2 = logits(qr);
+        float d = max_diff(l1, l2), big = 0;
+        for (int i = 0; l1 && i < VOCAB; i++) big = fabsf(l1[i]) > big ? fabsf(l1[i]) : big;
+        printf("logits on cpu (largest %.3f), q8_0 regrouped vs in place: max diff %g (tolerance LAYOUT_TOL %g)\n",
+               big, d, LAYOUT_TOL);
+        CHECK(d <= LAYOUT_TOL, "the two layouts' logits differ by %g", d);
+        free(l1), free(l2);
+    }
+    r1_model_free(qc);
+    r1_model_free(qr);
+    struct r1_load_opts for_none = {.dtype = R1_DTYPE_AUTO, .backend = "no-such-backend"};
+    struct r1_model *qn = r1_model_load(quant, &for_none);
+    CHECK(!qn && strstr(r1_last_error(), "no-such-backend"), "an unknown backend: got '%s'",
+          qn ? "loaded" : r1_last_error());
+    r1_model_free(qn);
+
     /* --mlock, as far as this process may lock */
     struct r1_load_opts ml = {.dtype = R1_DTYPE_AUTO, .mlock = 1};
     struct r1_model *d = r1_model_load(fused, &ml);
@@ -294,6 +347,6 @@ int main(void) {
         r1_model_free(t);
     }
     r1_model_free(a);
-    unlink(fused), unlink(split), unlink(trunc), rmdir(dir);
+    unlink(fused), unlink(split), unlink(trunc), unlink(quant), rmdir(dir);
     return TEST_DONE("test_mmap");
 }

@@ -42,7 +42,7 @@ int bench_run(const struct bench_opts *o) {
     /* ---- model ---- */
     double t0 = r1_now();
     if (o->model) {
-        struct r1_load_opts lo = {.dtype = o->dtype, .progress = isatty(2)};
+        struct r1_load_opts lo = {.dtype = o->dtype, .progress = isatty(2), .backend = be->name};
         m = r1_model_load(o->model, &lo);
         snprintf(R->model_name, sizeof R->model_name, "%s", o->model);
     } else {

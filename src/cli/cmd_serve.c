@@ -150,7 +150,7 @@ int cmd_serve(int argc, char **argv) {
 
     int rc = 1;
     struct r1_load_opts lo = {.dtype = o.dtype, .progress = 1, .no_mmap = o.no_mmap, .mlock = o.mlock,
-                              .layout_cache = o.layout_cache};
+                              .layout_cache = o.layout_cache, .backend = o.backend};
     r1_model_t *m = r1_model_load(o.model, &lo);
     r1_tokenizer_t *tok = m ? r1_tokenizer_load(o.model) : NULL;
     char *name = model_name(o.model);

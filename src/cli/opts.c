@@ -405,7 +405,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
         return -1;
     }
     struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock,
-                              .layout_cache = o->layout_cache};
+                              .layout_cache = o->layout_cache, .backend = o->backend};
     *m = r1_model_load(o->model, &lo);
     if (!*m) {
         fprintf(stderr, "r1infer: %s\n", r1_last_error());
@@ -426,7 +426,7 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
 
 r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const r1_tokenizer_t *tok) {
     struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock,
-                              .layout_cache = o->layout_cache};
+                              .layout_cache = o->layout_cache, .backend = o->backend};
     r1_model_t *dm = r1_model_load(o->draft, &lo);
     if (!dm) {
         fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());

@@ -132,6 +132,11 @@ struct r1_backend {
     enum r1_dtype kv_dtype;
     /* NULL for host backends (ref, cpu); see struct r1_device_ops. */
     const struct r1_device_ops *dev;
+    /* The layout its matmuls read fastest for weights stored as dt with cols
+     * columns (the cpu's x8 regroupings); the loader converts to it
+     * (r1_load_opts.backend). NULL: the file's own, so the weights stay
+     * where they lie in the mapping. Every backend reads every layout. */
+    enum r1_dtype (*weight_layout)(enum r1_dtype dt, int cols);
 };
 
 extern const struct r1_backend r1_backend_ref;

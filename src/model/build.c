@@ -25,6 +25,7 @@ struct planner {
     size_t in_place; /* bytes of matrices pointing into the source */
     size_t released; /* bytes of source tensors converted (given back after) */
     uint64_t plan;   /* hash of every piece's place, dtype and shape (the layout cache's key) */
+    enum r1_dtype (*layout)(enum r1_dtype dt, int cols); /* the backend's (struct r1_backend) */
 };
 
 static void *take(struct planner *p, size_t bytes) {
@@ -58,18 +59,17 @@ static int contiguous(const struct r1_src_tensor *const *part, int n, enum r1_dt
 
 /* Plan matrix m of (rows, cols) in dtype dt, made of the n source tensors
  * `part` stacked by rows (q|k|v, gate|up; NULL entries for missing ones,
- * reported when the matrix is filled). cpu_layout: take the grouping the
- * cpu kernels read fastest (not for an embedding table only ever read a row
- * at a time). When the parts are already that layout, one after the other
- * in memory the model keeps (src->in_place), m points there. */
+ * reported when the matrix is filled). regroup: take the layout the
+ * backend's matmuls read fastest (p->layout; not for an embedding table only
+ * ever read a row at a time). When the parts are already that layout, one
+ * after the other in memory the model keeps (src->in_place), m points there. */
 static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols,
                     const char *what, const struct r1_tensor_source *src,
-                    const struct r1_src_tensor *const *part, int n, int cpu_layout) {
+                    const struct r1_src_tensor *const *part, int n, int regroup) {
     /* a width the block does not divide (SmolLM2's 576 columns for the
      * 256-wide K-quants) falls back to q8_0, then f16, as convert does */
     if (!r1_dtype_row_bytes(dt, cols)) dt = r1_dtype_row_bytes(R1_DTYPE_Q8_0, cols) ? R1_DTYPE_Q8_0 : R1_DTYPE_F16;
-    /* q4_0 in the grouping the cpu kernels read fastest, where they have one */
-    if (cpu_layout) dt = r1_cpu_layout(dt, cols);
+    if (regroup && p->layout) dt = p->layout(dt, cols);
     size_t rb = r1_dtype_row_bytes(dt, cols);
     if (rb == 0)
         return r1_err("%s: %d columns cannot be stored as %s (needs a multiple of %d)", what, cols,
@@ -470,7 +470,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         return -1;
 
     /* pass 0 sizes the arena, pass 1 fills it */
-    struct planner p = {0};
+    struct planner p = {.layout = m->layout_for ? m->layout_for->weight_layout : r1_cpu_layout};
     struct r1_layout_cache lc = {.fd = -1, .lock_fd = -1};
     struct progress pr = {.tty = progress && isatty(2), .path = src->path};
     char name[NAMELEN];

@@ -27,6 +27,11 @@ r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts) {
         return NULL;
     }
     m->path = strdup(path);
+    m->layout_for = r1_backend_find(opts->backend ? opts->backend : "cpu");
+    if (!m->layout_for) {
+        r1_model_free(m);
+        return NULL;
+    }
     int rc;
     if (r1_path_is_dir(path)) rc = r1_model_load_hf(m, path, opts);
     else if (ends_with(path, ".gguf")) rc = r1_model_load_gguf(m, path, opts);

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "kernels/dtype.h"
+#include "kernels/kernels.h"
 #include "r1infer.h"
 #include "util/util.h"
 
@@ -39,6 +40,9 @@ struct r1_model {
     char *path;           /* what it was loaded from */
     struct r1_tp *tp;     /* this rank's share when tensor parallel (model/tp.h); NULL alone */
     int layout_cache;     /* enum r1_layout_cache_state: where the arena came from */
+    /* the backend the layouts were chosen for (r1_load_opts.backend); NULL:
+     * the cpu's (models built in memory) */
+    const struct r1_backend *layout_for;
 };
 
 /* Fill cfg from a parsed config.json; checks every size. -1 with an error. */

@@ -27,7 +27,7 @@ static int dev_dtype_ok(enum r1_dtype t) {
 static enum r1_dtype plain(enum r1_dtype t) {
     if (t == R1_DTYPE_Q8_0X8) return R1_DTYPE_Q8_0;
     if (t == R1_DTYPE_Q4_0X8) return R1_DTYPE_Q4_0;
-    if ((int)t >= 0 && t < R1_DTYPE_COUNT && !dev_dtype_ok(t) && r1_dtype_traits[t].to_f32) return R1_DTYPE_Q8_0;
+    if ((int)t >= 0 && (int)t < R1_DTYPE_ALL && !dev_dtype_ok(t) && r1_dtype_traits[t].to_f32) return R1_DTYPE_Q8_0;
     return t;
 }
 enum r1_dtype r1_device_dtype(enum r1_dtype t) { return plain(t); }

@@ -616,4 +616,5 @@ const struct r1_backend r1_backend_cpu = {
         },
     .init = cpu_init,
     .kv_dtype = R1_DTYPE_F16,
+    .weight_layout = r1_cpu_layout,
 };
