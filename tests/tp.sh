@@ -107,6 +107,20 @@ else
     bad "default model $MODEL missing (scripts/get-model.sh)"
 fi
 
+# greedy decode through r1_session_forward_argmax: each rank's best of its
+# vocabulary rows, then one all-reduce (MAXLOC) instead of gathering the
+# logits; the ids must be one process's (tp_bench prints their hash)
+TPB=${R1_BUILD:-build}/tools/tp_bench
+if [ -x "$TPB" ]; then
+    tpb=(--synthetic 1.5b --layers 2 --dtype q8_0 --threads 1 --tokens 24 --prompt 6)
+    h1=$(timeout 120 "$TPB" "${tpb[@]}" 2>&1 | grep -o 'ids hash [0-9a-f]*')
+    h2=$(timeout 120 "${MPI[@]}" -np 2 "$TPB" "${tpb[@]}" 2>&1 | grep -o 'ids hash [0-9a-f]*')
+    echo "     tp_bench 1.5b (2 layers) q8_0: one process: ${h1:-none}, 2 ranks: ${h2:-none}"
+    check "distributed argmax: 2 ranks decode one process's greedy ids (tp_bench)" test -n "$h1" -a "$h1" = "$h2"
+else
+    bad "$TPB missing (make tests builds it)"
+fi
+
 # two ranks in two network namespaces joined by a veth pair, as the test's
 # own hosts: mpirun runs in the first, starts the second's daemon through an
 # "ssh" that is `ip netns exec`, and the all-reduces cross the veth by TCP

@@ -75,6 +75,18 @@ void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs) {
     g_seconds += r1_now() - t0;
 }
 
+void r1_comm_argmax_f32(float *val, int *idx) {
+    if (g_size == 1) return;
+    double t0 = r1_now();
+    struct {
+        float v;
+        int i;
+    } p = {*val, *idx}; /* MPI_FLOAT_INT's layout */
+    check(MPI_Allreduce(MPI_IN_PLACE, &p, 1, MPI_FLOAT_INT, MPI_MAXLOC, MPI_COMM_WORLD), "argmax all-reduce");
+    *val = p.v, *idx = p.i;
+    g_seconds += r1_now() - t0;
+}
+
 void r1_comm_bcast(void *buf, size_t bytes, int root) {
     if (g_size == 1) return;
     double t0 = r1_now();

@@ -21,6 +21,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "model/tp.h"
+#include "runtime/comm.h"
 #include "runtime/device.h"
 #include "runtime/pool.h"
 #include "runtime/session.h"
@@ -29,6 +30,7 @@
 
 struct r1_session {
     struct r1_model *m;
+    int tp_local; /* tensor parallel: the next step's logits stay this rank's rows (no gather) */
     const struct r1_model *w; /* weights the kernels read: m, or its device copy */
     const struct r1_backend *be;
     const struct r1_device_ops *dev; /* be->dev: NULL on host backends */
@@ -455,7 +457,7 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int pos
         const size_t V = (size_t)c->vocab;
         op.T = 1, op.x = s->xb + (size_t)i * D, op.out = out + i * V + m->tp->v0;
         run(s, &op);
-        r1_tp_gather_logits(m->tp, out + i * V);
+        if (!s->tp_local) r1_tp_gather_logits(m->tp, out + i * V);
     }
 }
 
@@ -542,6 +544,17 @@ const float *r1_session_forward(r1_session_t *s, const int32_t *ids, int n, floa
 }
 
 int32_t r1_session_forward_argmax(r1_session_t *s, const int32_t *ids, int n) {
+    const struct r1_tp *tp = s->m->tp;
+    if (tp && !s->dev) { /* each rank's best of its vocabulary rows, then the best of those */
+        s->tp_local = 1;
+        int rc = forward_all(s, ids, n, NULL, 0);
+        s->tp_local = 0;
+        if (rc) return -1;
+        int id = tp->v0 + r1_argmax(s->logits + tp->v0, tp->v1 - tp->v0);
+        float v = s->logits[id];
+        r1_comm_argmax_f32(&v, &id);
+        return id;
+    }
     if (forward_all(s, ids, n, NULL, 0)) return -1;
     int32_t id = -1;
     struct r1_op op = {.kernel = R1_K_ARGMAX, .T = 1, .n = s->m->cfg.vocab};
