@@ -43,14 +43,18 @@ static float maxdiff_rows(const struct r1_mat *cut, int r, const struct r1_mat *
     return d;
 }
 
-/* Cut rank r of size from a fresh copy and compare with the full model. */
-static void check_cut(const struct r1_config *c, enum r1_dtype dt, int r, int size) {
-    r1_model_t *full = r1_model_synthetic(c, dt, 7, 0), *m = r1_model_synthetic(c, dt, 7, 0);
+/* Cut rank r of size from a fresh copy and compare with the full model.
+ * file_layout: the copy keeps the file's layout, as a rank loads it, and the
+ * cut regroups the share into the kernels' layout (the full model's). */
+static void check_cut(const struct r1_config *c, enum r1_dtype dt, int r, int size, int file_layout) {
+    r1_model_t *full = r1_model_synthetic(c, dt, 7, 0);
+    r1_model_t *m = file_layout ? r1_model_synthetic_file_layout(c, dt, 7) : r1_model_synthetic(c, dt, 7, 0);
     if (!full || !m) {
         CHECK(0, "synthesize %s: %s", r1_dtype_name(dt), r1_last_error());
         r1_model_free(full), r1_model_free(m);
         return;
     }
+    const enum r1_dtype before = m ? m->layers[0].wgu.dtype : dt;
     if (r1_tp_apply(m, r, size)) {
         CHECK(0, "%s rank %d of %d: %s", r1_dtype_name(dt), r, size, r1_last_error());
         r1_model_free(full), r1_model_free(m);
@@ -86,9 +90,20 @@ static void check_cut(const struct r1_config *c, enum r1_dtype dt, int r, int si
     }
     for (int i = 0; i < tp->v1 - tp->v0; i++) d = fmaxf(d, maxdiff_rows(&m->lm_head, i, &full->lm_head, tp->v0 + i, 0, a, b));
     for (int i = 0; i < c->vocab; i += 37) d = fmaxf(d, maxdiff_rows(&m->emb, i, &full->emb, i, 0, a, b));
-    printf("  %-5s rank %d of %d: wo %s -> %s, max |cut - full| = %g, bias %g (limit %g)\n", r1_dtype_name(dt), r,
-           size, r1_dtype_name(full->layers[0].wo.dtype), r1_dtype_name(m->layers[0].wo.dtype), (double)d,
-           (double)db, (double)CUT_TOL);
+    printf("  %-5s rank %d of %d%s: wo %s -> %s, gate|up %s -> %s, max |cut - full| = %g, bias %g (limit %g)\n",
+           r1_dtype_name(dt), r, size, file_layout ? " (from the file's layout)" : "",
+           r1_dtype_name(full->layers[0].wo.dtype), r1_dtype_name(m->layers[0].wo.dtype), r1_dtype_name(before),
+           r1_dtype_name(m->layers[0].wgu.dtype), (double)d, (double)db, (double)CUT_TOL);
+    for (int l = 0; l < c->n_layer; l++) {
+        const struct r1_layer *L = &m->layers[l], *F = &full->layers[l];
+        /* the row cuts keep the width, so the full model's layout (o_proj's and
+         * down's columns are cut: their layout is the one for the new width) */
+        CHECK(L->wqkv.dtype == F->wqkv.dtype && L->wgu.dtype == F->wgu.dtype &&
+                  m->lm_head.dtype == full->lm_head.dtype,
+              "%s rank %d%s: the share is in the kernels' layout (gate|up %s, the full model's %s)",
+              r1_dtype_name(dt), r, file_layout ? " from the file's layout" : "", r1_dtype_name(L->wgu.dtype),
+              r1_dtype_name(F->wgu.dtype));
+    }
     CHECK(d <= CUT_TOL && db <= CUT_TOL, "%s rank %d of %d: the cut changed weights by %g", r1_dtype_name(dt), r,
           size, (double)d);
     free(a), free(b);
@@ -127,11 +142,14 @@ int main(void) {
                                         R1_DTYPE_Q4_0, R1_DTYPE_Q4_1, R1_DTYPE_Q4_K, R1_DTYPE_Q6_K};
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
         int k = dts[i] == R1_DTYPE_Q4_K || dts[i] == R1_DTYPE_Q6_K;
-        for (int r = 0; r < 2; r++) check_cut(&c, dts[i], r, 2);
-        if (!k) /* 3 ranks: KV heads 2|1|1, o_proj cut at 256 and 384 columns */
-            for (int r = 0; r < 3; r++) check_cut(&c, dts[i], r, 3);
+        for (int fl = 0; fl < 2; fl++) {
+            for (int r = 0; r < 2; r++) check_cut(&c, dts[i], r, 2, fl);
+            if (!k) /* 3 ranks: KV heads 2|1|1, o_proj cut at 256 and 384 columns */
+                for (int r = 0; r < 3; r++) check_cut(&c, dts[i], r, 3, fl);
+        }
     }
     c.tied = 1; /* tied: the LM head's rows are the embedding's */
-    check_cut(&c, R1_DTYPE_Q4_1, 1, 2);
+    check_cut(&c, R1_DTYPE_Q4_1, 1, 2, 0);
+    check_cut(&c, R1_DTYPE_Q4_1, 1, 2, 1);
     return TEST_DONE("test_tp");
 }

@@ -8,6 +8,7 @@
 
 #include "model/model.h"
 #include "model/tp.h"
+#include "runtime/comm.h"
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
@@ -32,6 +33,7 @@ r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts) {
         r1_model_free(m);
         return NULL;
     }
+    m->file_layout = r1_comm_size() > 1; /* the share is regrouped, not the whole model */
     int rc;
     if (r1_path_is_dir(path)) rc = r1_model_load_hf(m, path, opts);
     else if (ends_with(path, ".gguf")) rc = r1_model_load_gguf(m, path, opts);

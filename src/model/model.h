@@ -43,6 +43,9 @@ struct r1_model {
     /* the backend the layouts were chosen for (r1_load_opts.backend); NULL:
      * the cpu's (models built in memory) */
     const struct r1_backend *layout_for;
+    /* build keeps the file's layout whatever the backend: a tensor-parallel
+     * rank, whose cut (tp.c) regroups only its own share */
+    int file_layout;
 };
 
 /* Fill cfg from a parsed config.json; checks every size. -1 with an error. */
@@ -169,6 +172,9 @@ void r1_layout_cache_close(struct r1_layout_cache *c);
 /* Synthetic models (synth.c). */
 int r1_synth_config(const char *name, struct r1_config *c);
 r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress);
+/* The same with the file's layout kept (struct r1_model.file_layout), as a
+ * tensor-parallel rank loads; no cut is made. */
+r1_model_t *r1_model_synthetic_file_layout(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed);
 int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype file_dtype, uint64_t seed,
                    const char *tokdir, int progress);
 /* A random-weight GGUF of config c (qwen2 shapes) at path, matrices in dt

@@ -13,6 +13,7 @@
 
 #include "model/model.h"
 #include "model/tp.h"
+#include "runtime/comm.h"
 
 struct synth_cfg {
     const char *name;
@@ -144,7 +145,8 @@ static const struct r1_src_tensor *gen_find(void *ctx, const char *name) {
     return NULL;
 }
 
-r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress) {
+static r1_model_t *synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress,
+                             int file_layout) {
     if (r1_config_check(c, "synthetic config")) return NULL;
     struct r1_model *m = calloc(1, sizeof *m);
     int n = tensor_list(c, NULL);
@@ -160,16 +162,32 @@ r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, u
     tensor_list(c, list);
     m->cfg = *c;
     m->path = strdup("synthetic");
+    m->file_layout = file_layout;
     struct gen_src g = {.c = c, .list = list, .n = n, .seed = seed, .buf = buf};
     struct r1_tensor_source src = {.ctx = &g, .path = "synthetic", .find = gen_find};
     int rc = r1_model_build(m, &src, dtype == R1_DTYPE_AUTO ? R1_DTYPE_BF16 : dtype, progress);
     free(list);
     free(buf);
-    if (rc || r1_tp_split(m)) {
+    if (rc) {
         r1_model_free(m);
         return NULL;
     }
     return m;
+}
+
+r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress) {
+    /* as r1_model_load: a tensor-parallel rank keeps the file's layout and
+     * regroups only its share */
+    r1_model_t *m = synthetic(c, dtype, seed, progress, r1_comm_size() > 1);
+    if (m && r1_tp_split(m)) {
+        r1_model_free(m);
+        return NULL;
+    }
+    return m;
+}
+
+r1_model_t *r1_model_synthetic_file_layout(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed) {
+    return synthetic(c, dtype, seed, 0, 1);
 }
 
 /* ---- writer ---- */

@@ -74,20 +74,42 @@ static void *take_copy(struct planner *p, const void *src, size_t bytes) {
     return d;
 }
 
-/* Rows of w in the runs [lo[i], hi[i]) (i < n), one after another. */
-static struct r1_mat cut_rows(struct planner *p, const struct r1_mat *w, int n, const int *lo, const int *hi) {
-    struct r1_mat o = *w;
-    o.rows = 0;
-    for (int i = 0; i < n; i++) o.rows += hi[i] - lo[i];
-    uint8_t *d = take(p, (size_t)o.rows * w->row_bytes);
-    o.data = d;
-    if (d)
-        for (int i = 0; i < n; i++) {
+/* Rows of w in the runs [lo[i], hi[i]) (i < n), one after another, in the
+ * layout the kernels read (a rank loads the file's layout, so its share is
+ * the only part regrouped). tmp: a plain row of w. -1 with an error if a
+ * regrouping is refused (it should not be). */
+static int cut_rows(struct planner *p, const struct r1_mat *w, int n, const int *lo, const int *hi, uint8_t *tmp,
+                    struct r1_mat *o) {
+    const enum r1_dtype pl = plain(w->dtype), nt = r1_cpu_layout(pl, w->cols);
+    *o = *w;
+    o->dtype = nt;
+    o->row_bytes = r1_dtype_row_bytes(nt, w->cols);
+    o->rows = 0;
+    for (int i = 0; i < n; i++) o->rows += hi[i] - lo[i];
+    uint8_t *d = take(p, (size_t)o->rows * o->row_bytes);
+    o->data = d;
+    if (!d) return 0;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)lo[i] * w->row_bytes;
+        if (nt == w->dtype) { /* already the kernels' layout: the bytes as they are */
             size_t len = (size_t)(hi[i] - lo[i]) * w->row_bytes;
-            memcpy(d, (const uint8_t *)w->data + (size_t)lo[i] * w->row_bytes, len);
+            memcpy(d, src, len);
             d += len;
+            continue;
         }
-    return o;
+        for (int r = lo[i]; r < hi[i]; r++, src += w->row_bytes, d += o->row_bytes) {
+            const uint8_t *row = src;
+            if (pl != w->dtype) {
+                if (r1_dtype_regroup(w->dtype, pl, row, tmp, w->cols))
+                    return r1_err("cannot regroup %s as %s", r1_dtype_name(w->dtype), r1_dtype_name(pl));
+                row = tmp;
+            }
+            if (nt == pl) memcpy(d, row, o->row_bytes);
+            else if (r1_dtype_regroup(pl, nt, row, d, w->cols))
+                return r1_err("cannot regroup %s as %s", r1_dtype_name(pl), r1_dtype_name(nt));
+        }
+    }
+    return 0;
 }
 
 /* Columns [c0, c1) of every row of w (c0 on a column block boundary), in
@@ -117,6 +139,17 @@ static int cut_cols(struct planner *p, const struct r1_mat *w, int c0, int c1, u
     return 0;
 }
 
+/* Once the share of w is filled: the pages of w given back when w lies in a
+ * mapped file of m (they come back from the file if read again), so that
+ * the peak of a cut is the share plus about one matrix of the file. */
+static void cut_done(const struct planner *p, const struct r1_model *m, const struct r1_mat *w) {
+    if (!p->base) return;
+    const uint8_t *d = w->data;
+    for (int i = 0; i < m->n_maps; i++)
+        if (!m->maps[i].anon && d >= m->maps[i].data && d < m->maps[i].data + m->maps[i].size)
+            r1_mem_release(d, (size_t)w->rows * w->row_bytes);
+}
+
 /* Lay out (p->base NULL) or fill this rank's share of m into `layers`, emb,
  * out_norm, rope and lm_head of nm. */
 static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *tp, struct r1_model *nm,
@@ -137,22 +170,24 @@ static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *
         if (N->bqkv)
             for (int i = 0, at = 0; i < 3; at += hi[i] - lo[i], i++)
                 memcpy(N->bqkv + at, L->bqkv + lo[i], (size_t)(hi[i] - lo[i]) * 4);
-        N->wqkv = cut_rows(p, &L->wqkv, 3, lo, hi);
-        N->wgu = cut_rows(p, &L->wgu, 2, glo, ghi);
-        if (cut_cols(p, &L->wo, tp->q0 * hd, tp->q1 * hd, tmp, &N->wo) ||
+        if (cut_rows(p, &L->wqkv, 3, lo, hi, tmp, &N->wqkv) || cut_rows(p, &L->wgu, 2, glo, ghi, tmp, &N->wgu) ||
+            cut_cols(p, &L->wo, tp->q0 * hd, tp->q1 * hd, tmp, &N->wo) ||
             cut_cols(p, &L->wdown, tp->f0, tp->f1, tmp, &N->wdown))
             return -1;
+        cut_done(p, m, &L->wqkv), cut_done(p, m, &L->wgu), cut_done(p, m, &L->wo), cut_done(p, m, &L->wdown);
     }
     nm->out_norm = take_copy(p, m->out_norm, (size_t)D * 4);
     nm->rope_inv_freq = take_copy(p, m->rope_inv_freq, (size_t)hd / 2 * 4);
     const int vlo[1] = {tp->v0}, vhi[1] = {tp->v1};
-    if (m->lm_head.data == m->emb.data) { /* tied: this rank's rows of the embedding */
+    if (m->lm_head.data == m->emb.data && r1_cpu_layout(plain(m->emb.dtype), D) == m->emb.dtype) {
+        /* tied, and the table in the kernels' layout: this rank's rows of it */
         nm->lm_head = m->emb;
         nm->lm_head.rows = tp->v1 - tp->v0;
         nm->lm_head.data = nm->emb.data ? (const uint8_t *)nm->emb.data + (size_t)tp->v0 * m->emb.row_bytes : NULL;
-    } else {
-        nm->lm_head = cut_rows(p, &m->lm_head, 1, vlo, vhi);
+        return 0;
     }
+    if (cut_rows(p, &m->lm_head, 1, vlo, vhi, tmp, &nm->lm_head)) return -1;
+    cut_done(p, m, &m->lm_head);
     return 0;
 }
 
@@ -170,7 +205,10 @@ int r1_tp_apply(struct r1_model *m, int rank, int size) {
         if (col_block(L->wdown.dtype) > down_block) down_block = col_block(L->wdown.dtype);
         if (L->wo.row_bytes > (size_t)maxcols) maxcols = (int)L->wo.row_bytes;
         if (L->wdown.row_bytes > (size_t)maxcols) maxcols = (int)L->wdown.row_bytes;
+        if (L->wqkv.row_bytes > (size_t)maxcols) maxcols = (int)L->wqkv.row_bytes;
+        if (L->wgu.row_bytes > (size_t)maxcols) maxcols = (int)L->wgu.row_bytes;
     }
+    if (m->lm_head.row_bytes > (size_t)maxcols) maxcols = (int)m->lm_head.row_bytes;
     if (size < 1 || rank < 0 || rank >= size) return r1_err("rank %d of %d ranks", rank, size);
     struct r1_tp *tp = calloc(1, sizeof *tp);
     if (!tp) return r1_err("out of memory");
