@@ -42,7 +42,8 @@ int bench_run(const struct bench_opts *o) {
     /* ---- model ---- */
     double t0 = r1_now();
     if (o->model) {
-        struct r1_load_opts lo = {.dtype = o->dtype, .progress = isatty(2), .backend = be->name};
+        struct r1_load_opts lo = {.dtype = o->dtype, .progress = isatty(2), .backend = be->name,
+                                  .no_mmap = o->no_mmap, .mlock = o->mlock, .layout_cache = o->layout_cache};
         m = r1_model_load(o->model, &lo);
         snprintf(R->model_name, sizeof R->model_name, "%s", o->model);
     } else {

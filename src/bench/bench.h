@@ -40,6 +40,8 @@ struct bench_opts {
     int batch[BENCH_MAX_ROWS], n_batch; /* --batch 1,2,4: aggregate decode per batch size */
     int profile;                        /* --batch with --profile: each kernel's ms per step */
     int depth[BENCH_MAX_ROWS - 3], n_depth; /* --depth 8192,16384: decode rows at those contexts too */
+    int no_mmap, mlock;                     /* --no-mmap, --mlock (struct r1_load_opts) */
+    const char *layout_cache;               /* --layout-cache (struct r1_load_opts) */
 };
 
 struct bench_machine {

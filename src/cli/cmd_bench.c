@@ -187,5 +187,6 @@ int cmd_bench(int argc, char **argv) {
     o.kv_dtype = co.kv_dtype;
     o.n_threads = co.n_threads;
     o.sp = co.sp;
+    o.no_mmap = co.no_mmap, o.mlock = co.mlock, o.layout_cache = co.layout_cache;
     return bench_run(&o);
 }
