@@ -20,6 +20,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,8 @@ struct front {
     struct MHD_Daemon *d;
     struct front_opts o;
     pthread_t thread;
-    int started, stop;
+    int started;
+    atomic_int stop; /* front_stop's thread sets it, the loop reads it */
     struct pend *p; /* (max_pending) */
     int n;
     char *buf; /* (HEAD_MAX + 1) */
