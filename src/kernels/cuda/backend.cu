@@ -287,6 +287,7 @@ extern "C" const struct r1_backend r1_backend_cuda = {
     cuda_init,
     R1_DTYPE_F16,
     &cuda_dev,
+    nullptr, /* weight_layout: the file's (the upload reads it in place) */
 };
 
 static_assert(R1_K_EMBEDDING == 0 && R1_K_RMS_NORM == 1 && R1_K_QKV_BIAS == 2 && R1_K_ROPE_QK == 3 &&
