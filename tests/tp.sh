@@ -112,10 +112,10 @@ fi
 # logits; the ids must be one process's (tp_bench prints their hash)
 TPB=${R1_BUILD:-build}/tools/tp_bench
 if [ -x "$TPB" ]; then
-    tpb=(--synthetic 1.5b --layers 2 --dtype q8_0 --threads 1 --tokens 24 --prompt 6)
+    tpb=(--synthetic tiny --dtype q8_0 --threads 1 --tokens 64 --prompt 6)
     h1=$(timeout 120 "$TPB" "${tpb[@]}" 2>&1 | grep -o 'ids hash [0-9a-f]*')
     h2=$(timeout 120 "${MPI[@]}" -np 2 "$TPB" "${tpb[@]}" 2>&1 | grep -o 'ids hash [0-9a-f]*')
-    echo "     tp_bench 1.5b (2 layers) q8_0: one process: ${h1:-none}, 2 ranks: ${h2:-none}"
+    echo "     tp_bench tiny q8_0, 64 tokens: one process: ${h1:-none}, 2 ranks: ${h2:-none}"
     check "distributed argmax: 2 ranks decode one process's greedy ids (tp_bench)" test -n "$h1" -a "$h1" = "$h2"
 else
     bad "$TPB missing (make tests builds it)"
