@@ -74,6 +74,24 @@ static void *take_copy(struct planner *p, const void *src, size_t bytes) {
     return d;
 }
 
+/* Columns [c0, c0 + n) of one row of w (c0 on a block boundary of w's plain
+ * dtype pl) into d in layout nt; through tmp (a plain row) when w is
+ * regrouped. -1 with an error if a regrouping is refused (it should not be). */
+static int cut_row(const struct r1_mat *w, const uint8_t *row, enum r1_dtype pl, enum r1_dtype nt, int c0, int n,
+                   uint8_t *tmp, uint8_t *d) {
+    if (pl != w->dtype) {
+        if (r1_dtype_regroup(w->dtype, pl, row, tmp, w->cols))
+            return r1_err("cannot regroup %s as %s", r1_dtype_name(w->dtype), r1_dtype_name(pl));
+        row = tmp;
+    }
+    const struct r1_dtype_traits *tr = &r1_dtype_traits[pl];
+    row += (size_t)(c0 / tr->block) * tr->block_size;
+    if (nt == pl) memcpy(d, row, r1_dtype_row_bytes(nt, n));
+    else if (r1_dtype_regroup(pl, nt, row, d, n))
+        return r1_err("cannot regroup %s as %s", r1_dtype_name(pl), r1_dtype_name(nt));
+    return 0;
+}
+
 /* Rows of w in the runs [lo[i], hi[i]) (i < n), one after another, in the
  * layout the kernels read (a rank loads the file's layout, so its share is
  * the only part regrouped). tmp: a plain row of w. -1 with an error if a
@@ -97,17 +115,8 @@ static int cut_rows(struct planner *p, const struct r1_mat *w, int n, const int 
             d += len;
             continue;
         }
-        for (int r = lo[i]; r < hi[i]; r++, src += w->row_bytes, d += o->row_bytes) {
-            const uint8_t *row = src;
-            if (pl != w->dtype) {
-                if (r1_dtype_regroup(w->dtype, pl, row, tmp, w->cols))
-                    return r1_err("cannot regroup %s as %s", r1_dtype_name(w->dtype), r1_dtype_name(pl));
-                row = tmp;
-            }
-            if (nt == pl) memcpy(d, row, o->row_bytes);
-            else if (r1_dtype_regroup(pl, nt, row, d, w->cols))
-                return r1_err("cannot regroup %s as %s", r1_dtype_name(pl), r1_dtype_name(nt));
-        }
+        for (int r = lo[i]; r < hi[i]; r++, src += w->row_bytes, d += o->row_bytes)
+            if (cut_row(w, src, pl, nt, 0, w->cols, tmp, d)) return -1;
     }
     return 0;
 }
@@ -123,19 +132,8 @@ static int cut_cols(struct planner *p, const struct r1_mat *w, int c0, int c1, u
     uint8_t *d = take(p, (size_t)o->rows * o->row_bytes);
     o->data = d;
     if (!d) return 0;
-    const struct r1_dtype_traits *tr = &r1_dtype_traits[pl];
-    const size_t off = (size_t)(c0 / tr->block) * tr->block_size;
-    for (int r = 0; r < w->rows; r++, d += o->row_bytes) {
-        const uint8_t *row = (const uint8_t *)w->data + (size_t)r * w->row_bytes;
-        if (pl != w->dtype) {
-            if (r1_dtype_regroup(w->dtype, pl, row, tmp, w->cols))
-                return r1_err("cannot regroup %s as %s", r1_dtype_name(w->dtype), r1_dtype_name(pl));
-            row = tmp;
-        }
-        if (nt == pl) memcpy(d, row + off, o->row_bytes);
-        else if (r1_dtype_regroup(pl, nt, row + off, d, n))
-            return r1_err("cannot regroup %s as %s", r1_dtype_name(pl), r1_dtype_name(nt));
-    }
+    for (int r = 0; r < w->rows; r++, d += o->row_bytes)
+        if (cut_row(w, (const uint8_t *)w->data + (size_t)r * w->row_bytes, pl, nt, c0, n, tmp, d)) return -1;
     return 0;
 }
 
