@@ -173,9 +173,12 @@ $(BUILD)/tools/gpu_bench: tools/gpu_bench.c $(LIB)
 deps:
 	@bash scripts/install-deps.sh
 
-# TESTS="loader server ...": only those (scripts/run-tests.sh R1_TESTS)
+# TESTS="loader server ...": only those (scripts/run-tests.sh R1_TESTS),
+# built with the CLI alone (a shell test that runs a test program, as
+# gguf_tokenizer runs test_gguf, needs that program's name in TESTS too)
+TEST_SEL = $(filter $(addprefix $(BUILD)/tests/test_,$(TESTS)),$(TEST_BIN))
 test: deps
-	@$(MAKE) --no-print-directory tests
+	@$(MAKE) --no-print-directory $(if $(TESTS),$(BIN) $(TEST_SEL),tests)
 	@BUILD=$(BUILD) R1_TESTS="$(TESTS)" bash scripts/run-tests.sh
 
 demo: deps

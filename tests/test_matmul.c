@@ -728,7 +728,12 @@ int main(void) {
         const struct r1_cpu_isa *isa = r1_cpu_isas[i];
         if (!kt_select(isa)) continue;
         const double t_set = r1_now();
-        if (isa->emulated) { /* its decode tiles are another set's: its batch forms only */
+        const struct r1_cpu_isa *twin = NULL; /* a later set (tested in full) with its decode forms */
+        for (int j = i + 1; r1_cpu_isas[j] && !twin; j++)
+            if (!r1_cpu_isas[j]->emulated && r1_cpu_isas[j]->available() && r1_cpu_same_decode(isa, r1_cpu_isas[j]))
+                twin = r1_cpu_isas[j];
+        if (isa->emulated || twin) { /* its decode tiles are another set's: its batch forms only */
+            if (twin) printf("%s: decode forms are %s's (tested there): batch forms only\n", isa->name, twin->name);
             only_batches = 1;
             test_matmul(isa);
             only_batches = 0;
@@ -751,10 +756,16 @@ int main(void) {
             test_small_batch(isa);
             r1_cpu_tuning.row1 = -1;
         }
-        r1_cpu_set_act_parts(1); /* one-part q8 activations (R1_CPU_ACT=q8) */
-        printf("%s with one-part q8 activations:\n", isa->name);
+        /* one-part q8 activations (R1_CPU_ACT=q8), a user's choice rather
+         * than the default: on the quick shapes (tails, several KC slices,
+         * whole super-blocks) */
+        r1_cpu_set_act_parts(1);
+        const int was_quick = quick;
+        quick = 1;
+        printf("%s with one-part q8 activations (quick shapes):\n", isa->name);
         test_matmul(isa);
         test_small_batch(isa);
+        quick = was_quick;
         r1_cpu_set_act_parts(2);
         test_tile_ranges(isa);
         test_tile_extremes(isa);

@@ -5,9 +5,10 @@
  *  - Greedy: for every model fixture (tests/fixtures/<hf dir>/ and
  *    tests/fixtures/gguf/ *.gguf, a few also converted to q8_0 / q4_0 / bf16
  *    at load) on the best cpu kernel set, one other set this CPU runs (each
- *    fixture the next set, so the run covers them all) and ref, and for the
+ *    fixture the next set, so the run covers them all) and, on every other
+ *    fixture, ref, and for the
  *    default model (R1_TEST_MODEL, as test_smollm) on every kernel set but
- *    plain C and the emulated ones, the
+ *    plain C, the emulated ones and a second set of the same decode forms, the
  *    speculative tokens equal the plain greedy tokens one for one: n-gram
  *    lookup at several fixed k and adaptive, a draft model at several k (the
  *    target itself: every draft must be kept), drafts forced right and
@@ -222,8 +223,10 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
  * weight layout follows the kernel set). every = 0 samples them: the best
  * set and one other, the next one at each call, so that a run of calls
  * covers every set without each case paying for all of them. every = 1
- * (a real model) runs every set but the emulated ones and plain C (a
- * minute or more on a real model; the fixtures' calls sample both). */
+ * (a real model) runs every set but the emulated ones, plain C and a set
+ * whose decode forms an earlier one has (r1_cpu_same_decode: the AMX set
+ * and avx512), a minute or more on a real model; the fixtures' calls
+ * sample all of them. */
 static void greedy_all(const char *name, const char *path, enum r1_dtype dt, const int32_t *prompt,
                        int np, int n, int with_ref, int every) {
     static int turn; /* which of the other sets the next sampled call takes */
@@ -235,7 +238,9 @@ static void greedy_all(const char *name, const char *path, enum r1_dtype dt, con
     if (na) sets[ns++] = avail[0]->name;
     if (!quick && every)
         for (int i = 1; i < na; i++) {
-            if (!avail[i]->emulated && strcmp(avail[i]->name, "generic")) sets[ns++] = avail[i]->name;
+            int twin = 0; /* verification steps are decode forms: one set of those that share them */
+            for (int j = 0; j < i; j++) twin |= r1_cpu_same_decode(avail[i], avail[j]);
+            if (!avail[i]->emulated && !twin && strcmp(avail[i]->name, "generic")) sets[ns++] = avail[i]->name;
         }
     else if (!quick && na > 1)
         sets[ns++] = avail[1 + turn++ % (na - 1)]->name;
@@ -260,6 +265,8 @@ static void greedy_all(const char *name, const char *path, enum r1_dtype dt, con
     r1_cpu_select(NULL);
 }
 
+static int cmp_name(const void *a, const void *b) { return strcmp((const char *)a, (const char *)b); }
+
 static void test_fixtures(void) {
     DIR *d = opendir(FIXTURE_DIR);
     CHECK(d != NULL, "no %s (run from the repository root)", FIXTURE_DIR);
@@ -281,10 +288,13 @@ static void test_fixtures(void) {
     }
     if (d) closedir(d);
     CHECK(nn >= 8, "only %d model fixtures found", nn);
+    qsort(names, (size_t)nn, sizeof names[0], cmp_name);
+    /* ref (every weight dequantized per use: the slow backend) on every
+     * other fixture; the speculative code is the same on every backend */
     for (int i = 0; i < nn; i++) {
         char path[400];
         snprintf(path, sizeof path, FIXTURE_DIR "/%.300s", names[i]);
-        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, 1, 0);
+        greedy_all(names[i], path, R1_DTYPE_AUTO, NULL, 0, N_GEN, i % 2 == 0, 0);
     }
     /* the integer and bf16 kernels on one fixture, converted at load */
     static const enum r1_dtype dts[] = {R1_DTYPE_Q8_0, R1_DTYPE_Q4_0, R1_DTYPE_BF16, R1_DTYPE_Q4_1};

@@ -78,6 +78,16 @@ int r1_cpu_select(const char *name) {
     return r1_err("cpu backend: no kernel set named '%s'", name ? name : "(best)");
 }
 
+int r1_cpu_same_decode(const struct r1_cpu_isa *a, const struct r1_cpu_isa *b) {
+    int same = a->quant_q8 == b->quant_q8 && a->quant_q8_2 == b->quant_q8_2 && a->quant_q8x8 == b->quant_q8x8 &&
+               a->quant_q8x8_2 == b->quant_q8x8_2 && a->mr == b->mr && a->nt == b->nt;
+    for (int d = 0; d < R1_DTYPE_ALL && same; d++)
+        same = a->mm[d].tile == b->mm[d].tile && a->mm[d].act == b->mm[d].act &&
+               a->mm[d].pair_tile == b->mm[d].pair_tile && a->mm[d].pair_nt == b->mm[d].pair_nt &&
+               a->mm[d].carry_k == b->mm[d].carry_k;
+    return same;
+}
+
 /* R1_CPU_ISA=avx2 (or any table's name) runs that table instead of the best
  * one, e.g. to measure what a CPU without AVX-512 gets; honoured on first
  * use, so the loader's choices (r1_cpu_regroup_q4_0) follow it too. */

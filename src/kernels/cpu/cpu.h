@@ -384,6 +384,11 @@ extern const struct r1_cpu_isa *const r1_cpu_isas[];
  * "neon-dot", "neon", "generic"); NULL = the best available. Returns -1 with
  * an error if the name is unknown or this CPU cannot run it. */
 int r1_cpu_select(const char *name);
+/* 1 if kernel sets a and b have the same decode forms: every dtype's tile,
+ * activation form and pair tile, and the activation quantizers (the AMX set
+ * is the avx512 set with blocks for batches), so that tests of decode steps
+ * need only one of them. */
+int r1_cpu_same_decode(const struct r1_cpu_isa *a, const struct r1_cpu_isa *b);
 /* The ISA the cpu kernels use now (selects the best one first if needed). */
 const struct r1_cpu_isa *r1_cpu_current(void);
 
