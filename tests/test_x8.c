@@ -365,6 +365,10 @@ static void test_two_parts(const struct r1_cpu_isa *isa) {
  * product is within ~2^-17 of w x (the panel's and the activations' parts
  * left out), the sums in f32 */
 #define ERR_AMX_BLOCK 1e-9
+/* A block in two column slices (the second added to the first's results)
+ * against one over all columns: the same products, only the f32 sums
+ * rounded at the slice boundary (normalized squared error) */
+#define ERR_AMX_SLICES 1e-12
 
 /* The blocks' outputs on the hardware ("avx512-amx", first in the list of
  * sets), which the software model ("avx512-amx-emu", last) must equal bit
@@ -392,7 +396,7 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
         const enum r1_dtype dt = dts[i];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
         if (!mm->batch_block) continue;
-        double worst_panel = 0, worst_block = 0;
+        double worst_panel = 0, worst_block = 0, worst_slices = 0;
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
             const int K = Ks[ki], R = 37, T = 21;
             if (K % r1_dtype_traits[dt].block) continue;
@@ -427,7 +431,7 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
             for (int p = 0; p < 3; p++) r1_cpu_pack_vnni(xb[p], xs, K, T, xv + p * plane);
             float *C = malloc((size_t)T * 64 * 4);
             for (int rows = R; rows > 0; rows -= 21) { /* 37 rows, 16 */
-                CHECK(mm->batch_block(dt, K, w, rb, rows, xv, plane, 0, T, C, 64) == 0,
+                CHECK(mm->batch_block(dt, K, 0, K, w, rb, rows, xv, plane, 0, T, C, 64, 0) == 0,
                       "%s %s block K=%d rows=%d declined", isa->name, r1_dtype_name(dt), K, rows);
                 blocks++;
                 double err = 0, mag = 0;
@@ -442,6 +446,27 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
                         err += e * e, mag += sa * sa;
                     }
                 worst_block = fmax(worst_block, err / mag);
+                /* the same block in two column slices, the second added
+                 * (as cpu.c walks long rows); rows past `rows` untouched */
+                if (K > 256) {
+                    float *C2 = malloc((size_t)T * 64 * 4);
+                    for (size_t j = 0; j < (size_t)T * 64; j++) C2[j] = -7.0f;
+                    CHECK(mm->batch_block(dt, K, 0, 256, w, rb, rows, xv, plane, 0, T, C2, 64, 0) == 0 &&
+                              mm->batch_block(dt, K, 256, K, w, rb, rows, xv, plane, 0, T, C2, 64, 1) == 0,
+                          "%s %s block in slices K=%d declined", isa->name, r1_dtype_name(dt), K);
+                    double e2 = 0, m2 = 0;
+                    int kept = 1;
+                    for (int t = 0; t < T; t++)
+                        for (int r = 0; r < 64; r++) {
+                            const float a = C2[(size_t)t * 64 + r], b = C[(size_t)t * 64 + r];
+                            if (r >= rows) kept &= a == -7.0f;
+                            else e2 += ((double)a - b) * ((double)a - b), m2 += (double)b * b;
+                        }
+                    CHECK(kept, "%s %s block K=%d rows=%d wrote past its rows", isa->name, r1_dtype_name(dt), K,
+                          rows);
+                    worst_slices = fmax(worst_slices, m2 > 0 ? e2 / m2 : e2);
+                    free(C2);
+                }
                 for (int t = 0; t < T && (hw || emu); t++)
                     for (int r = 0; r < rows; r++) {
                         const float c = C[(size_t)t * 64 + r];
@@ -464,8 +489,12 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
               r1_dtype_name(dt), worst_panel, ERR_PANEL2);
         CHECK(worst_block <= ERR_AMX_BLOCK, "%s %s AMX block: error %.3g > %.0e", isa->name,
               r1_dtype_name(dt), worst_block, ERR_AMX_BLOCK);
-        printf("%-8s %-8s AMX: two-part panel error %.3g (limit %.3g), block error %.3g (limit %.0e)\n",
-               isa->name, r1_dtype_name(dt), worst_panel, ERR_PANEL2, worst_block, ERR_AMX_BLOCK);
+        CHECK(worst_slices <= ERR_AMX_SLICES, "%s %s AMX block in two slices against one: %.3g > %.0e",
+              isa->name, r1_dtype_name(dt), worst_slices, ERR_AMX_SLICES);
+        printf("%-8s %-8s AMX: two-part panel error %.3g (limit %.3g), block error %.3g (limit %.0e), "
+               "two slices against one %.3g (limit %.0e)\n",
+               isa->name, r1_dtype_name(dt), worst_panel, ERR_PANEL2, worst_block, ERR_AMX_BLOCK, worst_slices,
+               ERR_AMX_SLICES);
     }
     if (!strncmp(isa->name, "avx512-amx", 10)) CHECK(blocks > 0, "%s: no AMX block ran", isa->name);
     if (emu && amx_hw_n) {

@@ -34,6 +34,7 @@
 #define TOKEN_BLOCK_PANEL 256 /* the same for the panel GEMM (cpu.h r1_cpu_panel_fn): each
                                  weight panel is dequantized once per this many tokens */
 #define KC 512         /* columns per slice in a batch (a multiple of 64) */
+#define KC_BLOCK 1024  /* the same for the block functions (a multiple of 256: r1_cpu_block_fn) */
 #define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) and
                           q8x8 ones (the x8 tiles' per-call setup wants long slices) */
 /* Batches of at most SMALL_BATCH tokens (speculative verification, a few
@@ -355,16 +356,9 @@ static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
  * makes its own slices). A batch walks K in KC-column slices so
  * the slice of ROW_BLOCK rows and of the tokens both stay in L2 while every
  * tile of them is computed; a single token streams each row group once. */
-static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, enum r1_dtype dt, int K,
+static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
                      const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
                      int t0, int tn, float *C) {
-    if (mm->batch_block) { /* set only for batches past SMALL_BATCH (mm_for) */
-        size_t plane;
-        const uint8_t *vnni = r1_cpu_act_vnni(&plane);
-        R1_ASSERT(vnni && mm->batch_block(dt, K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C,
-                                          ROW_BLOCK) == 0);
-        return;
-    }
     if (mm->batch_panel) {
         mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,
                         tn, C, ROW_BLOCK);
@@ -426,10 +420,64 @@ static int token_block(const struct r1_cpu_mm *mm) {
     return mm->batch_panel || mm->batch_block ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / rows_per_token(mm);
 }
 
+/* out[(t - t0) * ostride + r - lo] (=, = +bias, +=) row r of base · token
+ * t, r in [lo, hi), t in [t0, t0 + T), by a block function (the AMX sets;
+ * set only for batches past SMALL_BATCH, mm_for). Rows of K >= 2 KC_BLOCK
+ * columns go per TOKEN_BLOCK_PANEL tokens KC_BLOCK columns at a time for all
+ * the rows, each block adding its slice's sums into out, so that the slice
+ * of the tokens' activations stays in L2 while every row block uses it (a
+ * block over all K read every token's whole activations, six bytes a value,
+ * from memory again for each block of rows: the 1.5B down projection ran at
+ * 0.65x the others); shorter rows take one block each. */
+static void block_rows(const struct r1_cpu_mm *mm, enum r1_dtype dt, int K, const uint8_t *base, size_t rb, int t0,
+                       int T, int lo, int hi, float *out, int ostride, const float *bias, enum store st) {
+    size_t plane;
+    const uint8_t *vnni = r1_cpu_act_vnni(&plane);
+    R1_ASSERT(vnni);
+    if (K < 2 * KC_BLOCK) { /* one slice: each block into a compact C, then out row by row */
+        float *C = (float *)r1_cpu_scratch(5, (size_t)TOKEN_BLOCK_PANEL * ROW_BLOCK * sizeof(float));
+        for (int tb = t0; tb < t0 + T; tb += TOKEN_BLOCK_PANEL) {
+            const int tn = t0 + T - tb < TOKEN_BLOCK_PANEL ? t0 + T - tb : TOKEN_BLOCK_PANEL;
+            for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
+                const int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
+                R1_ASSERT(mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, vnni, plane, tb, tn, C,
+                                          ROW_BLOCK, 0) == 0);
+                for (int t = 0; t < tn; t++) {
+                    float *o = out + (size_t)(tb - t0 + t) * ostride + (r0 - lo);
+                    const float *v = C + (size_t)t * ROW_BLOCK;
+                    for (int i = 0; i < mc; i++)
+                        o[i] = st == STORE_ADD ? o[i] + v[i] : st == STORE_BIAS ? v[i] + bias[r0 + i] : v[i];
+                }
+            }
+        }
+        return;
+    }
+    for (int tb = t0; tb < t0 + T; tb += TOKEN_BLOCK_PANEL) {
+        const int tn = t0 + T - tb < TOKEN_BLOCK_PANEL ? t0 + T - tb : TOKEN_BLOCK_PANEL;
+        float *o = out + (size_t)(tb - t0) * ostride;
+        for (int k0 = 0; k0 < K; k0 += KC_BLOCK) {
+            const int k1 = K - k0 < 2 * KC_BLOCK ? K : k0 + KC_BLOCK; /* no slice under KC_BLOCK */
+            for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
+                const int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
+                R1_ASSERT(mm->batch_block(dt, K, k0, k1, base + (size_t)r0 * rb, rb, mc, vnni, plane, tb, tn,
+                                          o + (r0 - lo), ostride, k0 > 0 || st == STORE_ADD) == 0);
+            }
+            if (k1 == K) break;
+        }
+        if (st == STORE_BIAS)
+            for (int t = 0; t < tn; t++)
+                for (int r = lo; r < hi; r++) o[(size_t)t * ostride + r - lo] += bias[r];
+    }
+}
+
 /* out[t*ostride + r] (=, = +bias, +=) w[r,:]·x[t,:] for r in [lo, hi), t < T. */
 static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
+    if (mm->batch_block) {
+        block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, 0, T, lo, hi, out + lo, ostride, bias, st);
+        return;
+    }
     float Cs[TOKEN_BLOCK * ROW_BLOCK];
     const int parts = rows_per_token(mm), tblock = token_block(mm);
     float *C = tblock > TOKEN_BLOCK ? (float *)r1_cpu_scratch(4, (size_t)tblock * ROW_BLOCK * sizeof(float)) : Cs;
@@ -437,7 +485,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
+            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
                      tn * parts, C);
             if (parts == 2) fold_parts(C, tn, mc);
             for (int t = 0; t < tn; t++) {
@@ -534,6 +582,27 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     size_t xs;
     const uint8_t *xa = r1_cpu_prep_act(isa, mm, op->x, T, w->cols, &xs);
     const uint8_t *up = (const uint8_t *)w->data + (size_t)F * w->row_bytes;
+    if (mm->batch_block && w->cols >= 2 * KC_BLOCK) { /* gate into out, up into scratch, in column slices */
+        do {
+            const int nr = hi - lo;
+            float *u = (float *)r1_cpu_scratch(4, (size_t)nr * (T < TOKEN_BLOCK_PANEL ? T : TOKEN_BLOCK_PANEL) *
+                                                      sizeof(float));
+            for (int tb = 0; tb < T; tb += TOKEN_BLOCK_PANEL) {
+                const int tn = T - tb < TOKEN_BLOCK_PANEL ? T - tb : TOKEN_BLOCK_PANEL;
+                float *o = op->out + (size_t)tb * F + lo;
+                block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, tb, tn, lo, hi, o, F, NULL, STORE_SET);
+                block_rows(mm, w->dtype, w->cols, up, w->row_bytes, tb, tn, lo, hi, u, nr, NULL, STORE_SET);
+                for (int t = 0; t < tn; t++) {
+                    float *ot = o + (size_t)t * F;
+                    const float *uv = u + (size_t)t * nr;
+                    if (isa->silu_mul) isa->silu_mul(ot, uv, ot, nr);
+                    else
+                        for (int i = 0; i < nr; i++) ot[i] = ot[i] / (1.0f + expf(-ot[i])) * uv[i];
+                }
+            }
+        } while (gd && claim_rows(op, F, nth, &lo, &hi));
+        return;
+    }
     float gs[TOKEN_BLOCK * ROW_BLOCK], us[TOKEN_BLOCK * ROW_BLOCK], *g = gs, *u = us;
     const int parts = rows_per_token(mm), tblock = token_block(mm);
     if (tblock > TOKEN_BLOCK) {
@@ -545,9 +614,15 @@ again:
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
-                     tn * parts, g);
-            mm_block(isa, mm, w->dtype, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, u);
+            if (mm->batch_block) { /* one slice (shorter rows take the branch above) */
+                block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, tb, tn, r0, r0 + mc, g, ROW_BLOCK, NULL,
+                           STORE_SET);
+                block_rows(mm, w->dtype, w->cols, up, w->row_bytes, tb, tn, r0, r0 + mc, u, ROW_BLOCK, NULL,
+                           STORE_SET);
+            } else {
+                mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, g);
+                mm_block(isa, mm, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, u);
+            }
             if (parts == 2) {
                 fold_parts(g, tn, mc);
                 fold_parts(u, tn, mc);

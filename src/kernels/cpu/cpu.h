@@ -158,15 +158,16 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols);
 typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
                                const uint8_t *x, size_t xs, int nt, float *out);
 
-/* A whole block of a batch at once (the AMX sets): C[(t - t0) * ldc + r] =
- * row r of w (dtype dt) · token t, r < mc <= ldc, t in [t0, t0 + tn), over
- * all K columns; rows of C from mc up to ldc may be overwritten. xv holds
- * the batch's activations split in three bf16 parts, x0 = bf16(x), x1 =
- * bf16(x - x0), x2 = bf16(x - x0 - x1), each in the VNNI layout of
- * r1_cpu_pack_vnni, xplane bytes apart. K % 32 == 0, t0 % 16 == 0, mc <= 64;
- * returns -1, touching nothing, when those do not hold. */
-typedef int (*r1_cpu_block_fn)(enum r1_dtype dt, int K, const uint8_t *w, size_t ws, int mc,
-                               const uint8_t *xv, size_t xplane, int t0, int tn, float *C, int ldc);
+/* A whole block of a batch at once (the AMX sets): C[(t - t0) * ldc + r]
+ * = (or += when add) row r of w (dtype dt, K columns) · token t over the
+ * columns [k0, k1), r < mc, t in [t0, t0 + tn); nothing else of C is
+ * written. xv holds the batch's activations split in three bf16 parts, x0
+ * = bf16(x), x1 = bf16(x - x0), x2 = bf16(x - x0 - x1), each in the VNNI
+ * layout of r1_cpu_pack_vnni, xplane bytes apart. K % 32 == 0, k0 % 256 ==
+ * 0, k1 % 256 == 0 or k1 == K, t0 % 16 == 0, mc <= 64; returns -1, touching
+ * nothing, when those do not hold. */
+typedef int (*r1_cpu_block_fn)(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws, int mc,
+                               const uint8_t *xv, size_t xplane, int t0, int tn, float *C, int ldc, int add);
 
 /* bf16 activation rows (R1_CPU_ACT_BF16 form, K % 32 == 0) of T tokens into
  * the VNNI layout: per group of 16 tokens and chunk c of 32 columns, 1 KiB
@@ -352,7 +353,7 @@ struct r1_cpu_isa {
     void (*attn_qk_f16)(const float *q, int M, const uint16_t *k, int P, int hd, float *s, int ss);
     void (*attn_pv_f16)(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
     /* Optional: o[i] = g[i] / (1 + exp(-g[i])) * u[i], i < n (NULL: expf). */
-    void (*silu_mul)(const float *g, const float *u, float *o, int n);
+    void (*silu_mul)(const float *g, const float *u, float *o, int n); /* o may be g */
     /* Optional: a q8_0 KV cache's consecutive blocks to f32, n % 32 == 0,
      * y[i] = d * q[i] rounded once (the reference's values); NULL: the
      * dtype table's to_f32. */

@@ -62,12 +62,48 @@ static int amx_probe(void) {
 #endif
 }
 
-/* C = sum over the np pairs p of A[pa[p][0]] · B[pa[p][1]]: A are bf16 weight
- * rows (stride ws, mc a multiple of 16), B bf16 activation parts in VNNI
- * layout; pairs that share an A are consecutive. Tile (i, j) of a pass:
- * weight row i, token j -> C[token * ldc + row]. */
-static TGTA void amx_core(int K, const uint8_t *const *A, size_t ws, int mc, const uint8_t *const *B,
-                          const int (*pa)[2], int np, int t0, int tn, float *C, int ldc) {
+/* C[j * ldc + i] = (or += when add) tmp[i * 16 + j] for i < ni, j < nj: a
+ * stored tile (weight rows by tokens) into C (tokens by rows), transposed
+ * in registers so that each token's part is one masked vector. */
+static inline __attribute__((always_inline)) TGTA void tile_out(const float *tmp, float *C, int ldc, int ni, int nj,
+                                                               int add) {
+    __m512 t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        const __m512 a = _mm512_loadu_ps(tmp + 32 * k), b = _mm512_loadu_ps(tmp + 32 * k + 16);
+        t[2 * k] = _mm512_unpacklo_ps(a, b);     /* per 128-bit lane: a0 b0 a1 b1 */
+        t[2 * k + 1] = _mm512_unpackhi_ps(a, b); /* a2 b2 a3 b3 */
+    }
+    for (int g = 0; g < 4; g++) { /* rows 4g..4g+3: u[4g + c] holds their element c of each lane */
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    __m512 col[16];
+    for (int c = 0; c < 4; c++) { /* columns c, 4 + c, 8 + c, 12 + c */
+        const __m512 v = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        const __m512 x = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88),
+                     y = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        col[c] = _mm512_shuffle_f32x4(v, x, 0x88);
+        col[8 + c] = _mm512_shuffle_f32x4(v, x, 0xDD);
+        col[4 + c] = _mm512_shuffle_f32x4(w, y, 0x88);
+        col[12 + c] = _mm512_shuffle_f32x4(w, y, 0xDD);
+    }
+    const __mmask16 m = (__mmask16)(ni >= 16 ? 0xffff : (1u << ni) - 1);
+    for (int j = 0; j < nj; j++) {
+        float *o = C + (size_t)j * ldc;
+        _mm512_mask_storeu_ps(o, m, add ? _mm512_add_ps(_mm512_maskz_loadu_ps(m, o), col[j]) : col[j]);
+    }
+}
+
+/* C (=, or += when add) sum over the np pairs p of A[pa[p][0]] · B[pa[p][1]]
+ * over nk chunks of 32 columns: A are bf16 weight rows (stride ws, mc a
+ * multiple of 16, rows past mr zero padding), B bf16 activation parts in
+ * VNNI layout (gb bytes from one group of 16 tokens to the next), both at the
+ * slice's first column; pairs that share an A are consecutive. Tile (i, j)
+ * of a pass: weight row i, token j -> C[token * ldc + row], rows < mr only. */
+static TGTA void amx_core(int nk, const uint8_t *const *A, size_t ws, int mc, int mr, const uint8_t *const *B,
+                          size_t gb, const int (*pa)[2], int np, int t0, int tn, float *C, int ldc, int add) {
     if (!amx_ready) {
         struct r1_amx_cfg cfg;
         memset(&cfg, 0, sizeof cfg);
@@ -76,8 +112,6 @@ static TGTA void amx_core(int K, const uint8_t *const *A, size_t ws, int mc, con
         AMX_LOADCONFIG(&cfg);
         amx_ready = 1;
     }
-    const int nc = K / 32;
-    const size_t gb = (size_t)nc * 1024;
     const int g0 = t0 / 16, g1 = (t0 + tn + 15) / 16;
     float tmp[16 * 16];
     for (int r = 0; r < mc; r += 32) {
@@ -90,7 +124,7 @@ static TGTA void amx_core(int K, const uint8_t *const *A, size_t ws, int mc, con
             AMX_ZERO(1);
             AMX_ZERO(2);
             AMX_ZERO(3);
-            for (int c = 0; c < nc; c++) {
+            for (int c = 0; c < nk; c++) {
                 int cur = -1;
                 for (int p = 0; p < np; p++) {
                     if (pa[p][0] != cur) {
@@ -116,12 +150,9 @@ static TGTA void amx_core(int K, const uint8_t *const *A, size_t ws, int mc, con
                 case 2: AMX_STORED(2, tmp, 64); break;
                 default: AMX_STORED(3, tmp, 64); break;
                 }
-                for (int j = 0; j < 16; j++) {
-                    const int t = gq * 16 + j - t0;
-                    if (t >= tn) break;
-                    float *o = C + (size_t)t * ldc + rq;
-                    for (int i = 0; i < 16; i++) o[i] = tmp[i * 16 + j];
-                }
+                const int ni = mr - rq < 16 ? mr - rq : 16, j0 = gq * 16 - t0; /* token of column 0 */
+                const int nj = tn - j0 < 16 ? tn - j0 : 16;
+                if (ni > 0 && nj > 0) tile_out(tmp, C + (size_t)j0 * ldc + rq, ldc, ni, nj, add);
             }
         }
     }
@@ -133,29 +164,33 @@ static const int pairs_f16[][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}};
 static const int pairs_q[][2] = {{0, 0}, {0, 1}, {1, 0}};
 
 /* r1_cpu_block_fn for every dtype with a panel (amx_panel.c) */
-static int amx_block(enum r1_dtype dt, int K, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
-                     size_t xplane, int t0, int tn, float *C, int ldc) {
-    if (K % 32 || t0 % 16 || mc > 64) return -1;
-    const uint8_t *B[3] = {xv, xv + xplane, xv + 2 * xplane};
+static int amx_block(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws, int mc,
+                     const uint8_t *xv, size_t xplane, int t0, int tn, float *C, int ldc, int add) {
+    if (K % 32 || k0 % 256 || k0 >= k1 || k1 > K || (k1 % 256 && k1 != K) || t0 % 16 || mc > 64)
+        return -1;
+    const size_t gb = (size_t)(K / 32) * 1024, xo = (size_t)(k0 / 32) * 1024;
+    const int nk = (k1 - k0) / 32, ks = k1 - k0;
+    const uint8_t *B[3] = {xv + xo, xv + xplane + xo, xv + 2 * xplane + xo};
     const int(*pa)[2] = dt == R1_DTYPE_BF16 ? pairs_bf16 : dt == R1_DTYPE_F16 ? pairs_f16 : pairs_q;
     const int np = dt == R1_DTYPE_F16 ? 5 : 3;
     if (dt == R1_DTYPE_BF16 && mc % 16 == 0) { /* the weights are their own panel */
-        const uint8_t *A[1] = {w};
-        amx_core(K, A, ws, mc, B, pa, np, t0, tn, C, ldc);
+        const uint8_t *A[1] = {w + (size_t)k0 * 2};
+        amx_core(nk, A, ws, mc, mc, B, gb, pa, np, t0, tn, C, ldc, add);
         return 0;
     }
-    /* 32 rows at a time, hi and lo, zero-padded to a multiple of 16 rows;
-     * rows past mc land in C's unused rows (mc <= ldc) */
-    uint16_t *hi = (uint16_t *)r1_cpu_scratch(2, (size_t)64 * K * 2), *lo = hi + (size_t)32 * K;
+    /* 32 rows at a time, hi and lo, zero-padded to a multiple of 16 rows
+     * (the padding rows are computed, not stored) */
+    uint16_t *hi = (uint16_t *)r1_cpu_scratch(2, (size_t)64 * ks * 2), *lo = hi + (size_t)32 * ks;
+    const size_t wo = r1_dtype_row_bytes(dt, k0); /* k0 is a whole number of every layout's groups */
     for (int r = 0; r < mc; r += 32) {
         const int nr = mc - r < 32 ? mc - r : 32, nr16 = (nr + 15) & ~15;
-        if (r1_x86_amx_panel(dt, w + (size_t)r * ws, ws, nr, K, hi, lo) != 0) return -1;
+        if (r1_x86_amx_panel(dt, w + (size_t)r * ws + wo, ws, nr, ks, hi, lo) != 0) return -1;
         if (nr16 > nr) {
-            memset(hi + (size_t)nr * K, 0, (size_t)(nr16 - nr) * K * 2);
-            memset(lo + (size_t)nr * K, 0, (size_t)(nr16 - nr) * K * 2);
+            memset(hi + (size_t)nr * ks, 0, (size_t)(nr16 - nr) * ks * 2);
+            memset(lo + (size_t)nr * ks, 0, (size_t)(nr16 - nr) * ks * 2);
         }
         const uint8_t *A[2] = {(const uint8_t *)hi, (const uint8_t *)lo};
-        amx_core(K, A, (size_t)K * 2, nr16, B, pa, np, t0, tn, C + r, ldc);
+        amx_core(nk, A, (size_t)ks * 2, nr16, nr, B, gb, pa, np, t0, tn, C + r, ldc, add);
     }
     return 0;
 }
