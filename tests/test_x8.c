@@ -411,7 +411,7 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
                 r1_dtype_traits[dt].to_f32(w + r * rb, wf + (size_t)r * K, K);
             }
             fill(x, T * K, 1.0f);
-            CHECK(r1_x86_amx_panel(dt, w, rb, R, K, hi, lo) == 0, "%s panel K=%d", r1_dtype_name(dt), K);
+            CHECK(r1_x86_amx_panel(dt, w, rb, R, K, K, hi, lo) == 0, "%s panel K=%d", r1_dtype_name(dt), K);
             for (size_t j = 0; j < (size_t)R * K; j++) {
                 const double v = (double)r1_bf16_to_f32(hi[j]) + (dt == R1_DTYPE_BF16 ? 0 : r1_bf16_to_f32(lo[j]));
                 if (wf[j] != 0) worst_panel = fmax(worst_panel, fabs(v - wf[j]) / fabs(wf[j]));

@@ -420,6 +420,25 @@ static int token_block(const struct r1_cpu_mm *mm) {
     return mm->batch_panel || mm->batch_block ? TOKEN_BLOCK_PANEL : TOKEN_BLOCK / rows_per_token(mm);
 }
 
+/* o[t * ostride + i] (=, = + bias[i], +=) C[t * ROW_BLOCK + i], t < tn, i < mc */
+static void store_block(float *o, int ostride, const float *C, int tn, int mc, const float *bias, enum store st) {
+    for (int t = 0; t < tn; t++) {
+        float *ot = o + (size_t)t * ostride;
+        const float *v = C + (size_t)t * ROW_BLOCK;
+        switch (st) {
+        case STORE_SET:
+            for (int i = 0; i < mc; i++) ot[i] = v[i];
+            break;
+        case STORE_BIAS:
+            for (int i = 0; i < mc; i++) ot[i] = v[i] + bias[i];
+            break;
+        case STORE_ADD:
+            for (int i = 0; i < mc; i++) ot[i] += v[i];
+            break;
+        }
+    }
+}
+
 /* out[(t - t0) * ostride + r - lo] (=, = +bias, +=) row r of base · token
  * t, r in [lo, hi), t in [t0, t0 + T), by a block function (the AMX sets;
  * set only for batches past SMALL_BATCH, mm_for). Rows of K >= 2 KC_BLOCK
@@ -442,12 +461,8 @@ static void block_rows(const struct r1_cpu_mm *mm, enum r1_dtype dt, int K, cons
                 const int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
                 R1_ASSERT(mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, vnni, plane, tb, tn, C,
                                           ROW_BLOCK, 0) == 0);
-                for (int t = 0; t < tn; t++) {
-                    float *o = out + (size_t)(tb - t0 + t) * ostride + (r0 - lo);
-                    const float *v = C + (size_t)t * ROW_BLOCK;
-                    for (int i = 0; i < mc; i++)
-                        o[i] = st == STORE_ADD ? o[i] + v[i] : st == STORE_BIAS ? v[i] + bias[r0 + i] : v[i];
-                }
+                store_block(out + (size_t)(tb - t0) * ostride + (r0 - lo), ostride, C, tn, mc,
+                            bias ? bias + r0 : NULL, st);
             }
         }
         return;
@@ -488,21 +503,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
             mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
                      tn * parts, C);
             if (parts == 2) fold_parts(C, tn, mc);
-            for (int t = 0; t < tn; t++) {
-                float *o = out + (size_t)(tb + t) * ostride + r0;
-                const float *v = C + (size_t)t * ROW_BLOCK;
-                switch (st) {
-                case STORE_SET:
-                    for (int i = 0; i < mc; i++) o[i] = v[i];
-                    break;
-                case STORE_BIAS:
-                    for (int i = 0; i < mc; i++) o[i] = v[i] + bias[r0 + i];
-                    break;
-                case STORE_ADD:
-                    for (int i = 0; i < mc; i++) o[i] += v[i];
-                    break;
-                }
-            }
+            store_block(out + (size_t)tb * ostride + r0, ostride, C, tn, mc, bias ? bias + r0 : NULL, st);
         }
     }
 }

@@ -180,17 +180,20 @@ static int amx_block(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, 
     }
     /* 32 rows at a time, hi and lo, zero-padded to a multiple of 16 rows
      * (the padding rows are computed, not stored) */
-    uint16_t *hi = (uint16_t *)r1_cpu_scratch(2, (size_t)64 * ks * 2), *lo = hi + (size_t)32 * ks;
+    /* panel rows 64 bytes longer than the slice: a tile's 16 rows a power of
+     * two apart would share a few L1 sets */
+    const int ps = ks + 32; /* bf16 values a panel row */
+    uint16_t *hi = (uint16_t *)r1_cpu_scratch(2, (size_t)64 * ps * 2), *lo = hi + (size_t)32 * ps;
     const size_t wo = r1_dtype_row_bytes(dt, k0); /* k0 is a whole number of every layout's groups */
     for (int r = 0; r < mc; r += 32) {
         const int nr = mc - r < 32 ? mc - r : 32, nr16 = (nr + 15) & ~15;
-        if (r1_x86_amx_panel(dt, w + (size_t)r * ws + wo, ws, nr, ks, hi, lo) != 0) return -1;
+        if (r1_x86_amx_panel(dt, w + (size_t)r * ws + wo, ws, nr, ks, ps, hi, lo) != 0) return -1;
         if (nr16 > nr) {
-            memset(hi + (size_t)nr * ks, 0, (size_t)(nr16 - nr) * ks * 2);
-            memset(lo + (size_t)nr * ks, 0, (size_t)(nr16 - nr) * ks * 2);
+            memset(hi + (size_t)nr * ps, 0, (size_t)(nr16 - nr) * ps * 2);
+            memset(lo + (size_t)nr * ps, 0, (size_t)(nr16 - nr) * ps * 2);
         }
         const uint8_t *A[2] = {(const uint8_t *)hi, (const uint8_t *)lo};
-        amx_core(nk, A, (size_t)ks * 2, nr16, nr, B, gb, pa, np, t0, tn, C + r, ldc, add);
+        amx_core(nk, A, (size_t)ps * 2, nr16, nr, B, gb, pa, np, t0, tn, C + r, ldc, add);
     }
     return 0;
 }

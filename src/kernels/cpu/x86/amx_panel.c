@@ -179,14 +179,14 @@ TGTS void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1
     }
 }
 
-static TGTB void x8_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+static TGTB void x8_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *dst,
                         uint16_t *dlo) {
     const size_t gb = dt == R1_DTYPE_Q4_1X8 ? 160 : dt == R1_DTYPE_Q8_0X8 ? 272 : r1_dtype_traits[dt].block_size;
     const size_t tbs = dt == R1_DTYPE_Q4_1X8 ? 20 : 34; /* a plain tail block */
     const __m512i idx0 = natural_idx();
     for (int r = 0; r < nr; r++) {
         const uint8_t *row = w + (size_t)r * ws;
-        uint16_t *o = dst + (size_t)r * K, *ol = dlo + (size_t)r * K;
+        uint16_t *o = dst + (size_t)r * ps, *ol = dlo + (size_t)r * ps;
         int k = 0;
         for (; k + 256 <= K; k += 256) {
             __m512i q[4];
@@ -205,7 +205,7 @@ static TGTB void x8_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, 
 
 /* GGUF's q8_0 and q4_0 blocks (q4_0 also regrouped eight blocks at a time:
  * dwords j = 0..3 of block b at 32-bit offsets 16 (j / 2) + 8 (j % 2) + b) */
-static TGTB void q32_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst,
+static TGTB void q32_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *dst,
                           uint16_t *dlo) {
     const __m128i m4 = _mm_set1_epi8(0x0f), e8 = _mm_set1_epi8(8), idx = _mm_set_epi32(24, 16, 8, 0);
     for (int r = 0; r < nr; r++) {
@@ -233,19 +233,19 @@ static TGTB void q32_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr,
             __m512 dv = _mm512_set1_ps(d); /* d q is exact in f32: 11 x 8 bits */
             r1_x86_bf16_split_store(_mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ql))),
                                     _mm512_mul_ps(dv, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qh))),
-                                    dst + (size_t)r * K + k, dlo + (size_t)r * K + k);
+                                    dst + (size_t)r * ps + k, dlo + (size_t)r * ps + k);
         }
     }
 }
 
 /* f16 weights: an f16 (11 significant bits) is exactly hi + lo in bf16 */
-static TGTB void f16_rows(const uint8_t *w, size_t ws, int nr, int K, uint16_t *dst, uint16_t *dlo) {
+static TGTB void f16_rows(const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *dst, uint16_t *dlo) {
     for (int r = 0; r < nr; r++) {
         const uint16_t *src = (const uint16_t *)(w + (size_t)r * ws);
         for (int k = 0; k < K; k += 32)
             r1_x86_bf16_split_store(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k))),
                                     _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + k + 16))),
-                                    dst + (size_t)r * K + k, dlo + (size_t)r * K + k);
+                                    dst + (size_t)r * ps + k, dlo + (size_t)r * ps + k);
     }
 }
 
@@ -270,21 +270,22 @@ TGTB void r1_x86_split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, ui
     }
 }
 
-int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *hi,
+int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi,
                      uint16_t *lo) {
+    if (ps < K) return -1;
     if (K % 32) return -1;
     switch ((int)dt) { /* int: the x8 layouts lie past the public enum */
     case R1_DTYPE_BF16:
-        for (int r = 0; r < nr; r++) memcpy(hi + (size_t)r * K, w + (size_t)r * ws, (size_t)K * 2);
+        for (int r = 0; r < nr; r++) memcpy(hi + (size_t)r * ps, w + (size_t)r * ws, (size_t)K * 2);
         return 0;
     case R1_DTYPE_F16:
-        f16_rows(w, ws, nr, K, hi, lo);
+        f16_rows(w, ws, nr, K, ps, hi, lo);
         return 0;
     case R1_DTYPE_Q8_0:
     case R1_DTYPE_Q4_0:
     case R1_DTYPE_Q4_0X8:
         if (dt == R1_DTYPE_Q4_0X8 && K % 256) return -1;
-        q32_rows(dt, w, ws, nr, K, hi, lo);
+        q32_rows(dt, w, ws, nr, K, ps, hi, lo);
         return 0;
     case R1_DTYPE_Q4_1X8:
     case R1_DTYPE_Q8_0X8:
@@ -292,7 +293,7 @@ int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int 
     case R1_DTYPE_Q5_KX8:
     case R1_DTYPE_Q6_KX8:
         if (K % r1_dtype_traits[dt].block) return -1;
-        x8_rows(dt, w, ws, nr, K, hi, lo);
+        x8_rows(dt, w, ws, nr, K, ps, hi, lo);
         return 0;
     default:
         return -1;

@@ -112,9 +112,9 @@ void r1_x86_attn_pv_q8_avx512(const float *s, int ss, int M, const uint8_t *v, i
 
 /* Weight rows [0, nr) of w (ws bytes apart, K columns) as bf16 panels
  * (amx_panel.c): hi = bf16(w), and for every dtype but bf16 lo = bf16(w -
- * hi), K values a row each. Returns -1, writing nothing, for a dtype or K it
- * has no panel for. */
-int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, uint16_t *hi,
+ * hi), K values a row each, rows ps >= K values apart. Returns -1, writing
+ * nothing, for a dtype, K or ps it has no panel for. */
+int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi,
                      uint16_t *lo);
 /* cpu.h quant_bf16 and split_bf16 on AVX512_BF16 (amx_panel.c) */
 void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K);
