@@ -174,11 +174,23 @@ __attribute__((unused)) static int kt_start(void) {
     return 0;
 }
 /* Selects isa for the tests that follow: 1, or 0 (said) when this CPU does
- * not run it. */
+ * not run it or R1_TEST_SETS (a space-separated list of set names, for a
+ * run that tests some sets elsewhere) leaves it out. */
 __attribute__((unused)) static int kt_select(const struct r1_cpu_isa *isa) {
     if (!isa->available()) {
         printf("%-8s not available on this CPU: skipped\n", isa->name);
         return 0;
+    }
+    const char *only = getenv("R1_TEST_SETS");
+    if (only) {
+        int listed = 0;
+        const size_t n = strlen(isa->name);
+        for (const char *p = strstr(only, isa->name); p && !listed; p = strstr(p + 1, isa->name))
+            listed = (p == only || p[-1] == ' ') && (p[n] == ' ' || p[n] == 0);
+        if (!listed) {
+            printf("%-8s not in R1_TEST_SETS: skipped\n", isa->name);
+            return 0;
+        }
     }
     CHECK(r1_cpu_select(isa->name) == 0, "select %s", isa->name);
     return 1;

@@ -12,6 +12,7 @@
  * against a named limit. The other kernels: test_kernels.c.
  *
  *   R1_TEST_QUICK=1    a small set of shapes (for qemu)
+ *   R1_TEST_SETS="neon-dot neon"  only those kernel sets
  *   R1_TEST_VERBOSE=1  one line per case
  *   R1_BENCH=1         instead of testing: matvec GB/s per dtype and thread
  *                      count on 1.5B shapes, next to the machine's read
