@@ -356,9 +356,16 @@ static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
  * makes its own slices). A batch walks K in KC-column slices so
  * the slice of ROW_BLOCK rows and of the tokens both stay in L2 while every
  * tile of them is computed; a single token streams each row group once. */
-static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
+static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, enum r1_dtype dt, int K,
                      const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
                      int t0, int tn, float *C) {
+    if (mm->batch_block) { /* set only for batches past SMALL_BATCH (mm_for); long rows: block_rows */
+        size_t plane;
+        const uint8_t *vnni = r1_cpu_act_vnni(&plane);
+        R1_ASSERT(vnni && mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C,
+                                          ROW_BLOCK, 0) == 0);
+        return;
+    }
     if (mm->batch_panel) {
         mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,
                         tn, C, ROW_BLOCK);
@@ -441,32 +448,18 @@ static void store_block(float *o, int ostride, const float *C, int tn, int mc, c
 
 /* out[(t - t0) * ostride + r - lo] (=, = +bias, +=) row r of base · token
  * t, r in [lo, hi), t in [t0, t0 + T), by a block function (the AMX sets;
- * set only for batches past SMALL_BATCH, mm_for). Rows of K >= 2 KC_BLOCK
- * columns go per TOKEN_BLOCK_PANEL tokens KC_BLOCK columns at a time for all
+ * set only for batches past SMALL_BATCH, mm_for) on rows of K >= 2 KC_BLOCK
+ * columns: per TOKEN_BLOCK_PANEL tokens, KC_BLOCK columns at a time for all
  * the rows, each block adding its slice's sums into out, so that the slice
  * of the tokens' activations stays in L2 while every row block uses it (a
  * block over all K read every token's whole activations, six bytes a value,
  * from memory again for each block of rows: the 1.5B down projection ran at
- * 0.65x the others); shorter rows take one block each. */
+ * 0.65x the others). Shorter rows take one block each (mm_block). */
 static void block_rows(const struct r1_cpu_mm *mm, enum r1_dtype dt, int K, const uint8_t *base, size_t rb, int t0,
                        int T, int lo, int hi, float *out, int ostride, const float *bias, enum store st) {
     size_t plane;
     const uint8_t *vnni = r1_cpu_act_vnni(&plane);
     R1_ASSERT(vnni);
-    if (K < 2 * KC_BLOCK) { /* one slice: each block into a compact C, then out row by row */
-        float *C = (float *)r1_cpu_scratch(5, (size_t)TOKEN_BLOCK_PANEL * ROW_BLOCK * sizeof(float));
-        for (int tb = t0; tb < t0 + T; tb += TOKEN_BLOCK_PANEL) {
-            const int tn = t0 + T - tb < TOKEN_BLOCK_PANEL ? t0 + T - tb : TOKEN_BLOCK_PANEL;
-            for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
-                const int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-                R1_ASSERT(mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, vnni, plane, tb, tn, C,
-                                          ROW_BLOCK, 0) == 0);
-                store_block(out + (size_t)(tb - t0) * ostride + (r0 - lo), ostride, C, tn, mc,
-                            bias ? bias + r0 : NULL, st);
-            }
-        }
-        return;
-    }
     for (int tb = t0; tb < t0 + T; tb += TOKEN_BLOCK_PANEL) {
         const int tn = t0 + T - tb < TOKEN_BLOCK_PANEL ? t0 + T - tb : TOKEN_BLOCK_PANEL;
         float *o = out + (size_t)(tb - t0) * ostride;
@@ -489,7 +482,7 @@ static void block_rows(const struct r1_cpu_mm *mm, enum r1_dtype dt, int K, cons
 static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
-    if (mm->batch_block) {
+    if (mm->batch_block && w->cols >= 2 * KC_BLOCK) {
         block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, 0, T, lo, hi, out + lo, ostride, bias, st);
         return;
     }
@@ -500,7 +493,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
+            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
                      tn * parts, C);
             if (parts == 2) fold_parts(C, tn, mc);
             store_block(out + (size_t)tb * ostride + r0, ostride, C, tn, mc, bias ? bias + r0 : NULL, st);
@@ -615,15 +608,8 @@ again:
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            if (mm->batch_block) { /* one slice (shorter rows take the branch above) */
-                block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, tb, tn, r0, r0 + mc, g, ROW_BLOCK, NULL,
-                           STORE_SET);
-                block_rows(mm, w->dtype, w->cols, up, w->row_bytes, tb, tn, r0, r0 + mc, u, ROW_BLOCK, NULL,
-                           STORE_SET);
-            } else {
-                mm_block(isa, mm, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, g);
-                mm_block(isa, mm, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, u);
-            }
+            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, g);
+            mm_block(isa, mm, w->dtype, w->cols, up, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, u);
             if (parts == 2) {
                 fold_parts(g, tn, mc);
                 fold_parts(u, tn, mc);
