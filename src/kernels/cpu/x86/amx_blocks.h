@@ -100,7 +100,8 @@ static inline __attribute__((always_inline)) TGTA void tile_out(const float *tmp
  * over nk chunks of 32 columns: A are bf16 weight rows (stride ws, mc a
  * multiple of 16, rows past mr zero padding), B bf16 activation parts in
  * VNNI layout (gb bytes from one group of 16 tokens to the next), both at the
- * slice's first column; pairs that share an A are consecutive. Tile (i, j)
+ * slice's first column; each pair changes one
+ * part from the one before (one A or one B pair of tiles loaded a product). Tile (i, j)
  * of a pass: weight row i, token j -> C[token * ldc + row], rows < mr only. */
 static TGTA void amx_core(int nk, const uint8_t *const *A, size_t ws, int mc, int mr, const uint8_t *const *B,
                           size_t gb, const int (*pa)[2], int np, int t0, int tn, float *C, int ldc, int add) {
@@ -125,18 +126,21 @@ static TGTA void amx_core(int nk, const uint8_t *const *A, size_t ws, int mc, in
             AMX_ZERO(2);
             AMX_ZERO(3);
             for (int c = 0; c < nk; c++) {
-                int cur = -1;
+                int ca = -1, cb = -1; /* the parts in tiles 4, 5 and 6, 7 */
                 for (int p = 0; p < np; p++) {
-                    if (pa[p][0] != cur) {
-                        cur = pa[p][0];
-                        AMX_LOADD(4, A[cur] + ro + (size_t)c * 64, (long)ws);
-                        AMX_LOADD(5, A[cur] + ro1 + (size_t)c * 64, (long)ws);
+                    if (pa[p][0] != ca) {
+                        ca = pa[p][0];
+                        AMX_LOADD(4, A[ca] + ro + (size_t)c * 64, (long)ws);
+                        AMX_LOADD(5, A[ca] + ro1 + (size_t)c * 64, (long)ws);
                     }
-                    const uint8_t *b = B[pa[p][1]] + (size_t)c * 1024;
-                    AMX_LOADD(6, b + go, 64);
+                    if (pa[p][1] != cb) {
+                        cb = pa[p][1];
+                        const uint8_t *b = B[cb] + (size_t)c * 1024;
+                        AMX_LOADD(6, b + go, 64);
+                        AMX_LOADD(7, b + go1, 64);
+                    }
                     AMX_DPBF16PS(0, 4, 6);
                     AMX_DPBF16PS(2, 5, 6);
-                    AMX_LOADD(7, b + go1, 64);
                     AMX_DPBF16PS(1, 4, 7);
                     AMX_DPBF16PS(3, 5, 7);
                 }
@@ -160,8 +164,8 @@ static TGTA void amx_core(int nk, const uint8_t *const *A, size_t ws, int mc, in
 
 /* The products a block sums: (weight part, activation part); see the top. */
 static const int pairs_bf16[][2] = {{0, 0}, {0, 1}, {0, 2}};
-static const int pairs_f16[][2] = {{0, 0}, {0, 1}, {0, 2}, {1, 0}, {1, 1}};
-static const int pairs_q[][2] = {{0, 0}, {0, 1}, {1, 0}};
+static const int pairs_f16[][2] = {{1, 0}, {1, 1}, {0, 1}, {0, 0}, {0, 2}};
+static const int pairs_q[][2] = {{1, 0}, {0, 0}, {0, 1}};
 
 /* r1_cpu_block_fn for every dtype with a panel (amx_panel.c) */
 static int amx_block(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws, int mc,
