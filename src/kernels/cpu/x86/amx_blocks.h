@@ -115,12 +115,12 @@ static TGTA void amx_core(int nk, const uint8_t *const *A, size_t ws, int mc, in
     }
     const int g0 = t0 / 16, g1 = (t0 + tn + 15) / 16;
     float tmp[16 * 16];
-    for (int r = 0; r < mc; r += 32) {
-        const int two_r = r + 32 <= mc;
-        const size_t ro = (size_t)r * ws, ro1 = two_r ? ro + 16 * ws : ro;
-        for (int g = g0; g < g1; g += 2) {
-            const int two_g = g + 1 < g1;
-            const size_t go = (size_t)g * gb, go1 = two_g ? go + gb : go;
+    for (int g = g0; g < g1; g += 2) {
+        const int two_g = g + 1 < g1;
+        const size_t go = (size_t)g * gb, go1 = two_g ? go + gb : go;
+        for (int r = 0; r < mc; r += 32) {
+            const int two_r = r + 32 <= mc;
+            const size_t ro = (size_t)r * ws, ro1 = two_r ? ro + 16 * ws : ro;
             AMX_ZERO(0);
             AMX_ZERO(1);
             AMX_ZERO(2);
@@ -182,23 +182,20 @@ static int amx_block(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, 
         amx_core(nk, A, ws, mc, mc, B, gb, pa, np, t0, tn, C, ldc, add);
         return 0;
     }
-    /* 32 rows at a time, hi and lo, zero-padded to a multiple of 16 rows
-     * (the padding rows are computed, not stored) */
-    /* panel rows 64 bytes longer than the slice: a tile's 16 rows a power of
-     * two apart would share a few L1 sets */
-    const int ps = ks + 32; /* bf16 values a panel row */
-    uint16_t *hi = (uint16_t *)r1_cpu_scratch(2, (size_t)64 * ps * 2), *lo = hi + (size_t)32 * ps;
+    /* the block's rows, hi and lo, zero-padded to a multiple of 16 rows (the
+     * padding rows are computed, not stored); panel rows 64 bytes longer
+     * than the slice: a tile's 16 rows a power of two apart would share a
+     * few L1 sets */
+    const int ps = ks + 32, mc16 = (mc + 15) & ~15; /* bf16 values a panel row */
+    uint16_t *hi = (uint16_t *)r1_cpu_scratch(2, (size_t)2 * 64 * ps * 2), *lo = hi + (size_t)64 * ps;
     const size_t wo = r1_dtype_row_bytes(dt, k0); /* k0 is a whole number of every layout's groups */
-    for (int r = 0; r < mc; r += 32) {
-        const int nr = mc - r < 32 ? mc - r : 32, nr16 = (nr + 15) & ~15;
-        if (r1_x86_amx_panel(dt, w + (size_t)r * ws + wo, ws, nr, ks, ps, hi, lo) != 0) return -1;
-        if (nr16 > nr) {
-            memset(hi + (size_t)nr * ps, 0, (size_t)(nr16 - nr) * ps * 2);
-            memset(lo + (size_t)nr * ps, 0, (size_t)(nr16 - nr) * ps * 2);
-        }
-        const uint8_t *A[2] = {(const uint8_t *)hi, (const uint8_t *)lo};
-        amx_core(nk, A, (size_t)ps * 2, nr16, nr, B, gb, pa, np, t0, tn, C + r, ldc, add);
+    if (r1_x86_amx_panel(dt, w + wo, ws, mc, ks, ps, hi, lo) != 0) return -1;
+    if (mc16 > mc) {
+        memset(hi + (size_t)mc * ps, 0, (size_t)(mc16 - mc) * ps * 2);
+        memset(lo + (size_t)mc * ps, 0, (size_t)(mc16 - mc) * ps * 2);
     }
+    const uint8_t *A[2] = {(const uint8_t *)hi, (const uint8_t *)lo};
+    amx_core(nk, A, (size_t)ps * 2, mc16, mc, B, gb, pa, np, t0, tn, C, ldc, add);
     return 0;
 }
 
