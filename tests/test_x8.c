@@ -400,7 +400,7 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
         for (size_t ki = 0; ki < sizeof Ks / sizeof Ks[0]; ki++) {
             const int K = Ks[ki], R = 37, T = 21;
             if (K % r1_dtype_traits[dt].block) continue;
-            const size_t rb = r1_dtype_row_bytes(dt, K), xs = r1_cpu_bf16_stride(K);
+            const size_t rb = r1_dtype_row_bytes(dt, K);
             uint8_t *w = malloc(rb * R);
             float *wf = malloc((size_t)R * K * 4), *x = malloc((size_t)T * K * 4);
             uint16_t *hi = malloc((size_t)R * K * 2), *lo = malloc((size_t)R * K * 2);
@@ -416,19 +416,17 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
                 const double v = (double)r1_bf16_to_f32(hi[j]) + (dt == R1_DTYPE_BF16 ? 0 : r1_bf16_to_f32(lo[j]));
                 if (wf[j] != 0) worst_panel = fmax(worst_panel, fabs(v - wf[j]) / fabs(wf[j]));
             }
-            /* the activations as cpu_act.c hands them to a block */
-            uint8_t *xb[3], *xv;
+            /* the activations as cpu_act.c hands them to a block (the set's
+             * conversion, which must give plain C's bytes), with a denormal,
+             * a zero and a value whose remainders are denormal among them */
+            x[5] = 1e-39f, x[6] = 0.0f, x[K + 7] = -3e-38f;
             const size_t plane = r1_cpu_vnni_bytes(K, T);
-            xv = aligned_alloc(64, 3 * plane);
-            for (int p = 0; p < 3; p++) xb[p] = aligned_alloc(64, xs * T);
-            for (int t = 0; t < T; t++) {
-                const float *xr = x + (size_t)t * K;
-                uint16_t *h0 = (uint16_t *)(xb[0] + t * xs), *h1 = (uint16_t *)(xb[1] + t * xs),
-                         *h2 = (uint16_t *)(xb[2] + t * xs);
-                isa->quant_bf16(xr, h0, K);
-                isa->split_bf16(xr, h0, h1, h2, K);
-            }
-            for (int p = 0; p < 3; p++) r1_cpu_pack_vnni(xb[p], xs, K, T, xv + p * plane);
+            uint8_t *xv = aligned_alloc(64, 3 * plane), *xc = aligned_alloc(64, 3 * plane);
+            isa->vnni_parts(x, T, K, xv, plane);
+            r1_cpu_vnni_parts_c(x, T, K, xc, plane);
+            CHECK(!memcmp(xv, xc, 3 * plane), "%s three bf16 parts in VNNI layout K=%d T=%d differ from plain C",
+                  isa->name, K, T);
+            free(xc);
             float *C = malloc((size_t)T * 64 * 4);
             for (int rows = R; rows > 0; rows -= 21) { /* 37 rows, 16 */
                 CHECK(mm->batch_block(dt, K, 0, K, w, rb, rows, xv, plane, 0, T, C, 64, 0) == 0,
@@ -483,7 +481,6 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
                     }
             }
             free(w), free(wf), free(x), free(hi), free(lo), free(xv), free(C);
-            for (int p = 0; p < 3; p++) free(xb[p]);
         }
         CHECK(worst_panel <= ERR_PANEL2, "%s %s two-part bf16 panel: error %.3g > %.3g", isa->name,
               r1_dtype_name(dt), worst_panel, ERR_PANEL2);

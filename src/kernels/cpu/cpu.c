@@ -205,23 +205,6 @@ uint8_t *r1_cpu_scratch(int slot, size_t bytes) {
     return tls_buf[slot];
 }
 
-void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst) {
-    const int nc = K / 32, ng = (T + 15) / 16;
-    for (int g = 0; g < ng; g++)
-        for (int c = 0; c < nc; c++) {
-            uint32_t *d = (uint32_t *)(dst + ((size_t)g * nc + c) * 1024);
-            for (int j = 0; j < 16; j++) {
-                int t = g * 16 + j;
-                if (t < T) {
-                    const uint32_t *src = (const uint32_t *)(x + (size_t)t * xs) + c * 16;
-                    for (int kk = 0; kk < 16; kk++) d[kk * 16 + j] = src[kk];
-                } else {
-                    for (int kk = 0; kk < 16; kk++) d[kk * 16 + j] = 0;
-                }
-            }
-        }
-}
-
 /* ---- matmul plumbing ---- */
 enum store { STORE_SET, STORE_BIAS, STORE_ADD };
 

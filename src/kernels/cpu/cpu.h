@@ -169,14 +169,17 @@ typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t w
 typedef int (*r1_cpu_block_fn)(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws, int mc,
                                const uint8_t *xv, size_t xplane, int t0, int tn, float *C, int ldc, int add);
 
-/* bf16 activation rows (R1_CPU_ACT_BF16 form, K % 32 == 0) of T tokens into
- * the VNNI layout: per group of 16 tokens and chunk c of 32 columns, 1 KiB
- * whose row kk holds the 32-bit column pair (2kk, 2kk+1) of chunk c of each
- * of the 16 tokens (zero for tokens past T). Bytes: r1_cpu_vnni_bytes. */
+/* The VNNI layout of bf16 activations (K % 32 == 0) of T tokens: per group
+ * of 16 tokens and chunk c of 32 columns, 1 KiB whose row kk holds the
+ * 32-bit column pair (2kk, 2kk+1) of chunk c of each of the 16 tokens (zero
+ * for tokens past T). Bytes: r1_cpu_vnni_bytes. */
 static inline size_t r1_cpu_vnni_bytes(int K, int T) {
     return (size_t)((T + 15) / 16) * (size_t)(K / 32) * 1024;
 }
-void r1_cpu_pack_vnni(const uint8_t *x, size_t xs, int K, int T, uint8_t *dst);
+/* The T tokens of x (K floats each) in the three bf16 parts of a block
+ * (r1_cpu_block_fn), each in the VNNI layout, part p at v + p * plane:
+ * plain C (cpu.h vnni_parts gives the same bits). */
+void r1_cpu_vnni_parts_c(const float *x, int T, int K, uint8_t *v, size_t plane);
 
 /* A whole block of a batch on f32 activations (the panel GEMM of the AVX2
  * tables): C[t * ldc + r] = row r of w · token t (K floats at x + t * xs
@@ -325,9 +328,8 @@ struct r1_cpu_isa {
     void (*quant_q16)(const float *x, uint8_t *dst, int K);   /* one token, K % 32 == 0; NULL: plain C */
     /* Optional: r1_cpu_q8w_fold_c (the same bytes); NULL: that one. */
     void (*q8w_fold)(const uint8_t *h, const uint8_t *l, uint8_t *dst, int K, int sums);
-    /* Optional: h1 = bf16(x - h0), h2 = bf16(x - h0 - h1) for i < K, h0 =
-     * bf16(x) given (round to nearest even; the same bits as plain C). */
-    void (*split_bf16)(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K);
+    /* Optional: r1_cpu_vnni_parts_c (the same bits); NULL: that one. */
+    void (*vnni_parts)(const float *x, int T, int K, uint8_t *v, size_t plane);
     float (*dot_f32)(const float *a, const float *b, int n);
     float (*dot_f16)(const float *a, const uint16_t *b, int n);
     void (*axpy_f32)(float a, const float *x, float *y, int n); /* y += a x */

@@ -111,6 +111,36 @@ static void to_f32eo32(const float *restrict x, float *restrict o, int K) {
         }
 }
 
+/* bf16(f) as VCVTNEPS2BF16 makes it (the AMX sets' conversion): round to
+ * nearest even, a denormal to a zero of its sign (the tiles read a denormal
+ * bf16 as zero in any case) */
+static uint16_t bf16_hw(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (u & 0x7f800000u) == 0 ? (uint16_t)(u >> 16 & 0x8000u) : r1_f32_to_bf16(f);
+}
+
+/* x0 = bf16(x), x1 = bf16(x - x0), x2 = bf16(x - x0 - x1) (bf16_hw):
+ * 24 significant bits, x to f32 precision; value (t, k) at
+ * 32-bit word 16 (k % 32 / 2) + t % 16 of the 1 KiB of (t / 16, k / 32),
+ * half k % 2 */
+void r1_cpu_vnni_parts_c(const float *x, int T, int K, uint8_t *v, size_t plane) {
+    const int nc = K / 32;
+    memset(v, 0, 3 * plane); /* tokens past T */
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < K; k++) {
+            const float xv = x[(size_t)t * K + k];
+            const uint16_t h0 = bf16_hw(xv);
+            const float r = xv - r1_bf16_to_f32(h0);
+            const uint16_t h1 = bf16_hw(r), h2 = bf16_hw(r - r1_bf16_to_f32(h1));
+            const size_t at = ((size_t)(t / 16) * nc + k / 32) * 1024 + (size_t)(16 * (k % 32 / 2) + t % 16) * 4 +
+                              (size_t)(k % 2) * 2;
+            memcpy(v + at, &h0, 2);
+            memcpy(v + plane + at, &h1, 2);
+            memcpy(v + 2 * plane + at, &h2, 2);
+        }
+}
+
 const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                                const float *x, int T, int K, size_t *xs) {
     if (mm->act == R1_CPU_ACT_F32) {
@@ -125,28 +155,9 @@ const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         *xs = s;
         tls_vnni = NULL;
         if (mm->batch_block && K % 32 == 0) {
-            /* x0 = the bf16 rows above, x1 = bf16(x - x0), x2 = bf16(x - x0 -
-             * x1): 24 significant bits, x to f32 precision */
             size_t plane = r1_cpu_vnni_bytes(K, T);
-            uint8_t *v = scratch2(3 * plane + 2 * (size_t)T * s);
-            uint8_t *p1 = v + 3 * plane, *p2 = p1 + (size_t)T * s;
-            for (int t = 0; t < T; t++) {
-                const float *xr = x + (size_t)t * K;
-                const uint16_t *h0 = (const uint16_t *)(buf + (size_t)t * s);
-                uint16_t *h1 = (uint16_t *)(p1 + (size_t)t * s), *h2 = (uint16_t *)(p2 + (size_t)t * s);
-                if (isa->split_bf16) {
-                    isa->split_bf16(xr, h0, h1, h2, K);
-                    continue;
-                }
-                for (int k = 0; k < K; k++) {
-                    float r = xr[k] - r1_bf16_to_f32(h0[k]);
-                    h1[k] = r1_f32_to_bf16(r);
-                    h2[k] = r1_f32_to_bf16(r - r1_bf16_to_f32(h1[k]));
-                }
-            }
-            r1_cpu_pack_vnni(buf, s, K, T, v);
-            r1_cpu_pack_vnni(p1, s, K, T, v + plane);
-            r1_cpu_pack_vnni(p2, s, K, T, v + 2 * plane);
+            uint8_t *v = scratch2(3 * plane);
+            (isa->vnni_parts ? isa->vnni_parts : r1_cpu_vnni_parts_c)(x, T, K, v, plane);
             tls_vnni = v;
             tls_vnni_plane = plane;
         }

@@ -67,28 +67,9 @@ static int amx_probe(void) {
  * in registers so that each token's part is one masked vector. */
 static inline __attribute__((always_inline)) TGTA void tile_out(const float *tmp, float *C, int ldc, int ni, int nj,
                                                                int add) {
-    __m512 t[16], u[16];
-    for (int k = 0; k < 8; k++) {
-        const __m512 a = _mm512_loadu_ps(tmp + 32 * k), b = _mm512_loadu_ps(tmp + 32 * k + 16);
-        t[2 * k] = _mm512_unpacklo_ps(a, b);     /* per 128-bit lane: a0 b0 a1 b1 */
-        t[2 * k + 1] = _mm512_unpackhi_ps(a, b); /* a2 b2 a3 b3 */
-    }
-    for (int g = 0; g < 4; g++) { /* rows 4g..4g+3: u[4g + c] holds their element c of each lane */
-        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
-        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
-        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
-        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
-    }
-    __m512 col[16];
-    for (int c = 0; c < 4; c++) { /* columns c, 4 + c, 8 + c, 12 + c */
-        const __m512 v = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
-        const __m512 x = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88),
-                     y = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
-        col[c] = _mm512_shuffle_f32x4(v, x, 0x88);
-        col[8 + c] = _mm512_shuffle_f32x4(v, x, 0xDD);
-        col[4 + c] = _mm512_shuffle_f32x4(w, y, 0x88);
-        col[12 + c] = _mm512_shuffle_f32x4(w, y, 0xDD);
-    }
+    __m512 row[16], col[16];
+    for (int i = 0; i < 16; i++) row[i] = _mm512_loadu_ps(tmp + 16 * i);
+    r1_x86_transpose16(row, col);
     const __mmask16 m = (__mmask16)(ni >= 16 ? 0xffff : (1u << ni) - 1);
     for (int j = 0; j < nj; j++) {
         float *o = C + (size_t)j * ldc;
@@ -225,7 +206,7 @@ static void amx_fill(void) {
     t.available = AMX_TABLE.available;
     t.emulated = AMX_TABLE.emulated;
     t.quant_bf16 = r1_x86_quant_bf16;
-    t.split_bf16 = r1_x86_split_bf16;
+    t.vnni_parts = r1_x86_vnni_parts;
     for (size_t i = 0; i < sizeof amx_dtypes / sizeof amx_dtypes[0]; i++) {
         struct r1_cpu_mm *mm = &t.mm[amx_dtypes[i]];
         mm->batch_act = R1_CPU_ACT_BF16;

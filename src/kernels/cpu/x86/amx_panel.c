@@ -249,7 +249,7 @@ static TGTB void f16_rows(const uint8_t *w, size_t ws, int nr, int K, int ps, ui
     }
 }
 
-/* The activations of the AMX sets (cpu.h quant_bf16, split_bf16) */
+/* The activations of the AMX sets (cpu.h quant_bf16, vnni_parts) */
 TGTB void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K) {
     for (int k = 0; k < K; k += 16) {
         __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
@@ -257,17 +257,42 @@ TGTB void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K) {
         _mm256_mask_storeu_epi16(dst + k, m, (__m256i)v);
     }
 }
-TGTB void r1_x86_split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K) {
-    for (int k = 0; k < K; k += 16) {
-        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + k);
-        __m512 a = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, h0 + k)), 16));
-        __m512 r = _mm512_sub_ps(v, a);
-        __m256bh b1 = _mm512_cvtneps_pbh(r);
-        __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32((__m256i)b1), 16));
-        _mm256_mask_storeu_epi16(h1 + k, m, (__m256i)b1);
-        _mm256_mask_storeu_epi16(h2 + k, m, (__m256i)_mm512_cvtneps_pbh(_mm512_sub_ps(r, f1)));
-    }
+/* the 32 bf16 of lo16 (columns 0..15), hi16 (16..31) as f32 */
+INL void bf16_back(__m512i h, __m512 *lo16, __m512 *hi16) {
+    *lo16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+    *hi16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+}
+/* Per 16 tokens and 32 columns: each token's three parts as 16 column
+ * pairs in a vector, then a transpose per part puts pair kk of the 16
+ * tokens in row kk. */
+TGTB void r1_x86_vnni_parts(const float *x, int T, int K, uint8_t *v, size_t plane) {
+    const int nc = K / 32;
+    for (int g = 0; g < (T + 15) / 16; g++)
+        for (int c = 0; c < nc; c++) {
+            __m512 p[3][16], col[16];
+            for (int j = 0; j < 16; j++) {
+                if (g * 16 + j >= T) {
+                    p[0][j] = p[1][j] = p[2][j] = _mm512_setzero_ps();
+                    continue;
+                }
+                const float *xr = x + (size_t)(g * 16 + j) * K + c * 32;
+                const __m512 a = _mm512_loadu_ps(xr), b = _mm512_loadu_ps(xr + 16);
+                __m512 a0, b0, a1, b1;
+                const __m512i h0 = (__m512i)_mm512_cvtne2ps_pbh(b, a);
+                bf16_back(h0, &a0, &b0);
+                const __m512 ra = _mm512_sub_ps(a, a0), rb = _mm512_sub_ps(b, b0);
+                const __m512i h1 = (__m512i)_mm512_cvtne2ps_pbh(rb, ra);
+                bf16_back(h1, &a1, &b1);
+                const __m512i h2 = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(rb, b1), _mm512_sub_ps(ra, a1));
+                p[0][j] = _mm512_castsi512_ps(h0), p[1][j] = _mm512_castsi512_ps(h1);
+                p[2][j] = _mm512_castsi512_ps(h2);
+            }
+            for (int q = 0; q < 3; q++) {
+                float *d = (float *)(v + (size_t)q * plane + ((size_t)g * nc + c) * 1024);
+                r1_x86_transpose16(p[q], col);
+                for (int kk = 0; kk < 16; kk++) _mm512_storeu_ps(d + 16 * kk, col[kk]);
+            }
+        }
 }
 
 int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi,

@@ -116,9 +116,9 @@ void r1_x86_attn_pv_q8_avx512(const float *s, int ss, int M, const uint8_t *v, i
  * nothing, for a dtype, K or ps it has no panel for. */
 int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi,
                      uint16_t *lo);
-/* cpu.h quant_bf16 and split_bf16 on AVX512_BF16 (amx_panel.c) */
+/* cpu.h quant_bf16 and vnni_parts on AVX512_BF16 (amx_panel.c) */
 void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K);
-void r1_x86_split_bf16(const float *x, const uint16_t *h0, uint16_t *h1, uint16_t *h2, int K);
+void r1_x86_vnni_parts(const float *x, int T, int K, uint8_t *v, size_t plane);
 /* q4_0x8 weights (q4x8_avx512.c): the VNNI tile on q8x8 activations and its
  * quantizer */
 void r1_x86_tile_q4_0x8_avx512(R1_X86_TILE_ARGS);
@@ -145,6 +145,32 @@ void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, 
                                int ss);
 void r1_x86_attn_pv_f16_avx512(const float *s, int ss, int M, const uint16_t *v, int P, int hd,
                                float *o);
+/* col[j] element i = row[i] element j: a 16 x 16 transpose of 32-bit
+ * values in registers (unpacks within 128-bit lanes, then lane shuffles) */
+static inline __attribute__((always_inline, target("avx512f"))) void r1_x86_transpose16(const __m512 *row,
+                                                                                      __m512 *col) {
+    __m512 t[16], u[16];
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps(row[2 * k], row[2 * k + 1]);     /* per 128-bit lane: a0 b0 a1 b1 */
+        t[2 * k + 1] = _mm512_unpackhi_ps(row[2 * k], row[2 * k + 1]); /* a2 b2 a3 b3 */
+    }
+    for (int g = 0; g < 4; g++) { /* rows 4g..4g+3: u[4g + c] holds their element c of each lane */
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    for (int c = 0; c < 4; c++) { /* columns c, 4 + c, 8 + c, 12 + c */
+        const __m512 v = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), w = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xDD);
+        const __m512 x = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88),
+                     y = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xDD);
+        col[c] = _mm512_shuffle_f32x4(v, x, 0x88);
+        col[8 + c] = _mm512_shuffle_f32x4(v, x, 0xDD);
+        col[4 + c] = _mm512_shuffle_f32x4(w, y, 0x88);
+        col[12 + c] = _mm512_shuffle_f32x4(w, y, 0xDD);
+    }
+}
+
 /* f32 weights lo16 (columns 0..15) and hi16 (16..31) as 32 bf16 in two
  * parts: o = bf16(w) (round to nearest even), olo = bf16(w - that) */
 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512bf16"))) void
