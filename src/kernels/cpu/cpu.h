@@ -163,9 +163,9 @@ typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t w
  * columns [k0, k1), r < mc, t in [t0, t0 + tn); nothing else of C is
  * written. xv holds the batch's activations split in three bf16 parts, x0
  * = bf16(x), x1 = bf16(x - x0), x2 = bf16(x - x0 - x1), each in the VNNI
- * layout of r1_cpu_pack_vnni, xplane bytes apart. K % 32 == 0, k0 % 256 ==
- * 0, k1 % 256 == 0 or k1 == K, t0 % 16 == 0, mc <= 64; returns -1, touching
- * nothing, when those do not hold. */
+ * layout (below: r1_cpu_vnni_bytes), xplane bytes apart. K % 32 == 0,
+ * k0 % 256 == 0, k1 % 256 == 0 or k1 == K, t0 % 16 == 0, mc <= 64; returns
+ * -1, touching nothing, when those do not hold. */
 typedef int (*r1_cpu_block_fn)(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws, int mc,
                                const uint8_t *xv, size_t xplane, int t0, int tn, float *C, int ldc, int add);
 
