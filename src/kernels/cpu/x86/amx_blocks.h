@@ -81,9 +81,9 @@ static inline __attribute__((always_inline)) TGTA void tile_out(const float *tmp
  * over nk chunks of 32 columns: A are bf16 weight rows (stride ws, mc a
  * multiple of 16, rows past mr zero padding), B bf16 activation parts in
  * VNNI layout (gb bytes from one group of 16 tokens to the next), both at the
- * slice's first column; each pair changes one
- * part from the one before (one A or one B pair of tiles loaded a product). Tile (i, j)
- * of a pass: weight row i, token j -> C[token * ldc + row], rows < mr only. */
+ * slice's first column; each pair differs from the one before in one part,
+ * so a product loads one pair of tiles (A or B), not both. Tile (i, j) of a
+ * pass: weight row i, token j -> C[token * ldc + row], rows < mr only. */
 static TGTA void amx_core(int nk, const uint8_t *const *A, size_t ws, int mc, int mr, const uint8_t *const *B,
                           size_t gb, const int (*pa)[2], int np, int t0, int tn, float *C, int ldc, int add) {
     if (!amx_ready) {
