@@ -343,10 +343,8 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, e
                      const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
                      int t0, int tn, float *C) {
     if (mm->batch_block) { /* set only for batches past SMALL_BATCH (mm_for); long rows: block_rows */
-        size_t plane;
-        const uint8_t *vnni = r1_cpu_act_vnni(&plane);
-        R1_ASSERT(vnni && mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, vnni, plane, t0, tn, C,
-                                          ROW_BLOCK, 0) == 0);
+        R1_ASSERT(mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, xa, xs, t0, tn, C, ROW_BLOCK, 0) ==
+                  0);
         return;
     }
     if (mm->batch_panel) {
@@ -430,7 +428,8 @@ static void store_block(float *o, int ostride, const float *C, int tn, int mc, c
 }
 
 /* out[(t - t0) * ostride + r - lo] (=, = +bias, +=) row r of base · token
- * t, r in [lo, hi), t in [t0, t0 + T), by a block function (the AMX sets;
+ * t, r in [lo, hi), t in [t0, t0 + T) (the tokens' three bf16 parts at
+ * vnni, plane bytes apart: r1_cpu_prep_act), by a block function (the AMX sets;
  * set only for batches past SMALL_BATCH, mm_for) on rows of K >= 2 KC_BLOCK
  * columns: per TOKEN_BLOCK_PANEL tokens, KC_BLOCK columns at a time for all
  * the rows, each block adding its slice's sums into out, so that the slice
@@ -438,11 +437,9 @@ static void store_block(float *o, int ostride, const float *C, int tn, int mc, c
  * block over all K read every token's whole activations, six bytes a value,
  * from memory again for each block of rows: the 1.5B down projection ran at
  * 0.65x the others). Shorter rows take one block each (mm_block). */
-static void block_rows(const struct r1_cpu_mm *mm, enum r1_dtype dt, int K, const uint8_t *base, size_t rb, int t0,
-                       int T, int lo, int hi, float *out, int ostride, const float *bias, enum store st) {
-    size_t plane;
-    const uint8_t *vnni = r1_cpu_act_vnni(&plane);
-    R1_ASSERT(vnni);
+static void block_rows(const struct r1_cpu_mm *mm, enum r1_dtype dt, int K, const uint8_t *base, size_t rb,
+                       const uint8_t *vnni, size_t plane, int t0, int T, int lo, int hi, float *out, int ostride,
+                       const float *bias, enum store st) {
     for (int tb = t0; tb < t0 + T; tb += TOKEN_BLOCK_PANEL) {
         const int tn = t0 + T - tb < TOKEN_BLOCK_PANEL ? t0 + T - tb : TOKEN_BLOCK_PANEL;
         float *o = out + (size_t)(tb - t0) * ostride;
@@ -466,7 +463,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                     const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
                     float *out, int ostride, const float *bias, enum store st) {
     if (mm->batch_block && w->cols >= 2 * KC_BLOCK) {
-        block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, 0, T, lo, hi, out + lo, ostride, bias, st);
+        block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, xa, xs, 0, T, lo, hi, out + lo, ostride, bias, st);
         return;
     }
     float Cs[TOKEN_BLOCK * ROW_BLOCK];
@@ -567,8 +564,9 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
             for (int tb = 0; tb < T; tb += TOKEN_BLOCK_PANEL) {
                 const int tn = T - tb < TOKEN_BLOCK_PANEL ? T - tb : TOKEN_BLOCK_PANEL;
                 float *o = op->out + (size_t)tb * F + lo;
-                block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, tb, tn, lo, hi, o, F, NULL, STORE_SET);
-                block_rows(mm, w->dtype, w->cols, up, w->row_bytes, tb, tn, lo, hi, u, nr, NULL, STORE_SET);
+                block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, xa, xs, tb, tn, lo, hi, o, F, NULL,
+                           STORE_SET);
+                block_rows(mm, w->dtype, w->cols, up, w->row_bytes, xa, xs, tb, tn, lo, hi, u, nr, NULL, STORE_SET);
                 for (int t = 0; t < tn; t++) {
                     float *ot = o + (size_t)t * F;
                     const float *uv = u + (size_t)t * nr;

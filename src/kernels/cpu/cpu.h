@@ -395,7 +395,7 @@ int r1_cpu_same_decode(const struct r1_cpu_isa *a, const struct r1_cpu_isa *b);
 /* The ISA the cpu kernels use now (selects the best one first if needed). */
 const struct r1_cpu_isa *r1_cpu_current(void);
 
-/* Thread-local scratch slot 2 (slots 0 and 1 are cpu_act.c's, 3, 4 and 5
+/* Thread-local scratch slot 2 (slot 0 is cpu_act.c's, 3, 4 and 5
  * cpu.c's): at least bytes, 64-byte aligned, kept for the thread's next
  * call, freed at thread exit. */
 uint8_t *r1_cpu_scratch(int slot, size_t bytes);
@@ -414,14 +414,12 @@ void r1_cpu_quant_q8_lo_c(const float *r, const float *dh, uint8_t *dst, int K);
  * mm's form reads (2 for q8, q8s and q8x8 with two parts, else 1). */
 int r1_cpu_act_rows(const struct r1_cpu_mm *mm);
 /* Tokens [0, T) of x (K floats each) in the form mm's tile reads, in this
- * thread's scratch slots 0 and 1 (valid until its next call); *xs = the
- * bytes from one token to the next (a pair tile's token: both parts). */
+ * thread's scratch slot 0 (valid until its next call); *xs = the
+ * bytes from one token to the next (a pair tile's token: both parts). For
+ * a batch that blocks take (mm->batch_block): the three bf16 parts in the
+ * VNNI layout (r1_cpu_block_fn's xv), *xs the bytes of one part. */
 const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                                const float *x, int T, int K, size_t *xs);
-/* The last bf16 batch r1_cpu_prep_act packed on this thread for a batch
- * block (AMX) in VNNI form, and *plane the bytes of each of its three
- * planes; NULL when the last bf16 batch was not packed. */
-const uint8_t *r1_cpu_act_vnni(size_t *plane);
 
 /* The attention kernels of the suite (cpu_attn.c), in cpu.c's kernel table. */
 void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth);

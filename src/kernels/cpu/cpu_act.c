@@ -1,11 +1,11 @@
 /*
  * cpu_act.c - the activation forms of the cpu matmuls (cpu.h R1_CPU_ACT_*):
  * each matmul hands its f32 tokens to r1_cpu_prep_act, which writes them in
- * the form its tile reads (bf16 rows and their VNNI planes, q16, the float
- * orders f32eo and f32eo32, q8 / q8s / q8x8 in one or two parts, q8w) into
- * thread-local scratch (slots 0 and 1). Quantizers come from the ISA table
- * where it has them, else the plain-C forms here. The matmul plumbing that
- * reads them is in cpu.c.
+ * the form its tile reads (bf16 rows, or three bf16 parts in VNNI planes
+ * for the AMX blocks, q16, the float orders f32eo and f32eo32, q8 / q8s /
+ * q8x8 in one or two parts, q8w) into thread-local scratch (slot 0).
+ * Quantizers come from the ISA table where it has them, else the plain-C
+ * forms here. The matmul plumbing that reads them is in cpu.c.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,15 +16,6 @@
 #include "util/util.h"
 
 static uint8_t *scratch(size_t bytes) { return r1_cpu_scratch(0, bytes); }
-static uint8_t *scratch2(size_t bytes) { return r1_cpu_scratch(1, bytes); }
-
-static _Thread_local const uint8_t *tls_vnni; /* the batch in VNNI form, if packed */
-static _Thread_local size_t tls_vnni_plane;   /* bytes of each of its three parts */
-
-const uint8_t *r1_cpu_act_vnni(size_t *plane) {
-    *plane = tls_vnni_plane;
-    return tls_vnni;
-}
 
 /* Integer activations in 1 or 2 parts (cpu.h); -1 until first read. */
 static _Atomic int act_parts = -1;
@@ -148,19 +139,18 @@ const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         return (const uint8_t *)x;
     }
     if (mm->act == R1_CPU_ACT_BF16) {
+        if (mm->batch_block && K % 32 == 0) { /* what a block reads (mm_for sets it only then) */
+            const size_t plane = r1_cpu_vnni_bytes(K, T);
+            uint8_t *v = scratch(3 * plane);
+            (isa->vnni_parts ? isa->vnni_parts : r1_cpu_vnni_parts_c)(x, T, K, v, plane);
+            *xs = plane;
+            return v;
+        }
         size_t s = r1_cpu_bf16_stride(K);
         uint8_t *buf = scratch((size_t)T * s);
         void (*q)(const float *, uint16_t *, int) = isa->quant_bf16 ? isa->quant_bf16 : quant_bf16_c;
         for (int t = 0; t < T; t++) q(x + (size_t)t * K, (uint16_t *)(buf + (size_t)t * s), K);
         *xs = s;
-        tls_vnni = NULL;
-        if (mm->batch_block && K % 32 == 0) {
-            size_t plane = r1_cpu_vnni_bytes(K, T);
-            uint8_t *v = scratch2(3 * plane);
-            (isa->vnni_parts ? isa->vnni_parts : r1_cpu_vnni_parts_c)(x, T, K, v, plane);
-            tls_vnni = v;
-            tls_vnni_plane = plane;
-        }
         return buf;
     }
     if (mm->act == R1_CPU_ACT_Q16) {

@@ -257,11 +257,6 @@ TGTB void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K) {
         _mm256_mask_storeu_epi16(dst + k, m, (__m256i)v);
     }
 }
-/* the 32 bf16 of lo16 (columns 0..15), hi16 (16..31) as f32 */
-INL void bf16_back(__m512i h, __m512 *lo16, __m512 *hi16) {
-    *lo16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-    *hi16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
-}
 /* Per 16 tokens and 32 columns: each token's three parts as 16 column
  * pairs in a vector, then a transpose per part puts pair kk of the 16
  * tokens in row kk. */
@@ -279,10 +274,10 @@ TGTB void r1_x86_vnni_parts(const float *x, int T, int K, uint8_t *v, size_t pla
                 const __m512 a = _mm512_loadu_ps(xr), b = _mm512_loadu_ps(xr + 16);
                 __m512 a0, b0, a1, b1;
                 const __m512i h0 = (__m512i)_mm512_cvtne2ps_pbh(b, a);
-                bf16_back(h0, &a0, &b0);
+                r1_x86_bf16_widen(h0, &a0, &b0);
                 const __m512 ra = _mm512_sub_ps(a, a0), rb = _mm512_sub_ps(b, b0);
                 const __m512i h1 = (__m512i)_mm512_cvtne2ps_pbh(rb, ra);
-                bf16_back(h1, &a1, &b1);
+                r1_x86_bf16_widen(h1, &a1, &b1);
                 const __m512i h2 = (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(rb, b1), _mm512_sub_ps(ra, a1));
                 p[0][j] = _mm512_castsi512_ps(h0), p[1][j] = _mm512_castsi512_ps(h1);
                 p[2][j] = _mm512_castsi512_ps(h2);

@@ -171,14 +171,22 @@ static inline __attribute__((always_inline, target("avx512f"))) void r1_x86_tran
     }
 }
 
+/* the 32 bf16 of h as f32: *lo16 the first 16, *hi16 the last 16 */
+static inline __attribute__((always_inline, target("avx512f,avx512bw"))) void r1_x86_bf16_widen(__m512i h,
+                                                                                              __m512 *lo16,
+                                                                                              __m512 *hi16) {
+    *lo16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+    *hi16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+}
+
 /* f32 weights lo16 (columns 0..15) and hi16 (16..31) as 32 bf16 in two
  * parts: o = bf16(w) (round to nearest even), olo = bf16(w - that) */
 static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512bf16"))) void
 r1_x86_bf16_split_store(__m512 lo16, __m512 hi16, uint16_t *o, uint16_t *olo) {
     __m512i h = (__m512i)_mm512_cvtne2ps_pbh(hi16, lo16);
     _mm512_storeu_si512(o, h);
-    __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-    __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+    __m512 h0, h1;
+    r1_x86_bf16_widen(h, &h0, &h1);
     _mm512_storeu_si512(olo, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(hi16, h1), _mm512_sub_ps(lo16, h0)));
 }
 
