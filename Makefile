@@ -12,6 +12,10 @@
 #                    used for prefill when clblast_c.h is there, CLBLAST=0 not)
 #   make format      clang-format every C source
 
+# `make` with no target builds the CLI and the library (the rules below
+# start with generated headers, which must not become the default goal)
+.DEFAULT_GOAL := all
+
 CC      ?= cc
 SAN     ?= 0
 CUDA    ?= 0
