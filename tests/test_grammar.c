@@ -205,6 +205,39 @@ static void test_schema_errors(void) {
     }
 }
 
+/* Schemas whose grammar is only literals: an object with no properties and
+ * no others allowed (what the openai SDK sends for a pydantic model without
+ * fields and a tool without arguments) and an empty array. Each compiles,
+ * parses, accepts its one value (with inner whitespace) and nothing else. */
+static void test_schema_literals(const r1_gvocab_t *v) {
+    static const struct {
+        const char *schema, *text;
+        int ok;
+    } cases[] = {
+        {"{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", "{}", 1},
+        {"{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", "{\n  }", 1},
+        {"{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}", "{\"a\":1}", 0},
+        {"{\"type\":\"object\",\"additionalProperties\":false}", "{}", 1},
+        {"{\"type\":\"array\",\"maxItems\":0}", "[ ]", 1},
+        {"{\"type\":\"array\",\"maxItems\":0}", "[1]", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char err[256] = "";
+        char *text = r1_grammar_json_schema(cases[i].schema, strlen(cases[i].schema), err, sizeof err);
+        r1_grammar_t *g = text ? r1_grammar_parse(text, strlen(text), err, sizeof err) : NULL;
+        CHECK(g, "literal schema %zu '%s': %s\n%s", i, cases[i].schema, err, text ? text : "");
+        free(text);
+        if (!g) continue;
+        r1_gmatch_t *m = r1_gmatch_new(g, v);
+        int rc = r1_gmatch_accept_bytes(m, cases[i].text, strlen(cases[i].text));
+        int got = rc == 0 && r1_gmatch_done(m);
+        CHECK(got == cases[i].ok, "literal schema %zu on '%s': accepted %d, want %d", i, cases[i].text, got,
+              cases[i].ok);
+        r1_gmatch_free(m);
+        r1_grammar_free(g);
+    }
+}
+
 /* The mask against r1_gmatch_allows on every token, in a few states. */
 static void test_mask(const r1_gvocab_t *v, int vocab) {
     char err[256];
@@ -317,6 +350,7 @@ int main(void) {
     CHECK(v, "gvocab: %s", r1_last_error());
     if (v) {
         test_strings(v);
+        test_schema_literals(v);
         test_mask(v, vocab);
         test_sampling(t, v, vocab, eos);
     }

@@ -42,6 +42,9 @@ struct conv {
     int failed;
 };
 
+static void put(struct out *o, const char *s, size_t n);
+/* a string literal, its length counted by the compiler */
+#define puts_(o, lit) put((o), (lit), sizeof(lit) - 1)
 static void put(struct out *o, const char *s, size_t n) {
     if (o->failed) return;
     if (o->len + n + 1 > o->cap) {
@@ -85,11 +88,11 @@ static int cerr(struct conv *c, const char *fmt, ...) {
 
 /* A GBNF literal of the bytes s[0..n). */
 static void put_literal(struct out *o, const char *s, size_t n) {
-    put(o, "\"", 1);
+    puts_(o, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
         if (ch == '"' || ch == '\\') {
-            put(o, "\\", 1);
+            puts_(o, "\\");
             put(o, s + i, 1);
         } else if (ch < 0x20) {
             putf(o, "\\x%02X", ch);
@@ -97,16 +100,16 @@ static void put_literal(struct out *o, const char *s, size_t n) {
             put(o, s + i, 1);
         }
     }
-    put(o, "\"", 1);
+    puts_(o, "\"");
 }
 
 /* The JSON text of a value as a GBNF literal. */
 static int put_json_literal(struct conv *c, struct out *o, const json_t *v) {
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!s) return cerr(c, "out of memory");
-    put(o, "(", 1);
+    puts_(o, "(");
     put_literal(o, s, strlen(s));
-    put(o, ")", 1);
+    puts_(o, ")");
     free(s);
     return 0;
 }
@@ -180,7 +183,7 @@ static int string_value(struct conv *c, struct out *o, const json_t *s) {
     long lo, hi;
     if (get_count(c, s, "minLength", 0, &lo) || get_count(c, s, "maxLength", -1, &hi)) return -1;
     if (hi >= 0 && hi < lo) return cerr(c, "'maxLength' is below 'minLength'");
-    if (lo == 0 && hi < 0) return put(o, "json-string", 11), 0;
+    if (lo == 0 && hi < 0) return puts_(o, "json-string"), 0;
     if (hi < 0) putf(o, "\"\\\"\" json-char{%ld,} \"\\\"\"", lo);
     else putf(o, "\"\\\"\" json-char{%ld,%ld} \"\\\"\"", lo, hi);
     return 0;
@@ -195,7 +198,7 @@ static int array_value(struct conv *c, struct out *o, const json_t *s, int depth
     if (!items || json_is_true(items)) snprintf(item, sizeof item, "json-value");
     else if (!json_is_object(items)) return cerr(c, "'items' must be a schema (an object)");
     else if (new_rule(c, item, sizeof item) || define(c, item, items, depth + 1)) return -1;
-    if (hi == 0) return put(o, "\"[\" ws \"]\"", 10), 0;
+    if (hi == 0) return puts_(o, "\"[\" ws \"]\""), 0;
     /* "[" ws item ws ("," ws item ws){lo-1, hi-1} "]", the whole run optional when lo is 0 */
     putf(o, "\"[\" ws %s%s ws ( \",\" ws %s ws )", lo == 0 ? "( " : "", item, item);
     long rlo = lo > 0 ? lo - 1 : 0;
@@ -214,8 +217,8 @@ static int object_value(struct conv *c, struct out *o, const json_t *s, int dept
     if (!props || !json_object_size(props)) {
         if (props && !json_is_object(props)) return cerr(c, "'properties' must be an object");
         if (req && json_array_size(req)) return cerr(c, "'required' names properties the schema does not define");
-        if (addl && json_is_false(addl)) return put(o, "\"{\" ws \"}\"", 9), 0;
-        if (!addl || json_is_true(addl)) return put(o, "json-object", 11), 0;
+        if (addl && json_is_false(addl)) return puts_(o, "\"{\" ws \"}\""), 0;
+        if (!addl || json_is_true(addl)) return puts_(o, "json-object"), 0;
         if (!json_is_object(addl)) return cerr(c, "'additionalProperties' must be a boolean or a schema");
         char v[32], mem[32];
         if (new_rule(c, v, sizeof v) || define(c, v, addl, depth + 1) || new_rule(c, mem, sizeof mem)) return -1;
@@ -299,10 +302,10 @@ static int object_value(struct conv *c, struct out *o, const json_t *s, int dept
 
 static int typed_value(struct conv *c, struct out *o, const json_t *s, const char *type, int depth) {
     if (!strcmp(type, "string")) return string_value(c, o, s);
-    if (!strcmp(type, "number")) return put(o, "json-number", 11), 0;
-    if (!strcmp(type, "integer")) return put(o, "json-int", 8), 0;
-    if (!strcmp(type, "boolean")) return put(o, "json-bool", 9), 0;
-    if (!strcmp(type, "null")) return put(o, "json-null", 9), 0;
+    if (!strcmp(type, "number")) return puts_(o, "json-number"), 0;
+    if (!strcmp(type, "integer")) return puts_(o, "json-int"), 0;
+    if (!strcmp(type, "boolean")) return puts_(o, "json-bool"), 0;
+    if (!strcmp(type, "null")) return puts_(o, "json-null"), 0;
     if (!strcmp(type, "object")) return object_value(c, o, s, depth);
     if (!strcmp(type, "array")) return array_value(c, o, s, depth);
     return cerr(c, "unknown type '%.40s'", type);
@@ -340,19 +343,19 @@ static int alternatives(struct conv *c, struct out *o, const json_t *list, const
     if (!json_is_array(list) || !json_array_size(list)) return cerr(c, "'%s' must be a non-empty array", key);
     size_t i;
     const json_t *s;
-    put(o, "( ", 2);
+    puts_(o, "( ");
     json_array_foreach(list, i, s) {
         char r[32];
         if (new_rule(c, r, sizeof r) || define(c, r, s, depth + 1)) return -1;
         putf(o, "%s%s", i ? " | " : "", r);
     }
-    put(o, " )", 2);
+    puts_(o, " )");
     return 0;
 }
 
 static int value(struct conv *c, struct out *o, const json_t *s, int depth) {
     if (depth > MAX_DEPTH) return cerr(c, "the schema nests deeper than %d", MAX_DEPTH);
-    if (json_is_true(s)) return put(o, "json-value", 10), 0;
+    if (json_is_true(s)) return puts_(o, "json-value"), 0;
     if (!json_is_object(s)) return cerr(c, "a schema must be an object");
     if (check_keywords(c, s)) return -1;
     const json_t *v;
@@ -365,12 +368,12 @@ static int value(struct conv *c, struct out *o, const json_t *s, int depth) {
         if (!json_is_array(v) || !json_array_size(v)) return cerr(c, "'enum' must be a non-empty array");
         size_t i;
         const json_t *e;
-        put(o, "( ", 2);
+        puts_(o, "( ");
         json_array_foreach(v, i, e) {
-            if (i) put(o, " | ", 3);
+            if (i) puts_(o, " | ");
             if (put_json_literal(c, o, e)) return -1;
         }
-        put(o, " )", 2);
+        puts_(o, " )");
         return 0;
     }
     if ((v = json_object_get(s, "anyOf"))) return alternatives(c, o, v, "anyOf", depth);
@@ -385,28 +388,28 @@ static int value(struct conv *c, struct out *o, const json_t *s, int depth) {
         if (!strcmp(json_string_value(type), "null") || !json_object_get(s, "nullable") ||
             !json_is_true(json_object_get(s, "nullable")))
             return typed_value(c, o, s, json_string_value(type), depth);
-        put(o, "( ", 2);
+        puts_(o, "( ");
         if (typed_value(c, o, s, json_string_value(type), depth)) return -1;
-        put(o, " | json-null )", 14);
+        puts_(o, " | json-null )");
         return 0;
     }
     if (json_is_array(type)) {
         if (!json_array_size(type)) return cerr(c, "'type' must not be an empty list");
         size_t i;
         const json_t *t;
-        put(o, "( ", 2);
+        puts_(o, "( ");
         json_array_foreach(type, i, t) {
             if (!json_is_string(t)) return cerr(c, "'type' must be a string or a list of strings");
-            if (i) put(o, " | ", 3);
+            if (i) puts_(o, " | ");
             if (typed_value(c, o, s, json_string_value(t), depth)) return -1;
         }
-        put(o, " )", 2);
+        puts_(o, " )");
         return 0;
     }
     if (type) return cerr(c, "'type' must be a string or a list of strings");
     if (json_object_get(s, "properties")) return object_value(c, o, s, depth);
     if (json_object_get(s, "items")) return array_value(c, o, s, depth);
-    return put(o, "json-value", 10), 0;
+    return puts_(o, "json-value"), 0;
 }
 
 char *r1_grammar_json_schema(const char *schema, size_t len, char *err, size_t errlen) {
