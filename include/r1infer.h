@@ -215,6 +215,10 @@ const char *r1_batch_backend(const r1_batch_t *b);
 int r1_batch_seq_n_past(const r1_batch_t *b, int seq);
 /* Keep only the first n cached positions of seq (0 empties it). */
 int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n);
+/* Advance seq by n positions without computing them (zero K and V written):
+ * a decode step then reads what it would after an n-token prefill, for
+ * measuring speed at depth (bench --batch --depth). */
+int r1_batch_seq_skip(r1_batch_t *b, int seq, int n);
 /* Make dst's cache the first n positions of src's (a shared prompt: several
  * choices prefilled once, or a prefix computed by another slot). */
 int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n);

@@ -53,7 +53,7 @@ expect "--runs 0: exit 2 (got $rc)" test "$rc" -eq 2
 # --batch: one decode_batch CSV row per batch size, a chart, bad lists refused
 "$BIN" bench --synthetic tiny --quick --batch 1,3 --csv "$tmp/bb.csv" --svg "$tmp/bb.svg" >"$tmp/bout" 2>"$tmp/berr"; rc=$?
 expect "--batch 1,3: exit 0 (got $rc: $(tail -n 2 "$tmp/berr"))" test "$rc" -eq 0
-expect "--batch: the report has a row per batch size" grep -Eq '^ +3 +[0-9.]+ +[0-9.]+' "$tmp/bout"
+expect "--batch: the report has a row per batch size (depth 0)" grep -Eq '^ +0 +3 +[0-9.]+ +[0-9.]+' "$tmp/bout"
 expect "--batch: the report has the bandwidth probe" grep -q '^bandwidth [0-9.]* GB/s' "$tmp/bout"
 expect "--batch: CSV rows for batch sizes 1 and 3" test "$(awk -F, 'NR > 1 && $2 == "decode_batch" {print $5}' "$tmp/bb.csv" | tr '\n' ' ')" = "1 3 "
 expect "--batch: the CSV header has batch_size" grep -q '^device_id,kernel_id,dtype,input_shape,batch_size,' "$tmp/bb.csv"
@@ -67,6 +67,16 @@ expect "--batch --profile: lm_head's ms per step at both sizes, shares that sum 
     awk '/^kernel profile/ {p = 1; next} $1 == "kernel" {next} p && NF == 5 {a += $3; b += $5; if ($1 == "lm_head" && $2 > 0 && $4 > 0) l = 1}
          END {exit !(l && a > 99 && a < 101 && b > 99 && b < 101)}' "$tmp/bpout"
 expect "--batch without --profile: no profile" sh -c "! grep -q '^kernel profile' '$tmp/bout'"
+# --batch with --depth: each size at each depth, every sequence that deep
+"$BIN" bench --synthetic tiny --quick --batch 1,2 --depth 40,100 --csv "$tmp/bd.csv" >"$tmp/bdout" 2>"$tmp/bderr"; rc=$?
+expect "--batch --depth: exit 0 (got $rc: $(tail -n 2 "$tmp/bderr"))" test "$rc" -eq 0
+expect "--batch --depth: rows for batch 2 at depths 40 and 100, with a share of the bandwidth" \
+    sh -c "grep -Eq '^ +40 +2 +[0-9.]+ .* [0-9.]+% ' '$tmp/bdout' && grep -Eq '^ +100 +2 +[0-9.]+ .* [0-9.]+% ' '$tmp/bdout'"
+expect "--batch --depth: CSV rows name the positions decoded" \
+    test "$(awk -F, 'NR > 1 {print $4 "/" $5}' "$tmp/bd.csv" | tr '\n' ' ')" = '"synthetic tiny ctx 40-42"/1 "synthetic tiny ctx 40-42"/2 "synthetic tiny ctx 100-102"/1 "synthetic tiny ctx 100-102"/2 '
+"$BIN" bench --synthetic tiny --quick --batch 1 --depth 1000000 >/dev/null 2>"$tmp/bderr2"; rc=$?
+expect "--batch --depth past the model's length: an error naming it (got $rc: $(cat "$tmp/bderr2"))" \
+    sh -c "test $rc -ne 0 && grep -q 'positions' '$tmp/bderr2'"
 "$BIN" bench --synthetic tiny --batch 0,2 >/dev/null 2>&1; rc=$?
 expect "--batch 0,2: exit 2 (got $rc)" test "$rc" -eq 2
 "$BIN" bench --synthetic tiny --batch 2, >/dev/null 2>&1; rc=$?

@@ -11,6 +11,10 @@
  * round's ratio to that round's batch 1: on a shared machine whose memory
  * speed drifts by the minute, sizes timed one after another compared
  * minutes apart (batch 8 once came out 8.5x batch 1 that way).
+ * With --depth D1,D2 every batch size also decodes D positions deep: each
+ * of its B sequences holds D cached positions (fast-forwarded, zero K/V, as
+ * bench --depth does), so a step reads the weights once and every
+ * sequence's cache; "share" is those bytes per second over the probe.
  * It must not assert speed: it measures.
  */
 #include <stdio.h>
@@ -18,6 +22,7 @@
 #include <string.h>
 
 #include "bench/bench.h"
+#include "runtime/session.h"
 #include "util/util.h"
 
 #define GB 1e9
@@ -25,8 +30,9 @@
 #define MAX_ROUNDS 9
 
 struct batch_row {
-    int B, steps;
+    int B, depth, steps;
     double step_ms, tok_s, seq_tok_s, speedup, gbps;
+    double step_bytes, share; /* bytes a step reads (weights once, every sequence's cache) */
     double round_ms[MAX_ROUNDS], lo, hi; /* per round; the range of the rounds' ratios */
     double kus[BENCH_MAX_KERNELS];       /* --profile: each kernel's us over the timed steps */
 };
@@ -43,12 +49,14 @@ static double median(const double *v, int n) {
 }
 
 /* Decode `steps` timed steps (after one untimed) of B sequences from
- * position 0; ms per step into *ms, 0 or -1 with an error. */
-static int run_one(r1_batch_t *b, int B, int steps, int vocab, float *logits, double *ms,
+ * position depth (cached positions past it dropped, missing ones
+ * fast-forwarded); ms per step into *ms, 0 or -1 with an error. */
+static int run_one(r1_batch_t *b, int B, int depth, int steps, int vocab, float *logits, double *ms,
                    double *kus) {
     int32_t ids[BENCH_MAX_BATCH], seq[BENCH_MAX_BATCH];
     for (int q = 0; q < B; q++) {
-        if (r1_batch_seq_truncate(b, q, 0)) return -1;
+        const int n = r1_batch_seq_n_past(b, q);
+        if (n > depth ? r1_batch_seq_truncate(b, q, depth) : r1_batch_seq_skip(b, q, depth - n)) return -1;
         ids[q] = (int32_t)(1 + 37 * q) % vocab, seq[q] = q;
     }
     double t0 = 0;
@@ -130,8 +138,12 @@ static void write_svg(FILE *f, const struct bench_result *R, const struct batch_
                 bw * 0.7, h);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\">%.2f (x%.2f)</text>\n",
                 x + bw * 0.35, T + PH - h - 6, rows[i].tok_s, rows[i].speedup);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">batch %d</text>\n",
-                x + bw * 0.35, T + PH + 18, rows[i].B);
+        if (rows[i].depth)
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">batch %d @%d</text>\n",
+                    x + bw * 0.35, T + PH + 18, rows[i].B, rows[i].depth);
+        else
+            fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">batch %d</text>\n",
+                    x + bw * 0.35, T + PH + 18, rows[i].B);
         fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555555\">%.1f ms/step</text>\n",
                 x + bw * 0.35, T + PH + 34, rows[i].step_ms);
     }
@@ -143,11 +155,24 @@ static void write_svg(FILE *f, const struct bench_result *R, const struct batch_
 int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model_t *m, int threads,
                     enum r1_dtype kvt) {
     const int vocab = R->cfg->vocab;
-    int maxb = 0;
+    int maxb = 0, maxd = 0;
     for (int i = 0; i < o->n_batch; i++)
         if (o->batch[i] > maxb) maxb = o->batch[i];
+    const int nd = o->n_depth ? o->n_depth : 1;
+    int depth[BENCH_MAX_ROWS] = {0};
+    for (int d = 0; d < o->n_depth; d++) {
+        depth[d] = o->depth[d];
+        if (depth[d] > maxd) maxd = depth[d];
+    }
     const int steps = o->quick ? 2 : 3, rounds = o->quick ? 1 : 5;
-    r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = maxb, .n_ctx = 64, .n_batch = maxb,
+    int n_ctx = maxd + steps + 2;
+    if (n_ctx < 64) n_ctx = 64;
+    if (n_ctx > R->cfg->max_pos) {
+        fprintf(stderr, "r1infer bench: --depth %d and %d steps pass the model's %d positions\n", maxd, steps + 1,
+                R->cfg->max_pos);
+        return 1;
+    }
+    r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = maxb, .n_ctx = n_ctx, .n_batch = maxb,
                                                             .backend = o->backend, .n_threads = threads,
                                                             .kv_dtype = kvt, .profile = o->profile});
     float *logits = b ? malloc((size_t)maxb * vocab * sizeof(float)) : NULL;
@@ -155,28 +180,33 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
     int n = 0, rc = 1;
     memset(rows, 0, sizeof rows);
     if (!b || !logits) goto out;
-    n = o->n_batch;
+    n = o->n_batch * nd;
     for (int r = 0; r < rounds; r++)
         for (int i = 0; i < n; i++) {
-            bench_progress("decode round %d/%d, batch %d", r + 1, rounds, o->batch[i]);
-            rows[i].B = o->batch[i], rows[i].steps = steps * rounds;
+            const int B = o->batch[i % o->n_batch], D = depth[i / o->n_batch];
+            if (D) bench_progress("decode round %d/%d, batch %d at depth %d", r + 1, rounds, B, D);
+            else bench_progress("decode round %d/%d, batch %d", r + 1, rounds, B);
+            rows[i].B = B, rows[i].depth = D, rows[i].steps = steps * rounds;
             double *kus = o->profile ? rows[i].kus : NULL;
-            if (run_one(b, o->batch[i], steps, vocab, logits, &rows[i].round_ms[r], kus)) goto out;
+            if (run_one(b, B, D, steps, vocab, logits, &rows[i].round_ms[r], kus)) goto out;
         }
     bench_progress_done();
-    int i1 = -1; /* batch 1's row: the ratios' base (else per sequence of the first row) */
-    for (int i = 0; i < n; i++)
-        if (rows[i].B == 1) i1 = i;
     for (int i = 0; i < n; i++) {
         struct batch_row *w = &rows[i];
+        int i1 = -1; /* batch 1 at the same depth: the ratios' base (else per sequence of the first row) */
+        for (int j = 0; j < n; j++)
+            if (rows[j].B == 1 && rows[j].depth == w->depth) i1 = j;
+        const struct batch_row *base = &rows[i1 >= 0 ? i1 : i - i % o->n_batch];
         w->step_ms = median(w->round_ms, rounds);
         w->tok_s = w->B * 1e3 / w->step_ms, w->seq_tok_s = 1e3 / w->step_ms;
         w->gbps = R->decode_bytes / (w->step_ms * 1e-3) / GB;
+        /* the weights once, each sequence's cache at its mean depth over the timed steps */
+        const double kv = bench_decode_bytes(m, kvt, w->depth + 1 + steps / 2) - R->decode_bytes;
+        w->step_bytes = R->decode_bytes + w->B * kv;
+        w->share = R->bw.best_gbps > 0 ? w->step_bytes / (w->step_ms * 1e-3) / GB / R->bw.best_gbps : 0;
         double ratio[MAX_ROUNDS];
-        for (int r = 0; r < rounds; r++) {
-            const struct batch_row *base = &rows[i1 >= 0 ? i1 : 0];
+        for (int r = 0; r < rounds; r++)
             ratio[r] = w->B / w->round_ms[r] / (base->B / base->round_ms[r] / (i1 >= 0 ? 1 : base->B));
-        }
         w->speedup = median(ratio, rounds);
         qsort(ratio, (size_t)rounds, sizeof *ratio, cmp_double);
         w->lo = ratio[0], w->hi = ratio[rounds - 1];
@@ -189,15 +219,18 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
            "batch-1 ceiling %.2f tok/s\n",
            R->bw.best_gbps, R->bw.median_gbps, R->bw.reader ? R->bw.reader : "?", R->decode_bytes / GB,
            R->bw.best_gbps * GB / R->decode_bytes);
-    printf("decode from position 0: %d round%s, each batch size in turn %d timed steps after one untimed\n"
-           "(forward + greedy pick of every row); medians over rounds, x batch1 the median of each round's "
-           "ratio\n",
-           rounds, rounds == 1 ? "" : "s", steps);
-    printf("  %5s %10s %12s %14s %9s %14s %15s\n", "batch", "ms/step", "tok/s (all)", "tok/s per seq", "x batch1",
-           "weights GB/s", "rounds' x range");
+    printf("decode from position %s: %d round%s, each row in turn %d timed steps after one untimed\n"
+           "(forward + greedy pick of every row); medians over rounds, x batch1 the median of each round's\n"
+           "ratio to batch 1 at the same depth; share: the bytes a step reads (the weights once, every\n"
+           "sequence's cache) per second over the best bandwidth\n",
+           o->n_depth ? "depth (cache positions fast-forwarded: zero K/V)" : "0", rounds, rounds == 1 ? "" : "s",
+           steps);
+    printf("  %6s %5s %10s %12s %14s %9s %14s %7s %15s\n", "depth", "batch", "ms/step", "tok/s (all)",
+           "tok/s per seq", "x batch1", "weights GB/s", "share", "rounds' x range");
     for (int i = 0; i < n; i++)
-        printf("  %5d %10.2f %12.2f %14.2f %9.2f %14.2f %7.2f-%.2f\n", rows[i].B, rows[i].step_ms, rows[i].tok_s,
-               rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps, rows[i].lo, rows[i].hi);
+        printf("  %6d %5d %10.2f %12.2f %14.2f %9.2f %14.2f %6.1f%% %7.2f-%.2f\n", rows[i].depth, rows[i].B,
+               rows[i].step_ms, rows[i].tok_s, rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps,
+               100 * rows[i].share, rows[i].lo, rows[i].hi);
     if (o->profile) print_profile(b, rows, n);
     fflush(stdout);
     rc = 0;
@@ -211,8 +244,9 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
                   "driver_version,toolchain,git_sha,submitter,tok_s\n",
                   f);
             for (int i = 0; i < n; i++)
-                fprintf(f, "%s,decode_batch,%s,\"%s ctx 0-%d\",%d,c,%.3f,%.3f,\"%s\",\"%s\",%s,%s,%.3f\n", R->mach.slug,
-                        r1_dtype_name(R->dtype), R->model_name, steps, rows[i].B, rows[i].step_ms * 1e3,
+                fprintf(f, "%s,decode_batch,%s,\"%s ctx %d-%d\",%d,c,%.3f,%.3f,\"%s\",\"%s\",%s,%s,%.3f\n", R->mach.slug,
+                        r1_dtype_name(R->dtype), R->model_name, rows[i].depth, rows[i].depth + steps, rows[i].B,
+                        rows[i].step_ms * 1e3,
                         rows[i].gbps, R->mach.os, R->mach.toolchain, R->mach.git_sha, R->mach.submitter,
                         rows[i].tok_s);
             if (fclose(f)) rc = 1;

@@ -637,6 +637,25 @@ int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n) {
     return 0;
 }
 
+int r1_batch_seq_skip(r1_batch_t *b, int seq, int n) {
+    struct r1_session *s = b->s;
+    if (seq < 0 || seq >= s->n_seq) return r1_err("no sequence %d (the pool has %d)", seq, s->n_seq);
+    if (n < 0 || n > s->n_ctx - s->seq_past[seq])
+        return r1_err("cannot skip %d positions of sequence %d (%d cached, --ctx %d)", n, seq, s->seq_past[seq],
+                      s->n_ctx);
+    if (!s->dev && n > 0) { /* zeros written: real pages, as a prefill would leave them */
+        const struct r1_kv_cache *kv = &s->kvs[seq];
+        const size_t row = r1_dtype_row_bytes(kv->dtype, kv->head_dim);
+        for (int lh = 0; lh < kv->n_layer * kv->n_kv_head; lh++) {
+            size_t at = ((size_t)lh * kv->n_ctx + (size_t)s->seq_past[seq]) * row;
+            memset((uint8_t *)kv->k + at, 0, (size_t)n * row);
+            memset((uint8_t *)kv->v + at, 0, (size_t)n * row);
+        }
+    }
+    s->seq_past[seq] += n;
+    return 0;
+}
+
 int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n) {
     struct r1_session *s = b->s;
     if (dst < 0 || dst >= s->n_seq || src < 0 || src >= s->n_seq)
