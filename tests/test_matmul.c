@@ -510,9 +510,17 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
                 free(w.buf);
             }
         }
-    for (int f16 = 0; f16 < 2; f16++) {
-        int nh = 9, nkv = 3, hd = 64, nctx = 80, stride = (nh + 2 * nkv) * hd;
-        struct r1_kv_cache kv = kv_new(f16 ? R1_DTYPE_F16 : R1_DTYPE_F32, 1, nkv, nctx, hd);
+    /* attention: GQA groups of 3 (single rows take the 4-query forms) and
+     * of 6 (the R1 Qwen shapes: single rows take the 6-query forms, batches
+     * the 4-query ones), f32, f16 and q8_0 caches; the q8_0 cache with 6
+     * rows read directly only while a unit has at most 8 queries */
+    static const enum r1_dtype akv[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_Q8_0};
+    static const int acfg[][2] = {{9, 3}, {12, 2}}; /* heads, kv heads */
+    for (int ai = 0; ai < 6; ai++) {
+        const enum r1_dtype kdt = akv[ai % 3];
+        int nh = acfg[ai / 3][0], nkv = acfg[ai / 3][1], hd = ai < 3 ? 64 : 128, nctx = 80;
+        int stride = (nh + 2 * nkv) * hd;
+        struct r1_kv_cache kv = kv_new(kdt, 1, nkv, nctx, hd);
         for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++) {
             int T = Ts[ti], pos0 = 3 + 11 * ti, nth = 1 + ti % 3;
             float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
@@ -531,8 +539,8 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
                 run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &o1, 1 + (nth + t) % 3);
             }
             int same = !memcmp(a, b, (size_t)T * nh * hd * 4);
-            CHECK(same, "%s attention_gqa/%s: a batch of %d rows at %d differs from single rows",
-                  isa->name, f16 ? "f16" : "f32", T, pos0);
+            CHECK(same, "%s attention_gqa/%s (%d heads on %d): a batch of %d rows at %d differs from single rows",
+                  isa->name, r1_dtype_name(kdt), nh, nkv, T, pos0);
             bad += !same, cases++;
             free(x), free(sc), free(a), free(b);
         }

@@ -104,7 +104,7 @@ const struct r1_cpu_isa *r1_cpu_current(void) {
 
 #define TUNING_DEFAULT                                                                             \
     {.row1 = -1, .row1_act = R1_CPU_ROW1_ACT, .row_pf = 2048, .small_batch = SMALL_BATCH,             \
-     .pairs = 1, .carry = 1, .vbmi = 1, .gfni = 1, .attn_split = 1}
+     .pairs = 1, .carry = 1, .vbmi = 1, .gfni = 1, .attn_split = 1, .panel = 1}
 struct r1_cpu_tuning r1_cpu_tuning = TUNING_DEFAULT;
 static const struct r1_cpu_tuning tuning_default = TUNING_DEFAULT;
 #define TUNE(F) {#F, offsetof(struct r1_cpu_tuning, F)}
@@ -113,7 +113,7 @@ static const struct {
     size_t off;
 } tunings[] = {TUNE(row1),  TUNE(row1_act),     TUNE(row_pf), TUNE(small_batch), TUNE(pairs),
                TUNE(carry), TUNE(static_split), TUNE(plain),  TUNE(q4_0_plain),  TUNE(vbmi),
-               TUNE(gfni), TUNE(attn_split)};
+               TUNE(gfni), TUNE(attn_split), TUNE(panel)};
 #undef TUNE
 int r1_cpu_tune(const char *name, int value) {
     if (!strcmp(name, "act_parts")) {
@@ -262,7 +262,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
         buf->pairs = 1;
     }
     buf->batch_panel = NULL;
-    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel && !buf->batch_block && /* AMX blocks first */
+    if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel && r1_cpu_tuning.panel && !buf->batch_block && /* AMX blocks first */
         !(mm->panel_act == R1_CPU_ACT_Q16 && w->cols % 32)) { /* mm_block's panel */
         buf->act = mm->panel_act;
         buf->batch_block = NULL;

@@ -228,11 +228,15 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  *     (0: the tiles for CPUs without; the CPU check is made at selection).
  *   attn_split: decode attention of one sequence on several threads splits
  *     the context into spans as well as the heads (cpu_attn.c); 0: the
- *     heads only. */
+ *     heads only.
+ *   panel: batches past R1_CPU_PANEL_MIN_T tokens run a dtype's panel GEMM
+ *     where its entry has one (batch_panel); 0: the tiles (for
+ *     comparisons). */
 struct r1_cpu_tuning {
     int row1, row1_act, row_pf, small_batch, pairs, carry, static_split, plain, q4_0_plain;
     int vbmi, gfni;
     int attn_split;
+    int panel;
 };
 extern struct r1_cpu_tuning r1_cpu_tuning;
 #define R1_CPU_ROW1_ACT 16384 /* row1_act's default */

@@ -76,10 +76,62 @@ INL __m512 ld_q8(const uint8_t *row, int d) {
     return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(h)), q);
 }
 #define LD_Q8(p, d) ld_q8(p, d)
+/* values d..d+31 (d % 32 == 0) of a row in two vectors: a q8_0 block's
+ * scale converted once for both (the same products as ld_q8) */
+INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
+    const uint8_t *blk = row + (size_t)(d >> 5) * 34;
+    uint16_t h;
+    __builtin_memcpy(&h, blk, 2);
+    const __m512 sc = _mm512_set1_ps(_cvtsh_ss(h));
+    *a = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 2)))));
+    *b = _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 18)))));
+}
+#define LD2_Q8(p, d, a, b) ld2_q8(p, d, a, b)
+#define LD2_F32(p, d, a, b) (*(a) = LD_F32(p, d), *(b) = LD_F32(p, (d) + 16))
+#define LD2_F16(p, d, a, b) (*(a) = LD_F16(p, d), *(b) = LD_F16(p, (d) + 16))
 #define RB_F(hd) ((size_t)(hd))           /* a row, in elements of the cache type */
 #define RB_Q8(hd) ((size_t)(hd) / 32 * 34) /* a q8_0 row, in bytes */
-#define ATTN_QK(NAME, KT, LD, CLAMP, RB)                                                           \
+/* 5 to 8 queries (a GQA group in decode: 6 on the R1 Qwen shapes) in one
+ * pass over the rows, 2 rows at a time: each row is loaded (and converted)
+ * once instead of once per 4 queries, and 5 or 6 queries take 6 rows of
+ * work, not 8 (the rows to M rounded up to 8 are left unwritten: the
+ * caller zeroes the scores of rows past M). Each score is the same sum as the
+ * 4 x 4 form's (the same FMAs over d in order, the same hsum16 tree), so
+ * a row's scores do not depend on how many queries share the call. */
+#define ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                         \
+    INL void NAME##_8(const int MR, const float *q, const KT *k, int P, int hd, float *s, int ss) { \
+        for (int p = 0; p < P; p += 2) {                                                           \
+            const KT *k0 = k + (size_t)p * RB(hd);                                                 \
+            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * RB(hd);             \
+            __m512 acc[16];                                                                        \
+            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();    \
+            for (int d = 0; d < hd; d += 32) {                                                     \
+                __m512 ka[2], kb[2];                                                               \
+                LD2(k0, d, &ka[0], &ka[1]);                                                        \
+                LD2(k1, d, &kb[0], &kb[1]);                                                        \
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)                                \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                        \
+                        __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d + 16 * h);              \
+                        acc[2 * i] = _mm512_fmadd_ps(qv, ka[h], acc[2 * i]);                       \
+                        acc[2 * i + 1] = _mm512_fmadd_ps(qv, kb[h], acc[2 * i + 1]);               \
+                    }                                                                              \
+            }                                                                                      \
+            __m512 r = hsum16(acc); /* lane 2m + j: query m, row p + j */                          \
+            _Pragma("GCC unroll 4") for (int c = 0; c < MR / 2; c++) {                             \
+                __m128 v = _mm512_extractf32x4_ps(r, c);                                           \
+                _mm_storel_pi((__m64 *)(s + (size_t)(2 * c) * ss + p), v);                         \
+                _mm_storeh_pi((__m64 *)(s + (size_t)(2 * c + 1) * ss + p), v);                     \
+            }                                                                                      \
+        }                                                                                          \
+    }
+#define ATTN_QK(NAME, KT, LD, LD2, CLAMP, RB)                                                      \
+    ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                             \
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
+        if (M > 4 && M <= 8 && hd % 32 == 0) {                                                     \
+            if (M <= 6) NAME##_8(6, q, k, P, hd, s, ss);                                           \
+            else NAME##_8(8, q, k, P, hd, s, ss);                                                  \
+            return;                                                                                \
+        }                                                                                          \
         for (int m = 0; m < M; m += 4) {                                                           \
             const float *q0 = q + (size_t)m * hd;                                                  \
             for (int p = 0; p < P; p += 4) {                                                       \
@@ -105,12 +157,46 @@ INL __m512 ld_q8(const uint8_t *row, int d) {
             }                                                                                      \
         }                                                                                          \
     }
-ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, 0, RB_F)
-ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1, RB_F)
-ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, 1, RB_Q8)
+ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, LD2_F32, 0, RB_F)
+ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, LD2_F16, 1, RB_F)
+ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, LD2_Q8, 1, RB_Q8)
 
-#define ATTN_PV(NAME, VT, LD, RB)                                                                  \
+/* 5 to 8 queries in one pass: 32 columns of all of them (6 or 8) at a
+ * time, so each row's values are loaded (and converted) once instead of
+ * once per 4 queries; the same FMAs over p in order as the 4-query form, so
+ * the same bits. */
+#define ATTN_PV8(NAME, VT, LD2, RB)                                                                \
+    INL void NAME##_8(const int MR, const float *s, int ss, const VT *v, int P, int hd, float *o) { \
+        for (int d = 0; d < hd; d += 32) {                                                         \
+            __m512 acc[16];                                                                        \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                \
+                acc[2 * i] = _mm512_loadu_ps(o + (size_t)i * hd + d);                              \
+                acc[2 * i + 1] = _mm512_loadu_ps(o + (size_t)i * hd + d + 16);                     \
+            }                                                                                      \
+            for (int p = 0; p < P; p++) {                                                          \
+                const VT *vr = v + (size_t)p * RB(hd);                                             \
+                __m512 va, vb;                                                                     \
+                LD2(vr, d, &va, &vb);                                                              \
+                _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                            \
+                    __m512 a = _mm512_set1_ps(s[(size_t)i * ss + p]);                              \
+                    acc[2 * i] = _mm512_fmadd_ps(a, va, acc[2 * i]);                               \
+                    acc[2 * i + 1] = _mm512_fmadd_ps(a, vb, acc[2 * i + 1]);                       \
+                }                                                                                  \
+            }                                                                                      \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                \
+                _mm512_storeu_ps(o + (size_t)i * hd + d, acc[2 * i]);                              \
+                _mm512_storeu_ps(o + (size_t)i * hd + d + 16, acc[2 * i + 1]);                     \
+            }                                                                                      \
+        }                                                                                          \
+    }
+#define ATTN_PV(NAME, VT, LD, LD2, RB)                                                             \
+    ATTN_PV8(NAME, VT, LD2, RB)                                                                    \
     TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
+        if (M > 4 && M <= 8 && hd % 32 == 0) {                                                     \
+            if (M <= 6) NAME##_8(6, s, ss, v, P, hd, o);                                           \
+            else NAME##_8(8, s, ss, v, P, hd, o);                                                  \
+            return;                                                                                \
+        }                                                                                          \
         for (int m = 0; m < M; m += 4) {                                                           \
             const float *s0 = s + (size_t)m * ss;                                                  \
             float *o0 = o + (size_t)m * hd;                                                        \
@@ -148,9 +234,9 @@ ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, 1, RB_Q8)
             }                                                                                      \
         }                                                                                          \
     }
-ATTN_PV(r1_x86_attn_pv_avx512, float, LD_F32, RB_F)
-ATTN_PV(r1_x86_attn_pv_f16_avx512, uint16_t, LD_F16, RB_F)
-ATTN_PV(r1_x86_attn_pv_q8_avx512, uint8_t, LD_Q8, RB_Q8)
+ATTN_PV(r1_x86_attn_pv_avx512, float, LD_F32, LD2_F32, RB_F)
+ATTN_PV(r1_x86_attn_pv_f16_avx512, uint16_t, LD_F16, LD2_F16, RB_F)
+ATTN_PV(r1_x86_attn_pv_q8_avx512, uint8_t, LD_Q8, LD2_Q8, RB_Q8)
 
 INL __m512 exp512(__m512 x) {
     x = _mm512_max_ps(x, _mm512_set1_ps(-104.0f));
