@@ -575,9 +575,10 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
     .nt = 4,
     .mm =
         {
-            [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32},
-            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16},
-            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, .carry_k = 32},
+            [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, .batch_panel = r1_x86_panel_avx512_f32},
+            [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, .batch_panel = r1_x86_panel_avx512_f16},
+            [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, .carry_k = 32,
+                               .batch_panel = r1_x86_panel_avx512_bf16},
             [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, tile_q8_0},
             [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8, tile_q4_0},
             [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8, r1_kq_tile_q4_1_avx512},

@@ -61,18 +61,18 @@ INL void put32(float *dst, __m256i b, __m256 d, __m256 m) {
     put16(dst + 16, _mm256_extracti128_si256(b, 1), d, m);
 }
 
-/* ---- float formats ---- */
-static TGT void deq_f32(const uint8_t *row, int k0, int k1, float *dst) {
+/* ---- float formats (also the AVX-512 panel's: x86.h) ---- */
+TGT void r1_x86_row_f32_f32(const uint8_t *row, int k0, int k1, float *dst) {
     memcpy(dst, (const float *)row + k0, (size_t)(k1 - k0) * sizeof(float));
 }
-static TGT void deq_f16(const uint8_t *row, int k0, int k1, float *dst) {
+TGT void r1_x86_row_f16_f32(const uint8_t *row, int k0, int k1, float *dst) {
     const uint16_t *p = (const uint16_t *)row;
     int k = k0;
     for (; k + 8 <= k1; k += 8)
         _mm256_storeu_ps(dst + k - k0, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + k))));
     for (; k < k1; k++) dst[k - k0] = _cvtsh_ss(p[k]);
 }
-static TGT void deq_bf16(const uint8_t *row, int k0, int k1, float *dst) {
+TGT void r1_x86_row_bf16_f32(const uint8_t *row, int k0, int k1, float *dst) {
     const uint16_t *p = (const uint16_t *)row;
     int k = k0;
     for (; k + 8 <= k1; k += 8) {
@@ -378,9 +378,9 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
                 float *C, int ldc) {                                                               \
         panel_run(DEQ, K, w, ws, mc, x, xs, tn, C, ldc);                                           \
     }
-PANEL(r1_x86_panel_avx2_f32, deq_f32)
-PANEL(r1_x86_panel_avx2_f16, deq_f16)
-PANEL(r1_x86_panel_avx2_bf16, deq_bf16)
+PANEL(r1_x86_panel_avx2_f32, r1_x86_row_f32_f32)
+PANEL(r1_x86_panel_avx2_f16, r1_x86_row_f16_f32)
+PANEL(r1_x86_panel_avx2_bf16, r1_x86_row_bf16_f32)
 PANEL(r1_x86_panel_avx2_q8_0, deq_q8_0)
 PANEL(r1_x86_panel_avx2_q4_0, deq_q4_0)
 PANEL(r1_x86_panel_avx2_q4_1, deq_q4_1)

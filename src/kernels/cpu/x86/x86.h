@@ -128,7 +128,15 @@ void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
 /* Columns [k0, k1) (multiples of 256) of a q4_Kx8, q5_Kx8 or q6_Kx8 row
  * as f32 (amx_panel.c; the avx512 table's features, no BF16) */
 void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1, float *dst);
-/* The f32 panel GEMM of their batches where AMX is off (gemm_avx512.c) */
+/* Columns [k0, k1) of an f32, f16 or bf16 row as f32 (gemm_avx2.c; AVX2) */
+void r1_x86_row_f32_f32(const uint8_t *row, int k0, int k1, float *dst);
+void r1_x86_row_f16_f32(const uint8_t *row, int k0, int k1, float *dst);
+void r1_x86_row_bf16_f32(const uint8_t *row, int k0, int k1, float *dst);
+/* The f32 panel GEMM of batches where AMX is off (gemm_avx512.c): the
+ * regrouped K-quants and the float formats */
+void r1_x86_panel_avx512_f32(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx512_f16(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx512_bf16(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q4_Kx8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q5_Kx8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q6_Kx8(R1_X86_PANEL_ARGS);
