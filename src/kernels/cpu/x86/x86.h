@@ -125,8 +125,8 @@ void r1_x86_tile_q4_0x8_avx512(R1_X86_TILE_ARGS);
 void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K);
 void r1_x86_quant_q8x8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
 void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int K);
-/* Columns [k0, k1) (multiples of 256) of a q4_Kx8, q5_Kx8 or q6_Kx8 row
- * as f32 (amx_panel.c; the avx512 table's features, no BF16) */
+/* Columns [k0, k1) (multiples of 256) of a q4_Kx8, q5_Kx8 or q6_Kx8 row,
+ * or [0, 256) of one q8_0x8 or q4_1x8 group, as f32 (amx_panel.c; the avx512 table's features, no BF16) */
 void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1, float *dst);
 /* Columns [k0, k1) of an f32, f16 or bf16 row as f32 (gemm_avx2.c; AVX2) */
 void r1_x86_row_f32_f32(const uint8_t *row, int k0, int k1, float *dst);
@@ -137,6 +137,8 @@ void r1_x86_row_bf16_f32(const uint8_t *row, int k0, int k1, float *dst);
 void r1_x86_panel_avx512_f32(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_f16(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_bf16(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx512_q8_0x8(R1_X86_PANEL_ARGS);
+void r1_x86_panel_avx512_q4_1x8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q4_Kx8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q5_Kx8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q6_Kx8(R1_X86_PANEL_ARGS);
