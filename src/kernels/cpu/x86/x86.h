@@ -155,6 +155,30 @@ void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, 
                                int ss);
 void r1_x86_attn_pv_f16_avx512(const float *s, int ss, int M, const uint16_t *v, int P, int hd,
                                float *o);
+/* 8 rows of 8 floats (src, row stride ss floats) transposed: column j of
+ * them to dst + j * ds (32-byte aligned), the panel GEMMs' fill (gemm_*.c) */
+static inline __attribute__((always_inline, target("avx,avx2"))) void r1_x86_tr8(const float *src, size_t ss,
+                                                                                 float *dst, size_t ds) {
+    __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss), r2 = _mm256_loadu_ps(src + 2 * ss),
+           r3 = _mm256_loadu_ps(src + 3 * ss), r4 = _mm256_loadu_ps(src + 4 * ss),
+           r5 = _mm256_loadu_ps(src + 5 * ss), r6 = _mm256_loadu_ps(src + 6 * ss),
+           r7 = _mm256_loadu_ps(src + 7 * ss);
+    __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
+           t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+           t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+           u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+           u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+           u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+    _mm256_store_ps(dst + 0 * ds, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_store_ps(dst + 1 * ds, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_store_ps(dst + 2 * ds, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_store_ps(dst + 3 * ds, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_store_ps(dst + 4 * ds, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_store_ps(dst + 5 * ds, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_store_ps(dst + 6 * ds, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_store_ps(dst + 7 * ds, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
 /* col[j] element i = row[i] element j: a 16 x 16 transpose of 32-bit
  * values in registers (unpacks within 128-bit lanes, then lane shuffles) */
 static inline __attribute__((always_inline, target("avx512f"))) void r1_x86_transpose16(const __m512 *row,
