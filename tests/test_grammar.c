@@ -144,6 +144,14 @@ static void test_strings(const r1_gvocab_t *v) {
         {"root ::= x x\nx ::= (\"(\" x \")\")?", "(()))", 0},
         {"root ::= . . \"\\n\"  # any two characters", "🙂é\n", 1},
         {"root ::= \"\\u00e9\\x41\"", "éA", 1},
+        /* a UTF-8 prefix is kept only while some byte can finish it as a
+         * character: ED A0..BF would start a surrogate (U+D800..DFFF) */
+        {"root ::= [^\"]*", "\xed\xbd", 0},
+        {"root ::= [^\"]*", "\xed\xa0", 0},
+        {"root ::= [^\"]*", "\xed\x9f\xbf", 1},
+        {"root ::= [^\"]*", "\xed\x9f", 2},
+        {"root ::= [^\"]*", "\xee\x80\x80", 1},
+        {"root ::= [\\u0000-\\uFFFF]*", "\xed", 2},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[256];

@@ -282,9 +282,22 @@ static void keep_partial(r1_gmatch_t *m, const struct gstate *in, struct gstate 
     if (hi > UTF8_MAX[len]) hi = UTF8_MAX[len];
     out->val = val, out->need = (uint8_t)need, out->len = (uint8_t)len;
     if (lo > hi) return;
+    /* the completions that are characters: the surrogates (U+D800..DFFF,
+     * which advance_byte refuses once the last byte is in) left out, or a
+     * prefix such as ED BD would be kept that no byte can finish */
+    uint32_t lo2 = 1, hi2 = 0; /* a second range: empty unless [lo, hi] straddles them */
+    if (lo <= 0xdfff && hi >= 0xd800) {
+        if (hi > 0xdfff) lo2 = 0xe000, hi2 = hi;
+        if (lo >= 0xd800) {
+            if (lo2 > hi2) return; /* only surrogates */
+            lo = lo2, hi = hi2, lo2 = 1, hi2 = 0;
+        } else hi = 0xd7ff;
+    }
     for (int i = 0; i < in->nt; i++) {
         int32_t t = m->tops[in->t0 + i];
-        if (gclass_overlaps(m->g, m->g->el[m->nodes[t].pos].v, lo, hi)) push_top(m, out, t);
+        const uint32_t c = m->g->el[m->nodes[t].pos].v;
+        if (gclass_overlaps(m->g, c, lo, hi) || (lo2 <= hi2 && gclass_overlaps(m->g, c, lo2, hi2)))
+            push_top(m, out, t);
     }
 }
 
