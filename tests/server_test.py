@@ -41,6 +41,23 @@ def test_basic(srv, client):
     check(h["status"] == "ok" and h["slots"] == 2, f"health: {h}")
     models = client.models.list()
     check(len(models.data) == 1 and models.data[0].id, f"models: {models}")
+    # one model by its id (openai's models.retrieve), and an unknown id
+    m = client.models.retrieve(models.data[0].id)
+    check(m.id == models.data[0].id and m.object == "model", f"models.retrieve: {m}")
+    try:
+        client.models.retrieve(models.data[0].id + "-other")
+        check(False, "models.retrieve of an unknown id succeeded")
+    except openai.NotFoundError as e:
+        check("does not exist" in str(e), f"unknown model: {e}")
+    # CORS: every answer may be read by a page of another origin, and a
+    # preflight is answered without the key
+    st, hd, _ = srv.request("OPTIONS", "/v1/chat/completions", auth=False,
+                            headers={"Origin": "http://example.test", "Access-Control-Request-Method": "POST"})
+    check(st == 204 and hd.get("Access-Control-Allow-Origin") == "*" and "POST" in hd.get(
+        "Access-Control-Allow-Methods", "") and "Authorization" in hd.get("Access-Control-Allow-Headers", ""),
+          f"CORS preflight: {st} {hd}")
+    st, hd, _ = srv.request("GET", "/v1/models")
+    check(st == 200 and hd.get("Access-Control-Allow-Origin") == "*", f"CORS header on an answer: {hd}")
     st, hd, body = srv.request("GET", "/", auth=False)
     check(st == 200 and b"<title>r1infer" in body and "text/html" in hd.get("Content-Type", ""), "chat page")
     st, _, _ = srv.request("HEAD", "/health", auth=False)

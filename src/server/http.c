@@ -44,6 +44,7 @@ enum route {
     ROUTE_HEALTH,
     ROUTE_METRICS,
     ROUTE_MODELS,
+    ROUTE_MODEL, /* /v1/models/{id} (matched by prefix) */
     ROUTE_CHAT,
     ROUTE_COMPLETIONS,
     ROUTE_TOKENIZE,
@@ -63,6 +64,7 @@ static const struct {
     {"/tokenize", ROUTE_TOKENIZE, 1, 1},
     {"/detokenize", ROUTE_DETOKENIZE, 1, 1},
     {"/v1/models", ROUTE_MODELS, 0, 1},
+    {"/v1/models/", ROUTE_MODEL, 0, 1},
     {"/v1/chat/completions", ROUTE_CHAT, 1, 1},
     {"/v1/completions", ROUTE_COMPLETIONS, 1, 1},
 };
@@ -100,6 +102,7 @@ static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, cons
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
     if (hname) MHD_add_response_header(r, hname, hvalue);
     note_status(c, status);
     enum MHD_Result ret = MHD_queue_response(c, status, r);
@@ -185,6 +188,34 @@ static enum MHD_Result do_models(struct server *srv, struct MHD_Connection *c) {
     return send_json(c, 200, s);
 }
 
+/* GET /v1/models/{id}: the served model, or 404 for any other id */
+static enum MHD_Result do_model(struct server *srv, struct MHD_Connection *c, const char *id) {
+    if (strcmp(id, srv->o.model_name))
+        return fail(c, 404, "invalid_request_error", "model_not_found", NULL, NULL,
+                    "The model '%.200s' does not exist; this server serves '%s'.", id, srv->o.model_name);
+    json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:{s:i}}", "id", srv->o.model_name, "object", "model", "created",
+                          (json_int_t)srv->started, "owned_by", "r1infer", "meta", "n_ctx", sched_n_ctx(srv->sched));
+    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    return send_json(c, 200, s);
+}
+
+/* A browser's CORS preflight (OPTIONS) for a known path: 204 with what a
+ * cross-origin page may send (the API is open to any origin, as the
+ * responses' Access-Control-Allow-Origin says; the key still guards it) */
+static enum MHD_Result do_preflight(struct MHD_Connection *c) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
+    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, HEAD, OPTIONS");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
+    note_status(c, 204);
+    enum MHD_Result ret = MHD_queue_response(c, 204, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
 struct stream_ctx {
     struct job *job;
     int fd;
@@ -232,6 +263,7 @@ static enum MHD_Result do_generate(struct server *srv, struct MHD_Connection *c,
         MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(r, "X-Accel-Buffering", "no");
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, "*");
         note_status(c, 200);
         enum MHD_Result ret = MHD_queue_response(c, 200, r);
         MHD_destroy_response(r);
@@ -334,13 +366,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (ci) ci->status = 0, ci->tokens = -1;
         if (strcmp(method, "POST")) guard_reading(srv->guard, ci, 0); /* no body to wait for */
         for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-            if (!strcmp(url, routes[i].path)) rc->route_index = (int)i;
+            if (routes[i].route == ROUTE_MODEL ? !strncmp(url, routes[i].path, strlen(routes[i].path)) &&
+                                                     url[strlen(routes[i].path)]
+                                               : !strcmp(url, routes[i].path))
+                rc->route_index = (int)i;
         int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), is_post = !strcmp(method, "POST");
         int ri = rc->route_index;
         rc->responded = 1; /* unless we wait for a body below */
         if (ri < 0)
             return fail(c, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path: %s %.200s",
                         method, url);
+        if (!strcmp(method, "OPTIONS")) return do_preflight(c);
         if (routes[ri].post ? !is_post : !is_get)
             return fail(c, 405, "invalid_request_error", "method_not_allowed", MHD_HTTP_HEADER_ALLOW,
                         routes[ri].post ? "POST" : "GET, HEAD", "%s is not allowed on %s; use %s", method,
@@ -361,6 +397,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                              NULL, NULL);
         }
         case ROUTE_MODELS: return do_models(srv, c);
+        case ROUTE_MODEL: return do_model(srv, c, url + strlen(routes[ri].path));
         default: break;
         }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
