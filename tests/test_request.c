@@ -191,6 +191,24 @@ static void test_structured(void) {
               !strcmp(r.msgs[1].role, "user") && !strcmp(r.msgs[1].content, "<tool_response>\n42\n</tool_response>"),
           "tool turns: rc %d %s / %s", rc, e.message, rc ? "" : r.msgs[0].content);
     if (!rc) req_free(&r);
+    /* a tool result answers the calls of the assistant message right before it */
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"},{\"role\":\"tool\",\"content\":\"42\"}]}", REQ_CHAT,
+        "messages[1].role");
+    bad("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"user\",\"content\":\"x\"},"
+        "{\"role\":\"tool\",\"content\":\"42\"}]}",
+        REQ_CHAT, "messages[2].role");
+    bad("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"d\","
+        "\"content\":\"42\"}]}",
+        REQ_CHAT, "messages[1].tool_call_id");
+    rc = parse("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"a\",\"type\":\"function\","
+               "\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}},{\"id\":\"b\",\"type\":\"function\","
+               "\"function\":{\"name\":\"g\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"a\","
+               "\"content\":\"1\"},{\"role\":\"tool\",\"tool_call_id\":\"b\",\"content\":\"2\"}]}",
+               REQ_CHAT, &r, &e);
+    CHECK(rc == 0, "two tool results for two calls: rc %d %s", rc, e.message);
+    if (!rc) req_free(&r);
     static const char *bad_fields[][2] = {
         {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"pattern\":\"x\"}}}}",
          "response_format"},

@@ -153,6 +153,10 @@ static int parse_messages(const json_t *root, struct gen_request *r, struct api_
     if (n > 100000) return BAD("messages", "'messages' has %zu entries; at most 100000 are allowed", n);
     r->msgs = calloc(n, sizeof *r->msgs);
     if (!r->msgs) return api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
+    /* the tool_calls that tool messages may answer: the last assistant
+     * message's, while only tool messages have come after it */
+    const json_t *calls = NULL;
+    size_t calls_at = 0;
     for (size_t i = 0; i < n; i++) {
         const json_t *m = json_array_get(msgs, i);
         char param[64];
@@ -166,6 +170,28 @@ static int parse_messages(const json_t *root, struct gen_request *r, struct api_
         if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
             return BAD(param, "'%s' is '%.40s'; it must be one of system, developer, user, assistant, tool",
                        param, rs);
+        if (!strcmp(rs, "tool")) {
+            if (!calls)
+                return BAD(param, "'messages[%zu]' is a tool result, but no assistant message with 'tool_calls' "
+                                  "comes right before it (only other tool results may be in between)", i);
+            const json_t *tid = json_object_get(m, "tool_call_id");
+            if (tid && !json_is_null(tid)) {
+                snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
+                if (!json_is_string(tid)) return BAD(param, "'%s' must be a string", param);
+                int found = 0;
+                for (size_t c = 0; c < json_array_size(calls) && !found; c++) {
+                    const json_t *id = json_object_get(json_array_get(calls, c), "id");
+                    found = json_is_string(id) && json_equal(id, tid);
+                }
+                if (!found)
+                    return BAD(param, "'%s' is '%.64s', the id of no call in messages[%zu].tool_calls", param,
+                               json_string_value(tid), calls_at);
+            }
+        } else {
+            const json_t *tc = json_object_get(m, "tool_calls");
+            calls = !strcmp(rs, "assistant") && json_is_array(tc) && json_array_size(tc) ? tc : NULL;
+            calls_at = i;
+        }
         snprintf(param, sizeof param, "messages[%zu].content", i);
         const json_t *content = json_object_get(m, "content");
         if (!content && json_object_get(m, "tool_calls")) content = json_null(); /* tools.c renders the calls */
