@@ -200,7 +200,7 @@ static const char *SCHEMAS[] = {
 static void test_schema_errors(void) {
     static const char *bad[] = {
         "{\"type\":\"string\",\"pattern\":\"^a\"}", "{\"type\":\"string\",\"format\":\"email\"}",
-        "{\"type\":\"integer\",\"minimum\":3}", "{\"type\":\"wat\"}", "{\"$ref\":\"#/$defs/missing\"}",
+        "{\"type\":\"number\",\"minimum\":3}", "{\"type\":\"wat\"}", "{\"$ref\":\"#/$defs/missing\"}",
         "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"allOf\":[{},{}]}",
         "[1,2", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "7",
         "{\"type\":\"array\",\"uniqueItems\":true}",
@@ -243,6 +243,122 @@ static void test_schema_literals(const r1_gvocab_t *v) {
               cases[i].ok);
         r1_gmatch_free(m);
         r1_grammar_free(g);
+    }
+}
+
+/* 1 if text matches schema's grammar completely (the schema must compile) */
+static int schema_accepts(const r1_gvocab_t *v, const char *schema, const char *text) {
+    char err[256] = "";
+    char *g_text = r1_grammar_json_schema(schema, strlen(schema), err, sizeof err);
+    r1_grammar_t *g = g_text ? r1_grammar_parse(g_text, strlen(g_text), err, sizeof err) : NULL;
+    CHECK(g, "schema '%s': %s", schema, err);
+    free(g_text);
+    if (!g) return -1;
+    r1_gmatch_t *m = r1_gmatch_new(g, v);
+    int ok = r1_gmatch_accept_bytes(m, text, strlen(text)) == 0 && r1_gmatch_done(m);
+    r1_gmatch_free(m);
+    r1_grammar_free(g);
+    return ok;
+}
+
+/* Integer ranges against the arithmetic on every integer in [-1200, 1200]
+ * (and a few far ones), for bounds of 1 to 4 digits, open on either side,
+ * exclusive, fractional and draft 4's boolean exclusives; then formats,
+ * tuples, $ref to any JSON pointer and allOf of object schemas. */
+static void test_schema_keywords(const r1_gvocab_t *v) {
+    static const struct {
+        const char *bounds;
+        double lo, hi; /* the integers expected: lo <= x <= hi */
+    } ranges[] = {
+        {"\"minimum\":-5,\"maximum\":120", -5, 120},
+        {"\"minimum\":0", 0, 1e18},
+        {"\"minimum\":10", 10, 1e18},
+        {"\"minimum\":-37", -37, 1e18},
+        {"\"maximum\":-3", -1e18, -3},
+        {"\"maximum\":999", -1e18, 999},
+        {"\"exclusiveMinimum\":0,\"maximum\":1000", 1, 1000},
+        {"\"minimum\":2.5,\"exclusiveMaximum\":17", 3, 16},
+        {"\"minimum\":5,\"exclusiveMinimum\":true,\"maximum\":5000", 6, 5000},
+        {"\"minimum\":-1000,\"maximum\":-999", -1000, -999},
+        {"\"minimum\":7,\"maximum\":7", 7, 7},
+        {"\"minimum\":99,\"maximum\":1001", 99, 1001},
+        {"\"minimum\":-1010,\"maximum\":1099", -1010, 1099},
+    };
+    int bad = 0, n = 0;
+    for (size_t i = 0; i < sizeof ranges / sizeof *ranges; i++) {
+        char schema[160];
+        snprintf(schema, sizeof schema, "{\"type\":\"integer\",%s}", ranges[i].bounds);
+        char err[256] = "";
+        char *g_text = r1_grammar_json_schema(schema, strlen(schema), err, sizeof err);
+        r1_grammar_t *g = g_text ? r1_grammar_parse(g_text, strlen(g_text), err, sizeof err) : NULL;
+        CHECK(g, "integer range %s: %s", schema, err);
+        free(g_text);
+        if (!g) continue;
+        static const long far[] = {12345, -12345, 100000, -100000, 999999999999999L};
+        for (long x = -1205; x <= 1205 + 5; x++) {
+            long val = x <= 1205 ? x : far[x - 1206];
+            char text[32];
+            snprintf(text, sizeof text, "%ld", val);
+            r1_gmatch_t *m = r1_gmatch_new(g, v);
+            int ok = r1_gmatch_accept_bytes(m, text, strlen(text)) == 0 && r1_gmatch_done(m);
+            r1_gmatch_free(m);
+            int want = val >= ranges[i].lo && val <= ranges[i].hi;
+            n++;
+            if (ok != want && bad++ < 10) fprintf(stderr, "%s: %s accepted %d, want %d\n", schema, text, ok, want);
+        }
+        r1_grammar_free(g);
+    }
+    CHECK(bad == 0, "integer ranges: %d of %d values wrong", bad, n);
+    printf("integer ranges: %d values checked\n", n);
+    char err[256];
+    static const char *empty = "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}";
+    char *none = r1_grammar_json_schema(empty, strlen(empty), err, sizeof err);
+    CHECK(!none && strstr(err, "no integer"), "an empty range is refused: %s", err);
+    free(none);
+    static const struct {
+        const char *schema, *text;
+        int ok;
+    } cases[] = {
+        {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-02-29\"", 1},
+        {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-13-01\"", 0},
+        {"{\"type\":\"string\",\"format\":\"time\"}", "\"23:59:60Z\"", 0},
+        {"{\"type\":\"string\",\"format\":\"time\"}", "\"12:30:00.125+05:30\"", 1},
+        {"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-01-01T00:00:00Z\"", 1},
+        {"{\"type\":\"string\",\"format\":\"date-time\"}", "\"2024-01-01\"", 0},
+        {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567-e89b-12d3-a456-426614174000\"", 1},
+        {"{\"type\":\"string\",\"format\":\"uuid\"}", "\"123e4567e89b12d3a456426614174000\"", 0},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}",
+         "[1, \"a\"]", 1},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}", "[1]",
+         0},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":false}",
+         "[1,\"a\",2]", 0},
+        {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"}],\"items\":{\"type\":\"string\"}}",
+         "[1,\"a\",\"b\"]", 1},
+        {"{\"type\":\"array\",\"items\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"additionalItems\":"
+         "{\"type\":\"integer\"}}",
+         "[1,\"a\",2,3]", 1},
+        {"{\"type\":\"array\",\"items\":[{\"type\":\"integer\"}],\"maxItems\":2}", "[1,2,3]", 0},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"$ref\":\"#/properties/a\"}},"
+         "\"required\":[\"a\",\"b\"]}",
+         "{\"a\":1,\"b\":2}", 1},
+        {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"$ref\":\"#/properties/a\"}},"
+         "\"required\":[\"a\",\"b\"]}",
+         "{\"a\":1,\"b\":\"x\"}", 0},
+        {"{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/x~1y\"},\"$defs\":{\"x/y\":{\"const\":7}}}", "[7,7]", 1},
+        {"{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"$ref\":\"#/$defs/B\"}],\"$defs\":{\"B\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
+         "\"string\"}},\"required\":[\"b\"]}}}",
+         "{\"a\":1,\"b\":\"x\"}", 1},
+        {"{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"$ref\":\"#/$defs/B\"}],\"$defs\":{\"B\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
+         "\"string\"}},\"required\":[\"b\"]}}}",
+         "{\"a\":1}", 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int got = schema_accepts(v, cases[i].schema, cases[i].text);
+        CHECK(got == cases[i].ok, "schema %s on %s: accepted %d, want %d", cases[i].schema, cases[i].text, got,
+              cases[i].ok);
     }
 }
 
@@ -359,6 +475,7 @@ int main(void) {
     if (v) {
         test_strings(v);
         test_schema_literals(v);
+        test_schema_keywords(v);
         test_mask(v, vocab);
         test_sampling(t, v, vocab, eos);
     }

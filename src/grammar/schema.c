@@ -5,15 +5,22 @@
  * Supported: type (one or a list), enum, const, object properties with
  * required ones (emitted in the schema's order, optional ones may be left
  * out; no other properties), additionalProperties as the schema of a free
- * object's values, arrays with items / minItems / maxItems, strings with
- * minLength / maxLength, numbers, integers, booleans, null, anyOf / oneOf,
- * allOf of one schema, and $ref into #/$defs or #/definitions (recursive
- * ones too). Annotations (title, description, default, examples, ...) are
- * ignored. A keyword that constrains values in a way the grammar cannot
- * (pattern, format, minimum, uniqueItems, ...) is an error, not ignored.
+ * object's values, arrays with items / minItems / maxItems, tuples
+ * (prefixItems, or items as a list, with items / additionalItems for the
+ * rest), strings with minLength / maxLength and the formats date, time,
+ * date-time and uuid, numbers, integers with minimum / maximum /
+ * exclusiveMinimum / exclusiveMaximum (an exact grammar of the decimal
+ * range), booleans, null, anyOf / oneOf, allOf (one schema, or object
+ * schemas merged: their properties and required lists joined), and $ref to
+ * any JSON pointer of the document (#, #/$defs/NAME, #/properties/a/items,
+ * ...; recursive ones too). Annotations (title, description, default,
+ * examples, ...) are ignored. A keyword that constrains values in a way the
+ * grammar cannot (pattern, other formats, minimum on a number, uniqueItems,
+ * ...) is an error, not ignored.
  * No I/O; every error is a message.
  */
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,7 +161,9 @@ static const char *IGNORED[] = {"title", "description", "default", "examples", "
                                 "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict",
                                 "additionalProperties", "type", "properties", "required", "items", "enum",
                                 "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
-                                "minLength", "maxLength", "discriminator", "nullable", NULL};
+                                "minLength", "maxLength", "discriminator", "nullable", "prefixItems",
+                                "additionalItems", "format", "minimum", "maximum", "exclusiveMinimum",
+                                "exclusiveMaximum", NULL};
 
 static int check_keywords(struct conv *c, const json_t *s) {
     const char *k;
@@ -163,8 +172,8 @@ static int check_keywords(struct conv *c, const json_t *s) {
         int known = 0;
         for (int i = 0; IGNORED[i] && !known; i++) known = !strcmp(k, IGNORED[i]);
         if (!known) return cerr(c, "the schema keyword '%.60s' is not supported (supported: type, properties, "
-                                   "required, items, minItems, maxItems, minLength, maxLength, enum, const, "
-                                   "anyOf, oneOf, allOf of one schema, $ref, $defs)", k);
+                                   "required, items, prefixItems, minItems, maxItems, minLength, maxLength, "
+                                   "format, minimum, maximum, enum, const, anyOf, oneOf, allOf, $ref, $defs)", k);
     }
     return 0;
 }
@@ -179,7 +188,44 @@ static int get_count(struct conv *c, const json_t *s, const char *key, long dflt
     return 0;
 }
 
+/* String formats as grammars (RFC 3339 dates and times, RFC 4122 uuids). */
+static const struct {
+    const char *name, *rule;
+} FORMATS[] = {
+    {"date", "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )"},
+    {"time", "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{1,9} )? "
+             "( [zZ] | [+-] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )"},
+    {"uuid", "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+             "[0-9a-fA-F]{12}"},
+};
+
+static int format_value(struct conv *c, struct out *o, const char *f) {
+    if (!strcmp(f, "date-time")) {
+        puts_(o, "\"\\\"\" ( ");
+        putf(o, "%s", FORMATS[0].rule);
+        puts_(o, " ) [tT ] ( ");
+        putf(o, "%s", FORMATS[1].rule);
+        puts_(o, " ) \"\\\"\"");
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof FORMATS / sizeof *FORMATS; i++)
+        if (!strcmp(f, FORMATS[i].name)) {
+            puts_(o, "\"\\\"\" ( ");
+            putf(o, "%s", FORMATS[i].rule);
+            puts_(o, " ) \"\\\"\"");
+            return 0;
+        }
+    return cerr(c, "the string format '%.40s' is not supported (date, time, date-time, uuid)", f);
+}
+
 static int string_value(struct conv *c, struct out *o, const json_t *s) {
+    const json_t *f = json_object_get(s, "format");
+    if (f) {
+        if (!json_is_string(f)) return cerr(c, "'format' must be a string");
+        if (json_object_get(s, "minLength") || json_object_get(s, "maxLength"))
+            return cerr(c, "'format' with 'minLength' or 'maxLength' is not supported");
+        return format_value(c, o, json_string_value(f));
+    }
     long lo, hi;
     if (get_count(c, s, "minLength", 0, &lo) || get_count(c, s, "maxLength", -1, &hi)) return -1;
     if (hi >= 0 && hi < lo) return cerr(c, "'maxLength' is below 'minLength'");
@@ -189,11 +235,45 @@ static int string_value(struct conv *c, struct out *o, const json_t *s) {
     return 0;
 }
 
+/* A tuple: the prefix schemas in order, every one present, then items of
+ * the rest's schema (none when it is false), within maxItems. */
+static int tuple_value(struct conv *c, struct out *o, const json_t *prefix, const json_t *rest, long hi,
+                       int depth) {
+    const size_t n = json_array_size(prefix);
+    if (hi >= 0 && (size_t)hi < n) return cerr(c, "'maxItems' is below the number of prefix items");
+    puts_(o, "\"[\" ws");
+    size_t i;
+    const json_t *item;
+    json_array_foreach(prefix, i, item) {
+        char r[32];
+        if (new_rule(c, r, sizeof r) || define(c, r, item, depth + 1)) return -1;
+        putf(o, " %s%s ws", i ? "\",\" ws " : "", r);
+    }
+    if (!rest || !json_is_false(rest)) {
+        char r[32];
+        if (!rest || json_is_true(rest)) snprintf(r, sizeof r, "json-value");
+        else if (!json_is_object(rest)) return cerr(c, "the schema of the items after the tuple must be an object");
+        else if (new_rule(c, r, sizeof r) || define(c, r, rest, depth + 1)) return -1;
+        if (hi < 0) putf(o, " ( \",\" ws %s ws )*", r);
+        else if ((size_t)hi > n) putf(o, " ( \",\" ws %s ws ){0,%ld}", r, hi - (long)n);
+    }
+    puts_(o, " \"]\"");
+    return 0;
+}
+
 static int array_value(struct conv *c, struct out *o, const json_t *s, int depth) {
     long lo, hi;
     if (get_count(c, s, "minItems", 0, &lo) || get_count(c, s, "maxItems", -1, &hi)) return -1;
     if (hi >= 0 && hi < lo) return cerr(c, "'maxItems' is below 'minItems'");
-    const json_t *items = json_object_get(s, "items");
+    const json_t *items = json_object_get(s, "items"), *prefix = json_object_get(s, "prefixItems");
+    if (prefix) {
+        if (!json_is_array(prefix) || !json_array_size(prefix)) return cerr(c, "'prefixItems' must be a non-empty array");
+        return tuple_value(c, o, prefix, items, hi, depth);
+    }
+    if (json_is_array(items)) { /* draft 4-7 tuples: the rest's schema is additionalItems */
+        if (!json_array_size(items)) return cerr(c, "'items' as a list must not be empty");
+        return tuple_value(c, o, items, json_object_get(s, "additionalItems"), hi, depth);
+    }
     char item[32];
     if (!items || json_is_true(items)) snprintf(item, sizeof item, "json-value");
     else if (!json_is_object(items)) return cerr(c, "'items' must be a schema (an object)");
@@ -300,10 +380,122 @@ static int object_value(struct conv *c, struct out *o, const json_t *s, int dept
     return rc;
 }
 
+/* ---- integer ranges: the decimal strings of [lo, hi] as a grammar ---- */
+#define INT_LIMIT 999999999999999LL /* |bounds| up to 15 digits (json-int has 16) */
+
+/* The numbers of n digits from a to b (digit strings, a <= b; inner
+ * positions may start with 0): per leading digit, its rest's range. */
+static void same_len(struct out *o, const char *a, const char *b, int n) {
+    int a_min = 1, b_max = 1; /* a's rest all 0, b's rest all 9 */
+    for (int i = 1; i < n; i++) a_min &= a[i] == '0', b_max &= b[i] == '9';
+    if (a_min && b_max) { /* the whole block: [a0-b0] [0-9]{n-1} */
+        if (a[0] == b[0]) putf(o, "\"%c\"", a[0]);
+        else putf(o, "[%c-%c]", a[0], b[0]);
+        if (n > 1) putf(o, " [0-9]{%d}", n - 1);
+        return;
+    }
+    if (a[0] == b[0]) {
+        putf(o, "\"%c\" ", a[0]);
+        same_len(o, a + 1, b + 1, n - 1);
+        return;
+    }
+    char nines[24], zeros[24];
+    memset(nines, '9', sizeof nines), memset(zeros, '0', sizeof zeros);
+    putf(o, "( \"%c\" ", a[0]);
+    same_len(o, a + 1, nines, n - 1);
+    if (b[0] - a[0] >= 2) {
+        if (b[0] - a[0] == 2) putf(o, " | \"%c\"", a[0] + 1);
+        else putf(o, " | [%c-%c]", a[0] + 1, b[0] - 1);
+        if (n > 1) putf(o, " [0-9]{%d}", n - 1);
+    }
+    putf(o, " | \"%c\" ", b[0]);
+    same_len(o, zeros, b + 1, n - 1);
+    puts_(o, " )");
+}
+
+/* 0 <= lo <= hi (hi < 0: no upper bound, up to json-int's 16 digits) */
+static void nonneg_range(struct out *o, long long lo, long long hi) {
+    char a[24], b[24];
+    const int la = snprintf(a, sizeof a, "%lld", lo);
+    if (hi < 0) { /* lo's digit count up to 10^la - 1, then every longer number */
+        memset(b, '9', (size_t)la), b[la] = 0;
+        puts_(o, "( ");
+        same_len(o, a, b, la);
+        if (la < 16) putf(o, " | [1-9] [0-9]{%d,15}", la);
+        puts_(o, " )");
+        return;
+    }
+    const int lb = snprintf(b, sizeof b, "%lld", hi);
+    if (la == lb) {
+        puts_(o, "( ");
+        same_len(o, a, b, la);
+        puts_(o, " )");
+        return;
+    }
+    char top[24], bottom[24];
+    memset(top, '9', (size_t)la), top[la] = 0;
+    memset(bottom, '0', (size_t)lb), bottom[0] = '1', bottom[lb] = 0;
+    puts_(o, "( ");
+    same_len(o, a, top, la);
+    if (lb - la >= 2) putf(o, " | [1-9] [0-9]{%d,%d}", la, lb - 2);
+    puts_(o, " | ");
+    same_len(o, bottom, b, lb);
+    puts_(o, " )");
+}
+
+/* A bound of keyword key as an integer: *v, *set; minimum rounds up,
+ * maximum down, the exclusive ones (a number, or draft 4's boolean beside
+ * minimum / maximum) one step further. */
+static int int_bound(struct conv *c, const json_t *s, int upper, long long *v, int *set) {
+    const char *key = upper ? "maximum" : "minimum", *xkey = upper ? "exclusiveMaximum" : "exclusiveMinimum";
+    const json_t *b = json_object_get(s, key), *x = json_object_get(s, xkey);
+    *set = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        const json_t *j = pass ? x : b;
+        if (!j || json_is_boolean(j)) continue;
+        if (!json_is_number(j)) return cerr(c, "'%s' must be a number", pass ? xkey : key);
+        double d = json_number_value(j);
+        if (!(d >= -(double)INT_LIMIT && d <= (double)INT_LIMIT))
+            return cerr(c, "'%s' must be within +-%lld for an integer grammar", pass ? xkey : key, INT_LIMIT);
+        long long iv = upper ? (long long)floor(d) : (long long)ceil(d);
+        const int excl = pass || (x && json_is_true(x));
+        if (excl && (double)iv == d) iv += upper ? -1 : 1;
+        if (!*set || (upper ? iv < *v : iv > *v)) *v = iv;
+        *set = 1;
+    }
+    return 0;
+}
+
+static int integer_value(struct conv *c, struct out *o, const json_t *s) {
+    long long lo = 0, hi = 0;
+    int has_lo, has_hi;
+    if (int_bound(c, s, 0, &lo, &has_lo) || int_bound(c, s, 1, &hi, &has_hi)) return -1;
+    if (!has_lo && !has_hi) return puts_(o, "json-int"), 0;
+    if (has_lo && has_hi && lo > hi) return cerr(c, "no integer lies between 'minimum' and 'maximum'");
+    const int neg = !has_lo || lo < 0, pos = !has_hi || hi >= 0;
+    puts_(o, "( ");
+    if (neg) { /* -n for n from max(1, -hi) up to -lo (no limit without a minimum) */
+        long long nlo = has_hi && hi < 0 ? -hi : 1;
+        puts_(o, "\"-\" ");
+        nonneg_range(o, nlo, has_lo ? -lo : -1);
+    }
+    if (pos) {
+        if (neg) puts_(o, " | ");
+        nonneg_range(o, has_lo && lo > 0 ? lo : 0, has_hi ? hi : -1);
+    }
+    puts_(o, " )");
+    return 0;
+}
+
 static int typed_value(struct conv *c, struct out *o, const json_t *s, const char *type, int depth) {
     if (!strcmp(type, "string")) return string_value(c, o, s);
-    if (!strcmp(type, "number")) return puts_(o, "json-number"), 0;
-    if (!strcmp(type, "integer")) return puts_(o, "json-int"), 0;
+    if (!strcmp(type, "number")) {
+        if (json_object_get(s, "minimum") || json_object_get(s, "maximum") ||
+            json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum"))
+            return cerr(c, "'minimum' and 'maximum' are supported on integers, not on numbers");
+        return puts_(o, "json-number"), 0;
+    }
+    if (!strcmp(type, "integer")) return integer_value(c, o, s);
     if (!strcmp(type, "boolean")) return puts_(o, "json-bool"), 0;
     if (!strcmp(type, "null")) return puts_(o, "json-null"), 0;
     if (!strcmp(type, "object")) return object_value(c, o, s, depth);
@@ -311,16 +503,45 @@ static int typed_value(struct conv *c, struct out *o, const json_t *s, const cha
     return cerr(c, "unknown type '%.40s'", type);
 }
 
+/* The value at a JSON pointer "#/a/b/0" (RFC 6901: ~1 is '/', ~0 '~',
+ * %XX escapes of the URI fragment decoded) in root, or NULL. */
+static const json_t *json_pointer(const json_t *root, const char *ref) {
+    if (ref[0] != '#') return NULL;
+    const json_t *at = root;
+    const char *p = ref + 1;
+    char tok[256];
+    while (at && *p) {
+        if (*p != '/') return NULL;
+        size_t n = 0;
+        for (p++; *p && *p != '/'; p++) {
+            char ch = *p;
+            if (ch == '~' && (p[1] == '0' || p[1] == '1')) ch = *++p == '0' ? '~' : '/';
+            else if (ch == '%' && p[1] && p[2]) {
+                char hex[3] = {p[1], p[2], 0}, *end;
+                long v = strtol(hex, &end, 16);
+                if (*end || v <= 0) return NULL;
+                ch = (char)v, p += 2;
+            }
+            if (n + 1 >= sizeof tok) return NULL;
+            tok[n++] = ch;
+        }
+        tok[n] = 0;
+        if (json_is_object(at)) at = json_object_get(at, tok);
+        else if (json_is_array(at)) {
+            char *end;
+            long i = strtol(tok, &end, 10);
+            at = n && !*end && i >= 0 ? json_array_get(at, (size_t)i) : NULL;
+        } else at = NULL;
+    }
+    return at;
+}
+
 /* The rule named for a $ref, defining it on first use. */
 static int ref_value(struct conv *c, struct out *o, const char *ref, int depth) {
     for (int i = 0; i < c->n_refs; i++)
         if (!strcmp(c->refs[i], ref)) return putf(o, "ref%d", c->ref_rule[i]), 0;
-    const json_t *target = NULL;
-    if (!strcmp(ref, "#")) target = c->root;
-    else if (!strncmp(ref, "#/$defs/", 8)) target = json_object_get(json_object_get(c->root, "$defs"), ref + 8);
-    else if (!strncmp(ref, "#/definitions/", 14))
-        target = json_object_get(json_object_get(c->root, "definitions"), ref + 14);
-    if (!target) return cerr(c, "the $ref '%.80s' is not supported or not found (use #/$defs/NAME)", ref);
+    const json_t *target = json_pointer(c->root, ref);
+    if (!target) return cerr(c, "the $ref '%.80s' is not a JSON pointer into this schema (#/...) that exists", ref);
     if (c->n_refs == c->cap_refs) {
         int cap = c->cap_refs ? c->cap_refs * 2 : 8;
         const char **r = realloc(c->refs, (size_t)cap * sizeof *r);
@@ -353,6 +574,62 @@ static int alternatives(struct conv *c, struct out *o, const json_t *list, const
     return 0;
 }
 
+/* allOf of several schemas: each an object schema (or a $ref to one, or
+ * an allOf of them), merged into one: the properties of all (a name in two
+ * of them takes the later schema), required lists joined, and the schema's
+ * own properties beside allOf too; additionalProperties false if any says
+ * so. Anything else in the list is an error. */
+static int merge_object(struct conv *c, json_t *into, const json_t *s, int depth) {
+    if (depth > MAX_DEPTH) return cerr(c, "the schema nests deeper than %d", MAX_DEPTH);
+    const json_t *ref = json_object_get(s, "$ref");
+    if (ref) {
+        const json_t *t = json_is_string(ref) ? json_pointer(c->root, json_string_value(ref)) : NULL;
+        if (!t) return cerr(c, "the $ref '%.80s' in 'allOf' does not resolve", json_string_value(ref));
+        return merge_object(c, into, t, depth + 1);
+    }
+    const json_t *all = json_object_get(s, "allOf"), *item;
+    size_t i;
+    if (all) {
+        if (!json_is_array(all)) return cerr(c, "'allOf' must be an array");
+        json_array_foreach(all, i, item) if (merge_object(c, into, item, depth + 1)) return -1;
+    }
+    const json_t *type = json_object_get(s, "type"), *props = json_object_get(s, "properties");
+    if (type && !(json_is_string(type) && !strcmp(json_string_value(type), "object")))
+        return cerr(c, "'allOf' merges object schemas only");
+    if (!type && !props && !all) return cerr(c, "'allOf' merges object schemas only");
+    if (props) {
+        if (!json_is_object(props)) return cerr(c, "'properties' must be an object");
+        if (json_object_update(json_object_get(into, "properties"), (json_t *)props))
+            return cerr(c, "out of memory");
+    }
+    const json_t *req = json_object_get(s, "required");
+    if (req) {
+        if (!json_is_array(req)) return cerr(c, "'required' must be an array of property names");
+        json_t *dst = json_object_get(into, "required");
+        json_array_foreach(req, i, item) {
+            size_t k;
+            const json_t *have;
+            int dup = 0;
+            json_array_foreach(dst, k, have) dup |= json_equal(have, item);
+            if (!dup && json_array_append(dst, (json_t *)item)) return cerr(c, "out of memory");
+        }
+    }
+    const json_t *addl = json_object_get(s, "additionalProperties");
+    if (addl && json_is_false(addl)) json_object_set_new(into, "additionalProperties", json_false());
+    return 0;
+}
+
+static int all_of(struct conv *c, struct out *o, const json_t *s, int depth) {
+    json_t *m = json_pack("{s:s, s:{}, s:[]}", "type", "object", "properties", "required");
+    if (!m) return cerr(c, "out of memory");
+    int rc = merge_object(c, m, s, depth + 1);
+    if (!rc) rc = object_value(c, o, m, depth + 1);
+    /* the merged schema's property schemas are the document's own (object_value
+     * defined their rules already); only the container is ours */
+    json_decref(m);
+    return rc;
+}
+
 static int value(struct conv *c, struct out *o, const json_t *s, int depth) {
     if (depth > MAX_DEPTH) return cerr(c, "the schema nests deeper than %d", MAX_DEPTH);
     if (json_is_true(s)) return puts_(o, "json-value"), 0;
@@ -379,9 +656,9 @@ static int value(struct conv *c, struct out *o, const json_t *s, int depth) {
     if ((v = json_object_get(s, "anyOf"))) return alternatives(c, o, v, "anyOf", depth);
     if ((v = json_object_get(s, "oneOf"))) return alternatives(c, o, v, "oneOf", depth);
     if ((v = json_object_get(s, "allOf"))) {
-        if (!json_is_array(v) || json_array_size(v) != 1)
-            return cerr(c, "'allOf' is supported with exactly one schema");
-        return value(c, o, json_array_get(v, 0), depth + 1);
+        if (!json_is_array(v) || !json_array_size(v)) return cerr(c, "'allOf' must be a non-empty array");
+        if (json_array_size(v) == 1) return value(c, o, json_array_get(v, 0), depth + 1);
+        return all_of(c, o, s, depth);
     }
     const json_t *type = json_object_get(s, "type");
     if (json_is_string(type)) {
