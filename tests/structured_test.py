@@ -214,11 +214,65 @@ def test_tool_turns():
     check(st == 200, f"tool turns with tool_choice none: {st}")
 
 
+FUZZ_SCHEMAS = [
+    PERSON,
+    {"type": "object", "properties": {}, "additionalProperties": False},
+    {"type": "object", "properties": {"n": {"type": "integer", "minimum": -20, "maximum": 150},
+                                      "k": {"type": "integer", "exclusiveMinimum": 0}}, "required": ["n", "k"]},
+    {"type": "array", "prefixItems": [{"type": "string", "format": "date"}, {"type": "string", "format": "uuid"}],
+     "items": False},
+    {"allOf": [{"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]},
+               {"$ref": "#/$defs/b"}],
+     "$defs": {"b": {"type": "object", "properties": {"b": {"type": "string", "format": "date-time"}},
+                     "required": ["b"]}}},
+    {"type": "object", "properties": {"xs": {"type": "array", "items": {"$ref": "#/properties/x"}, "maxItems": 4},
+                                      "x": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
+     "required": ["xs"]},
+    {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 8},
+                                      "e": {"enum": ["a", 1, None, True]}}, "required": ["s", "e"]},
+]
+
+
+def test_fuzz():
+    """Random weights at temperature 1 under every schema of the corpus: never a server error, and every
+    answer that finished (not cut by max_tokens) validates."""
+    def one(job):
+        k, seed = job
+        rf = {"type": "json_schema", "json_schema": {"name": f"s{k}", "schema": FUZZ_SCHEMAS[k], "strict": True}}
+        st, ans = srv.post("/v1/chat/completions", dict({"messages": ASK, "max_tokens": 256, "temperature": 1.0,
+                                                         "seed": seed, "response_format": rf}, **EXTRA))
+        return k, seed, st, ans
+
+    jobs = [(k, seed) for k in range(len(FUZZ_SCHEMAS)) for seed in range(3)]
+    with ThreadPoolExecutor(4) as ex:
+        res = list(ex.map(one, jobs))
+    errors = [(k, seed, st, str(ans)[:160]) for k, seed, st, ans in res if st != 200]
+    check(not errors, f"fuzz: {len(errors)} of {len(res)} requests failed: {errors[:3]}")
+    done = [(k, ans["choices"][0]["message"]["content"]) for k, _, st, ans in res
+            if st == 200 and ans["choices"][0]["finish_reason"] == "stop"]
+    bad = [k for k, text in done if not validates(text, FUZZ_SCHEMAS[k])]
+    print(f"  fuzz: {len(res)} requests, {len(errors)} errors, {len(done)} finished, {len(bad)} invalid",
+          file=sys.stderr)
+    check(not bad, f"fuzz: finished answers of schemas {bad} do not validate")
+    check(len(done) >= len(res) // 3, f"fuzz: only {len(done)} of {len(res)} answers finished")
+
+
+def test_tool_no_arguments():
+    """A strict tool without arguments (the openai SDK's empty parameters) under tool_choice required."""
+    tools = [{"type": "function", "function": {"name": "ping", "parameters": {
+        "type": "object", "properties": {}, "additionalProperties": False}, "strict": True}}]
+    r = chat(tools=tools, tool_choice="required", temperature=0, max_tokens=64)
+    calls = r.choices[0].message.tool_calls or []
+    check(len(calls) >= 1 and calls[0].function.name == "ping" and json.loads(calls[0].function.arguments) == {},
+          f"no-argument tool: {r.choices[0]}")
+
+
 sys.exit(run_groups("structured", [("json_schema", test_json_schema), ("json_object", test_json_object),
                                    ("grammar", test_grammar_field), ("stream", test_stream),
                                    ("logit_bias", test_logit_bias), ("refused", test_refused),
                                    ("tools required", test_tools_required),
                                    ("tools named, streamed", test_tools_named_stream),
-                                   ("tool turns", test_tool_turns)]
-                    + ([("think, then the grammar", test_think_then_grammar),
+                                   ("tool turns", test_tool_turns),
+                                   ("tool without arguments", test_tool_no_arguments)]
+                    + ([("think, then the grammar", test_think_then_grammar), ("fuzz", test_fuzz),
                         ("tools auto, streamed", test_tools_auto_stream)] if TINY else [])))

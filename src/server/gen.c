@@ -370,11 +370,12 @@ sample:;
             for (int b = 0; b < j->req.n_bias; b++) sl->logits[j->req.bias_ids[b]] += j->req.bias[b];
             id = g->gm && g->gram_on ? r1_sampler_sample_grammar(smp, sl->logits, g->gm)
                                      : r1_sampler_sample(smp, sl->logits);
-            if (id < 0) {
-                r1_err("the grammar allows no token here");
-                r1_sampler_free(smp);
-                r1_detok_free(dt);
-                goto fail;
+            if (id < 0) { /* no token can go on (the matcher keeps only prefixes that can complete, so
+                             this is a grammar no vocabulary token fits): the answer so far, cut short */
+                fprintf(stderr, "r1infer serve: the grammar allows no token after %d generated; ending the answer "
+                                "(finish_reason length)\n", n_gen);
+                finish = "length";
+                break;
             }
             if (g->gm && g->gram_on && !is_stop_id(s, id)) r1_gmatch_accept(g->gm, id);
         }
