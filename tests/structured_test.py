@@ -228,6 +228,9 @@ FUZZ_SCHEMAS = [
     {"type": "object", "properties": {"xs": {"type": "array", "items": {"$ref": "#/properties/x"}, "maxItems": 4},
                                       "x": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
      "required": ["xs"]},
+    {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3,5}(x|y)?$"},
+                                      "q": {"type": "string", "pattern": "^\"[^\"]{0,6}\"$"}},
+     "required": ["id", "q"]},
     {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 8},
                                       "e": {"enum": ["a", 1, None, True]}}, "required": ["s", "e"]},
 ]

@@ -200,6 +200,9 @@ static const char *SCHEMAS[] = {
 static void test_schema_errors(void) {
     static const char *bad[] = {
         "{\"type\":\"string\",\"pattern\":\"^a\"}", "{\"type\":\"string\",\"format\":\"email\"}",
+        "{\"type\":\"string\",\"pattern\":\"abc\"}", "{\"type\":\"string\",\"pattern\":\"^a(?=b)$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^(a$\"}", "{\"type\":\"string\",\"pattern\":\"^a)$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}", "{\"type\":\"string\",\"pattern\":\"^[z-a]$\"}",
         "{\"type\":\"number\",\"minimum\":3}", "{\"type\":\"wat\"}", "{\"$ref\":\"#/$defs/missing\"}",
         "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"allOf\":[{},{}]}",
         "[1,2", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "7",
@@ -319,6 +322,20 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
         const char *schema, *text;
         int ok;
     } cases[] = {
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]{2,4}-\\\\d+$\"}", "\"ab-12\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]{2,4}-\\\\d+$\"}", "\"a-1\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^[a-z]{2,4}-\\\\d+$\"}", "\"abcde-1\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^(foo|bar)?baz$\"}", "\"baz\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^(foo|bar)?baz$\"}", "\"barbaz\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^(foo|bar)?baz$\"}", "\"quxbaz\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\w+@\\\\w+\\\\.com$\"}", "\"a_1@b.com\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^\\\\w+@\\\\w+\\\\.com$\"}", "\"a@bxcom\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^a.c$\"}", "\"abc\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^a.c$\"}", "\"a\\\"c\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^say \\\"hi\\\"[!?]*$\"}", "\"say \\\"hi\\\"!?\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^[^0-9]{1,3}(?:x|)$\"}", "\"abx\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^[^0-9]{1,3}(?:x|)$\"}", "\"a1\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^[\\\\s,]+$\"}", "\" ,\\n\"", 1},
         {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-02-29\"", 1},
         {"{\"type\":\"string\",\"format\":\"date\"}", "\"2024-13-01\"", 0},
         {"{\"type\":\"string\",\"format\":\"time\"}", "\"23:59:60Z\"", 0},
