@@ -1,7 +1,7 @@
 /*
  * gemm_avx512.c - batches (prefill, more than R1_CPU_PANEL_MIN_T tokens) of
- * the regrouped K-quants (q4_Kx8, q5_Kx8, q6_Kx8; Q4_K_M files), q8_0x8,
- * q4_1x8 and the float formats (f32, f16, bf16) on AVX-512 machines without AMX, through an
+ * the regrouped K-quants (q4_Kx8, q5_Kx8, q6_Kx8; Q4_K_M files), q8_0x8
+ * and the float formats (f32, f16, bf16) on AVX-512 machines without AMX, through an
  * f32 GEMM (cpu.h r1_cpu_panel_fn; where AMX runs, cpu.c keeps its blocks).
  * It is gemm_avx2.c's panel on zmm: per block of up to 64 weight rows and
  * slice of KP = 256 columns (the last one shorter where K % 256 != 0), the
@@ -143,9 +143,9 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
 X8_ROW(row_q4_Kx8, R1_DTYPE_Q4_KX8)
 X8_ROW(row_q5_Kx8, R1_DTYPE_Q5_KX8)
 X8_ROW(row_q6_Kx8, R1_DTYPE_Q6_KX8)
-/* q8_0x8 and q4_1x8 rows: whole groups of 256 columns (8 blocks, 8 x the
- * dtype's block_size bytes), then the row's last K % 256 columns in plain
- * q8_0 / q4_1 blocks (a slice shorter than KP is that tail: slices start at
+/* q8_0x8 rows: whole groups of 256 columns (8 blocks, 8 x the dtype's
+ * block_size bytes), then the row's last K % 256 columns in plain q8_0
+ * blocks (a slice shorter than KP is that tail: slices start at
  * multiples of 256); r1_x86_x8_row_f32 takes one group at a time */
 #define X8_TAIL_ROW(NAME, DT, PLAIN)                                                               \
     static TGT void NAME(const uint8_t *row, int k0, int k1, float *dst) {                        \
@@ -154,7 +154,6 @@ X8_ROW(row_q6_Kx8, R1_DTYPE_Q6_KX8)
         else r1_dtype_traits[PLAIN].to_f32(g, dst, k1 - k0);                                       \
     }
 X8_TAIL_ROW(row_q8_0x8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q8_0)
-X8_TAIL_ROW(row_q4_1x8, R1_DTYPE_Q4_1X8, R1_DTYPE_Q4_1)
 
 /* FN: the panel GEMM on the rows DEQ unpacks */
 #define PANEL(FN, DEQ)                                                                             \
@@ -166,7 +165,6 @@ PANEL(r1_x86_panel_avx512_f32, r1_x86_row_f32_f32)
 PANEL(r1_x86_panel_avx512_f16, r1_x86_row_f16_f32)
 PANEL(r1_x86_panel_avx512_bf16, r1_x86_row_bf16_f32)
 PANEL(r1_x86_panel_avx512_q8_0x8, row_q8_0x8)
-PANEL(r1_x86_panel_avx512_q4_1x8, row_q4_1x8)
 PANEL(r1_x86_panel_avx512_q4_Kx8, row_q4_Kx8)
 PANEL(r1_x86_panel_avx512_q5_Kx8, row_q5_Kx8)
 PANEL(r1_x86_panel_avx512_q6_Kx8, row_q6_Kx8)

@@ -138,7 +138,6 @@ void r1_x86_panel_avx512_f32(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_f16(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_bf16(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q8_0x8(R1_X86_PANEL_ARGS);
-void r1_x86_panel_avx512_q4_1x8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q4_Kx8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q5_Kx8(R1_X86_PANEL_ARGS);
 void r1_x86_panel_avx512_q6_Kx8(R1_X86_PANEL_ARGS);
