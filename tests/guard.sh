@@ -3,7 +3,9 @@
 # trickle their headers (from 127.0.0.2) while a normal client (127.0.0.1)
 # must get its answer within 2 s; a trickled request is cut off at
 # --request-deadline; the per-address connection limit; the access log;
-# malformed HTTP answered with JSON; NaN logits fail the request with a message.
+# malformed HTTP answered with JSON; NaN logits fail the request with a message;
+# more trickling connections (3 addresses) than --max-conns cannot keep a
+# fourth address out.
 # Last line: "guard: P passed, F failed".
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -42,5 +44,19 @@ if grep -q '"type":"server_error"' <<<"$out" && grep -q 'NaN or Inf' <<<"$out"; 
     F=$((F + 1)); echo "FAIL NaN logits: $out" >&2; fi
 curl -sf --max-time 5 "http://127.0.0.1:$PORT/health" >/dev/null && P=$((P + 1)) || {
     F=$((F + 1)); echo "FAIL the server does not answer after NaN logits" >&2; }
+# more connections opening than --max-conns: the oldest of the busiest address makes room
+start_server 200 -m "$TMP/tiny" --parallel 1 --ctx 256 --seed 1 --max-conns 64 --max-conns-per-ip 0 \
+    --request-deadline 20
+wait_health
+timeout 60 python3 "$HERE/guard_test.py" --base "http://127.0.0.1:$PORT" --evict >"$TMP/out2" 2>&1
+rc=$?
+server_alive || rc=1
+grep -v '^guard: ' "$TMP/out2"
+line=$(grep -E '^guard: [0-9]+ passed, [0-9]+ failed$' "$TMP/out2" | tail -n 1)
+if [ -n "$line" ]; then
+    P=$((P + $(sed -E 's/.*: ([0-9]+) passed.*/\1/' <<<"$line"))); F=$((F + $(sed -E 's/.*, ([0-9]+) failed/\1/' <<<"$line")))
+else F=$((F + 1)); fi
+[ $rc -eq 0 ] || F=$((F + 1))
+stop_server 20
 echo "guard: $P passed, $F failed"
 [ "$F" -eq 0 ]

@@ -7,7 +7,10 @@
  * the size limit, or a head that takes longer than the deadline get a JSON
  * error at once (libmicrohttpd would answer its own HTML page, or wait),
  * and connections that never finish their head cost no daemon thread and
- * are limited per client address.
+ * are limited per client address. When as many of them wait as
+ * --max-conns allows, a new connection takes the place of the oldest one of
+ * the address that holds the most (that one gets a 503): slow clients
+ * cannot keep out a client that sends its request promptly.
  *
  * The head is read with MSG_PEEK: the daemon reads the same bytes again.
  * One thread, poll(2) over the listening socket and the waiting
@@ -184,8 +187,20 @@ static void accept_new(struct front *f) {
         int same = f->o.active ? f->o.active(f->o.ctx, &q.addr) : 0;
         for (int i = 0; i < f->n; i++) same += front_same_host(&f->p[i].addr, &q.addr);
         if (f->n >= (int)f->o.max_pending) {
-            refuse(q.fd, 503, "Service Unavailable", "server_error", "Too many connections are opening. Retry later.");
-            continue;
+            /* full of connections whose head is still coming: the oldest of
+             * the address that holds the most of them makes room, so slow
+             * clients cannot lock out one that sends its request at once */
+            int victim = 0, most = 0;
+            for (int i = 0; i < f->n; i++) {
+                int c = 0;
+                for (int k = 0; k < f->n; k++) c += front_same_host(&f->p[k].addr, &f->p[i].addr);
+                if (c > most || (c == most && f->p[i].start < f->p[victim].start)) victim = i, most = c;
+            }
+            refuse(f->p[victim].fd, 503, "Service Unavailable", "server_error",
+                   "Too many connections are opening: this one, the oldest of its address, made room for a new "
+                   "one. Send the request promptly or retry later.");
+            if (front_same_host(&f->p[victim].addr, &q.addr)) same--;
+            drop(f, victim);
         }
         if (f->o.per_ip && same >= (int)f->o.per_ip) {
             refuse(q.fd, 429, "Too Many Requests", "rate_limit_error",
