@@ -116,6 +116,33 @@ def test_chat(srv, client):
     check(all(e.startswith("data: ") for e in events) and events[-1] == "data: [DONE]", f"SSE framing: {raw[:300]!r}")
 
 
+def test_keep_alive(srv):
+    # HTTP/1.1 clients (the openai SDK among them) keep the connection: every
+    # kind of answer that has read the whole request leaves it open
+    auth = {"Authorization": "Bearer " + srv.key, "Content-Type": "application/json"}
+    chat = json.dumps({"messages": USER, "max_tokens": 2})
+    stream = json.dumps({"messages": USER, "max_tokens": 2, "stream": True})
+    steps = [("GET", "/health", None, {}, 200), ("GET", "/v1/models", None, auth, 200),
+             ("HEAD", "/health", None, {}, 200), ("GET", "/v1/nothing", None, {}, 404),
+             ("GET", "/v1/models", None, {}, 401), ("POST", "/v1/chat/completions", chat, auth, 200),
+             ("POST", "/v1/chat/completions", stream, auth, 200),
+             ("POST", "/v1/chat/completions", b'{"messages": [', auth, 400), ("GET", "/health", None, {}, 200)]
+    c = srv.conn()
+    c.connect()
+    sock, port = c.sock, c.sock.getsockname()[1]
+    for method, path, body, headers, want in steps:
+        c.request(method, path, body, headers)
+        r = c.getresponse()
+        data = r.read()
+        check(r.status == want, f"keep-alive {method} {path}: status {r.status}, want {want} ({data[:200]!r})")
+        check((r.getheader("Connection") or "").lower() != "close" and c.sock is sock,
+              f"keep-alive {method} {path}: the connection was closed ({r.getheader('Connection')!r})")
+        if c.sock is not sock:
+            break
+    check(c.sock is sock and sock.getsockname()[1] == port, "keep-alive: all requests on one connection")
+    c.close()
+
+
 def test_completion(srv, client):
     r = client.completions.create(model="m", prompt="Once upon a time", max_tokens=12, temperature=0)
     check(r.object == "text_completion" and r.id.startswith("cmpl-") and r.choices[0].finish_reason == "length",
@@ -339,7 +366,8 @@ def main():
     srv = Server(a.base, a.key)
     client = openai.OpenAI(base_url=a.base + "/v1", api_key=a.key, max_retries=0, timeout=60)
     return run_groups("server", [
-        ("basic", lambda: test_basic(srv, client)), ("chat", lambda: test_chat(srv, client)),
+        ("basic", lambda: test_basic(srv, client)), ("keep-alive", lambda: test_keep_alive(srv)),
+        ("chat", lambda: test_chat(srv, client)),
         ("completion+stop", lambda: test_stop(srv, client, test_completion(srv, client))),
         ("auth", lambda: test_auth(srv, a.base)), ("bad input", lambda: test_bad_input(srv)),
         ("limits", lambda: test_limits(srv)), ("parallel", lambda: test_parallel(a.base)),

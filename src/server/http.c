@@ -74,7 +74,8 @@ struct req_ctx {
     struct sbuf body;
     int route_index;
     int too_large; /* the body passed --max-body: drained, then 413 */
-    int responded; /* a response was queued before the body was read */
+    int responded; /* a response was queued: a body that follows is dropped */
+    int deferred;  /* no body: routed in the final call (see on_request) */
     int timeout_off; /* the idle timeout is off while a job runs */
     double t0;       /* when the request's headers were complete (access log) */
     char method[8];
@@ -349,6 +350,58 @@ static enum MHD_Result do_tokens(struct server *srv, struct MHD_Connection *c, s
 
 /* ------------------------------------------------------------- dispatch */
 
+/* The checks every request passes, and the endpoints that need no body:
+ * either queues a response (rc->responded) or leaves rc to collect a body. */
+static enum MHD_Result route_head(struct server *srv, struct MHD_Connection *c, struct req_ctx *rc, const char *url,
+                                  const char *method) {
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (routes[i].route == ROUTE_MODEL ? !strncmp(url, routes[i].path, strlen(routes[i].path)) &&
+                                                 url[strlen(routes[i].path)]
+                                           : !strcmp(url, routes[i].path))
+            rc->route_index = (int)i;
+    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), is_post = !strcmp(method, "POST");
+    int ri = rc->route_index;
+    rc->responded = 1; /* unless we wait for a body below */
+    if (ri < 0)
+        return fail(c, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path: %s %.200s",
+                    method, url);
+    if (!strcmp(method, "OPTIONS")) return do_preflight(c);
+    if (routes[ri].post ? !is_post : !is_get)
+        return fail(c, 405, "invalid_request_error", "method_not_allowed", MHD_HTTP_HEADER_ALLOW,
+                    routes[ri].post ? "POST" : "GET, HEAD", "%s is not allowed on %s; use %s", method,
+                    routes[ri].path, routes[ri].post ? "POST" : "GET");
+    if (routes[ri].auth && !authorized(srv, c))
+        return fail(c, 401, "invalid_request_error", "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                    "Bearer", "Missing or wrong API key: send the header 'Authorization: Bearer KEY' "
+                              "with the key given to --api-key.");
+    switch (routes[ri].route) {
+    case ROUTE_PAGE:
+        return send_body(c, 200, "text/html; charset=utf-8", (char *)server_page_html,
+                         strlen(server_page_html), MHD_RESPMEM_PERSISTENT, NULL, NULL);
+    case ROUTE_HEALTH: return do_health(srv, c);
+    case ROUTE_METRICS: {
+        char *t = sched_metrics_text(srv->sched);
+        if (!t) return MHD_NO;
+        return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), MHD_RESPMEM_MUST_FREE,
+                         NULL, NULL);
+    }
+    case ROUTE_MODELS: return do_models(srv, c);
+    case ROUTE_MODEL: return do_model(srv, c, url + strlen(routes[ri].path));
+    default: break;
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > srv->o.max_body)
+        return fail(c, 413, "invalid_request_error", "request_too_large", NULL, NULL,
+                    "The request body is %s bytes; the limit is %zu (--max-body).", cl, srv->o.max_body);
+    rc->responded = 0;
+    return MHD_YES; /* read the body */
+}
+
+/* A request with a body is routed in the first call, so that a refusal
+ * comes before the body is read (libmicrohttpd then discards the body and
+ * closes). One without is routed in the final call: libmicrohttpd closes
+ * every connection whose response was queued in the first call, so only
+ * then does keep-alive work. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                   const char *version, const char *upload_data, size_t *upload_size,
                                   void **con_cls) {
@@ -365,47 +418,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct conn_info *ci = conn_of(c);
         if (ci) ci->status = 0, ci->tokens = -1;
         if (strcmp(method, "POST")) guard_reading(srv->guard, ci, 0); /* no body to wait for */
-        for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-            if (routes[i].route == ROUTE_MODEL ? !strncmp(url, routes[i].path, strlen(routes[i].path)) &&
-                                                     url[strlen(routes[i].path)]
-                                               : !strcmp(url, routes[i].path))
-                rc->route_index = (int)i;
-        int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), is_post = !strcmp(method, "POST");
-        int ri = rc->route_index;
-        rc->responded = 1; /* unless we wait for a body below */
-        if (ri < 0)
-            return fail(c, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path: %s %.200s",
-                        method, url);
-        if (!strcmp(method, "OPTIONS")) return do_preflight(c);
-        if (routes[ri].post ? !is_post : !is_get)
-            return fail(c, 405, "invalid_request_error", "method_not_allowed", MHD_HTTP_HEADER_ALLOW,
-                        routes[ri].post ? "POST" : "GET, HEAD", "%s is not allowed on %s; use %s", method,
-                        routes[ri].path, routes[ri].post ? "POST" : "GET");
-        if (routes[ri].auth && !authorized(srv, c))
-            return fail(c, 401, "invalid_request_error", "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                        "Bearer", "Missing or wrong API key: send the header 'Authorization: Bearer KEY' "
-                                  "with the key given to --api-key.");
-        switch (routes[ri].route) {
-        case ROUTE_PAGE:
-            return send_body(c, 200, "text/html; charset=utf-8", (char *)server_page_html,
-                             strlen(server_page_html), MHD_RESPMEM_PERSISTENT, NULL, NULL);
-        case ROUTE_HEALTH: return do_health(srv, c);
-        case ROUTE_METRICS: {
-            char *t = sched_metrics_text(srv->sched);
-            if (!t) return MHD_NO;
-            return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), MHD_RESPMEM_MUST_FREE,
-                             NULL, NULL);
-        }
-        case ROUTE_MODELS: return do_models(srv, c);
-        case ROUTE_MODEL: return do_model(srv, c, url + strlen(routes[ri].path));
-        default: break;
-        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > srv->o.max_body)
-            return fail(c, 413, "invalid_request_error", "request_too_large", NULL, NULL,
-                        "The request body is %s bytes; the limit is %zu (--max-body).", cl, srv->o.max_body);
-        rc->responded = 0;
-        return MHD_YES; /* read the body */
+        const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+        if (!te && (!cl || !strtoull(cl, NULL, 10))) {
+            rc->deferred = 1;
+            return MHD_YES;
+        }
+        return route_head(srv, c, rc, url, method);
     }
     if (*upload_size) {
         if (!rc->responded && !rc->too_large) {
@@ -420,6 +439,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     guard_reading(srv->guard, conn_of(c), 0); /* the whole request is in */
+    if (rc->deferred) {
+        rc->deferred = 0;
+        enum MHD_Result ret = route_head(srv, c, rc, url, method);
+        if (rc->responded) return ret;
+    }
     if (rc->responded) return MHD_YES;
     rc->responded = 1;
     if (rc->too_large)
