@@ -116,11 +116,11 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
                         acc[2 * i + 1] = _mm512_fmadd_ps(qv, kb[h], acc[2 * i + 1]);               \
                     }                                                                              \
             }                                                                                      \
-            __m512 r = hsum16(acc); /* lane 2m + j: query m, row p + j */                          \
-            _Pragma("GCC unroll 4") for (int c = 0; c < MR / 2; c++) {                             \
-                __m128 v = _mm512_extractf32x4_ps(r, c);                                           \
-                _mm_storel_pi((__m64 *)(s + (size_t)(2 * c) * ss + p), v);                         \
-                _mm_storeh_pi((__m64 *)(s + (size_t)(2 * c + 1) * ss + p), v);                     \
+            float r[16]; /* lane 2m + j: query m, row p + j */                                     \
+            _mm512_storeu_ps(r, hsum16(acc));                                                      \
+            _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                 \
+                s[(size_t)i * ss + p] = r[2 * i];                                                  \
+                s[(size_t)i * ss + p + 1] = r[2 * i + 1];                                          \
             }                                                                                      \
         }                                                                                          \
     }
