@@ -942,7 +942,14 @@ static int value(struct conv *c, struct out *o, const json_t *s, int depth) {
     }
     if (type) return cerr(c, "'type' must be a string or a list of strings");
     if (json_object_get(s, "properties")) return object_value(c, o, s, depth);
-    if (json_object_get(s, "items")) return array_value(c, o, s, depth);
+    if (json_object_get(s, "items") || json_object_get(s, "prefixItems")) return array_value(c, o, s, depth);
+    /* string keywords without a type: a string (never a silently ignored constraint) */
+    if (json_object_get(s, "pattern") || json_object_get(s, "format") || json_object_get(s, "minLength") ||
+        json_object_get(s, "maxLength"))
+        return string_value(c, o, s);
+    if (json_object_get(s, "minimum") || json_object_get(s, "maximum") || json_object_get(s, "exclusiveMinimum") ||
+        json_object_get(s, "exclusiveMaximum"))
+        return cerr(c, "'minimum' and 'maximum' need \"type\": \"integer\"");
     return puts_(o, "json-value"), 0;
 }
 
