@@ -25,8 +25,8 @@ static void serve_help(FILE *f) {
                "forward pass (continuous batching); prompts go in chunks between them.\n"
                "  --host ADDR            address to bind (default 127.0.0.1)\n"
                "  --port N               port (default 8080; 0 = any free port, printed at start)\n"
-               "  --parallel N           conversations generated at once, one KV cache each (default 1);\n"
-               "                         the KV pool (--ctx x N positions) is allocated at start\n"
+               "  --parallel N           conversations generated at once, one KV cache each (default 4);\n"
+               "                         the KV pool (--ctx x N positions) is reserved at start\n"
                "  --batch-tokens N       rows in one forward pass: a decode row per busy slot plus chunks\n"
                "                         of waiting prompts (default 512)\n"
                "  --queue N              requests that may wait for a free slot; more get 503 (default 64)\n"
@@ -77,7 +77,9 @@ int cmd_serve(int argc, char **argv) {
     o.groups &= ~(unsigned)CLI_OPT_PROFILE; /* the engine keeps no profile */
     struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
                              .max_conns = 256, .max_conns_per_ip = ~0u, .deadline_s = 30, .access_log = 1};
-    long parallel = 1, queue = 64, batch_tokens = 512, x;
+    /* several conversations by default: an R1 answer thinks for thousands of
+     * tokens, and one slot would keep every other client waiting that long */
+    long parallel = 4, queue = 64, batch_tokens = 512, x;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
