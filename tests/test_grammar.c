@@ -204,7 +204,8 @@ static void test_schema_errors(void) {
         "{\"type\":\"string\",\"pattern\":\"^(a$\"}", "{\"type\":\"string\",\"pattern\":\"^a)$\"}",
         "{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}", "{\"type\":\"string\",\"pattern\":\"^[z-a]$\"}",
         "{\"minimum\":1}",
-        "{\"type\":\"number\",\"minimum\":3}", "{\"type\":\"wat\"}", "{\"$ref\":\"#/$defs/missing\"}",
+        "{\"type\":\"number\",\"minimum\":0.5}", "{\"type\":\"number\",\"exclusiveMaximum\":3}",
+        "{\"type\":\"wat\"}", "{\"$ref\":\"#/$defs/missing\"}",
         "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"allOf\":[{},{}]}",
         "[1,2", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "7",
         "{\"type\":\"array\",\"uniqueItems\":true}",
@@ -314,6 +315,48 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
     }
     CHECK(bad == 0, "integer ranges: %d of %d values wrong", bad, n);
     printf("integer ranges: %d values checked\n", n);
+    /* numbers between integer bounds: integer parts 0..1200 of both signs with
+     * fractions, against the arithmetic */
+    static const struct {
+        const char *bounds;
+        double lo, hi;
+    } nranges[] = {
+        {"\"minimum\":0,\"maximum\":1", 0, 1},
+        {"\"minimum\":-90,\"maximum\":90", -90, 90},
+        {"\"minimum\":-1000,\"maximum\":-3", -1000, -3},
+        {"\"minimum\":7", 7, 1e18},
+        {"\"maximum\":-1", -1e18, -1},
+        {"\"minimum\":-5,\"maximum\":1100", -5, 1100},
+    };
+    static const char *fracs[] = {"", ".0", ".000", ".5", ".25", ".999", ".001"};
+    bad = 0, n = 0;
+    for (size_t i = 0; i < sizeof nranges / sizeof *nranges; i++) {
+        char schema[160];
+        snprintf(schema, sizeof schema, "{\"type\":\"number\",%s}", nranges[i].bounds);
+        char err2[256] = "";
+        char *g_text = r1_grammar_json_schema(schema, strlen(schema), err2, sizeof err2);
+        r1_grammar_t *g = g_text ? r1_grammar_parse(g_text, strlen(g_text), err2, sizeof err2) : NULL;
+        CHECK(g, "number range %s: %s", schema, err2);
+        free(g_text);
+        if (!g) continue;
+        for (int ip = 0; ip <= 1200; ip++)
+            for (int neg = 0; neg < 2; neg++)
+                for (size_t f = 0; f < sizeof fracs / sizeof *fracs; f++) {
+                    char text[48];
+                    snprintf(text, sizeof text, "%s%d%s", neg ? "-" : "", ip, fracs[f]);
+                    const double x = strtod(text, NULL);
+                    r1_gmatch_t *m = r1_gmatch_new(g, v);
+                    int ok = r1_gmatch_accept_bytes(m, text, strlen(text)) == 0 && r1_gmatch_done(m);
+                    r1_gmatch_free(m);
+                    int want = x >= nranges[i].lo && x <= nranges[i].hi;
+                    if (neg && x == 0 && !ok) continue; /* -0 may be left out: 0 is written without a sign */
+                    n++;
+                    if (ok != want && bad++ < 10) fprintf(stderr, "%s: %s accepted %d, want %d\n", schema, text, ok, want);
+                }
+        r1_grammar_free(g);
+    }
+    CHECK(bad == 0, "number ranges: %d of %d values wrong", bad, n);
+    printf("number ranges: %d values checked\n", n);
     char err[256];
     static const char *empty = "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}";
     char *none = r1_grammar_json_schema(empty, strlen(empty), err, sizeof err);

@@ -11,13 +11,14 @@
  * ECMA-262 subset below) or the formats date, time, date-time and uuid,
  * numbers, integers with minimum / maximum /
  * exclusiveMinimum / exclusiveMaximum (an exact grammar of the decimal
- * range), booleans, null, anyOf / oneOf, allOf (one schema, or object
+ * range), numbers between integer minimum / maximum (exact, no exponent),
+ * booleans, null, anyOf / oneOf, allOf (one schema, or object
  * schemas merged: their properties and required lists joined), and $ref to
  * any JSON pointer of the document (#, #/$defs/NAME, #/properties/a/items,
  * ...; recursive ones too). Annotations (title, description, default,
  * examples, ...) are ignored. A keyword that constrains values in a way the
- * grammar cannot (other formats, minimum on a number, uniqueItems, ...) is
- * an error, not ignored.
+ * grammar cannot (other formats, fractional or exclusive bounds on a number,
+ * uniqueItems, ...) is an error, not ignored.
  * No I/O; every error is a message.
  */
 #include <jansson.h>
@@ -744,14 +745,65 @@ static int integer_value(struct conv *c, struct out *o, const json_t *s) {
     return 0;
 }
 
+/* A number between integer bounds (inclusive; either may be open), exact:
+ * an integer part inside the range with any fraction, or a bound itself
+ * with a fraction of zeros; no exponent. Fractional or exclusive bounds on
+ * numbers are refused (their exact grammar is not built). */
+static int number_value(struct conv *c, struct out *o, const json_t *s) {
+    const json_t *lo_j = json_object_get(s, "minimum"), *hi_j = json_object_get(s, "maximum");
+    if (json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum"))
+        return cerr(c, "'exclusiveMinimum' and 'exclusiveMaximum' are supported on integers, not on numbers");
+    if (!lo_j && !hi_j) return puts_(o, "json-number"), 0;
+    long long lo = 0, hi = 0;
+    for (int k = 0; k < 2; k++) {
+        const json_t *j = k ? hi_j : lo_j;
+        if (!j) continue;
+        double d = json_number_value(j);
+        if (!json_is_number(j) || d != floor(d) || !(fabs(d) <= (double)INT_LIMIT))
+            return cerr(c, "'%s' on a number must be an integer within +-%lld", k ? "maximum" : "minimum", INT_LIMIT);
+        *(k ? &hi : &lo) = (long long)d;
+    }
+    if (lo_j && hi_j && lo > hi) return cerr(c, "no number lies between 'minimum' and 'maximum'");
+    static const char FRAC[] = " ( \".\" [0-9]{1,16} )?", ZEROS[] = " ( \".\" \"0\"{1,16} )?";
+    int alts = 0;
+    puts_(o, "( ");
+    /* negative values -(i.f): i.f <= -lo (i < -lo any fraction, i == -lo zeros) and i.f >= -hi when hi < 0 */
+    if (!lo_j || lo < 0) {
+        const long long ilo = hi_j && hi < 0 ? -hi : 0;
+        if (!lo_j || -lo - 1 >= ilo) {
+            puts_(o, "\"-\" ");
+            nonneg_range(o, ilo, lo_j ? -lo - 1 : -1);
+            puts_(o, FRAC);
+            alts++;
+        }
+        if (lo_j) {
+            if (alts++) puts_(o, " | ");
+            puts_(o, "\"-\" ");
+            nonneg_range(o, -lo, -lo);
+            puts_(o, ZEROS);
+        }
+    }
+    /* values >= 0: i < hi any fraction, i == hi zeros (i >= lo when lo > 0) */
+    if (!hi_j || hi >= 0) {
+        const long long ilo = lo_j && lo > 0 ? lo : 0;
+        if (!hi_j || hi - 1 >= ilo) {
+            if (alts++) puts_(o, " | ");
+            nonneg_range(o, ilo, hi_j ? hi - 1 : -1);
+            puts_(o, FRAC);
+        }
+        if (hi_j) {
+            if (alts++) puts_(o, " | ");
+            nonneg_range(o, hi, hi);
+            puts_(o, ZEROS);
+        }
+    }
+    puts_(o, " )");
+    return 0;
+}
+
 static int typed_value(struct conv *c, struct out *o, const json_t *s, const char *type, int depth) {
     if (!strcmp(type, "string")) return string_value(c, o, s);
-    if (!strcmp(type, "number")) {
-        if (json_object_get(s, "minimum") || json_object_get(s, "maximum") ||
-            json_object_get(s, "exclusiveMinimum") || json_object_get(s, "exclusiveMaximum"))
-            return cerr(c, "'minimum' and 'maximum' are supported on integers, not on numbers");
-        return puts_(o, "json-number"), 0;
-    }
+    if (!strcmp(type, "number")) return number_value(c, o, s);
     if (!strcmp(type, "integer")) return integer_value(c, o, s);
     if (!strcmp(type, "boolean")) return puts_(o, "json-bool"), 0;
     if (!strcmp(type, "null")) return puts_(o, "json-null"), 0;
