@@ -118,3 +118,14 @@ void r1_env_print(FILE *f) {
         fprintf(f, "| `%s` | %s | %s | %s |\n", r1_env_vars[i].name, r1_env_vars[i].values, r1_env_vars[i].dflt,
                 r1_env_vars[i].meaning);
 }
+
+int r1_env_choice(const char *name, const char *const *values, int n, int dflt) {
+    const char *v = r1_env(name);
+    if (!v || !*v) return dflt;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(v, values[i])) return i;
+    char list[128];
+    r1_join_words(list, sizeof list, values, n, " or ");
+    r1_err("environment %s=%s: expected %s", name, v, list);
+    return -1;
+}

@@ -11,6 +11,10 @@
 
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct r1_env_var {
     const char *name;    /* a name, or a prefix ending in '_' followed by <...> in the doc */
     const char *values;  /* what it takes, in words */
@@ -34,5 +38,12 @@ void r1_env_each(const char *prefix, void (*fn)(const char *suffix, const char *
 int r1_env_check(FILE *f);
 /* The table as Markdown (name | takes | default | meaning). */
 void r1_env_print(FILE *f);
+/* Variable `name` as the index of its value in values[0..n); dflt when
+ * unset or empty; -1 with "environment NAME=V: expected A or B" otherwise. */
+int r1_env_choice(const char *name, const char *const *values, int n, int dflt);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -18,6 +18,17 @@ static _Thread_local char err_buf[1024];
 
 const char *r1_last_error(void) { return err_buf; }
 
+void r1_join_words(char *out, size_t cap, const char *const *items, int n, const char *last) {
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; i < n && len < cap; i++) {
+        const char *sep = i == 0 ? "" : i + 1 < n ? ", " : last;
+        int w = snprintf(out + len, cap - len, "%s%s", sep, items[i]);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
+
 int r1_err(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

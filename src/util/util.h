@@ -16,6 +16,10 @@ int r1_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Prefix the current error with more context: "ctx: old message". */
 int r1_err_prefix(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* items[0..n) as "a, b<last>c" into out (cap bytes, cut to fit), last " and "
+ * or " or ": lists of choices in messages. */
+void r1_join_words(char *out, size_t cap, const char *const *items, int n, const char *last);
+
 /* Fatal internal error (a bug, not bad input): prints file:line and aborts.
  * Stays on in release builds. */
 #define R1_ASSERT(x)                                                            \

@@ -20,7 +20,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "runtime/device_common.h"
+#include "kernels/device_common.h"
 
 extern "C" int r1cu_attention_init(void);
 extern int r1cu_attention_plain; /* attention_gqa.cu: R1_CUDA_ATT=plain */

@@ -39,7 +39,7 @@
 #include "util/env.h"
 #include "kernels/opencl/opencl.h"
 #include "kernels/opencl/opencl_impl.h"
-#include "runtime/device_common.h"
+#include "kernels/device_common.h"
 #include "util/util.h"
 
 extern const char r1cl_source[]; /* kernels.cl, generated C array (Makefile) */

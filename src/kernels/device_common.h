@@ -2,17 +2,19 @@
  * device_common.h - what the device backends (cuda, opencl) do alike, with
  * nothing of either's API: the sticky error that kernels (which return
  * nothing) report through the next sync or download, the check of the
- * weight dtypes a backend holds, and the parsing of their environment
- * names. Each backend still reads its own names, in its own file.
+ * weight dtypes a backend holds, and the device index of their
+ * environment names (util/env.h r1_env_choice parses the others). Each
+ * backend still reads its own names, in its own file.
  * Included from C and from CUDA C++.
  */
-#ifndef R1_RUNTIME_DEVICE_COMMON_H
-#define R1_RUNTIME_DEVICE_COMMON_H
+#ifndef R1_KERNELS_DEVICE_COMMON_H
+#define R1_KERNELS_DEVICE_COMMON_H
 
 #include <pthread.h>
 #include <stdarg.h>
 
 #include "kernels/kernels.h"
+#include "util/env.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,11 +41,6 @@ int r1_device_error_take(struct r1_device_error *e);
  * f32, ... and q8_0 weights, not T: ADVICE". */
 int r1_device_weights_check(const char *backend, enum r1_dtype t, const enum r1_dtype *held, int n,
                             const char *advice);
-
-/* Environment name `name` as the index of its value in values[0..n); dflt
- * when unset or empty; -1 with "environment NAME=V: expected A or B"
- * otherwise. */
-int r1_env_choice(const char *name, const char *const *values, int n, int dflt);
 
 /* The device index in environment name env (which option `flag` sets) of n
  * devices of a kind ("CUDA", "OpenCL"): 0 when unset or empty; -1 with an

@@ -4,7 +4,7 @@
  * locks and the environment.
  */
 #include "util/env.h"
-#include "runtime/device_common.h"
+#include "kernels/device_common.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,18 +42,6 @@ int r1_device_error_take(struct r1_device_error *e) {
     return f ? r1_err("%s", msg) : 0;
 }
 
-/* "a, b<last>c", last " and " or " or " */
-static void join(char *out, size_t cap, const char *const *items, int n, const char *last) {
-    size_t len = 0;
-    out[0] = 0;
-    for (int i = 0; i < n && len < cap; i++) {
-        const char *sep = i == 0 ? "" : i + 1 < n ? ", " : last;
-        int w = snprintf(out + len, cap - len, "%s%s", sep, items[i]);
-        if (w < 0) break;
-        len += (size_t)w;
-    }
-}
-
 int r1_device_weights_check(const char *backend, enum r1_dtype t, const enum r1_dtype *held, int n,
                             const char *advice) {
     for (int i = 0; i < n; i++)
@@ -62,19 +50,8 @@ int r1_device_weights_check(const char *backend, enum r1_dtype t, const enum r1_
     const int k = n < R1_DTYPE_COUNT ? n : R1_DTYPE_COUNT;
     for (int i = 0; i < k; i++) names[i] = r1_dtype_name(held[i]);
     char list[256];
-    join(list, sizeof list, names, k, " and ");
+    r1_join_words(list, sizeof list, names, k, " and ");
     return r1_err("the %s backend holds %s weights, not %s: %s", backend, list, r1_dtype_name(t), advice);
-}
-
-int r1_env_choice(const char *name, const char *const *values, int n, int dflt) {
-    const char *v = r1_env(name);
-    if (!v || !*v) return dflt;
-    for (int i = 0; i < n; i++)
-        if (!strcmp(v, values[i])) return i;
-    char list[128];
-    join(list, sizeof list, values, n, " or ");
-    r1_err("environment %s=%s: expected %s", name, v, list);
-    return -1;
 }
 
 int r1_device_env_index(const char *env, const char *flag, int n, const char *kind, const char *hint) {
