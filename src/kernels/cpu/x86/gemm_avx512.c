@@ -147,13 +147,11 @@ X8_ROW(row_q6_Kx8, R1_DTYPE_Q6_KX8)
  * block_size bytes), then the row's last K % 256 columns in plain q8_0
  * blocks (a slice shorter than KP is that tail: slices start at
  * multiples of 256); r1_x86_x8_row_f32 takes one group at a time */
-#define X8_TAIL_ROW(NAME, DT, PLAIN)                                                               \
-    static TGT void NAME(const uint8_t *row, int k0, int k1, float *dst) {                        \
-        const uint8_t *g = row + (size_t)(k0 / 256) * 8 * r1_dtype_traits[DT].block_size;          \
-        if (k1 - k0 == KP) r1_x86_x8_row_f32(DT, g, 0, 256, dst);                                  \
-        else r1_dtype_traits[PLAIN].to_f32(g, dst, k1 - k0);                                       \
-    }
-X8_TAIL_ROW(row_q8_0x8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q8_0)
+static TGT void row_q8_0x8(const uint8_t *row, int k0, int k1, float *dst) {
+    const uint8_t *g = row + (size_t)(k0 / 256) * 8 * r1_dtype_traits[R1_DTYPE_Q8_0X8].block_size;
+    if (k1 - k0 == KP) r1_x86_x8_row_f32(R1_DTYPE_Q8_0X8, g, 0, 256, dst);
+    else r1_dtype_traits[R1_DTYPE_Q8_0].to_f32(g, dst, k1 - k0);
+}
 
 /* FN: the panel GEMM on the rows DEQ unpacks */
 #define PANEL(FN, DEQ)                                                                             \
