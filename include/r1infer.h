@@ -449,8 +449,11 @@ r1_grammar_t *r1_grammar_parse(const char *text, size_t len, char *err, size_t e
 void r1_grammar_free(r1_grammar_t *g);
 /* The GBNF text (malloc'ed, the caller frees) of a JSON schema (len bytes
  * of JSON); schema NULL gives any JSON object (JSON mode). NULL on error or
- * on an unsupported keyword, with a sentence in err. */
-char *r1_grammar_json_schema(const char *schema, size_t len, char *err, size_t errlen);
+ * on an unsupported keyword, with a sentence in err. flags: 0 or
+ * R1_SCHEMA_LENIENT. */
+#define R1_SCHEMA_LENIENT 1 /* a pattern the grammar cannot express (lookarounds, backreferences, \b)
+                             * leaves its string unconstrained instead of an error */
+char *r1_grammar_json_schema(const char *schema, size_t len, int flags, char *err, size_t errlen);
 /* The GBNF text (malloc'ed) of one function call in the form
  * <tool_call>{"name": NAME, "arguments": ARGS}</tool_call> (white space
  * allowed between the parts), NAME one of names[0..n) and ARGS valid

@@ -199,20 +199,20 @@ static const char *SCHEMAS[] = {
 
 static void test_schema_errors(void) {
     static const char *bad[] = {
-        "{\"type\":\"string\",\"pattern\":\"^a\"}", "{\"type\":\"string\",\"format\":\"email\"}",
-        "{\"type\":\"string\",\"pattern\":\"abc\"}", "{\"type\":\"string\",\"pattern\":\"^a(?=b)$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^a{2,1}$\"}", "{\"type\":\"string\",\"format\":\"email\"}",
+        "{\"type\":\"string\",\"pattern\":\"a\\\\b\"}", "{\"type\":\"string\",\"pattern\":\"^a(?=b)$\"}",
         "{\"type\":\"string\",\"pattern\":\"^(a$\"}", "{\"type\":\"string\",\"pattern\":\"^a)$\"}",
         "{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}", "{\"type\":\"string\",\"pattern\":\"^[z-a]$\"}",
         "{\"minimum\":1}",
-        "{\"type\":\"number\",\"minimum\":0.5}", "{\"type\":\"number\",\"exclusiveMaximum\":3}",
+        "{\"type\":\"number\",\"minimum\":0.12345678901234567}", "{\"type\":\"number\",\"minimum\":\"3\"}",
         "{\"type\":\"wat\"}", "{\"$ref\":\"#/$defs/missing\"}",
-        "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"allOf\":[{},{}]}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"allOf\":[{\"enum\":[1]},{\"enum\":[2]}]}",
         "[1,2", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "7",
         "{\"type\":\"array\",\"uniqueItems\":true}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char err[256];
-        char *g = r1_grammar_json_schema(bad[i], strlen(bad[i]), err, sizeof err);
+        char *g = r1_grammar_json_schema(bad[i], strlen(bad[i]), 0, err, sizeof err);
         CHECK(!g && err[0], "schema %zu '%s' should be refused with a message", i, bad[i]);
         free(g);
     }
@@ -236,7 +236,7 @@ static void test_schema_literals(const r1_gvocab_t *v) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         char err[256] = "";
-        char *text = r1_grammar_json_schema(cases[i].schema, strlen(cases[i].schema), err, sizeof err);
+        char *text = r1_grammar_json_schema(cases[i].schema, strlen(cases[i].schema), 0, err, sizeof err);
         r1_grammar_t *g = text ? r1_grammar_parse(text, strlen(text), err, sizeof err) : NULL;
         CHECK(g, "literal schema %zu '%s': %s\n%s", i, cases[i].schema, err, text ? text : "");
         free(text);
@@ -254,7 +254,7 @@ static void test_schema_literals(const r1_gvocab_t *v) {
 /* 1 if text matches schema's grammar completely (the schema must compile) */
 static int schema_accepts(const r1_gvocab_t *v, const char *schema, const char *text) {
     char err[256] = "";
-    char *g_text = r1_grammar_json_schema(schema, strlen(schema), err, sizeof err);
+    char *g_text = r1_grammar_json_schema(schema, strlen(schema), 0, err, sizeof err);
     r1_grammar_t *g = g_text ? r1_grammar_parse(g_text, strlen(g_text), err, sizeof err) : NULL;
     CHECK(g, "schema '%s': %s", schema, err);
     free(g_text);
@@ -296,7 +296,7 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
         char schema[160];
         snprintf(schema, sizeof schema, "{\"type\":\"integer\",%s}", ranges[i].bounds);
         char err[256] = "";
-        char *g_text = r1_grammar_json_schema(schema, strlen(schema), err, sizeof err);
+        char *g_text = r1_grammar_json_schema(schema, strlen(schema), 0, err, sizeof err);
         r1_grammar_t *g = g_text ? r1_grammar_parse(g_text, strlen(g_text), err, sizeof err) : NULL;
         CHECK(g, "integer range %s: %s", schema, err);
         free(g_text);
@@ -317,26 +317,40 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
     }
     CHECK(bad == 0, "integer ranges: %d of %d values wrong", bad, n);
     printf("integer ranges: %d values checked\n", n);
-    /* numbers between integer bounds: integer parts 0..1200 of both signs with
-     * fractions, against the arithmetic */
+    /* numbers between decimal bounds (inclusive or exclusive): integer parts
+     * 0..1200 of both signs with fractions near the bounds', against the
+     * arithmetic */
     static const struct {
         const char *bounds;
         double lo, hi;
+        int lo_x, hi_x; /* exclusive */
     } nranges[] = {
-        {"\"minimum\":0,\"maximum\":1", 0, 1},
-        {"\"minimum\":-90,\"maximum\":90", -90, 90},
-        {"\"minimum\":-1000,\"maximum\":-3", -1000, -3},
-        {"\"minimum\":7", 7, 1e18},
-        {"\"maximum\":-1", -1e18, -1},
-        {"\"minimum\":-5,\"maximum\":1100", -5, 1100},
+        {"\"minimum\":0,\"maximum\":1", 0, 1, 0, 0},
+        {"\"minimum\":-90,\"maximum\":90", -90, 90, 0, 0},
+        {"\"minimum\":-1000,\"maximum\":-3", -1000, -3, 0, 0},
+        {"\"minimum\":7", 7, 1e18, 0, 0},
+        {"\"maximum\":-1", -1e18, -1, 0, 0},
+        {"\"minimum\":-5,\"maximum\":1100", -5, 1100, 0, 0},
+        {"\"minimum\":0.25,\"maximum\":3.5", 0.25, 3.5, 0, 0},
+        {"\"exclusiveMinimum\":0,\"exclusiveMaximum\":1", 0, 1, 1, 1},
+        {"\"exclusiveMinimum\":-2.5,\"maximum\":-0.75", -2.5, -0.75, 1, 0},
+        {"\"minimum\":-0.5,\"exclusiveMaximum\":0.5", -0.5, 0.5, 0, 1},
+        {"\"exclusiveMinimum\":1.25", 1.25, 1e18, 1, 0},
+        {"\"exclusiveMaximum\":-0.001", -1e18, -0.001, 0, 1},
+        {"\"minimum\":0.1,\"maximum\":0.1", 0.1, 0.1, 0, 0},
+        {"\"minimum\":2.5,\"exclusiveMaximum\":17,\"maximum\":20", 2.5, 17, 0, 1},
+        {"\"minimum\":3,\"exclusiveMinimum\":true,\"maximum\":3.05", 3, 3.05, 1, 0},
+        {"\"exclusiveMinimum\":0.999,\"exclusiveMaximum\":1.001", 0.999, 1.001, 1, 1},
     };
-    static const char *fracs[] = {"", ".0", ".000", ".5", ".25", ".999", ".001"};
+    static const char *fracs[] = {"", ".0", ".000", ".5", ".25", ".2500", ".2499", ".2501", ".999", ".001",
+                                  ".0010", ".75", ".7499", ".05", ".0501", ".1", ".09999", ".10001", ".9991",
+                                  ".0000000000000001"};
     bad = 0, n = 0;
     for (size_t i = 0; i < sizeof nranges / sizeof *nranges; i++) {
         char schema[160];
         snprintf(schema, sizeof schema, "{\"type\":\"number\",%s}", nranges[i].bounds);
         char err2[256] = "";
-        char *g_text = r1_grammar_json_schema(schema, strlen(schema), err2, sizeof err2);
+        char *g_text = r1_grammar_json_schema(schema, strlen(schema), 0, err2, sizeof err2);
         r1_grammar_t *g = g_text ? r1_grammar_parse(g_text, strlen(g_text), err2, sizeof err2) : NULL;
         CHECK(g, "number range %s: %s", schema, err2);
         free(g_text);
@@ -350,9 +364,14 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
                     r1_gmatch_t *m = r1_gmatch_new(g, v);
                     int ok = r1_gmatch_accept_bytes(m, text, strlen(text)) == 0 && r1_gmatch_done(m);
                     r1_gmatch_free(m);
-                    int want = x >= nranges[i].lo && x <= nranges[i].hi;
+                    int want = (nranges[i].lo_x ? x > nranges[i].lo : x >= nranges[i].lo) &&
+                               (nranges[i].hi_x ? x < nranges[i].hi : x <= nranges[i].hi);
                     if (neg && x == 0 && !ok) continue; /* -0 may be left out: 0 is written without a sign */
                     n++;
+                    /* over 15 digits (a leading 0 not counted) the grammar may refuse a value, never accept
+                     * one whose double is out of range */
+                    const int digits = (int)strlen(text) - neg - (ip == 0) - (fracs[f][0] == '.');
+                    if (digits > 15 && !ok) continue;
                     if (ok != want && bad++ < 10) fprintf(stderr, "%s: %s accepted %d, want %d\n", schema, text, ok, want);
                 }
         r1_grammar_free(g);
@@ -361,7 +380,7 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
     printf("number ranges: %d values checked\n", n);
     char err[256];
     static const char *empty = "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}";
-    char *none = r1_grammar_json_schema(empty, strlen(empty), err, sizeof err);
+    char *none = r1_grammar_json_schema(empty, strlen(empty), 0, err, sizeof err);
     CHECK(!none && strstr(err, "no integer"), "an empty range is refused: %s", err);
     free(none);
     static const struct {
@@ -419,18 +438,76 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
          "{\"$ref\":\"#/$defs/B\"}],\"$defs\":{\"B\":{\"type\":\"object\",\"properties\":{\"b\":{\"type\":"
          "\"string\"}},\"required\":[\"b\"]}}}",
          "{\"a\":1}", 0},
+        /* unanchored patterns: anything before and after */
+        {"{\"type\":\"string\",\"pattern\":\"[0-9]+\"}", "\"ab12c\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"[0-9]+\"}", "\"abc\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"^ab\"}", "\"abzz\"", 1},
+        {"{\"type\":\"string\",\"pattern\":\"^ab\"}", "\"zab\"", 0},
+        {"{\"type\":\"string\",\"pattern\":\"c\\\\$\"}", "\"xc$y\"", 1},
+        /* allOf: enums intersected, types filtering them */
+        {"{\"allOf\":[{\"enum\":[\"a\",\"b\",\"c\"]},{\"enum\":[\"b\",\"c\",\"d\"]}]}", "\"b\"", 1},
+        {"{\"allOf\":[{\"enum\":[\"a\",\"b\",\"c\"]},{\"enum\":[\"b\",\"c\",\"d\"]}]}", "\"a\"", 0},
+        {"{\"allOf\":[{\"enum\":[1,\"x\",null]},{\"type\":[\"integer\",\"null\"]}]}", "\"x\"", 0},
+        {"{\"allOf\":[{\"enum\":[1,\"x\",null]},{\"type\":[\"integer\",\"null\"]}]}", "null", 1},
+        /* allOf over anyOf: distributed */
+        {"{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"anyOf\":[{\"properties\":{\"b\":{\"const\":1}},\"required\":[\"b\"]},"
+         "{\"properties\":{\"c\":{\"const\":2}},\"required\":[\"c\"]}]}]}",
+         "{\"a\":5,\"c\":2}", 1},
+        {"{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},"
+         "{\"anyOf\":[{\"properties\":{\"b\":{\"const\":1}},\"required\":[\"b\"]},"
+         "{\"properties\":{\"c\":{\"const\":2}},\"required\":[\"c\"]}]}]}",
+         "{\"a\":5}", 0},
+        /* a property in two merged schemas: both hold */
+        {"{\"allOf\":[{\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}},\"required\":[\"n\"]},"
+         "{\"properties\":{\"n\":{\"type\":\"integer\",\"maximum\":9}}}]}",
+         "{\"n\":12}", 0},
+        {"{\"allOf\":[{\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0}},\"required\":[\"n\"]},"
+         "{\"properties\":{\"n\":{\"type\":\"integer\",\"maximum\":9}}}]}",
+         "{\"n\":7}", 1},
+        /* prefixItems given as one schema: the items' */
+        {"{\"type\":\"array\",\"prefixItems\":{\"type\":\"string\"}}", "[\"a\",\"b\"]", 1},
+        {"{\"type\":\"array\",\"prefixItems\":{\"type\":\"string\"}}", "[1]", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         int got = schema_accepts(v, cases[i].schema, cases[i].text);
         CHECK(got == cases[i].ok, "schema %s on %s: accepted %d, want %d", cases[i].schema, cases[i].text, got,
               cases[i].ok);
     }
+    /* a pattern the grammar cannot express: refused, or (lenient) an unconstrained string beside the
+     * rest of the schema, still enforced; a malformed pattern is refused either way */
+    static const char *look = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"pattern\":"
+                              "\"^(?=a)a$\"},\"n\":{\"type\":\"integer\"}},\"required\":[\"a\",\"n\"]}";
+    char *strict = r1_grammar_json_schema(look, strlen(look), 0, err, sizeof err);
+    CHECK(!strict && strstr(err, "lookarounds"), "a lookahead refused when strict: %s", strict ? "accepted" : err);
+    free(strict);
+    char *lenient = r1_grammar_json_schema(look, strlen(look), R1_SCHEMA_LENIENT, err, sizeof err);
+    r1_grammar_t *lg = lenient ? r1_grammar_parse(lenient, strlen(lenient), err, sizeof err) : NULL;
+    CHECK(lg, "a lookahead left unenforced when lenient: %s", err);
+    if (lg) {
+        static const struct {
+            const char *text;
+            int ok;
+        } lt[] = {{"{\"a\":\"zz\",\"n\":1}", 1}, {"{\"a\":\"zz\",\"n\":\"1\"}", 0}};
+        for (int i = 0; i < 2; i++) {
+            r1_gmatch_t *m = r1_gmatch_new(lg, v);
+            int ok = r1_gmatch_accept_bytes(m, lt[i].text, strlen(lt[i].text)) == 0 && r1_gmatch_done(m);
+            r1_gmatch_free(m);
+            CHECK(ok == lt[i].ok, "lenient lookahead schema on %s: accepted %d", lt[i].text, ok);
+        }
+    }
+    r1_grammar_free(lg);
+    free(lenient);
+    static const char *broken = "{\"type\":\"string\",\"pattern\":\"^(?=a)(b$\"}";
+    char *bg = r1_grammar_json_schema(broken, strlen(broken), R1_SCHEMA_LENIENT, err, sizeof err);
+    CHECK(!bg, "a malformed pattern refused even when lenient");
+    free(bg);
 }
 
 /* The mask against r1_gmatch_allows on every token, in a few states. */
 static void test_mask(const r1_gvocab_t *v, int vocab) {
     char err[256];
-    char *text = r1_grammar_json_schema(SCHEMAS[0], strlen(SCHEMAS[0]), err, sizeof err);
+    char *text = r1_grammar_json_schema(SCHEMAS[0], strlen(SCHEMAS[0]), 0, err, sizeof err);
     r1_grammar_t *g = text ? r1_grammar_parse(text, strlen(text), err, sizeof err) : NULL;
     CHECK(g, "schema 0: %s", err);
     free(text);
@@ -471,7 +548,7 @@ static void test_sampling(const r1_tokenizer_t *t, const r1_gvocab_t *v, int voc
     double t0 = r1_now();
     for (size_t k = 0; k < sizeof SCHEMAS / sizeof *SCHEMAS; k++) {
         char err[256];
-        char *text = r1_grammar_json_schema(SCHEMAS[k], strlen(SCHEMAS[k]), err, sizeof err);
+        char *text = r1_grammar_json_schema(SCHEMAS[k], strlen(SCHEMAS[k]), 0, err, sizeof err);
         if (k == 8) { /* an unknown keyword is refused */
             CHECK(!text, "schema 8 has an unknown keyword and must be refused");
             free(text);

@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     r1_tokenizer_t *t = m ? r1_tokenizer_load(argv[1]) : NULL;
     size_t len = 0;
     char *schema = r1_file_read(argv[2], &len), err[320] = "";
-    char *text = schema ? r1_grammar_json_schema(schema, len, err, sizeof err) : NULL;
+    char *text = schema ? r1_grammar_json_schema(schema, len, 0, err, sizeof err) : NULL;
     r1_grammar_t *g = text ? r1_grammar_parse(text, strlen(text), err, sizeof err) : NULL;
     if (!s || !t || !g || max_steps < 1) {
         fprintf(stderr, "grammar_bench: %s\n", err[0] ? err : r1_last_error());

@@ -253,7 +253,7 @@ static int open_grammar(struct gen *g, const char *grammar_file, const char *sch
         return -1;
     }
     if (grammar_file) text = data, data = NULL;
-    else if (!(text = r1_grammar_json_schema(data, len, err, sizeof err))) {
+    else if (!(text = r1_grammar_json_schema(data, len, 0, err, sizeof err))) {
         fprintf(stderr, "r1infer: %s: %s\n", schema_file ? schema_file : "--json", err);
         free(data);
         return -1;

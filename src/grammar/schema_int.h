@@ -29,6 +29,8 @@ struct conv {
     char *err;
     size_t errlen;
     int failed;
+    int lenient;     /* R1_SCHEMA_LENIENT */
+    int unsupported; /* the error is a pattern construct the grammar cannot express */
 };
 
 /* n bytes of s appended to o (a failed allocation marks o failed) */
@@ -41,7 +43,7 @@ void sch_literal(struct out *o, const char *s, size_t n);
 /* The conversion's first error (later ones are dropped); returns -1. */
 int sch_err(struct conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* schema_pattern.c: an anchored pattern as the grammar of a JSON string */
+/* schema_pattern.c: a pattern as the grammar of a JSON string */
 int sch_pattern(struct conv *c, struct out *o, const char *pat);
 /* schema_range.c: integers and numbers within minimum / maximum */
 int sch_integer(struct conv *c, struct out *o, const json_t *s);

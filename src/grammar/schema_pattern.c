@@ -6,16 +6,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include "grammar/schema_int.h"
 
-/* Pattern: an anchored ECMA-262 subset as the grammar of a JSON
- * string's content. Literals (escaped or not), `.`, classes [...] / [^...]
+/* Pattern: an ECMA-262 subset as the grammar of a JSON string's content
+ * (a pattern without ^ or $ may have any characters before or after it). Literals (escaped or not), `.`, classes [...] / [^...]
  * with ranges and \d \w \s, \d \w \s \D \W \S, groups ( ) and (?: ), `|`,
  * quantifiers * + ? {n} {n,} {n,m} (a lazy `?` after them is the same
  * language). Characters a JSON string must escape (", \, controls) are
  * written escaped; `.` and negated classes stand for the characters that
  * need no escape. Backreferences, lookarounds, \b and anchors inside are
- * errors. */
+ * not supported: an error, or with a lenient conversion a string the
+ * pattern does not constrain. */
 #define RX_MAX_RANGES 64
 struct rx {
     struct conv *c;
@@ -157,13 +161,19 @@ static int rx_class(struct rx *r, struct out *o) {
     return 0;
 }
 
+/* a construct the grammar cannot express (the pattern may be valid) */
+static int rx_unsupported(struct rx *r, const char *what) {
+    r->c->unsupported = 1;
+    return sch_err(r->c, "'pattern': %s are not supported", what);
+}
+
 /* one atom and its quantifier */
 static int rx_item(struct rx *r, struct out *o) {
     long cp = rx_cp(r);
     if (cp < 0) return sch_err(r->c, "'pattern' is not valid UTF-8");
     if (cp == '(') {
         if (r->end - r->p >= 2 && r->p[0] == '?') {
-            if (r->p[1] != ':') return sch_err(r->c, "'pattern': lookarounds and named groups are not supported");
+            if (r->p[1] != ':') return rx_unsupported(r, "lookarounds and named groups");
             r->p += 2;
         }
         puts_(o, "( ");
@@ -183,7 +193,7 @@ static int rx_item(struct rx *r, struct out *o) {
             if (rx_shorthand(r, &set, (char)(e | 0x20))) return -1;
             rx_put_set(o, &set, e < 'a');
         } else if ((e >= '1' && e <= '9') || e == 'b' || e == 'B' || e == 'k' || e == 'p' || e == 'P') {
-            return sch_err(r->c, "'pattern': '\\%c' is not supported", (char)e);
+            return rx_unsupported(r, e == 'b' || e == 'B' ? "word boundaries" : "backreferences and \\p classes");
         } else if (e == 'u') {
             char hex[5] = {0}, *endp;
             if (r->end - r->p < 4) return sch_err(r->c, "'pattern': \\u needs 4 hex digits");
@@ -195,7 +205,7 @@ static int rx_item(struct rx *r, struct out *o) {
             rx_char(o, e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'f' ? '\f' : e);
         }
     } else if (cp == '^' || cp == '$') {
-        return sch_err(r->c, "'pattern': '%c' is supported only as the anchor at the start or end", (char)cp);
+        return rx_unsupported(r, "anchors inside the pattern");
     } else if (cp == '*' || cp == '+' || cp == '?' || cp == '{' || cp == ')' || cp == '|') {
         return sch_err(r->c, "'pattern': '%c' with nothing before it", (char)cp);
     } else {
@@ -245,15 +255,36 @@ static int rx_alt(struct rx *r, struct out *o) {
     return 0;
 }
 
+/* backslashes right before pat[i]: an odd count escapes it */
+static int escaped(const char *pat, size_t i) {
+    size_t k = 0;
+    while (k < i && pat[i - 1 - k] == '\\') k++;
+    return k & 1;
+}
+
 int sch_pattern(struct conv *c, struct out *o, const char *pat) {
-    size_t n = strlen(pat);
-    if (n < 2 || pat[0] != '^' || pat[n - 1] != '$' || (n >= 3 && pat[n - 2] == '\\'))
-        return sch_err(c, "'pattern' must be anchored: start with '^' and end with '$'");
-    struct rx r = {c, pat + 1, pat + n, 0};
+    const size_t n = strlen(pat), mark = o->len;
+    const int head = n && pat[0] == '^', tail = n > (size_t)head && pat[n - 1] == '$' && !escaped(pat, n - 1);
+    struct rx r = {c, pat + head, pat + n, 0};
     puts_(o, "\"\\\"\" ");
-    if (rx_alt(&r, o)) return -1;
-    if (r.p + 1 != r.end) return sch_err(c, "'pattern': an unmatched ')'");
+    if (!head) puts_(o, "json-char* ");
+    int rc = rx_alt(&r, o);
+    if (!rc && r.p + tail != r.end) rc = sch_err(c, "'pattern': an unmatched ')'");
+    if (rc && c->lenient && c->unsupported) { /* the string unconstrained, the error forgotten, if PCRE2 reads
+                                                * the pattern (a malformed one stays an error) */
+        int code;
+        PCRE2_SIZE at;
+        pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n, PCRE2_UTF, &code, &at, NULL);
+        if (!re) return -1;
+        pcre2_code_free(re);
+        o->len = mark;
+        c->failed = c->unsupported = 0;
+        if (c->err && c->errlen) c->err[0] = 0;
+        puts_(o, "json-string");
+        return 0;
+    }
+    if (rc) return -1;
+    if (!tail) puts_(o, " json-char*");
     puts_(o, " \"\\\"\"");
     return 0;
 }
-

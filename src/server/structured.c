@@ -63,7 +63,7 @@ static int parse_response_format(const json_t *root, struct gen_request *r, stru
     char msg[256];
     if (!strcmp(t, "text")) return 0;
     if (!strcmp(t, "json_object")) {
-        char *text = r1_grammar_json_schema(NULL, 0, msg, sizeof msg);
+        char *text = r1_grammar_json_schema(NULL, 0, 0, msg, sizeof msg);
         return set_grammar(r, text, "response_format", err);
     }
     if (strcmp(t, "json_schema"))
@@ -75,14 +75,17 @@ static int parse_response_format(const json_t *root, struct gen_request *r, stru
                                       "{\"name\": ..., \"schema\": {...}, \"strict\": true}");
     const json_t *schema = json_object_get(js, "schema");
     if (!schema || json_is_null(schema)) {
-        char *text = r1_grammar_json_schema(NULL, 0, msg, sizeof msg);
+        char *text = r1_grammar_json_schema(NULL, 0, 0, msg, sizeof msg);
         return set_grammar(r, text, "response_format", err);
     }
     if (!json_is_object(schema) && !json_is_boolean(schema))
         return BAD("response_format", "'response_format.json_schema.schema' must be a JSON schema (an object)");
     char *s = json_dumps(schema, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!s) return api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
-    char *text = r1_grammar_json_schema(s, strlen(s), msg, sizeof msg);
+    /* strict: the answer is valid, or the schema is refused; otherwise a
+     * pattern the grammar cannot express is left unenforced */
+    const int lenient = !json_is_true(json_object_get(js, "strict"));
+    char *text = r1_grammar_json_schema(s, strlen(s), lenient ? R1_SCHEMA_LENIENT : 0, msg, sizeof msg);
     free(s);
     if (!text) return BAD("response_format", "'response_format.json_schema.schema': %s", msg);
     return set_grammar(r, text, "response_format", err);
