@@ -7,18 +7,16 @@
  * out; no other properties), additionalProperties as the schema of a free
  * object's values, arrays with items / minItems / maxItems, tuples
  * (prefixItems, or items as a list, with items / additionalItems for the
- * rest), strings with minLength / maxLength, an anchored pattern (the
- * ECMA-262 subset below) or the formats date, time, date-time and uuid,
- * numbers, integers with minimum / maximum /
- * exclusiveMinimum / exclusiveMaximum (an exact grammar of the decimal
- * range), numbers between integer minimum / maximum (exact, no exponent),
- * booleans, null, anyOf / oneOf, allOf (one schema, or object
- * schemas merged: their properties and required lists joined), and $ref to
- * any JSON pointer of the document (#, #/$defs/NAME, #/properties/a/items,
- * ...; recursive ones too). Annotations (title, description, default,
- * examples, ...) are ignored. A keyword that constrains values in a way the
- * grammar cannot (other formats, fractional or exclusive bounds on a number,
- * uniqueItems, ...) is an error, not ignored.
+ * rest), strings with minLength / maxLength, a pattern (the ECMA-262
+ * subset of schema_pattern.c) or the formats date, time, date-time and
+ * uuid, integers and numbers within minimum / maximum / exclusiveMinimum /
+ * exclusiveMaximum (schema_range.c: exact grammars of the decimals),
+ * booleans, null, anyOf / oneOf, allOf (merged, or distributed over an
+ * anyOf), and $ref to any JSON pointer of the document (#, #/$defs/NAME,
+ * #/properties/a/items, ...; recursive ones too). Annotations (title,
+ * description, default, examples, ...) are ignored. A keyword that
+ * constrains values in a way the grammar cannot (other formats,
+ * multipleOf, uniqueItems, ...) is an error, not ignored.
  * No I/O; every error is a message.
  */
 #include <jansson.h>
