@@ -454,12 +454,13 @@ void r1_grammar_free(r1_grammar_t *g);
 #define R1_SCHEMA_LENIENT 1 /* a pattern the grammar cannot express (lookarounds, backreferences, \b)
                              * leaves its string unconstrained instead of an error */
 char *r1_grammar_json_schema(const char *schema, size_t len, int flags, char *err, size_t errlen);
-/* The GBNF text (malloc'ed) of one function call in the form
- * <tool_call>{"name": NAME, "arguments": ARGS}</tool_call> (white space
- * allowed between the parts), NAME one of names[0..n) and ARGS valid
+/* The GBNF text (malloc'ed) of 1 to max_calls function calls, each in the
+ * form <tool_call>{"name": NAME, "arguments": ARGS}</tool_call> (white
+ * space allowed between the parts), NAME one of names[0..n) and ARGS valid
  * against that function's parameters schema (schemas[i], NUL-terminated
  * JSON; NULL = any object). NULL on error with a sentence in err. */
-char *r1_grammar_tool_call(const char *const *names, const char *const *schemas, int n, char *err, size_t errlen);
+char *r1_grammar_tool_call(const char *const *names, const char *const *schemas, int n, int max_calls, char *err,
+                           size_t errlen);
 
 /* The bytes of every token id < vocab of t, for masking. Special tokens
  * are never allowed; the end_ids (n_end of them, at most 8: EOS and the

@@ -116,7 +116,9 @@ def test_logit_bias():
 
 def test_refused():
     bad = [
-        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "a"}}}},
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "^(?=a)a$"},
+                                                                     "strict": True}}}, "lookarounds"),
+        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "string", "pattern": "^(a$"}}}},
          "pattern"),
         ({"response_format": {"type": "yaml"}}, "json_schema"),
         ({"grammar": "root ::= \"a"}, "grammar"),
@@ -157,17 +159,22 @@ TOOLS = [{"type": "function", "function": {"name": "get_weather", "description":
                                            "parameters": TIME}}]
 SCHEMA_OF = {"get_weather": WEATHER, "get_time": TIME}
 ASK_TOOL = [{"role": "user", "content": "What is the weather in Paris?"}]
+# a random model under tool_choice required writes call after call until max_tokens (a trained one stops):
+# one call each, but in test_tools_parallel
+ONE_CALL = {"parallel_tool_calls": False} if TINY else {}
 
 
 def test_tools_required():
     ok = 0
     for i in range(5):
-        r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0.6, seed=i)
+        r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0.6, seed=i, **ONE_CALL)
         ch = r.choices[0]
         calls = ch.message.tool_calls or []
-        good = ch.finish_reason == "tool_calls" and len(calls) == 1 and calls[0].function.name in SCHEMA_OF
-        good = good and validates(calls[0].function.arguments, SCHEMA_OF[calls[0].function.name])
-        good = good and calls[0].id.startswith("call_") and calls[0].type == "function"
+        good = ch.finish_reason == "tool_calls" and len(calls) >= 1
+        for c in calls:
+            good = good and c.function.name in SCHEMA_OF and validates(c.function.arguments, SCHEMA_OF[c.function.name])
+            good = good and c.id.startswith("call_") and c.type == "function"
+        good = good and len({c.id for c in calls}) == len(calls)
         ok += bool(good)
         if not good:
             print(f"  tool_choice required: {ch}", file=sys.stderr)
@@ -175,20 +182,69 @@ def test_tools_required():
     check(ok == 5, f"tool_choice required: {ok} of 5 answers are calls whose arguments validate")
 
 
+def assemble(chunks):
+    """A streamed answer's tool calls as a client puts them together: per index the first delta's id, type and
+    name, the arguments' pieces in order; and the finish reason."""
+    calls, finish = {}, None
+    for ch in chunks:
+        if not ch.choices:
+            continue
+        finish = ch.choices[0].finish_reason or finish
+        for d in ch.choices[0].delta.tool_calls or []:
+            c = calls.setdefault(d.index, {"id": None, "type": None, "name": None, "args": "", "pieces": 0, "first": True})
+            if c["first"]:
+                c.update(id=d.id, type=d.type, name=d.function.name, first=False)
+            elif d.id or d.function.name:
+                c["again"] = True  # the head is sent once
+            if d.function.arguments:
+                c["args"] += d.function.arguments
+                c["pieces"] += 1
+    return [calls[k] for k in sorted(calls)], finish
+
+
 def test_tools_named_stream():
     r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}},
-             temperature=0.6, seed=3)
+             temperature=0.6, seed=3, **ONE_CALL)
     calls = r.choices[0].message.tool_calls or []
     check(len(calls) == 1 and calls[0].function.name == "get_time" and validates(calls[0].function.arguments, TIME),
           f"named tool_choice: {r.choices[0].message}")
-    deltas, finish = [], None
-    for ch in chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0.6, seed=4, stream=True):
-        if ch.choices:
-            deltas += ch.choices[0].delta.tool_calls or []
-            finish = ch.choices[0].finish_reason or finish
-    check(len(deltas) == 1 and deltas[0].function.name in SCHEMA_OF and finish == "tool_calls" and
-          validates(deltas[0].function.arguments, SCHEMA_OF[deltas[0].function.name]),
-          f"streamed tool call: {deltas} {finish}")
+    kw = dict(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=0, seed=4, **ONE_CALL)
+    w = chat(**kw).choices[0]
+    whole, whole_finish = w.message.tool_calls or [], w.finish_reason
+    streamed, finish = assemble(chat(stream=True, **kw))
+    good = len(streamed) == len(whole) >= 1 and finish == whole_finish and len({c["id"] for c in streamed}) == len(streamed)
+    for s_, w in zip(streamed, whole):
+        good = good and (s_["id"] or "").startswith("call_") and s_["type"] == "function" and s_["name"] == w.function.name
+        good = good and not s_.get("again") and s_["pieces"] >= 2 and validates(s_["args"], SCHEMA_OF[s_["name"]])
+        good = good and json.loads(s_["args"]) == json.loads(w.function.arguments)
+    print(f"  streamed calls: {[(c['name'], c['pieces']) for c in streamed]} (name, argument pieces)", file=sys.stderr)
+    check(good, f"streamed tool calls (id and name first, then arguments in pieces, as unstreamed): {streamed} "
+                f"{finish} vs {whole}")
+
+
+def test_tools_parallel():
+    """parallel_tool_calls false: one call at most, streamed or not; left on, every call of an answer is taken
+    (the tiny model writes several under tool_choice required with some seeds)."""
+    one = []
+    for seed in range(3):
+        r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=1.0, seed=seed,
+                 parallel_tool_calls=False)
+        one.append(len(r.choices[0].message.tool_calls or []))
+        streamed, _ = assemble(chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=1.0,
+                                    seed=seed, parallel_tool_calls=False, stream=True))
+        one.append(len(streamed))
+    check(one == [1] * len(one), f"parallel_tool_calls false: calls per answer {one}")
+    if not TINY:
+        return
+    many = []
+    for seed in range(4):
+        r = chat(messages=ASK_TOOL, tools=TOOLS, tool_choice="required", temperature=1.0, seed=seed, max_tokens=160)
+        calls = r.choices[0].message.tool_calls or []
+        many.append(len(calls))
+        check(all(c.function.name in SCHEMA_OF and validates(c.function.arguments, SCHEMA_OF[c.function.name])
+                  for c in calls), f"parallel calls of seed {seed} validate: {calls}")
+    print(f"  parallel_tool_calls on: calls per answer {many}", file=sys.stderr)
+    check(max(many) >= 2, f"parallel_tool_calls on: no answer of 4 has several calls ({many})")
 
 
 def test_tools_auto_stream():
@@ -277,6 +333,7 @@ sys.exit(run_groups("structured", [("json_schema", test_json_schema), ("json_obj
                                    ("logit_bias", test_logit_bias), ("refused", test_refused),
                                    ("tools required", test_tools_required),
                                    ("tools named, streamed", test_tools_named_stream),
+                                   ("parallel tool calls", test_tools_parallel),
                                    ("tool turns", test_tool_turns),
                                    ("tool without arguments", test_tool_no_arguments)]
                     + ([("think, then the grammar", test_think_then_grammar), ("fuzz", test_fuzz),

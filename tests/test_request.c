@@ -6,7 +6,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <jansson.h>
+#include <stdlib.h>
+
 #include "server/request.h"
+#include "server/sbuf.h"
+#include "server/tool_scan.h"
 #include "test.h"
 
 static struct r1_sampler_params defaults;
@@ -210,7 +215,7 @@ static void test_structured(void) {
     CHECK(rc == 0, "two tool results for two calls: rc %d %s", rc, e.message);
     if (!rc) req_free(&r);
     static const char *bad_fields[][2] = {
-        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"pattern\":\"x\"}}}}",
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"string\",\"format\":\"email\"}}}}",
          "response_format"},
         {"\"response_format\":{\"type\":\"xml\"}}", "response_format"},
         {"\"grammar\":\"root ::= (\"}", "grammar"},
@@ -228,6 +233,78 @@ static void test_structured(void) {
     }
 }
 
+/* What a client puts together from the scanner's events: the calls' names
+ * and argument texts, the content, and the text left for the end. */
+struct scanned {
+    char names[4][32], args[4][256], content[256], rest[256];
+    int heads, rest_index;
+};
+
+static void scan_in_pieces(const char *text, size_t piece, int max_calls, struct scanned *out) {
+    memset(out, 0, sizeof *out);
+    out->rest_index = -1;
+    struct tool_scan t;
+    tool_scan_init(&t, max_calls);
+    size_t len = strlen(text);
+    for (size_t have = 0; have < len || have == len;) {
+        have = have + piece < len ? have + piece : len;
+        const int final = have == len;
+        for (;;) {
+            struct tool_ev ev = tool_scan_next(&t, text, have, final);
+            if (ev.kind == TOOL_EV_NONE) break;
+            if (ev.kind == TOOL_EV_HEAD && ev.index < 4) snprintf(out->names[ev.index], 32, "%.*s", (int)ev.n, ev.p), out->heads++;
+            if (ev.kind == TOOL_EV_ARGS && ev.index < 4) strncat(out->args[ev.index], ev.p, ev.n);
+            if (ev.kind == TOOL_EV_CONTENT) strncat(out->content, ev.p, ev.n);
+            if (ev.kind == TOOL_EV_REST) snprintf(out->rest, 256, "%.*s", (int)ev.n, ev.p), out->rest_index = ev.index;
+        }
+        if (final) break;
+    }
+}
+
+/* Streamed tool calls (tool_scan.c) read in pieces of every size give the
+ * calls of the whole text; parallel_tool_calls false keeps the first. */
+static void test_tool_scan(void) {
+    static const char *two = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa}ris\\\"\", "
+                             "\"d\": [1, {\"x\": 2}]}}\n</tool_call>\nthen <tool_call>{\"name\":\"f\",\"parameters\":{}}"
+                             "</tool_call>";
+    for (size_t piece = 1; piece <= 9; piece++) {
+        struct scanned sc;
+        scan_in_pieces(two, piece, 16, &sc);
+        CHECK(sc.heads == 2 && !strcmp(sc.names[0], "get_weather") && !strcmp(sc.names[1], "f") &&
+                  !strcmp(sc.args[0], "{\"city\": \"Pa}ris\\\"\", \"d\": [1, {\"x\": 2}]}") &&
+                  !strcmp(sc.args[1], "{}") && !strcmp(sc.content, "then") && sc.rest_index < 0,
+              "two calls in pieces of %zu: %d heads '%s' '%s' args '%s' '%s' content '%s'", piece, sc.heads,
+              sc.names[0], sc.names[1], sc.args[0], sc.args[1], sc.content);
+        scan_in_pieces(two, piece, 1, &sc);
+        CHECK(sc.heads == 1 && !strcmp(sc.names[0], "get_weather") && !sc.content[0] && sc.rest_index < 0,
+              "parallel_tool_calls false in pieces of %zu: %d heads, content '%s'", piece, sc.heads, sc.content);
+        /* another key order: not read as it streams, handed over whole at the end */
+        static const char *odd = "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"g\"}</tool_call>";
+        scan_in_pieces(odd, piece, 16, &sc);
+        CHECK(sc.heads == 0 && sc.rest_index == 0 && !strcmp(sc.rest, odd), "other key order in pieces of %zu: rest '%s'",
+              piece, sc.rest);
+        /* cut by max_tokens inside the arguments: what came went out */
+        scan_in_pieces("<tool_call>{\"name\": \"h\", \"arguments\": {\"q\": \"ab", piece, 16, &sc);
+        CHECK(sc.heads == 1 && !strcmp(sc.args[0], "{\"q\": \"ab"), "a cut call in pieces of %zu: '%s'", piece,
+              sc.args[0]);
+    }
+    /* the whole answer's calls (non-streaming), and the limit */
+    struct sbuf rest = {0};
+    json_t *calls = tools_extract(two, strlen(two), "chatcmpl-x", 0, 16, &rest);
+    CHECK(json_array_size(calls) == 2, "two calls extracted: %zu", json_array_size(calls));
+    char id[40];
+    tools_call_id("chatcmpl-x", 1, id);
+    CHECK(calls && !strcmp(json_string_value(json_object_get(json_array_get(calls, 1), "id")), id),
+          "a call's id is the one streamed");
+    json_decref(calls);
+    sbuf_free(&rest);
+    calls = tools_extract(two, strlen(two), "chatcmpl-x", 0, 1, &rest);
+    CHECK(json_array_size(calls) == 1 && !rest.len, "one call taken: %zu calls, rest '%.*s'", json_array_size(calls),
+          (int)rest.len, rest.p ? rest.p : "");
+    json_decref(calls);
+    sbuf_free(&rest);
+}
+
 int main(void) {
     defaults = r1_sampler_defaults();
     test_chat_ok();
@@ -235,5 +312,6 @@ int main(void) {
     test_rejects();
     test_utf8();
     test_structured();
+    test_tool_scan();
     return TEST_DONE("test_request");
 }

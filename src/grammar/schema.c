@@ -787,7 +787,8 @@ char *r1_grammar_json_schema(const char *schema, size_t len, int flags, char *er
     return c.g.p;
 }
 
-char *r1_grammar_tool_call(const char *const *names, const char *const *schemas, int n, char *err, size_t errlen) {
+char *r1_grammar_tool_call(const char *const *names, const char *const *schemas, int n, int max_calls, char *err,
+                           size_t errlen) {
     struct conv c = {.err = err, .errlen = errlen};
     if (err && errlen) err[0] = 0;
     if (n <= 0) {
@@ -836,7 +837,9 @@ char *r1_grammar_tool_call(const char *const *names, const char *const *schemas,
         sch_putf(&c.g, "tool-call ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws ( ");
         sch_put(&c.g, calls.p ? calls.p : "", calls.len);
         sch_putf(&c.g, " ) ws \"}\"\n");
-        sch_putf(&c.g, "root ::= ws \"<tool_call>\" ws tool-call ws \"</tool_call>\"\n");
+        sch_putf(&c.g, "one-call ::= \"<tool_call>\" ws tool-call ws \"</tool_call>\"\n");
+        if (max_calls > 1) sch_putf(&c.g, "root ::= ws one-call ( ws one-call ){0,%d}\n", max_calls - 1);
+        else sch_putf(&c.g, "root ::= ws one-call\n");
     }
     free(calls.p);
     free(c.refs);

@@ -19,6 +19,7 @@
 #include "server/sbuf.h"
 #include "server/sched_impl.h"
 #include "server/stop.h"
+#include "server/tool_scan.h"
 #include "util/util.h"
 
 /* -------------------------------------------------------- generation */
@@ -40,18 +41,39 @@ struct gen_ctx {
     int gram_on;                      /* the grammar applies (the answer began: after </think> for R1) */
     char tail[16];                    /* the last bytes of output while looking for </think> */
     struct sbuf tool_hold;            /* streaming with tools: answer text that may begin a call */
-    int tool_sent, tool_buffering;    /* some answer went out as content / a call began: the rest waits */
+    int tool_sent, tool_buffering;    /* some answer went out as content / a call began: the rest is read
+                                         by scan (in all_answer) */
+    int tool_bare;                    /* the call is a bare JSON object: sent whole at the end */
+    int tool_rest_calls;              /* calls found at the end in text scan did not read */
+    struct tool_scan scan;
     r1_think_t *budget;               /* the request's reasoning budget, or NULL */
 };
 
+/* Streaming with tools, once a call began: what scan reads in the text so
+ * far goes out (a call's head, its arguments in pieces, text between
+ * calls); final: the end of the answer (text scan could not read goes out
+ * through resp_chunk_tools). */
+static void tool_pump(struct gen_ctx *g, int final) {
+    for (;;) {
+        struct tool_ev ev = tool_scan_next(&g->scan, g->all_answer.p, g->all_answer.len, final);
+        if (ev.kind == TOOL_EV_NONE) return;
+        if (ev.kind == TOOL_EV_CONTENT) resp_chunk(&g->ev, &g->meta, NULL, NULL, 0, ev.p, ev.n, NULL);
+        else if (ev.kind == TOOL_EV_HEAD) resp_chunk_call(&g->ev, &g->meta, ev.index, ev.p, ev.n, "", 0);
+        else if (ev.kind == TOOL_EV_ARGS) resp_chunk_call(&g->ev, &g->meta, ev.index, NULL, 0, ev.p, ev.n);
+        else g->tool_rest_calls += resp_chunk_tools(&g->ev, &g->meta, ev.p, ev.n, ev.index);
+    }
+}
+
 /* Streaming with tools: answer text goes out as content until a call may
- * begin ("<tool_call>", or a "{" opening the answer); from there on it is
- * kept for resp_chunk_tools at the end. Text that could be the start of
- * "<tool_call>" is held back until it is decided. */
+ * begin ("<tool_call>", or a "{" opening the answer); from there on
+ * tool_pump reads it as it comes (a bare "{" call waits for the end).
+ * Text that could be the start of "<tool_call>" is held back until it is
+ * decided. */
 static void tool_stream(struct gen_ctx *g, const char *text, size_t n) {
     static const char OPEN[] = "<tool_call>";
     if (g->tool_buffering) {
         sbuf_add(&g->all_answer, text, n);
+        if (!g->tool_bare) tool_pump(g, 0);
         return;
     }
     sbuf_add(&g->tool_hold, text, n);
@@ -75,8 +97,11 @@ static void tool_stream(struct gen_ctx *g, const char *text, size_t n) {
     }
     if (o || (!g->tool_sent && cut == 0 && lead < len && h[lead] == '{')) {
         g->tool_buffering = 1;
+        g->tool_bare = !o;
+        tool_scan_init(&g->scan, g->meta.tool_max);
         sbuf_add(&g->all_answer, h + cut, len - cut);
         sbuf_clear(&g->tool_hold);
+        if (!g->tool_bare) tool_pump(g, 0);
         return;
     }
     sbuf_consume(&g->tool_hold, cut);
@@ -478,7 +503,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     memset(&g, 0, sizeof g);
     g.s = s, g.sl = sl, g.j = j;
     g.meta = (struct resp_meta){.kind = j->req.kind, .id = j->id, .created = j->created, .model = j->model,
-                                .index = sl->choice, .tools = j->req.tools && j->req.kind == REQ_CHAT};
+                                .index = sl->choice, .tools = j->req.tools && j->req.kind == REQ_CHAT, .tool_max = j->req.tool_max};
     stop_init(&g.stop, j->req.stops, j->req.n_stops);
     reasoning_init(&g.rs, j->in_think);
     struct resp_usage u = {0};
@@ -493,10 +518,14 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
         if (j->req.stream) resp_error_event(&g.ev, &err);
         else result = resp_error(&err);
     } else if (finish && j->req.stream) {
-        if (g.meta.tools && g.tool_hold.len) sbuf_add(&g.all_answer, g.tool_hold.p, g.tool_hold.len);
-        if (g.meta.tools && resp_chunk_tools(&g.ev, &g.meta, g.all_answer.p, g.all_answer.len) &&
-            !strcmp(finish, "stop"))
-            finish = "tool_calls";
+        if (g.meta.tools && g.tool_buffering && !g.tool_bare) { /* the calls went out as they came */
+            tool_pump(&g, 1);
+            if ((g.scan.calls || g.tool_rest_calls) && !strcmp(finish, "stop")) finish = "tool_calls";
+        } else if (g.meta.tools) {
+            if (g.tool_hold.len) sbuf_add(&g.all_answer, g.tool_hold.p, g.tool_hold.len);
+            if (resp_chunk_tools(&g.ev, &g.meta, g.all_answer.p, g.all_answer.len, 0) && !strcmp(finish, "stop"))
+                finish = "tool_calls";
+        }
         resp_chunk(&g.ev, &g.meta, NULL, NULL, 0, j->req.kind == REQ_CHAT ? NULL : "",
                    0, finish);
     } else if (finish) {

@@ -68,6 +68,8 @@ struct gen_request {
     int n_bias;
     int no_think;             /* chat_template_kwargs.enable_thinking false: the think block is closed empty */
     int tools;                /* tools.c: the tools are in the prompt; calls in the answer become tool_calls */
+    int tool_max;             /* the calls taken from one answer: 1 with parallel_tool_calls false,
+                                 else TOOL_MAX_CALLS */
     int reasoning_budget;     /* reasoning_budget_tokens (or thinking_budget): thinking tokens
                                  before </think> is emitted, 0 = no thinking, -1 = no limit;
                                  REQ_BUDGET_DEFAULT when absent: the server's */
@@ -91,12 +93,17 @@ void req_free_structured(struct gen_request *r);
 /* tools.c: tools, tool_choice and the tool turns of the messages (called by
  * req_parse_structured, after response_format and grammar). */
 int req_parse_tools(const struct json_t *root, struct gen_request *r, struct api_error *err);
+#define TOOL_MAX_CALLS 16
 /* The tool calls in an answer (<tool_call>{...}</tool_call> blocks, or a
- * bare {"name", "parameters"} object) as an array of OpenAI tool_calls
- * (ids made from id_seed), the text around them appended to rest; NULL
- * when the answer holds no call. */
+ * bare {"name", "parameters"} object) as an array of OpenAI tool_calls,
+ * at most max_calls (the text after the last one taken is dropped), ids
+ * made from id_seed and the index (the first is first); the text around
+ * them appended to rest; NULL when the answer holds no call. */
 struct sbuf;
-struct json_t *tools_extract(const char *text, size_t len, const char *id_seed, struct sbuf *rest);
+struct json_t *tools_extract(const char *text, size_t len, const char *id_seed, int first, int max_calls,
+                             struct sbuf *rest);
+/* The id of call index of a response ("call_" and 16 hex digits). */
+void tools_call_id(const char *id_seed, int index, char id[40]);
 
 /* Whether s[0..n) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 int utf8_valid(const char *s, size_t n);

@@ -152,7 +152,7 @@ char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reason
     json_t *root = head(m, 0), *choice;
     if (!root) return NULL;
     struct sbuf rest = {0};
-    json_t *calls = m->kind == REQ_CHAT && m->tools ? tools_extract(content, content_len, m->id, &rest) : NULL;
+    json_t *calls = m->kind == REQ_CHAT && m->tools ? tools_extract(content, content_len, m->id, 0, m->tool_max, &rest) : NULL;
     if (calls) { /* the text around the calls is the content (null when only white space) */
         size_t a = 0, b = rest.len;
         while (a < b && (rest.p[a] == ' ' || rest.p[a] == '\n')) a++;
@@ -212,16 +212,40 @@ void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, c
     event(out, root);
 }
 
-int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *content, size_t content_len) {
+void resp_chunk_call(struct sbuf *out, const struct resp_meta *m, int index, const char *name, size_t name_len,
+                     const char *args, size_t args_len) {
+    json_t *call = json_pack("{s:i, s:{s:o}}", "index", index, "function", "arguments", json_text(args, args_len));
+    if (call && name) {
+        char id[40];
+        tools_call_id(m->id, index, id);
+        json_object_set_new(call, "id", json_string(id));
+        json_object_set_new(call, "type", json_string("function"));
+        json_object_set_new(json_object_get(call, "function"), "name", json_text(name, name_len));
+    }
+    json_t *root = head(m, 1);
+    json_t *choice = json_pack("{s:i, s:{s:[o]}, s:n, s:n}", "index", m->index, "delta", "tool_calls", call,
+                               "logprobs", "finish_reason");
+    if (!root || !choice) {
+        json_decref(root);
+        json_decref(choice);
+        out->failed = 1;
+        return;
+    }
+    json_object_set_new(root, "choices", json_pack("[o]", choice));
+    event(out, root);
+}
+
+int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *content, size_t content_len, int first) {
     struct sbuf rest = {0};
-    json_t *calls = tools_extract(content, content_len, m->id, &rest);
+    json_t *calls = first < m->tool_max ? tools_extract(content, content_len, m->id, first, m->tool_max - first, &rest)
+                                        : NULL;
     if (!calls) {
         if (content_len) resp_chunk(out, m, NULL, NULL, 0, content, content_len, NULL);
         return 0;
     }
     size_t i;
     json_t *c;
-    json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)i));
+    json_array_foreach(calls, i, c) json_object_set_new(c, "index", json_integer((json_int_t)(first + (int)i)));
     json_t *root = head(m, 1), *delta = json_pack("{s:o}", "tool_calls", calls);
     size_t a = 0, b = rest.len;
     while (a < b && (rest.p[a] == ' ' || rest.p[a] == '\n')) a++;

@@ -23,6 +23,7 @@ struct resp_meta {
     struct lp_list *lp;
     int index; /* the choice (n > 1) */
     int tools; /* chat with tools: calls in the answer become tool_calls (finish "tool_calls") */
+    int tool_max; /* of them, the most taken (the request's tool_max) */
 };
 
 struct resp_usage {
@@ -48,10 +49,15 @@ char *resp_merge(char *const *finals, int n, const struct resp_usage *u);
  * and finish may be NULL (left out of the delta; finish_reason null). */
 void resp_chunk(struct sbuf *out, const struct resp_meta *m, const char *role, const char *reasoning,
                 size_t reasoning_len, const char *content, size_t content_len, const char *finish);
-/* Tools, streaming: the whole answer at its end, as a content delta or,
- * when it holds calls, a tool_calls delta (and the text around them).
- * Returns 1 when it held calls (the finish reason is then "tool_calls"). */
-int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *content, size_t content_len);
+/* Tools, streaming: text not read as it streamed (tool_scan.h) at the
+ * answer's end, as a content delta or, when it holds calls, a tool_calls
+ * delta (indexes from first on) and the text around them. Returns 1 when
+ * it held calls (the finish reason is then "tool_calls"). */
+int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *content, size_t content_len, int first);
+/* Tools, streaming: call index begins (name, its id, arguments "") when
+ * name, else the next piece of its arguments' text. */
+void resp_chunk_call(struct sbuf *out, const struct resp_meta *m, int index, const char *name, size_t name_len,
+                     const char *args, size_t args_len);
 /* The usage-only chunk (stream_options.include_usage): choices []. */
 void resp_usage_chunk(struct sbuf *out, const struct resp_meta *m, const struct resp_usage *u);
 /* "data: {error}\n\n" for a failure after the stream has started. */

@@ -200,6 +200,7 @@ int req_parse_tools(const json_t *root, struct gen_request *r, struct api_error 
     if (r->gram) return BAD("tools", "'tools' and 'response_format' / 'grammar' cannot be used together");
     if (describe_tools(tools, r, err)) return -1;
     r->tools = 1;
+    r->tool_max = ptc && json_is_false(ptc) ? 1 : TOOL_MAX_CALLS;
     if (!forced) return 0;
     int k = 0, rc = 0;
     const char *pick[MAX_TOOLS];
@@ -212,7 +213,7 @@ int req_parse_tools(const json_t *root, struct gen_request *r, struct api_error 
     }
     if (!rc && !k) rc = BAD("tool_choice", "'tool_choice' names '%.64s', which is not in 'tools'", forced);
     char msg[256];
-    char *text = rc ? NULL : r1_grammar_tool_call(pick, (const char *const *)schemas, k, msg, sizeof msg);
+    char *text = rc ? NULL : r1_grammar_tool_call(pick, (const char *const *)schemas, k, r->tool_max, msg, sizeof msg);
     for (int i = 0; i < k; i++) free(schemas[i]);
     if (rc) return rc;
     if (!text) return BAD("tools", "%s", msg);
@@ -229,6 +230,13 @@ int req_parse_tools(const json_t *root, struct gen_request *r, struct api_error 
 
 static int is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
+void tools_call_id(const char *id_seed, int index, char id[40]) {
+    uint64_t h = 1469598103934665603ull;
+    for (const char *p = id_seed; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    h = (h ^ (uint64_t)index) * 1099511628211ull;
+    snprintf(id, 40, "call_%016llx", (unsigned long long)h);
+}
+
 /* One call's JSON ({"name", "arguments" or "parameters"}) as an OpenAI tool call. */
 static json_t *make_call(const char *s, size_t n, const char *id_seed, int index) {
     json_t *obj = json_loadb(s, n, 0, NULL);
@@ -238,11 +246,8 @@ static json_t *make_call(const char *s, size_t n, const char *id_seed, int index
     if (json_is_string(name) && (!args || json_is_object(args) || json_is_string(args))) {
         char *a = !args ? strdup("{}") : json_is_string(args) ? strdup(json_string_value(args))
                                                                : json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
-        uint64_t h = 1469598103934665603ull;
-        for (const char *p = id_seed; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
-        h = (h ^ (uint64_t)index) * 1099511628211ull;
         char id[40];
-        snprintf(id, sizeof id, "call_%016llx", (unsigned long long)h);
+        tools_call_id(id_seed, index, id);
         if (a) call = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name", name,
                                 "arguments", a);
         free(a);
@@ -251,18 +256,19 @@ static json_t *make_call(const char *s, size_t n, const char *id_seed, int index
     return call;
 }
 
-json_t *tools_extract(const char *text, size_t len, const char *id_seed, struct sbuf *rest) {
+json_t *tools_extract(const char *text, size_t len, const char *id_seed, int first, int max_calls,
+                      struct sbuf *rest) {
     json_t *calls = json_array();
     if (!calls) return NULL;
     static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
     size_t at = 0;
-    while (at < len) {
+    while (at < len && (int)json_array_size(calls) < max_calls) {
         const char *o = memmem(text + at, len - at, OPEN, sizeof OPEN - 1);
         if (!o) break;
         size_t start = (size_t)(o - text) + sizeof OPEN - 1;
         const char *c = memmem(text + start, len - start, CLOSE, sizeof CLOSE - 1);
         size_t end = c ? (size_t)(c - text) : len;
-        json_t *call = make_call(text + start, end - start, id_seed, (int)json_array_size(calls));
+        json_t *call = make_call(text + start, end - start, id_seed, first + (int)json_array_size(calls));
         if (!call) break; /* not a call after all: the text stays */
         sbuf_add(rest, text + at, (size_t)(o - text) - at);
         json_array_append_new(calls, call);
@@ -276,7 +282,7 @@ json_t *tools_extract(const char *text, size_t len, const char *id_seed, struct 
         int looks = json_object_size(obj) == 2 && json_is_string(json_object_get(obj, "name")) &&
                     (json_object_get(obj, "parameters") || json_object_get(obj, "arguments"));
         json_decref(obj);
-        json_t *call = looks ? make_call(text + a, b - a, id_seed, 0) : NULL;
+        json_t *call = looks ? make_call(text + a, b - a, id_seed, first) : NULL;
         if (call) {
             json_array_append_new(calls, call);
             return calls;
@@ -284,6 +290,6 @@ json_t *tools_extract(const char *text, size_t len, const char *id_seed, struct 
         json_decref(calls);
         return NULL;
     }
-    sbuf_add(rest, text + at, len - at);
+    if ((int)json_array_size(calls) < max_calls) sbuf_add(rest, text + at, len - at); /* else: past the last call taken */
     return calls;
 }
