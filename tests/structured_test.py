@@ -11,19 +11,8 @@ import jsonschema
 import openai
 
 from server_common import Server, check, run_groups
+from structured_schemas import FUZZ_SCHEMAS, PERSON
 
-PERSON = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "maxLength": 24},
-        "age": {"type": "integer"},
-        "city": {"enum": ["Paris", "Berlin", "Rome"]},
-        "tags": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3},
-        "member": {"type": "boolean"},
-    },
-    "required": ["name", "age", "city"],
-    "additionalProperties": False,
-}
 RUNS = 20
 
 ap = argparse.ArgumentParser()
@@ -268,30 +257,6 @@ def test_tool_turns():
     st, _ = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2, "tool_choice": "none",
                                               "tools": TOOLS})
     check(st == 200, f"tool turns with tool_choice none: {st}")
-
-
-FUZZ_SCHEMAS = [
-    PERSON,
-    {"type": "object", "properties": {}, "additionalProperties": False},
-    {"type": "object", "properties": {"n": {"type": "integer", "minimum": -20, "maximum": 150},
-                                      "k": {"type": "integer", "exclusiveMinimum": 0},
-                                      "lat": {"type": "number", "minimum": -90, "maximum": 90}},
-     "required": ["n", "k", "lat"]},
-    {"type": "array", "prefixItems": [{"type": "string", "format": "date"}, {"type": "string", "format": "uuid"}],
-     "items": False},
-    {"allOf": [{"type": "object", "properties": {"a": {"type": "boolean"}}, "required": ["a"]},
-               {"$ref": "#/$defs/b"}],
-     "$defs": {"b": {"type": "object", "properties": {"b": {"type": "string", "format": "date-time"}},
-                     "required": ["b"]}}},
-    {"type": "object", "properties": {"xs": {"type": "array", "items": {"$ref": "#/properties/x"}, "maxItems": 4},
-                                      "x": {"anyOf": [{"type": "number"}, {"type": "null"}]}},
-     "required": ["xs"]},
-    {"type": "object", "properties": {"id": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3,5}(x|y)?$"},
-                                      "q": {"type": "string", "pattern": "^\"[^\"]{0,6}\"$"}},
-     "required": ["id", "q"]},
-    {"type": "object", "properties": {"s": {"type": "string", "minLength": 2, "maxLength": 8},
-                                      "e": {"enum": ["a", 1, None, True]}}, "required": ["s", "e"]},
-]
 
 
 def test_fuzz():
