@@ -201,11 +201,21 @@ struct r1_batch_opts {
     int n_threads;
     enum r1_dtype kv_dtype;
     int profile;
+    /* In a tensor-parallel job (mpirun), rank 0's batch leads: every call
+     * that changes the pool goes to the other ranks first, which run
+     * r1_batch_follow (a server: only rank 0 knows the requests). Without
+     * it every rank makes the same calls itself (run, bench). */
+    int lead;
 };
 
 /* Allocate the pool and scratch. NULL with an error (e.g. out of memory:
  * the message names the pool's size). */
 r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o);
+/* A rank after 0 of a tensor-parallel job whose rank 0 leads a batch
+ * (opts.lead): make the same pool (opts gives this rank's backend and
+ * threads; the shape comes from rank 0) and run rank 0's commands until it
+ * frees its batch. 0, or -1 with an error. */
+int r1_batch_follow(r1_model_t *m, const struct r1_batch_opts *opts);
 void r1_batch_free(r1_batch_t *b);
 int r1_batch_n_seq(const r1_batch_t *b);
 int r1_batch_n_ctx(const r1_batch_t *b);

@@ -14,6 +14,7 @@
 #include "util/env.h"
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "runtime/comm.h"
 #include "server/server.h"
 #include "util/util.h"
 
@@ -163,8 +164,24 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;
     }
-    if (o.draft && !(dm = cli_load_draft(&o, m, tok))) goto out; /* e.g. another vocabulary: refused by name */
     int cores = o.n_threads > 0 ? o.n_threads : r1_physical_cores();
+    if (r1_comm_size() > 1) { /* tensor parallel: rank 0 serves, the others follow its steps */
+        if (o.draft) {
+            fprintf(stderr, "r1infer serve: --draft does not run under mpirun (--lookup N does)\n");
+            goto out;
+        }
+        if (!r1_comm_threads_ok()) {
+            fprintf(stderr, "r1infer serve: this MPI library does not allow collectives from several threads "
+                            "(MPI_THREAD_SERIALIZED), which serving under mpirun needs\n");
+            goto out;
+        }
+        if (r1_comm_rank() > 0) {
+            struct r1_batch_opts fo = {.backend = o.backend, .n_threads = cores};
+            rc = r1_batch_follow(m, &fo) ? 1 : 0;
+            goto out;
+        }
+    }
+    if (o.draft && !(dm = cli_load_draft(&o, m, tok))) goto out; /* e.g. another vocabulary: refused by name */
     if (batch_tokens < parallel) {
         fprintf(stderr, "r1infer serve: --batch-tokens %ld is raised to --parallel %ld (a row for every slot)\n",
                 batch_tokens, parallel);
@@ -179,7 +196,7 @@ int cmd_serve(int argc, char **argv) {
                              .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1,
                              /* tests: every step drafts --draft-n tokens (a lookup: when it matches) */
                              .spec_fixed_k = r1_env("R1_SPEC_FIXED_K") != NULL,
-                             .reasoning_budget = o.reasoning_budget};
+                             .reasoning_budget = o.reasoning_budget, .lead = r1_comm_size() > 1};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;

@@ -37,6 +37,14 @@ void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs);
 void r1_comm_argmax_f32(float *val, int *idx);
 /* bytes at buf on rank root copied to buf on every rank. */
 void r1_comm_bcast(void *buf, size_t bytes, int root);
+/* The same, for a receiver that may wait long (a rank that follows
+ * another's requests): it polls, sleeping between polls once it has
+ * waited a while, instead of spinning a core. Every rank must take part
+ * through this call (an MPI nonblocking broadcast matches no blocking one). */
+void r1_comm_bcast_idle(void *buf, size_t bytes, int root);
+/* Whether several threads may call the collectives, one at a time (the
+ * transport was started with MPI_THREAD_SERIALIZED or more); always alone. */
+int r1_comm_threads_ok(void);
 /* Wall seconds spent inside the collectives above so far (this rank). */
 double r1_comm_seconds(void);
 /* End every rank of the job with exit status code (a rank that failed

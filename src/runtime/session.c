@@ -12,6 +12,7 @@
  * come back. A decode step (T = 1) is captured once as a graph and replayed.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -590,7 +591,33 @@ void r1_session_profile_reset(r1_session_t *s) {
  * any of them (continuous batching). */
 struct r1_batch {
     struct r1_session *s;
+    int lead;        /* rank 0 of a tensor-parallel job, leading (opts.lead): see "lead" below */
+    pthread_mutex_t mu;
+    int32_t *l_rows; /* the leader's copy of a step's rows, as broadcast */
+    float *f_logits; /* a follower's logits rows (grown to the most a step asked for) */
+    int f_rows;
 };
+
+/* lead: the other ranks of a tensor-parallel job hold the same pool (their
+ * share of every head) and run r1_batch_follow: each call that changes the
+ * pool is first broadcast from rank 0 as a command (a step's rows after
+ * it), then run by every rank, so that all take the same steps in the same
+ * order. The mutex keeps one command and its collectives apart from
+ * another's: the server's threads call in from several threads. */
+enum { LEAD_STEP = 1, LEAD_TRUNCATE, LEAD_SKIP, LEAD_COPY, LEAD_QUIT };
+struct lead_cmd {
+    int32_t op, a, b, n, want; /* want: a step's want flags follow its rows */
+};
+
+static void lead_send(struct r1_batch *b, struct lead_cmd c) {
+    pthread_mutex_lock(&b->mu);
+    r1_comm_bcast_idle(&c, sizeof c, 0); /* the followers wait for it this way */
+}
+
+static int lead_done(struct r1_batch *b, int rc) {
+    pthread_mutex_unlock(&b->mu);
+    return rc;
+}
 
 r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
     if (o->n_seq < 1) return r1_err("a batch needs at least one sequence (--parallel)"), NULL;
@@ -601,7 +628,28 @@ r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
     struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
                                  .kv_dtype = o->kv_dtype, .profile = o->profile};
     b->s = session_create(m, &so, o->n_seq, o->n_batch);
+    pthread_mutex_init(&b->mu, NULL);
+    if (o->lead && m->tp && r1_comm_size() > 1 && r1_comm_rank() == 0) {
+        if (b->s && !(b->l_rows = malloc((size_t)3 * b->s->n_batch * sizeof *b->l_rows))) {
+            r1_session_free(b->s), b->s = NULL;
+            r1_err("out of memory for the step rows");
+        }
+        /* the followers make the same pool (or hear that there is none), then say whether they could */
+        int32_t shape[4] = {b->s ? b->s->n_seq : 0, b->s ? b->s->n_ctx : 0, b->s ? b->s->n_batch : 0, o->kv_dtype};
+        r1_comm_bcast(shape, sizeof shape, 0);
+        if (b->s) {
+            float failed = 0;
+            r1_comm_allreduce_sum_f32(&failed, 1);
+            b->lead = 1;
+            if (failed) { /* the ones that could wait for a command: QUIT */
+                r1_batch_free(b);
+                return r1_err("%.0f of the other ranks could not make the KV pool (%d sequences x %d positions): "
+                              "out of memory?", failed, shape[0], shape[1]), NULL;
+            }
+        }
+    }
     if (!b->s) {
+        pthread_mutex_destroy(&b->mu);
         free(b);
         return NULL;
     }
@@ -610,7 +658,14 @@ r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
 
 void r1_batch_free(r1_batch_t *b) {
     if (!b) return;
+    if (b->lead) {
+        lead_send(b, (struct lead_cmd){.op = LEAD_QUIT});
+        lead_done(b, 0);
+    }
     r1_session_free(b->s);
+    free(b->l_rows);
+    pthread_mutex_destroy(&b->mu);
+    free(b->f_logits);
     free(b);
 }
 
@@ -628,7 +683,7 @@ int r1_batch_seq_n_past(const r1_batch_t *b, int seq) {
     return b->s->seq_past[seq];
 }
 
-int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n) {
+static int seq_truncate(r1_batch_t *b, int seq, int n) {
     struct r1_session *s = b->s;
     if (seq < 0 || seq >= s->n_seq) return r1_err("no sequence %d (the pool has %d)", seq, s->n_seq);
     if (n < 0 || n > s->seq_past[seq])
@@ -637,7 +692,7 @@ int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n) {
     return 0;
 }
 
-int r1_batch_seq_skip(r1_batch_t *b, int seq, int n) {
+static int seq_skip(r1_batch_t *b, int seq, int n) {
     struct r1_session *s = b->s;
     if (seq < 0 || seq >= s->n_seq) return r1_err("no sequence %d (the pool has %d)", seq, s->n_seq);
     if (n < 0 || n > s->n_ctx - s->seq_past[seq])
@@ -656,7 +711,7 @@ int r1_batch_seq_skip(r1_batch_t *b, int seq, int n) {
     return 0;
 }
 
-int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n) {
+static int seq_copy(r1_batch_t *b, int dst, int src, int n) {
     struct r1_session *s = b->s;
     if (dst < 0 || dst >= s->n_seq || src < 0 || src >= s->n_seq)
         return r1_err("no sequence %d (the pool has %d)", dst < 0 || dst >= s->n_seq ? dst : src, s->n_seq);
@@ -710,8 +765,7 @@ static int batch_step_device(struct r1_session *s, int n, const int32_t *ids, in
     return d->sync();
 }
 
-int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want,
-                  float *logits) {
+static int step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want, float *logits) {
     struct r1_session *s = b->s;
     const struct r1_config *c = &s->m->cfg;
     if (n <= 0 || n > s->n_batch) return r1_err("a step takes 1..%d rows, not %d", s->n_batch, n);
@@ -746,4 +800,91 @@ int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, 
     for (int t = 0; t < n; t++)
         if (t == n - 1 || seq[t + 1] != seq[t]) s->seq_past[seq[t]] = s->row_pos[t] + 1;
     return n_out;
+}
+
+int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n) {
+    if (!b->lead) return seq_truncate(b, seq, n);
+    lead_send(b, (struct lead_cmd){.op = LEAD_TRUNCATE, .a = seq, .n = n});
+    return lead_done(b, seq_truncate(b, seq, n));
+}
+
+int r1_batch_seq_skip(r1_batch_t *b, int seq, int n) {
+    if (!b->lead) return seq_skip(b, seq, n);
+    lead_send(b, (struct lead_cmd){.op = LEAD_SKIP, .a = seq, .n = n});
+    return lead_done(b, seq_skip(b, seq, n));
+}
+
+int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n) {
+    if (!b->lead) return seq_copy(b, dst, src, n);
+    lead_send(b, (struct lead_cmd){.op = LEAD_COPY, .a = dst, .b = src, .n = n});
+    return lead_done(b, seq_copy(b, dst, src, n));
+}
+
+int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want,
+                  float *logits) {
+    if (!b->lead) return step(b, n, ids, seq, want, logits);
+    if (n <= 0 || n > b->s->n_batch) return r1_err("a step takes 1..%d rows, not %d", b->s->n_batch, n);
+    lead_send(b, (struct lead_cmd){.op = LEAD_STEP, .n = n, .want = want != NULL});
+    /* the rows: ids, sequences, want flags (the followers' copies, in the batch's scratch) */
+    int32_t *rows = b->l_rows;
+    memcpy(rows, ids, (size_t)n * sizeof *rows);
+    memcpy(rows + n, seq, (size_t)n * sizeof *rows);
+    if (want)
+        for (int t = 0; t < n; t++) rows[2 * n + t] = want[t];
+    r1_comm_bcast(rows, (size_t)(want ? 3 : 2) * n * sizeof *rows, 0);
+    return lead_done(b, step(b, n, ids, seq, want, logits));
+}
+
+int r1_batch_follow(r1_model_t *m, const struct r1_batch_opts *o) {
+    if (!m->tp || r1_comm_size() < 2 || r1_comm_rank() == 0)
+        return r1_err("r1_batch_follow is for the ranks after 0 of a tensor-parallel job");
+    int32_t shape[4] = {0};
+    r1_comm_bcast(shape, sizeof shape, 0);
+    if (!shape[0]) return r1_err("rank 0 made no KV pool"); /* it says why */
+    struct r1_batch_opts fo = *o;
+    fo.n_seq = shape[0], fo.n_ctx = shape[1], fo.n_batch = shape[2], fo.kv_dtype = (enum r1_dtype)shape[3];
+    fo.lead = 0;
+    r1_batch_t *b = r1_batch_new(m, &fo);
+    float failed = b ? 0 : 1;
+    r1_comm_allreduce_sum_f32(&failed, 1);
+    if (!b) return -1;
+    const int V = m->cfg.vocab;
+    uint8_t *want = malloc((size_t)b->s->n_batch);
+    int32_t *rows = malloc((size_t)3 * b->s->n_batch * sizeof *rows);
+    if (!want || !rows) { /* rank 0 would wait for this rank forever */
+        fprintf(stderr, "r1infer: rank %d: out of memory for the step rows\n", r1_comm_rank());
+        r1_comm_abort(1);
+    }
+    int rc = 0;
+    for (struct lead_cmd c;;) {
+        r1_comm_bcast_idle(&c, sizeof c, 0);
+        if (c.op == LEAD_QUIT) break;
+        if (c.op == LEAD_TRUNCATE) seq_truncate(b, c.a, c.n); /* an error is rank 0's too: it reports it */
+        else if (c.op == LEAD_SKIP) seq_skip(b, c.a, c.n);
+        else if (c.op == LEAD_COPY) seq_copy(b, c.a, c.b, c.n);
+        else if (c.op == LEAD_STEP && c.n > 0 && c.n <= b->s->n_batch) {
+            r1_comm_bcast(rows, (size_t)(c.want ? 3 : 2) * c.n * sizeof *rows, 0);
+            int out = 0;
+            for (int t = 0; t < c.n; t++) {
+                if (c.want) want[t] = rows[2 * c.n + t] != 0;
+                out += c.want ? want[t] : t == c.n - 1 || rows[c.n + t + 1] != rows[c.n + t];
+            }
+            if (out > b->f_rows) { /* the logits are gathered on every rank: room for them */
+                free(b->f_logits);
+                if (!(b->f_logits = malloc((size_t)out * V * sizeof(float)))) {
+                    fprintf(stderr, "r1infer: rank %d: out of memory for %d rows of logits\n", r1_comm_rank(), out);
+                    r1_comm_abort(1);
+                }
+                b->f_rows = out;
+            }
+            step(b, c.n, rows, rows + c.n, c.want ? want : NULL, b->f_logits);
+        } else {
+            fprintf(stderr, "r1infer: rank %d: an unknown command %d from rank 0\n", r1_comm_rank(), c.op);
+            r1_comm_abort(1);
+        }
+    }
+    free(want);
+    free(rows);
+    r1_batch_free(b);
+    return rc;
 }

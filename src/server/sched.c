@@ -158,7 +158,8 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
     s->slots = calloc((size_t)s->o.n_slots, sizeof *s->slots);
     if (!s->slots) goto fail;
     struct r1_batch_opts bo = {.n_seq = s->o.n_slots, .n_ctx = o->n_ctx, .n_batch = s->o.batch_tokens,
-                               .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
+                               .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype,
+                               .lead = o->lead};
     if (!(s->batch = r1_batch_new(m, &bo))) goto fail;
     s->n_ctx = r1_batch_n_ctx(s->batch);
     const size_t nb = (size_t)s->o.batch_tokens;

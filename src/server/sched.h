@@ -35,6 +35,7 @@ struct sched_opts {
     int n_threads;            /* of the engine, all slots together (>= 1) */
     int batch_tokens;         /* rows in one engine step (>= n_slots): decode rows + prompt chunks */
     const char *backend;      /* NULL = best */
+    int lead;                 /* rank 0 of a tensor-parallel job: the batch leads the other ranks */
     enum r1_dtype kv_dtype;
     const char *model_name;   /* the id reported in responses when the request names none */
     int seed_set;             /* the server was given --seed: requests without a seed use it */
