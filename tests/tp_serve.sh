@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# tp_serve.sh - `r1infer serve` under mpirun (rank 0 serves, the other
-# ranks follow its steps): greedy chat and completion answers, streamed and
+# tp_serve.sh - `r1infer serve`, `chat` and `bench` under mpirun (rank 0
+# serves, the other ranks follow its steps; chat's lines go to every rank;
+# bench takes the same steps on every rank): greedy chat and completion answers, streamed and
 # not, from 4 clients at once, equal a one-process server's with 2 and 3
 # ranks on the default model (3 KV heads: 2|1 and 1|1|1) and with 2 ranks
 # in two network namespaces (TCP over a veth pair) on a tiny random model;
@@ -110,6 +111,17 @@ else
     fail=$((fail + 1)); echo "FAIL cannot make two network namespaces and a veth pair (needs root and CAP_SYS_ADMIN)"
 fi
 cleanup_ns
+
+# chat: rank 0 reads the lines, every rank gets them; the answers are one process's
+CH=(chat -m "$MODEL" --temp 0 -n 24 --threads 1)
+printf 'What is 2+2?\nAnd 3+3?\n' | timeout 120 "$BIN" "${CH[@]}" >"$TMP/chat1" 2>/dev/null
+printf 'What is 2+2?\nAnd 3+3?\n' | timeout 120 "${MPI[@]}" -np 2 "$BIN" "${CH[@]}" >"$TMP/chat2" 2>"$TMP/chat2.err"
+check "chat, 2 ranks: two greedy answers, one process's ($(wc -l <"$TMP/chat2") lines)" \
+    bash -c "[ -s '$TMP/chat1' ] && cmp -s '$TMP/chat1' '$TMP/chat2'"
+# bench --batch: every rank takes the same steps itself
+timeout 300 "${MPI[@]}" -np 2 "$BIN" bench --synthetic tiny --batch 1,4 --threads 1 >"$TMP/bench" 2>&1
+check "bench --batch 1,4, 2 ranks: both rows measured" \
+    bash -c "grep -Eq '^ +0 +4 +[0-9.]+ +[0-9.]+' '$TMP/bench'"
 
 # a rank killed while rank 0 streams an answer: the stream ends within 10 s, the job with an error
 if start_ranks kill "$MODEL" "${MPI[@]}" -np 2; then

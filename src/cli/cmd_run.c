@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/opts.h"
+#include "runtime/comm.h"
 #include "util/util.h"
 
 struct gen {
@@ -453,6 +454,18 @@ static void chat_help(FILE *f) {
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
+/* The user's next line: rank 0 reads it and, in a tensor-parallel job,
+ * every rank gets it (each then takes the same steps: the logits and the
+ * seed are the same everywhere). 0 at the end of the input. */
+static int chat_line(char *line, size_t cap) {
+    int32_t n = -1;
+    if (r1_comm_rank() == 0 && fgets(line, (int)cap, stdin)) n = (int32_t)strlen(line);
+    if (r1_comm_size() == 1) return n >= 0;
+    r1_comm_bcast_idle(&n, sizeof n, 0); /* the others wait while the user types */
+    if (n >= 0) r1_comm_bcast(line, (size_t)n + 1, 0);
+    return n >= 0;
+}
+
 int cmd_chat(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o, "chat");
@@ -503,7 +516,7 @@ int cmd_chat(int argc, char **argv) {
     if (system) msgs[n_msgs++] = (struct r1_chat_msg){"system", strdup(system)};
     for (;;) {
         if (tty) fputs("\n> ", stdout), fflush(stdout);
-        if (!fgets(line, sizeof line, stdin)) break;
+        if (!chat_line(line, sizeof line)) break;
         line[strcspn(line, "\r\n")] = 0;
         if (!line[0]) continue;
         if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
