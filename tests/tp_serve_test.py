@@ -77,4 +77,18 @@ def test_same():
         check(not diff, f"{label}: {len(diff)} answers differ from one process's")
 
 
-sys.exit(run_groups("tp_serve", [("greedy answers", test_same)]))
+def test_sdk():
+    """The openai SDK against each server of several ranks: the one-process server's greedy answer."""
+    import openai
+    msgs = [{"role": "user", "content": PROMPTS[0]}]
+    one = openai.OpenAI(base_url=args.one + "/v1", api_key="none", max_retries=0, timeout=300)
+    want = one.chat.completions.create(model="m", messages=msgs, max_tokens=16, temperature=0).choices[0].message
+    for spec in args.ranks:
+        label, base = spec.split("=", 1)
+        c = openai.OpenAI(base_url=base + "/v1", api_key="none", max_retries=0, timeout=300)
+        got = c.chat.completions.create(model="m", messages=msgs, max_tokens=16, temperature=0).choices[0].message
+        check(got.content == want.content, f"{label}, openai SDK: {got.content!r} vs {want.content!r}")
+        check(c.models.list().data[0].id == one.models.list().data[0].id, f"{label}, openai SDK: models.list")
+
+
+sys.exit(run_groups("tp_serve", [("greedy answers", test_same), ("openai SDK", test_sdk)]))
