@@ -278,6 +278,10 @@ void r1_tp_partial_end(const struct r1_tp *tp, float *x, size_t n) {
     r1_comm_allreduce_sum_f32(x, n);
 }
 
+void r1_tp_gather_logits_root(const struct r1_tp *tp, float *row) {
+    r1_comm_gather_f32(row, tp->v_counts, tp->v_displs, 0);
+}
+
 void r1_tp_gather_logits(const struct r1_tp *tp, float *row) {
     r1_comm_allgather_f32(row, tp->v_counts, tp->v_displs);
 }

@@ -58,5 +58,7 @@ void r1_tp_partial_end(const struct r1_tp *tp, float *x, size_t n);
 /* One row of full-vocabulary logits of which this rank wrote [v0, v1):
  * every rank's part to every rank, so all sample the same token. */
 void r1_tp_gather_logits(const struct r1_tp *tp, float *row);
+/* The same on rank 0 only (a server's rank 0 samples; the others need none). */
+void r1_tp_gather_logits_root(const struct r1_tp *tp, float *row);
 
 #endif

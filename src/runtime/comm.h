@@ -32,6 +32,9 @@ void r1_comm_allreduce_sum_f32(float *x, size_t n);
 /* In place: rank r's counts[r] floats at buf + displs[r] go to every rank
  * (counts and displs: size entries, the same on every rank). */
 void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs);
+/* The same gathered on rank root only (the others' buf beyond their own
+ * part is left as it is). */
+void r1_comm_gather_f32(float *buf, const int *counts, const int *displs, int root);
 /* (*val, *idx) := the largest *val over the ranks and its *idx, on every
  * rank; among equal values the smallest idx (a distributed argmax). */
 void r1_comm_argmax_f32(float *val, int *idx);

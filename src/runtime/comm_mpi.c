@@ -98,6 +98,19 @@ void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs) {
     g_seconds += r1_now() - t0;
 }
 
+void r1_comm_gather_f32(float *buf, const int *counts, const int *displs, int root) {
+    if (g_size == 1) return;
+    double t0 = r1_now();
+    if (g_rank == root)
+        check(MPI_Gatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, displs, MPI_FLOAT, root, MPI_COMM_WORLD),
+              "gather");
+    else
+        check(MPI_Gatherv(buf + displs[g_rank], counts[g_rank], MPI_FLOAT, NULL, NULL, NULL, MPI_FLOAT, root,
+                          MPI_COMM_WORLD),
+              "gather");
+    g_seconds += r1_now() - t0;
+}
+
 void r1_comm_argmax_f32(float *val, int *idx) {
     if (g_size == 1) return;
     double t0 = r1_now();

@@ -29,6 +29,9 @@ void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs) {
 }
 void r1_comm_argmax_f32(float *val, int *idx) { (void)val, (void)idx; }
 void r1_comm_bcast(void *buf, size_t bytes, int root) { (void)buf, (void)bytes, (void)root; }
+void r1_comm_gather_f32(float *buf, const int *counts, const int *displs, int root) {
+    (void)buf, (void)counts, (void)displs, (void)root;
+}
 void r1_comm_bcast_idle(void *buf, size_t bytes, int root) { (void)buf, (void)bytes, (void)root; }
 int r1_comm_threads_ok(void) { return 1; }
 double r1_comm_seconds(void) { return 0.0; }

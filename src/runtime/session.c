@@ -32,6 +32,7 @@
 struct r1_session {
     struct r1_model *m;
     int tp_local; /* tensor parallel: the next step's logits stay this rank's rows (no gather) */
+    int tp_root;  /* tensor parallel: logits are gathered on rank 0 only (a batch that leads or follows) */
     const struct r1_model *w; /* weights the kernels read: m, or its device copy */
     const struct r1_backend *be;
     const struct r1_device_ops *dev; /* be->dev: NULL on host backends */
@@ -458,7 +459,9 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int pos
         const size_t V = (size_t)c->vocab;
         op.T = 1, op.x = s->xb + (size_t)i * D, op.out = out + i * V + m->tp->v0;
         run(s, &op);
-        if (!s->tp_local) r1_tp_gather_logits(m->tp, out + i * V);
+        if (s->tp_local) continue;
+        if (s->tp_root) r1_tp_gather_logits_root(m->tp, out + i * V);
+        else r1_tp_gather_logits(m->tp, out + i * V);
     }
 }
 
@@ -641,6 +644,7 @@ r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
             float failed = 0;
             r1_comm_allreduce_sum_f32(&failed, 1);
             b->lead = 1;
+            b->s->tp_root = 1; /* rank 0 samples: only it needs the logits */
             if (failed) { /* the ones that could wait for a command: QUIT */
                 r1_batch_free(b);
                 return r1_err("%.0f of the other ranks could not make the KV pool (%d sequences x %d positions): "
@@ -848,6 +852,7 @@ int r1_batch_follow(r1_model_t *m, const struct r1_batch_opts *o) {
     float failed = b ? 0 : 1;
     r1_comm_allreduce_sum_f32(&failed, 1);
     if (!b) return -1;
+    b->s->tp_root = 1; /* this rank's share of the logits goes to rank 0 */
     const int V = m->cfg.vocab;
     uint8_t *want = malloc((size_t)b->s->n_batch);
     int32_t *rows = malloc((size_t)3 * b->s->n_batch * sizeof *rows);
