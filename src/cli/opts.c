@@ -301,8 +301,8 @@ void cli_opts_help(FILE *f, unsigned groups) {
             "  --cl-device N          OpenCL device index for --backend opencl (default 0, or $R1_CL_DEVICE)\n"
             "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q6_K q4_K q4_0 (default: the\n"
             "                         file's; a width the block does not divide falls back to q8_0)\n"
-            "  --kv T                 KV cache dtype: f32 | f16 | q8_0 (default: the backend's, f16 on cpu;\n"
-            "                         q8_0 on the cpu, ref and opencl backends)\n");
+            "  --kv T                 KV cache dtype: f32 | f16 | q8_0 (default: the backend's: f16 on cpu\n"
+            "                         and opencl, f32 on ref and cuda; q8_0 on cpu, ref and opencl)\n");
     if (groups & CLI_OPT_CTX)
         fprintf(f, "  -c, --ctx N            context length (default: the model's max_position_embeddings\n"
                    "                         where the KV cache fits in free memory, else the most that fits)\n");
