@@ -229,6 +229,47 @@ def test_n_choices(srv):
     check(srv.wait_idle(5)["slots_busy"] == 0, "idle after n > 1")
 
 
+def test_prefix_sharing(srv):
+    """A long prefix that another slot holds is copied, not computed: four prompts sharing a system part, first
+    one after another (they all land on the slot that has it), then all at once (one gets that slot, the others
+    copy its prefix): the same answers, usage.cached_tokens counts the copied part, /metrics the copies."""
+    shared = "You are a careful assistant. Rules: " + " ".join(f"rule{i}" for i in range(150)) + ". "
+    qs = [shared + f"Question {k}: what is {k} plus {k}?" for k in range(4)]
+
+    def ask(q):
+        st, _, data = srv.request("POST", "/v1/completions", {"prompt": q, "max_tokens": 12, "temperature": 0})
+        if st != 200:
+            return None, 0, 0
+        d = json.loads(data)
+        u = d["usage"]
+        return d["choices"][0]["text"], u["prompt_tokens"], u.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+
+    seq = [ask(q) for q in qs]
+    check(all(a[0] is not None for a in seq), f"prefix sharing: sequential answers {seq}")
+    srv.wait_idle()
+    m0 = metric(srv.metrics()[2], "r1_prefix_copies_total")
+    got = [None] * len(qs)
+
+    def one(i):
+        got[i] = ask(qs[i])
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(qs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join(120)
+    m1 = metric(srv.metrics()[2], "r1_prefix_copies_total")
+    for i in range(len(qs)):
+        check(got[i] is not None and got[i][0] == seq[i][0], f"prefix sharing: prompt {i} at once {got[i]} != "
+                                                             f"one after another {seq[i]}")
+    n_prompt = seq[0][1]
+    taken = sorted(g[2] for g in got if g)
+    print(f"  prefix sharing: prompts of {n_prompt} tokens, cached at once {taken}, copies {m0} -> {m1}",
+          file=sys.stderr)
+    check(m0 is not None and m1 is not None and m1 - m0 >= 2, f"prefix sharing: copies {m0} -> {m1} (want >= 2)")
+    check(sum(t >= n_prompt - 20 for t in taken) >= 3, f"prefix sharing: cached tokens {taken} of {n_prompt}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", required=True)
@@ -238,7 +279,8 @@ def main():
     return run_groups("batch_server", [
         ("same as alone", lambda: test_same_as_alone(srv)), ("hang-up", lambda: test_hangup(srv)),
         ("many clients", lambda: test_many_clients(srv, a.clients)),
-        ("metrics+tokenize", lambda: test_metrics_tokenize(srv)), ("n > 1", lambda: test_n_choices(srv))])
+        ("metrics+tokenize", lambda: test_metrics_tokenize(srv)), ("n > 1", lambda: test_n_choices(srv)),
+        ("prefix sharing", lambda: test_prefix_sharing(srv))])
 
 
 if __name__ == "__main__":

@@ -189,6 +189,11 @@ char *sched_metrics_text(struct sched *s) {
     M("r1_requests_total{outcome=\"rejected\"} %ld\n", s->rejected);
     M("# HELP r1_prompt_tokens_total Prompt tokens computed (cached prefixes not counted).\n"
       "# TYPE r1_prompt_tokens_total counter\nr1_prompt_tokens_total %ld\n", s->tokens_in);
+    M("# HELP r1_prefix_copies_total Prompts that took a longer common prefix from another slot's cache "
+      "(copied, not computed).\n# TYPE r1_prefix_copies_total counter\nr1_prefix_copies_total %ld\n",
+      s->prefix_copies);
+    M("# HELP r1_prefix_copied_tokens_total Prompt tokens so taken from other slots.\n"
+      "# TYPE r1_prefix_copied_tokens_total counter\nr1_prefix_copied_tokens_total %ld\n", s->prefix_copied);
     M("# HELP r1_completion_tokens_total Tokens generated.\n# TYPE r1_completion_tokens_total counter\n"
       "r1_completion_tokens_total %ld\n", s->tokens_out);
     M("# HELP r1_queue_length Requests waiting for a slot.\n# TYPE r1_queue_length gauge\nr1_queue_length %d\n",

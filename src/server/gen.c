@@ -214,6 +214,65 @@ static int is_cancelled(struct gen_ctx *g) {
     return c;
 }
 
+/* ---------------------------------------------- prefix sharing between slots */
+
+/* Before writing slot o's KV below its stable positions: wait until no
+ * copy reads them, and offer only the first keep meanwhile. */
+static void slot_claim(struct sched *s, struct slot *o, int keep) {
+    pthread_mutex_lock(&s->mu);
+    while (o->pinned) pthread_cond_wait(&s->idle_cv, &s->mu);
+    o->stable = keep;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void slot_stable(struct sched *s, struct slot *o, int n) {
+    pthread_mutex_lock(&s->mu);
+    o->stable = n;
+    pthread_mutex_unlock(&s->mu);
+}
+
+#define PREFIX_COPY_MIN 16 /* tokens a copy must save over the slot's own cache */
+
+/* The prompt's start as this slot keeps it (keep tokens of its own cache),
+ * or, when another slot holds a longer common prefix (a shared system
+ * prompt or tool list, a conversation that went on in another slot), that
+ * prefix's KV copied over instead of computed. Returns the positions kept;
+ * the slot's cache is truncated to them. */
+static int take_prefix(struct gen_ctx *g, int keep) {
+    struct sched *s = g->s;
+    struct slot *sl = g->sl, *from = NULL;
+    struct job *j = g->j;
+    int got = keep;
+    pthread_mutex_lock(&s->mu);
+    while (sl->pinned) pthread_cond_wait(&s->idle_cv, &s->mu);
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *o = &s->slots[i];
+        if (o == sl || !o->stable) continue;
+        int lcp = common_prefix(o->cache, o->stable, j->ids, j->n_ids - 1);
+        if (lcp >= got + PREFIX_COPY_MIN) got = lcp, from = o;
+    }
+    if (from) from->pinned++;
+    sl->stable = from ? 0 : keep;
+    pthread_mutex_unlock(&s->mu);
+    int rc = r1_batch_seq_truncate(s->batch, sl->index, keep);
+    if (rc) keep = 0, r1_batch_seq_truncate(s->batch, sl->index, 0);
+    if (from && !r1_batch_seq_copy(s->batch, sl->index, from->index, got)) {
+        memcpy(sl->cache, from->cache, (size_t)got * sizeof(int32_t));
+    } else {
+        if (from) r1_batch_seq_truncate(s->batch, sl->index, keep); /* a failed copy changed nothing */
+        got = keep;
+    }
+    pthread_mutex_lock(&s->mu);
+    if (from) {
+        from->pinned--;
+        pthread_cond_broadcast(&s->idle_cv);
+        if (got > keep) s->prefix_copies++, s->prefix_copied += got - keep;
+    }
+    sl->stable = got;
+    pthread_mutex_unlock(&s->mu);
+    return got;
+}
+
 /* n > 1, choice 0: the prompt is in this slot's cache; copy it (KV and the
  * last logits) to the other choices' slots and let them start. */
 static int share_prompt(struct gen_ctx *g) {
@@ -221,9 +280,11 @@ static int share_prompt(struct gen_ctx *g) {
     struct job *j = g->j;
     for (int k = 1; k < j->req.n; k++) {
         struct slot *o = &s->slots[j->slots[k]];
+        slot_claim(s, o, 0);
         if (r1_batch_seq_copy(s->batch, o->index, g->sl->index, j->n_ids)) return -1;
         memcpy(o->cache, j->ids, (size_t)j->n_ids * sizeof(int32_t));
         o->n_cache = j->n_ids;
+        slot_stable(s, o, j->n_ids);
     }
     pthread_mutex_lock(&s->mu);
     memcpy(j->prompt_logits, g->sl->logits, (size_t)s->vocab * sizeof(float));
@@ -305,8 +366,13 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     /* prompt cache: keep the common prefix, compute the rest (at least one token) */
     int keep = common_prefix(sl->cache, sl->n_cache, j->ids, j->n_ids);
     if (keep > j->n_ids - 1) keep = j->n_ids - 1;
-    if (g->lp_rows) keep = 0; /* echo with logprobs scores every prompt position */
-    if (r1_batch_seq_truncate(s->batch, sl->index, keep)) keep = 0, r1_batch_seq_truncate(s->batch, sl->index, 0);
+    if (g->lp_rows) { /* echo with logprobs scores every prompt position */
+        slot_claim(s, sl, 0);
+        r1_batch_seq_truncate(s->batch, sl->index, 0);
+        keep = 0;
+    } else {
+        keep = take_prefix(g, keep);
+    }
     sl->n_cache = keep;
     u->prompt_tokens = j->n_ids;
     u->cached_tokens = keep;
@@ -323,6 +389,7 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
         }
         memcpy(sl->cache + at, j->ids + at, (size_t)n * sizeof(int32_t));
         sl->n_cache = at + n;
+        slot_stable(s, sl, at + n); /* computed: another slot may take it */
     }
     memcpy(sl->logits, logits, (size_t)s->vocab * sizeof(float));
     if (j->req.n > 1 && share_prompt(g)) goto fail;

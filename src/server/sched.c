@@ -126,6 +126,7 @@ static void *worker_main(void *arg) {
         pthread_mutex_lock(&s->mu);
         if (j->running == 0) j->state = JOB_DONE;
         sl->job = NULL;
+        sl->stable = sl->n_cache; /* idle: its whole cache may be taken */
         s->n_busy--;
         job_unref_locked(j);
         pthread_cond_broadcast(&s->idle_cv);

@@ -82,6 +82,12 @@ struct slot {
     pthread_cond_t cv;
     struct job *job; /* guarded by sched.mu */
     unsigned long last_used;
+    /* Prefix sharing between slots (gen.c), guarded by sched.mu: the first
+     * `stable` positions of this slot's cache stay as they are while
+     * `pinned` copies read them (an idle slot: its whole cache; a running
+     * one: its prompt as far as it is computed). Whoever writes this
+     * slot's KV below `stable` first waits for pinned == 0 and lowers it. */
+    int stable, pinned;
 };
 
 struct sched {
@@ -115,6 +121,7 @@ struct sched {
     int n_queued, n_busy, stopping, engine_stop;
     unsigned long tick, counter;
     long served, cancelled, rejected;
+    long prefix_copies, prefix_copied; /* prompts that took another slot's prefix; the tokens so taken */
     r1_gvocab_t *gvocab; /* the token bytes for grammars, built at the first request with one (under mu) */
 };
 
