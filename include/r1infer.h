@@ -42,7 +42,7 @@ enum r1_dtype {
     R1_DTYPE_Q4_K, /* 256-weight super-blocks */
     R1_DTYPE_Q5_K,
     R1_DTYPE_Q6_K,
-    R1_DTYPE_COUNT, /* the backends may keep private layouts past this value */
+    R1_DTYPE_COUNT,    /* the backends may keep private layouts past this value */
     R1_DTYPE_AUTO = -1 /* "the checkpoint's own dtype" */
 };
 
@@ -83,7 +83,7 @@ struct r1_config {
     /* llama3 rope scaling (rope_scaling.rope_type "llama3"); rope_factor 0 = none.
      * In GGUF the same frequencies come as the tensor rope_freqs.weight. */
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
-    int rope_orig_ctx; /* original_max_position_embeddings */
+    int rope_orig_ctx;        /* original_max_position_embeddings */
     enum r1_dtype file_dtype; /* torch_dtype / dominant GGUF type */
     int bos_id, eos_id;       /* -1 when unknown */
 };
@@ -95,8 +95,8 @@ struct r1_load_opts {
     /* The file is mapped and matrices already in the kernels' layout are used
      * where they lie (shared with other processes mapping it); the rest is
      * converted a tensor at a time, the file's pages given back after each. */
-    int no_mmap;         /* read the file into private memory instead of mapping it */
-    int mlock;           /* lock the weights in memory (fails naming the limit) */
+    int no_mmap; /* read the file into private memory instead of mapping it */
+    int mlock;   /* lock the weights in memory (fails naming the limit) */
     /* The layout cache: the weights converted for the kernels (the cpu's
      * regrouped quantizations) kept in a file under this directory, written
      * on the first load and mapped read-only and shared by later ones, which
@@ -132,13 +132,13 @@ enum r1_dtype r1_model_dtype(const r1_model_t *m);
 typedef struct r1_session r1_session_t;
 
 struct r1_session_opts {
-    int n_ctx;           /* KV cache length; 0 = r1_ctx_default's */
-    const char *backend; /* "ref", "cpu", "cuda"; NULL = best available */
-    int n_threads;       /* 0 = physical cores */
+    int n_ctx;              /* KV cache length; 0 = r1_ctx_default's */
+    const char *backend;    /* "ref", "cpu", "cuda"; NULL = best available */
+    int n_threads;          /* 0 = physical cores */
     enum r1_dtype kv_dtype; /* R1_DTYPE_F32, R1_DTYPE_F16 or R1_DTYPE_Q8_0 (host backends,
                                head_dim % 32 == 0); R1_DTYPE_AUTO = the backend's
                                default (f16 on cpu). Note R1_DTYPE_F32 is 0. */
-    int profile;         /* time every kernel (see r1_session_profile) */
+    int profile;            /* time every kernel (see r1_session_profile) */
 };
 
 /* The context a session (n_seq 1) or a batch of n_seq sequences gets with
@@ -149,8 +149,7 @@ struct r1_session_opts {
  * device backend min(4096, max_pos). If note is not NULL it receives (cap
  * bytes, NUL-terminated) one line saying what was chosen and why. Reads
  * /proc/meminfo each call: pass the result on as n_ctx to keep it. */
-int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const char *backend, char *note,
-                   size_t cap);
+int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const char *backend, char *note, size_t cap);
 
 /* A session owns the KV cache and the scratch buffers of one conversation.
  * Everything the forward pass needs is allocated here, none per token. */
@@ -170,13 +169,11 @@ int r1_session_vocab(const r1_session_t *s);
  * Returns the logits of the last token (vocab floats, owned by the session,
  * valid until the next call), or NULL on error (e.g. context full).
  * If all_logits is non-NULL it receives n*vocab floats (caller-provided). */
-const float *r1_session_forward(r1_session_t *s, const int32_t *ids, int n,
-                                float *all_logits);
+const float *r1_session_forward(r1_session_t *s, const int32_t *ids, int n, float *all_logits);
 
 /* Per-kernel time of the profiled steps: fills up to cap entries of names
  * and microseconds, returns the number of kernels. */
-int r1_session_profile(const r1_session_t *s, const char **names, double *us,
-                       long *calls, int cap);
+int r1_session_profile(const r1_session_t *s, const char **names, double *us, long *calls, int cap);
 void r1_session_profile_reset(r1_session_t *s);
 
 /* ---------------------------------------------------------------- batches */
@@ -239,8 +236,7 @@ int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n);
  * with an error: a sequence that would pass n_ctx ("sequence 3 is full"),
  * rows of one sequence that are not contiguous, a bad id. On error no
  * sequence advances. */
-int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want,
-                  float *logits);
+int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want, float *logits);
 /* With opts.profile: per-kernel time of the steps since the last reset, as
  * r1_session_profile. */
 int r1_batch_profile(const r1_batch_t *b, const char **names, double *us, long *calls, int cap);
@@ -249,12 +245,12 @@ void r1_batch_profile_reset(r1_batch_t *b);
 /* ---------------------------------------------------------------- sampler */
 
 struct r1_sampler_params {
-    float temperature;    /* 0 = greedy */
-    int top_k;            /* 0 = off */
-    float top_p;          /* 1 = off */
-    float min_p;          /* 0 = off */
-    float repeat_penalty; /* 1 = off */
-    int repeat_last_n;    /* how many recent tokens the penalty sees */
+    float temperature;                         /* 0 = greedy */
+    int top_k;                                 /* 0 = off */
+    float top_p;                               /* 1 = off */
+    float min_p;                               /* 0 = off */
+    float repeat_penalty;                      /* 1 = off */
+    int repeat_last_n;                         /* how many recent tokens the penalty sees */
     float presence_penalty, frequency_penalty; /* 0 = off */
     uint64_t seed;
 };
@@ -298,12 +294,10 @@ void r1_tokenizer_free(r1_tokenizer_t *t);
 /* Encode UTF-8 (or arbitrary bytes) text. add_special adds what the
  * post-processor adds (BOS). Added tokens in the text are matched.
  * *ids is malloc'ed; returns the number of ids or -1. */
-int r1_tokenizer_encode(const r1_tokenizer_t *t, const char *text, size_t len,
-                        int add_special, int32_t **ids);
+int r1_tokenizer_encode(const r1_tokenizer_t *t, const char *text, size_t len, int add_special, int32_t **ids);
 /* Decode ids to bytes (NUL-terminated, *out malloc'ed); skip_special hides
  * special added tokens. Returns the byte length or -1 (unknown id). */
-long r1_tokenizer_decode(const r1_tokenizer_t *t, const int32_t *ids, size_t n,
-                         int skip_special, char **out);
+long r1_tokenizer_decode(const r1_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, char **out);
 int r1_tokenizer_vocab_size(const r1_tokenizer_t *t);
 int r1_tokenizer_bos(const r1_tokenizer_t *t); /* -1 if none */
 int r1_tokenizer_eos(const r1_tokenizer_t *t); /* -1 if none */
@@ -330,8 +324,7 @@ struct r1_chat_msg {
 };
 /* Render messages; add_generation_prompt appends the assistant opener
  * ("<｜Assistant｜><think>\n" for R1). Returns a malloc'ed string or NULL. */
-char *r1_chat_apply(const r1_tokenizer_t *t, const struct r1_chat_msg *msgs,
-                    size_t n, int add_generation_prompt);
+char *r1_chat_apply(const r1_tokenizer_t *t, const struct r1_chat_msg *msgs, size_t n, int add_generation_prompt);
 /* "deepseek-r1" or "chatml". */
 const char *r1_chat_template_name(const r1_tokenizer_t *t);
 
@@ -374,13 +367,13 @@ struct r1_spec_opts {
 };
 
 struct r1_spec_stats {
-    long steps;     /* target forwards while generating (verifications + plain steps) */
-    long drafted;   /* draft tokens sent to the target */
-    long accepted;  /* of those, kept */
-    long generated; /* tokens produced */
+    long steps;                         /* target forwards while generating (verifications + plain steps) */
+    long drafted;                       /* draft tokens sent to the target */
+    long accepted;                      /* of those, kept */
+    long generated;                     /* tokens produced */
     long draft_prefilled, draft_reused; /* prompt ids the draft model ran at r1_spec_begin, and
                                            those it kept from its cache instead */
-    double draft_s, target_s; /* wall time in the draft source and the target */
+    double draft_s, target_s;           /* wall time in the draft source and the target */
 };
 
 /* Checks that draft can draft for target: the same vocabulary (both
@@ -388,8 +381,8 @@ struct r1_spec_stats {
  * number of ids). Returns 0; or -1 with an error naming the first id that
  * differs. If the draft has more weight bytes per token than the target,
  * sets *warn (if non-NULL) to 1: it still works, but cannot be faster. */
-int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_tok,
-                        const r1_model_t *draft, const r1_tokenizer_t *draft_tok, int *warn);
+int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_tok, const r1_model_t *draft,
+                        const r1_tokenizer_t *draft_tok, int *warn);
 
 /* A speculative decoder over target (whose cache holds the prompt) and an
  * optional draft session (NULL for lookup; its cache is reset by
@@ -397,8 +390,7 @@ int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_t
  * every kept token through r1_sampler_accept). The sessions and the sampler
  * stay the caller's and must outlive the decoder. NULL with an error on bad
  * options (no draft source, k out of range). */
-r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *smp,
-                       const struct r1_spec_opts *opts);
+r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *smp, const struct r1_spec_opts *opts);
 void r1_spec_free(r1_spec_t *sp);
 
 /* A target that is not a session (the server's: one sequence of its KV pool,
@@ -461,8 +453,9 @@ void r1_grammar_free(r1_grammar_t *g);
  * of JSON); schema NULL gives any JSON object (JSON mode). NULL on error or
  * on an unsupported keyword, with a sentence in err. flags: 0 or
  * R1_SCHEMA_LENIENT. */
-#define R1_SCHEMA_LENIENT 1 /* a pattern the grammar cannot express (lookarounds, backreferences, \b)
-                             * leaves its string unconstrained instead of an error */
+#define R1_SCHEMA_LENIENT                                                                                              \
+    1 /* a pattern the grammar cannot express (lookarounds, backreferences, \b)                                        \
+       * leaves its string unconstrained instead of an error */
 char *r1_grammar_json_schema(const char *schema, size_t len, int flags, char *err, size_t errlen);
 /* The GBNF text (malloc'ed) of 1 to max_calls function calls, each in the
  * form <tool_call>{"name": NAME, "arguments": ARGS}</tool_call> (white

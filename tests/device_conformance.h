@@ -254,10 +254,8 @@ static void dc_test_matmul(const struct dc_backend *b, enum r1_kernel k) {
                         memcpy(ref, init, sizeof(float) * on);
                         float *dx = dup_dev(x, sizeof(float) * T * K), *db = dup_dev(bias, sizeof(float) * rows);
                         float *dout = dup_dev(NULL, sizeof(float) * on);
-                        if (k == R1_K_MATVEC_ADD)
-                            dv->upload(dout, init, sizeof(float) * on);
-                        else
-                            poison(dout, sizeof(float) * on);
+                        if (k == R1_K_MATVEC_ADD) dv->upload(dout, init, sizeof(float) * on);
+                        else poison(dout, sizeof(float) * on);
                         struct r1_op op = {.kernel = k, .T = T, .w = &m.h, .x = x, .b = bias, .out = ref};
                         run_ref(k, &op);
                         op.w = &m.d, op.x = dx, op.b = db, op.out = dout;
@@ -357,8 +355,7 @@ static void dc_test_rope_kv(const struct dc_backend *b) {
                     op.x = ref, dop.x = dq;
                     run_ref(R1_K_KV_APPEND, &op);
                     if (!run_dev(R1_K_KV_APPEND, &dop)) {
-                        size_t n = (size_t)2 * f.nkv * f.n_ctx * f.hd,
-                               nb = n / f.hd * r1_dtype_row_bytes(f.kvt, f.hd);
+                        size_t n = (size_t)2 * f.nkv * f.n_ctx * f.hd, nb = n / f.hd * r1_dtype_row_bytes(f.kvt, f.hd);
                         uint8_t *hk = malloc(nb), *hv = malloc(nb);
                         fetch(hk, f.dkv.k, nb), fetch(hv, f.dkv.v, nb);
                         /* the ref rows were rotated on the host from the same q: compare bytes

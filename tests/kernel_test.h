@@ -54,9 +54,8 @@ struct mat {
 __attribute__((unused)) static void rand_blocks(enum r1_dtype dt, uint8_t *p, size_t bytes) {
     const struct r1_dtype_traits *tr = &r1_dtype_traits[dt];
     static const int f16_at[][3] = {/* dtype, offsets of f16 fields (-1: none) */
-                                    {R1_DTYPE_Q4_1, 0, 2}, {R1_DTYPE_Q5_0, 0, -1},
-                                    {R1_DTYPE_Q5_1, 0, 2}, {R1_DTYPE_Q4_K, 0, 2},
-                                    {R1_DTYPE_Q5_K, 0, 2}, {R1_DTYPE_Q6_K, 208, -1}};
+                                    {R1_DTYPE_Q4_1, 0, 2}, {R1_DTYPE_Q5_0, 0, -1}, {R1_DTYPE_Q5_1, 0, 2},
+                                    {R1_DTYPE_Q4_K, 0, 2}, {R1_DTYPE_Q5_K, 0, 2},  {R1_DTYPE_Q6_K, 208, -1}};
     for (size_t i = 0; i < bytes; i++) p[i] = (uint8_t)((unsigned)(frand() * 1000.0f + 1e4f) & 0xff);
     for (size_t b = 0; b < bytes; b += tr->block_size)
         for (int i = 0; i < 6; i++)
@@ -64,8 +63,8 @@ __attribute__((unused)) static void rand_blocks(enum r1_dtype dt, uint8_t *p, si
                 if (f16_at[i][j] >= 0) {
                     float v = frand() * (tr->block > 32 ? 2e-4f : 4e-3f);
                     if (j == 2 && tr->block == 32) /* the min of q4_1/q5_1 */
-                        v = -r1_f16_to_f32((uint16_t)(p[b] | p[b + 1] << 8)) *
-                            (dt == R1_DTYPE_Q4_1 ? 7.5f : 15.5f) * (1.0f + 0.2f * frand());
+                        v = -r1_f16_to_f32((uint16_t)(p[b] | p[b + 1] << 8)) * (dt == R1_DTYPE_Q4_1 ? 7.5f : 15.5f) *
+                            (1.0f + 0.2f * frand());
                     uint16_t h = r1_f32_to_f16(v);
                     p[b + f16_at[i][j]] = (uint8_t)h, p[b + f16_at[i][j] + 1] = (uint8_t)(h >> 8);
                 }
@@ -114,18 +113,17 @@ __attribute__((unused)) static void group_add(struct group *g, double e, const c
     }
 }
 __attribute__((unused)) static void group_print(const struct group *g) {
-    printf("%-8s %-24s %4d cases  worst nmse %9.3g (limit %.0e) at %s\n", g->isa, g->what,
-           g->cases, g->worst, g->limit, g->worst_case);
+    printf("%-8s %-24s %4d cases  worst nmse %9.3g (limit %.0e) at %s\n", g->isa, g->what, g->cases, g->worst, g->limit,
+           g->worst_case);
 }
 
 /* ---- matmul-type kernels ---- */
 __attribute__((unused)) static const enum r1_kernel mm_kernels[] = {R1_K_QKV_BIAS, R1_K_MATVEC_ADD, R1_K_LM_HEAD,
-                                            R1_K_GATE_UP_SILU};
-__attribute__((unused)) static const enum r1_dtype dtypes[] = {R1_DTYPE_F32,  R1_DTYPE_F16,  R1_DTYPE_BF16, R1_DTYPE_Q8_0,
-                                       R1_DTYPE_Q4_0, R1_DTYPE_Q4_1, R1_DTYPE_Q5_0, R1_DTYPE_Q5_1,
-                                       R1_DTYPE_Q4_K, R1_DTYPE_Q5_K, R1_DTYPE_Q6_K, R1_DTYPE_Q4_0X8,
-                                       R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8,
-                                       R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
+                                                                    R1_K_GATE_UP_SILU};
+__attribute__((unused)) static const enum r1_dtype dtypes[] = {
+    R1_DTYPE_F32,    R1_DTYPE_F16,    R1_DTYPE_BF16,   R1_DTYPE_Q8_0,   R1_DTYPE_Q4_0,  R1_DTYPE_Q4_1,
+    R1_DTYPE_Q5_0,   R1_DTYPE_Q5_1,   R1_DTYPE_Q4_K,   R1_DTYPE_Q5_K,   R1_DTYPE_Q6_K,  R1_DTYPE_Q4_0X8,
+    R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
 
 __attribute__((unused)) static struct r1_kv_cache kv_new(enum r1_dtype dt, int nl, int nkv, int nctx, int hd) {
     struct r1_kv_cache kv = {dt, nl, nkv, nctx, hd, NULL, NULL};

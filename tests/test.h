@@ -9,20 +9,18 @@
 
 static int test_passed, test_failed;
 
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (cond) {                                                                       \
-            test_passed++;                                                                \
-        } else {                                                                          \
-            test_failed++;                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                          \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fputc('\n', stderr);                                                          \
-        }                                                                                 \
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (cond) {                                                                                                    \
+            test_passed++;                                                                                             \
+        } else {                                                                                                       \
+            test_failed++;                                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                       \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
     } while (0)
 
-#define TEST_DONE(name)                                                                   \
-    (printf("%s: %d passed, %d failed\n", name, test_passed, test_failed),               \
-     test_failed ? 1 : 0)
+#define TEST_DONE(name) (printf("%s: %d passed, %d failed\n", name, test_passed, test_failed), test_failed ? 1 : 0)
 
 #endif

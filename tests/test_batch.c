@@ -54,8 +54,8 @@ static void make_prompt(int q, int vocab, int32_t *ids) {
 
 /* Prefill + N_GEN greedy tokens alone; 0 or -1. */
 static int alone(r1_model_t *m, const char *be, const int32_t *prompt, int n, int32_t *gen) {
-    r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = N_CTX, .backend = be,
-                                                                   .n_threads = 2, .kv_dtype = kv_dt});
+    r1_session_t *s =
+        r1_session_new(m, &(struct r1_session_opts){.n_ctx = N_CTX, .backend = be, .n_threads = 2, .kv_dtype = kv_dt});
     if (!s) return -1;
     int vocab = r1_model_config(m)->vocab;
     const float *l = r1_session_forward(s, prompt, n, NULL);
@@ -81,9 +81,10 @@ static void run_model(const char *name, const char *path, const char *be) {
         make_prompt(q, vocab, prompt[q]);
         CHECK(!alone(m, be, prompt[q], PROMPT_LEN[q], ref[q]), "%s/%s: alone: %s", name, be, r1_last_error());
     }
-    r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = N_SEQ + 1, .n_ctx = N_CTX,
-                                                            .n_batch = MAX_ROWS, .backend = be,
-                                                            .n_threads = 2, .kv_dtype = kv_dt});
+    r1_batch_t *b = r1_batch_new(
+        m,
+        &(struct r1_batch_opts){
+            .n_seq = N_SEQ + 1, .n_ctx = N_CTX, .n_batch = MAX_ROWS, .backend = be, .n_threads = 2, .kv_dtype = kv_dt});
     CHECK(b, "%s/%s: r1_batch_new: %s", name, be, r1_last_error());
     if (!b) {
         r1_model_free(m);
@@ -129,8 +130,8 @@ static void run_model(const char *name, const char *path, const char *be) {
         CHECK(n_gen[q] == N_GEN, "%s/%s: sequence %d generated %d of %d", name, be, q, n_gen[q], N_GEN);
         int same = n_gen[q] == N_GEN && !memcmp(got[q], ref[q], sizeof ref[q]);
         CHECK(same, "%s/%s: sequence %d (prompt %d) batched differs from alone", name, be, q, PROMPT_LEN[q]);
-        CHECK(r1_batch_seq_n_past(b, q) == PROMPT_LEN[q] + N_GEN - 1, "%s/%s: sequence %d has %d cached", name, be,
-              q, r1_batch_seq_n_past(b, q));
+        CHECK(r1_batch_seq_n_past(b, q) == PROMPT_LEN[q] + N_GEN - 1, "%s/%s: sequence %d has %d cached", name, be, q,
+              r1_batch_seq_n_past(b, q));
     }
     /* sequence 4 = sequence 0's prompt, copied, then decoded alone in the batch */
     const int d = N_SEQ;
@@ -162,8 +163,7 @@ static void run_model(const char *name, const char *path, const char *be) {
           "%s/%s: a full sequence: '%s'", name, be, r1_last_error());
     CHECK(r1_batch_seq_n_past(b, 0) == past0 && r1_batch_seq_n_past(b, 1) == N_CTX && past1 > 0,
           "%s/%s: a failed step moved a sequence", name, be);
-    printf("%s/%s: %d sequences x %d greedy tokens batched == alone (%d mixed steps)\n", name, be, N_SEQ, N_GEN,
-           mixed);
+    printf("%s/%s: %d sequences x %d greedy tokens batched == alone (%d mixed steps)\n", name, be, N_SEQ, N_GEN, mixed);
     free(logits);
     r1_batch_free(b);
     r1_model_free(m);

@@ -29,8 +29,8 @@ static void test_bw_readers(void) {
         int nr = bench_bw_reader_sums(p, ns[k], names, sums);
         CHECK(nr >= 1, "bandwidth readers: none");
         for (int r = 0; r < nr; r++)
-            CHECK(sums[r] == (float)want, "bandwidth reader %s, n = %zu: sum %.1f, want %.1f",
-                  names[r], ns[k], (double)sums[r], want);
+            CHECK(sums[r] == (float)want, "bandwidth reader %s, n = %zu: sum %.1f, want %.1f", names[r], ns[k],
+                  (double)sums[r], want);
     }
     free(p);
 }

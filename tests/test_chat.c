@@ -21,8 +21,8 @@
 #define BOS "<｜begin▁of▁sentence｜>"
 #define EOS "<｜end▁of▁sentence｜>"
 
-static void expect(const r1_tokenizer_t *t, const char *name, const struct r1_chat_msg *m, size_t n,
-                   int gen, const char *want) {
+static void expect(const r1_tokenizer_t *t, const char *name, const struct r1_chat_msg *m, size_t n, int gen,
+                   const char *want) {
     char *got = r1_chat_apply(t, m, n, gen);
     CHECK(got && !strcmp(got, want), "%s:\n  got:  %s\n  want: %s", name, got ? got : r1_last_error(), want);
     free(got);
@@ -86,9 +86,9 @@ static r1_tokenizer_t *with_config(const char *dir, const char *config) {
 static void test_chatml(void) {
     char dir[] = "/tmp/r1chat.XXXXXX";
     if (!mkdtemp(dir)) return;
-    r1_tokenizer_t *t = with_config(dir,
-        "{\"eos_token\": \"" EOS "\", \"chat_template\": \"{% for message in messages %}"
-        "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}\"}");
+    r1_tokenizer_t *t = with_config(
+        dir, "{\"eos_token\": \"" EOS "\", \"chat_template\": \"{% for message in messages %}"
+             "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}\"}");
     if (t) {
         CHECK(!strcmp(r1_chat_template_name(t), "chatml"), "chatml name");
         struct r1_chat_msg single[] = {{"user", "Hello"}};

@@ -85,10 +85,9 @@ static void long_prompt(void) {
         if (l && lb) {
             double e = 0;
             for (int v = 0; v < V; v++) e = fmax(e, fabs((double)la[v] - lb[v]));
-            CHECK(e <= TOL_CHUNKED, "position %d: one step vs five pieces, max |diff| %.3g (TOL_CHUNKED %g)", N - 1,
-                  e, TOL_CHUNKED);
-            printf("  2100-token prompt, one step vs five pieces: max |diff| %.3g (TOL_CHUNKED %g)\n", e,
-                   TOL_CHUNKED);
+            CHECK(e <= TOL_CHUNKED, "position %d: one step vs five pieces, max |diff| %.3g (TOL_CHUNKED %g)", N - 1, e,
+                  TOL_CHUNKED);
+            printf("  2100-token prompt, one step vs five pieces: max |diff| %.3g (TOL_CHUNKED %g)\n", e, TOL_CHUNKED);
         }
     }
     free(ids);
@@ -118,8 +117,7 @@ int main(void) {
           "2 GiB free: %d positions = %.3f GiB, want the most that fit in 1 GiB", n, (double)n * f16 / GIB);
     /* 8 GiB free: a quarter (2 GiB) is kept, 6 GiB for the cache */
     n = r1_ctx_pick(1 << 20, f16, 8 * GIB, &capped);
-    CHECK(capped == 1 && (unsigned long long)n * f16 <= 6 * GIB &&
-              (unsigned long long)(n + 256) * f16 > 6 * GIB,
+    CHECK(capped == 1 && (unsigned long long)n * f16 <= 6 * GIB && (unsigned long long)(n + 256) * f16 > 6 * GIB,
           "8 GiB free: %d positions, want the most that fit in 6 GiB", n);
     /* a q8_0 cache fits more positions in the same memory */
     int nq = r1_ctx_pick(1 << 20, q8, 8 * GIB, &capped);

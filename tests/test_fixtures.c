@@ -75,8 +75,8 @@ struct fixture {
     char dtype[32];
     double rope_theta;
     char arch[16]; /* "qwen2" or "llama"; "" unknown */
-    int tied; /* -1 unknown */
-    int trained; /* weights trained on text: peaked logits */
+    int tied;      /* -1 unknown */
+    int trained;   /* weights trained on text: peaked logits */
 };
 
 static int argmax(const float *x, int n) {
@@ -138,8 +138,7 @@ static int load_fixture(const char *name, struct fixture *fx) {
     fx->tied = tied ? json_is_true(tied) : -1;
     const char *lf = json_string_value(json_object_get(root, "logits_file"));
     const char *nf = json_string_value(json_object_get(root, "logits_native_file"));
-    int ok = fx->prompt && fx->greedy && fx->vocab > 0 && n_prompt == fx->n_prompt &&
-             fx->n_greedy == N_GEN && lf;
+    int ok = fx->prompt && fx->greedy && fx->vocab > 0 && n_prompt == fx->n_prompt && fx->n_greedy == N_GEN && lf;
     CHECK(ok, "%s: malformed expected.json", path);
     if (ok) {
         size_t cnt = (size_t)fx->n_prompt * fx->vocab;
@@ -164,8 +163,7 @@ static void free_fixture(struct fixture *fx) {
 }
 
 /* max over rows of max|a-b| / max|ref| (per-row scale); worst row in *row */
-static double rel_err_rows(const float *a, const float *b, const float *ref, int rows, int V,
-                           int *row) {
+static double rel_err_rows(const float *a, const float *b, const float *ref, int rows, int V, int *row) {
     double worst = 0;
     *row = 0;
     for (int r = 0; r < rows; r++) {
@@ -197,8 +195,7 @@ static void run_config(const struct fixture *fx, r1_model_t *model, const struct
                                             });
     CHECK(s != NULL, "%s: r1_session_new: %s", tag, r1_last_error());
     if (!s) return;
-    CHECK(!strcmp(r1_session_backend(s), cf->backend), "%s: backend is '%s'", tag,
-          r1_session_backend(s));
+    CHECK(!strcmp(r1_session_backend(s), cf->backend), "%s: backend is '%s'", tag, r1_session_backend(s));
     CHECK(r1_session_n_past(s) == 0, "%s: new session n_past %d", tag, r1_session_n_past(s));
 
     float *all = calloc((size_t)n * V, sizeof *all);
@@ -213,16 +210,15 @@ static void run_config(const struct fixture *fx, r1_model_t *model, const struct
     const float *last = r1_session_forward(s, fx->prompt, n, all);
     CHECK(last != NULL, "%s: prefill: %s", tag, r1_last_error());
     if (!last) goto out;
-    CHECK(r1_session_n_past(s) == n, "%s: n_past %d after prefill of %d", tag,
-          r1_session_n_past(s), n);
+    CHECK(r1_session_n_past(s) == n, "%s: n_past %d after prefill of %d", tag, r1_session_n_past(s), n);
     CHECK(!memcmp(last, all + (size_t)(n - 1) * V, sizeof *last * V),
           "%s: returned logits differ from the last row of all_logits", tag);
     int row;
     double err = rel_err_rows(all, fx->logits, fx->logits, n, V, &row);
-    printf("%-34s prefill max rel err %.3g (pos %d), %s %.0e: %s\n", tag, err, row, cf->tol_name,
-           cf->tol, err <= cf->tol ? "ok" : "FAIL");
-    CHECK(err <= cf->tol, "%s: prefill logits at position %d: max|err|/max|hf| = %.3g > %s = %.0e",
-          tag, row, err, cf->tol_name, cf->tol);
+    printf("%-34s prefill max rel err %.3g (pos %d), %s %.0e: %s\n", tag, err, row, cf->tol_name, cf->tol,
+           err <= cf->tol ? "ok" : "FAIL");
+    CHECK(err <= cf->tol, "%s: prefill logits at position %d: max|err|/max|hf| = %.3g > %s = %.0e", tag, row, err,
+          cf->tol_name, cf->tol);
     if (fx->logits_native) {
         int agree = 0, agree_hf = 0;
         for (int r = 0; r < n; r++) {
@@ -231,10 +227,9 @@ static void run_config(const struct fixture *fx, r1_model_t *model, const struct
             agree_hf += argmax(fx->logits + (size_t)r * V, V) == a;
         }
         double fr = (double)agree / n;
-        printf("%-34s top-1 agreement with HF native %s: %.3f (HF f32-compute vs native: %.3f)\n",
-               tag, fx->dtype, fr, (double)agree_hf / n);
-        CHECK(fr >= NATIVE_TOP1_MIN, "%s: top-1 agreement with native %s only %.3f", tag,
-              fx->dtype, fr);
+        printf("%-34s top-1 agreement with HF native %s: %.3f (HF f32-compute vs native: %.3f)\n", tag, fx->dtype, fr,
+               (double)agree_hf / n);
+        CHECK(fr >= NATIVE_TOP1_MIN, "%s: top-1 agreement with native %s only %.3f", tag, fx->dtype, fr);
     }
 
     /* 2. greedy decode, one token at a time */
@@ -253,27 +248,23 @@ static void run_config(const struct fixture *fx, r1_model_t *model, const struct
         const float *lg = steps + (size_t)mismatch * V;
         printf("%-34s greedy: FIRST MISMATCH at step %d: expected %d (logit %.5f), got %d "
                "(logit %.5f)\n",
-               tag, mismatch, fx->greedy[mismatch], lg[fx->greedy[mismatch]], got[mismatch],
-               lg[got[mismatch]]);
+               tag, mismatch, fx->greedy[mismatch], lg[fx->greedy[mismatch]], got[mismatch], lg[got[mismatch]]);
     } else {
         printf("%-34s greedy: %d/%d ids match\n", tag, N_GEN, N_GEN);
     }
     CHECK(mismatch < 0, "%s: greedy id %d: expected %d, got %d", tag, mismatch,
           mismatch >= 0 ? fx->greedy[mismatch] : 0, mismatch >= 0 ? got[mismatch] : 0);
-    CHECK(r1_session_n_past(s) == n + N_GEN - 1, "%s: n_past %d after decoding, expected %d", tag,
-          r1_session_n_past(s), n + N_GEN - 1);
+    CHECK(r1_session_n_past(s) == n + N_GEN - 1, "%s: n_past %d after decoding, expected %d", tag, r1_session_n_past(s),
+          n + N_GEN - 1);
 
     /* 3. truncate back to the prompt; replay the decoded ids as one batch */
     CHECK(r1_session_truncate(s, n) == 0, "%s: truncate(%d): %s", tag, n, r1_last_error());
-    CHECK(r1_session_n_past(s) == n, "%s: n_past %d after truncate(%d)", tag,
-          r1_session_n_past(s), n);
+    CHECK(r1_session_n_past(s) == n, "%s: n_past %d after truncate(%d)", tag, r1_session_n_past(s), n);
     if (r1_session_forward(s, got, N_GEN - 1, replay + V)) {
         memcpy(replay, steps, sizeof *replay * V); /* row 0 is the prefill's */
         double e = rel_err_rows(replay, steps, steps, N_GEN, V, &row);
-        printf("%-34s truncate + batched replay of the decode steps: max rel err %.3g (step %d)\n",
-               tag, e, row);
-        CHECK(e <= replay_tol, "%s: replay after truncate differs at step %d by %.3g", tag,
-              row, e);
+        printf("%-34s truncate + batched replay of the decode steps: max rel err %.3g (step %d)\n", tag, e, row);
+        CHECK(e <= replay_tol, "%s: replay after truncate differs at step %d by %.3g", tag, row, e);
     } else {
         CHECK(0, "%s: replay after truncate: %s", tag, r1_last_error());
     }
@@ -286,8 +277,7 @@ static void run_config(const struct fixture *fx, r1_model_t *model, const struct
     if (r1_session_forward(s, fx->prompt + k, n - k, chunked + (size_t)k * V)) {
         double e = rel_err_rows(chunked, all, all, n, V, &row);
         printf("%-34s truncate(%d) + re-forward of the prompt: max rel err %.3g\n", tag, k, e);
-        CHECK(e <= replay_tol, "%s: re-forward after truncate(%d) differs at pos %d by %.3g",
-              tag, k, row, e);
+        CHECK(e <= replay_tol, "%s: re-forward after truncate(%d) differs at pos %d by %.3g", tag, k, row, e);
     } else {
         CHECK(0, "%s: re-forward after truncate: %s", tag, r1_last_error());
     }
@@ -302,16 +292,13 @@ static void run_config(const struct fixture *fx, r1_model_t *model, const struct
     int h = n / 2;
     memset(chunked, 0, sizeof *chunked * (size_t)n * V);
     const float *l1 = r1_session_forward(s, fx->prompt, h, chunked);
-    const float *l2 = l1 ? r1_session_forward(s, fx->prompt + h, n - h, chunked + (size_t)h * V)
-                         : NULL;
+    const float *l2 = l1 ? r1_session_forward(s, fx->prompt + h, n - h, chunked + (size_t)h * V) : NULL;
     CHECK(l1 && l2, "%s: chunked prefill: %s", tag, r1_last_error());
     if (l1 && l2) {
         double e = rel_err_rows(chunked, all, all, n, V, &row);
         double eh = rel_err_rows(chunked, fx->logits, fx->logits, n, V, &row);
-        printf("%-34s prefill in 2 chunks (%d+%d): vs one-shot %.3g, vs HF %.3g\n", tag, h, n - h,
-               e, eh);
-        CHECK(e <= replay_tol, "%s: 2-chunk prefill differs from one-shot at pos %d by %.3g",
-              tag, row, e);
+        printf("%-34s prefill in 2 chunks (%d+%d): vs one-shot %.3g, vs HF %.3g\n", tag, h, n - h, e, eh);
+        CHECK(e <= replay_tol, "%s: 2-chunk prefill differs from one-shot at pos %d by %.3g", tag, row, e);
         CHECK(eh <= cf->tol, "%s: 2-chunk prefill vs HF %.3g > %s", tag, eh, cf->tol_name);
     }
 out:
@@ -351,10 +338,10 @@ static void run_quantized(const struct fixture *fx) {
             if (k < 0) break;
             continue;
         }
-        r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = N_CTX, .backend = "cpu",
-                                                                     .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
-        CHECK(s && r1_session_forward(s, ids, n, k < 0 ? base : q), "%s --dtype %s: %s", fx->name,
-              r1_dtype_name(dt), r1_last_error());
+        r1_session_t *s = r1_session_new(
+            m, &(struct r1_session_opts){.n_ctx = N_CTX, .backend = "cpu", .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
+        CHECK(s && r1_session_forward(s, ids, n, k < 0 ? base : q), "%s --dtype %s: %s", fx->name, r1_dtype_name(dt),
+              r1_last_error());
         if (k < 0) {
             have_base = s != NULL;
         } else if (have_base && s) {
@@ -384,9 +371,7 @@ static void run_quantized(const struct fixture *fx) {
     free(q);
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 int main(void) {
     char *names[64];
@@ -415,33 +400,27 @@ int main(void) {
             CHECK(m != NULL, "%s: r1_model_load: %s", fx.dir, r1_last_error());
             if (m) {
                 const struct r1_config *c = r1_model_config(m);
-                CHECK(c->vocab == fx.vocab, "%s: vocab %d, expected %d", fx.name, c->vocab,
-                      fx.vocab);
+                CHECK(c->vocab == fx.vocab, "%s: vocab %d, expected %d", fx.name, c->vocab, fx.vocab);
                 if (fx.arch[0])
-                    CHECK(!strcmp(r1_arch_name(c->arch), fx.arch), "%s: architecture %s, expected %s",
-                          fx.name, r1_arch_name(c->arch), fx.arch);
+                    CHECK(!strcmp(r1_arch_name(c->arch), fx.arch), "%s: architecture %s, expected %s", fx.name,
+                          r1_arch_name(c->arch), fx.arch);
                 if (fx.rope_theta > 0)
-                    CHECK(fabs(c->rope_theta - fx.rope_theta) <= 1e-6 * fx.rope_theta,
-                          "%s: rope_theta %g, expected %g", fx.name, c->rope_theta,
-                          fx.rope_theta);
-                if (fx.tied >= 0)
-                    CHECK(c->tied == fx.tied, "%s: tied %d, expected %d", fx.name, c->tied,
-                          fx.tied);
+                    CHECK(fabs(c->rope_theta - fx.rope_theta) <= 1e-6 * fx.rope_theta, "%s: rope_theta %g, expected %g",
+                          fx.name, c->rope_theta, fx.rope_theta);
+                if (fx.tied >= 0) CHECK(c->tied == fx.tied, "%s: tied %d, expected %d", fx.name, c->tied, fx.tied);
                 const char *want = !strcmp(fx.dtype, "float32")    ? "f32"
                                    : !strcmp(fx.dtype, "bfloat16") ? "bf16"
                                    : !strcmp(fx.dtype, "float16")  ? "f16"
-                                                                    : "?";
-                CHECK(!strcmp(r1_dtype_name(c->file_dtype), want), "%s: file dtype %s, expected %s",
-                      fx.name, r1_dtype_name(c->file_dtype), want);
-                CHECK(!strcmp(r1_dtype_name(r1_model_dtype(m)), want),
-                      "%s: loaded with dtype AUTO as %s, expected %s", fx.name,
-                      r1_dtype_name(r1_model_dtype(m)), want);
+                                                                   : "?";
+                CHECK(!strcmp(r1_dtype_name(c->file_dtype), want), "%s: file dtype %s, expected %s", fx.name,
+                      r1_dtype_name(c->file_dtype), want);
+                CHECK(!strcmp(r1_dtype_name(r1_model_dtype(m)), want), "%s: loaded with dtype AUTO as %s, expected %s",
+                      fx.name, r1_dtype_name(r1_model_dtype(m)), want);
                 printf("%s: dim %d, %d layers, %d/%d heads, head_dim %d, ffn %d, vocab %d, "
                        "theta %g, tied %d, %s\n",
-                       fx.name, c->dim, c->n_layer, c->n_head, c->n_kv_head, c->head_dim, c->ffn,
-                       c->vocab, c->rope_theta, c->tied, r1_dtype_name(r1_model_dtype(m)));
-                for (size_t i = 0; i < sizeof CONFIGS / sizeof CONFIGS[0]; i++)
-                    run_config(&fx, m, &CONFIGS[i]);
+                       fx.name, c->dim, c->n_layer, c->n_head, c->n_kv_head, c->head_dim, c->ffn, c->vocab,
+                       c->rope_theta, c->tied, r1_dtype_name(r1_model_dtype(m)));
+                for (size_t i = 0; i < sizeof CONFIGS / sizeof CONFIGS[0]; i++) run_config(&fx, m, &CONFIGS[i]);
                 r1_model_free(m);
                 run_quantized(&fx);
             }

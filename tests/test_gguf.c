@@ -104,8 +104,7 @@ static void test_dequant_vectors(void) {
             double e = fabs((double)got[i] - want[i]) / fmax(1.0, fabs(want[i]));
             if (!(e <= worst)) worst = e;
         }
-        printf("dequant %-5s %u blocks vs gguf-py: max rel err %.3g (DEQ_TOL %.0e)\n", ti->name, nb,
-               worst, DEQ_TOL);
+        printf("dequant %-5s %u blocks vs gguf-py: max rel err %.3g (DEQ_TOL %.0e)\n", ti->name, nb, worst, DEQ_TOL);
         CHECK(worst <= DEQ_TOL, "%s: dequantization differs from gguf-py by %.3g", path, worst);
         free(got);
         free(want);
@@ -188,9 +187,8 @@ static double rel_err(const float *a, const float *ref, int rows, int V) {
 
 /* logits of every prompt position on the ref backend (f32 KV), or NULL */
 static float *prompt_logits(r1_model_t *m, const int32_t *ids, int n, const char *backend) {
-    r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){
-                                            .n_ctx = 64, .backend = backend, .n_threads = 1,
-                                            .kv_dtype = R1_DTYPE_F32});
+    r1_session_t *s = r1_session_new(
+        m, &(struct r1_session_opts){.n_ctx = 64, .backend = backend, .n_threads = 1, .kv_dtype = R1_DTYPE_F32});
     if (!s) return NULL;
     int V = r1_model_config(m)->vocab;
     float *all = calloc((size_t)n * V, sizeof *all);
@@ -251,10 +249,10 @@ static void test_model_file(const char *name) {
         double e = rel_err(got, want, n, V), tol = quantized ? LOGIT_TOL_REQUANT : LOGIT_TOL_F32;
         const struct r1_layer *L = &m->layers[0];
         printf("%-16s as stored  max rel err %.3g (%s %.0e); emb %s qkv %s o %s gate|up %s down "
-               "%s lm_head %s\n", name, e, quantized ? "LOGIT_TOL_REQUANT" : "LOGIT_TOL_F32", tol,
-               r1_dtype_name(m->emb.dtype), r1_dtype_name(L->wqkv.dtype), r1_dtype_name(L->wo.dtype),
-               r1_dtype_name(L->wgu.dtype), r1_dtype_name(L->wdown.dtype),
-               r1_dtype_name(m->lm_head.dtype));
+               "%s lm_head %s\n",
+               name, e, quantized ? "LOGIT_TOL_REQUANT" : "LOGIT_TOL_F32", tol, r1_dtype_name(m->emb.dtype),
+               r1_dtype_name(L->wqkv.dtype), r1_dtype_name(L->wo.dtype), r1_dtype_name(L->wgu.dtype),
+               r1_dtype_name(L->wdown.dtype), r1_dtype_name(m->lm_head.dtype));
         CHECK(e <= tol, "%s as stored: logits differ by %.3g", name, e);
         /* the cpu backend (its own kernels or the per-op fallback to ref) agrees */
         float *cpu = prompt_logits(m, ids, n, "cpu");
@@ -277,8 +275,7 @@ static void test_model_file(const char *name) {
         float *hl = hm ? prompt_logits(hm, ids, n, "ref") : NULL;
         if (hl) {
             double e = rel_err(got, hl, n, V);
-            printf("%-16s vs safetensors load max rel err %.3g (LOGIT_TOL_SAME %.0e)\n", name, e,
-                   LOGIT_TOL_SAME);
+            printf("%-16s vs safetensors load max rel err %.3g (LOGIT_TOL_SAME %.0e)\n", name, e, LOGIT_TOL_SAME);
             CHECK(e <= LOGIT_TOL_SAME, "%s: GGUF and safetensors logits differ by %.3g", name, e);
             CHECK(r1_model_config(hm)->tied == r1_model_config(m)->tied, "%s: tied differs", name);
         }
@@ -339,8 +336,7 @@ static void b_hdr(struct bb *b, uint32_t version, uint64_t nt, uint64_t nkv) {
 }
 
 /* one f32 tensor "w" of ne (4, 2) = 32 bytes at offset `off`, type `type` */
-static void b_tensor(struct bb *b, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1,
-                     uint64_t off) {
+static void b_tensor(struct bb *b, const char *name, uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t off) {
     b_str(b, name);
     b_u32(b, 2);
     b_u64(b, ne0);
@@ -487,8 +483,7 @@ static void test_bad_inputs(void) {
 
     /* a model-level error names the file and the problem */
     r1_model_t *m = r1_model_load("tests/fixtures/gguf/does-not-exist.gguf", NULL);
-    CHECK(m == NULL && strstr(r1_last_error(), "does-not-exist.gguf"), "missing file: %s",
-          r1_last_error());
+    CHECK(m == NULL && strstr(r1_last_error(), "does-not-exist.gguf"), "missing file: %s", r1_last_error());
 }
 
 /* --------------------------------------------------------------- writer */
@@ -506,12 +501,10 @@ static void test_writer(void) {
     const char *strs[3] = {"a", "", "ccc"};
     int32_t ints[3] = {-1, 0, 7};
     int64_t s1[2] = {3, 8}, s2[1] = {5};
-    int ok = w && !r1_gguf_w_str(w, "s", "hello") && !r1_gguf_w_u32(w, "u", 42) &&
-             !r1_gguf_w_f32(w, "f", 1.5f) && !r1_gguf_w_bool(w, "b", 1) &&
-             !r1_gguf_w_arr_str(w, "as", strs, 3) && !r1_gguf_w_arr_i32(w, "ai", ints, 3) &&
-             !r1_gguf_w_tensor(w, "m", R1_DTYPE_F32, 2, s1) &&
-             !r1_gguf_w_tensor(w, "v", R1_DTYPE_F32, 1, s2) &&
-             !r1_gguf_w_write(w, path, fill_ramp, NULL, 0);
+    int ok = w && !r1_gguf_w_str(w, "s", "hello") && !r1_gguf_w_u32(w, "u", 42) && !r1_gguf_w_f32(w, "f", 1.5f) &&
+             !r1_gguf_w_bool(w, "b", 1) && !r1_gguf_w_arr_str(w, "as", strs, 3) &&
+             !r1_gguf_w_arr_i32(w, "ai", ints, 3) && !r1_gguf_w_tensor(w, "m", R1_DTYPE_F32, 2, s1) &&
+             !r1_gguf_w_tensor(w, "v", R1_DTYPE_F32, 1, s2) && !r1_gguf_w_write(w, path, fill_ramp, NULL, 0);
     CHECK(ok, "writer: %s", r1_last_error());
     r1_gguf_writer_free(w);
     size_t n;
@@ -539,8 +532,7 @@ static void test_writer(void) {
         CHECK(r1_gguf_get_arr(&g, "ai", R1_GGUF_STRING, &bad) == NULL && bad, "ai type check");
         const struct r1_gguf_tensor *m = r1_gguf_find_tensor(&g, "m"), *v = r1_gguf_find_tensor(&g, "v");
         CHECK(m && m->ne[0] == 8 && m->ne[1] == 3 && m->size == 96, "tensor m shape");
-        CHECK(v && v->ne[0] == 5 && v->size == 20 && ((const float *)v->data)[4] == 104.0f,
-              "tensor v data");
+        CHECK(v && v->ne[0] == 5 && v->size == 20 && ((const float *)v->data)[4] == 104.0f, "tensor v data");
         CHECK(m && ((const float *)m->data)[23] == 23.0f, "tensor m data");
         r1_gguf_free(&g);
     } else if (d) {
@@ -564,13 +556,13 @@ static void test_names(void) {
     };
     char buf[128];
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-        CHECK(!r1_gguf_name_to_hf(pairs[i][0], buf, sizeof buf) && !strcmp(buf, pairs[i][1]),
-              "%s -> %s", pairs[i][0], buf);
-        CHECK(!r1_gguf_name_from_hf(pairs[i][1], buf, sizeof buf) && !strcmp(buf, pairs[i][0]),
-              "%s -> %s", pairs[i][1], buf);
+        CHECK(!r1_gguf_name_to_hf(pairs[i][0], buf, sizeof buf) && !strcmp(buf, pairs[i][1]), "%s -> %s", pairs[i][0],
+              buf);
+        CHECK(!r1_gguf_name_from_hf(pairs[i][1], buf, sizeof buf) && !strcmp(buf, pairs[i][0]), "%s -> %s", pairs[i][1],
+              buf);
     }
     static const char *const bad[] = {"blk.x.attn_q.weight", "blk.01.attn_q.weight", "blk..attn_q.weight",
-                                      "blk.1.attn_q", "rope_freqs", "blk.1.attn_q.weight.x"};
+                                      "blk.1.attn_q",        "rope_freqs",           "blk.1.attn_q.weight.x"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK(r1_gguf_name_to_hf(bad[i], buf, sizeof buf) == -1, "'%s' mapped to '%s'", bad[i], buf);
 }
@@ -582,10 +574,8 @@ static void test_tokenizer(const char *gguf_path) {
     CHECK(a != NULL, "%s: %s", gguf_path, r1_last_error());
     CHECK(b != NULL, "%s: %s", TOKDIR, r1_last_error());
     if (!a || !b) goto out;
-    CHECK(r1_tokenizer_bos(a) == r1_tokenizer_bos(b), "bos %d vs %d", r1_tokenizer_bos(a),
-          r1_tokenizer_bos(b));
-    CHECK(r1_tokenizer_eos(a) == r1_tokenizer_eos(b), "eos %d vs %d", r1_tokenizer_eos(a),
-          r1_tokenizer_eos(b));
+    CHECK(r1_tokenizer_bos(a) == r1_tokenizer_bos(b), "bos %d vs %d", r1_tokenizer_bos(a), r1_tokenizer_bos(b));
+    CHECK(r1_tokenizer_eos(a) == r1_tokenizer_eos(b), "eos %d vs %d", r1_tokenizer_eos(a), r1_tokenizer_eos(b));
     CHECK(!strcmp(r1_chat_template_name(a), r1_chat_template_name(b)), "chat template %s vs %s",
           r1_chat_template_name(a), r1_chat_template_name(b));
     FILE *f = fopen(TOKDIR "/encode-vectors.jsonl", "r");
@@ -625,14 +615,13 @@ static void test_tokenizer(const char *gguf_path) {
     }
     free(line);
     fclose(f);
-    printf("GGUF tokenizer: %d/%d vectors encode like tokenizer.json, %d/%d equal the reference ids\n",
-           same, nvec, exact, nvec);
+    printf("GGUF tokenizer: %d/%d vectors encode like tokenizer.json, %d/%d equal the reference ids\n", same, nvec,
+           exact, nvec);
     CHECK(nvec > 500 && same == nvec, "%d of %d vectors differ from tokenizer.json", nvec - same, nvec);
     int32_t *ia = NULL, *ib = NULL;
     const char *s = "<｜User｜>hi<｜Assistant｜><think>\n";
     int na = r1_tokenizer_encode(a, s, strlen(s), 1, &ia), nb = r1_tokenizer_encode(b, s, strlen(s), 1, &ib);
-    CHECK(na == nb && na > 0 && !memcmp(ia, ib, sizeof *ia * (size_t)na),
-          "added tokens + BOS: %d vs %d ids", na, nb);
+    CHECK(na == nb && na > 0 && !memcmp(ia, ib, sizeof *ia * (size_t)na), "added tokens + BOS: %d vs %d ids", na, nb);
     free(ia);
     free(ib);
 out:
@@ -645,8 +634,7 @@ static void test_tokenizer_roundtrip(void) {
     const char *path = "/tmp/r1infer_test_tok.gguf";
     struct r1_gguf_writer *w = r1_gguf_writer_new();
     int ok = w && !r1_gguf_w_str(w, "general.architecture", "qwen2") &&
-             !r1_gguf_w_tokenizer(w, TOKDIR, 151936, -1, -1) &&
-             !r1_gguf_w_write(w, path, NULL, NULL, 0);
+             !r1_gguf_w_tokenizer(w, TOKDIR, 151936, -1, -1) && !r1_gguf_w_write(w, path, NULL, NULL, 0);
     CHECK(ok, "writing the tokenizer keys: %s", r1_last_error());
     r1_gguf_writer_free(w);
     if (ok) test_tokenizer(path);
@@ -671,15 +659,13 @@ static int write_llama(const char *path, enum llama_bad bad) {
     struct r1_gguf_writer *w = r1_gguf_writer_new();
     int dim = bad == LB_HEADS ? 30 : 32, hd = 8, ffn = 64, vocab = 64;
     int rc = r1_gguf_w_str(w, "general.architecture", bad == LB_ARCH ? "gpt2" : "llama") ||
-             r1_gguf_w_u32(w, "llama.embedding_length", (uint32_t)dim) ||
-             r1_gguf_w_u32(w, "llama.block_count", 1) ||
+             r1_gguf_w_u32(w, "llama.embedding_length", (uint32_t)dim) || r1_gguf_w_u32(w, "llama.block_count", 1) ||
              r1_gguf_w_u32(w, "llama.feed_forward_length", (uint32_t)ffn) ||
              r1_gguf_w_u32(w, "llama.attention.head_count", 4) ||
              r1_gguf_w_u32(w, "llama.attention.head_count_kv", 2) ||
              r1_gguf_w_u32(w, "llama.rope.dimension_count", bad == LB_ROPE_DIM ? 4 : 8);
     int64_t emb[2] = {vocab, dim}, q[2] = {4 * hd, dim}, kv[2] = {2 * hd, dim}, o[2] = {dim, 4 * hd},
-            up[2] = {ffn, dim}, down[2] = {dim, ffn}, v1[1] = {dim},
-            rf[1] = {bad == LB_ROPE_FREQS ? 3 : hd / 2};
+            up[2] = {ffn, dim}, down[2] = {dim, ffn}, v1[1] = {dim}, rf[1] = {bad == LB_ROPE_FREQS ? 3 : hd / 2};
     rc = rc || r1_gguf_w_tensor(w, "token_embd.weight", R1_DTYPE_F32, 2, emb) ||
          r1_gguf_w_tensor(w, "rope_freqs.weight", R1_DTYPE_F32, 1, rf) ||
          r1_gguf_w_tensor(w, "blk.0.attn_norm.weight", R1_DTYPE_F32, 1, v1) ||
@@ -691,8 +677,7 @@ static int write_llama(const char *path, enum llama_bad bad) {
          r1_gguf_w_tensor(w, "blk.0.ffn_gate.weight", R1_DTYPE_F32, 2, up) ||
          r1_gguf_w_tensor(w, "blk.0.ffn_up.weight", R1_DTYPE_F32, 2, up) ||
          r1_gguf_w_tensor(w, "blk.0.ffn_down.weight", R1_DTYPE_F32, 2, down) ||
-         r1_gguf_w_tensor(w, "output_norm.weight", R1_DTYPE_F32, 1, v1) ||
-         r1_gguf_w_write(w, path, zero_fill, NULL, 0);
+         r1_gguf_w_tensor(w, "output_norm.weight", R1_DTYPE_F32, 1, v1) || r1_gguf_w_write(w, path, zero_fill, NULL, 0);
     r1_gguf_writer_free(w);
     return rc ? -1 : 0;
 }
@@ -723,8 +708,7 @@ static void test_llama_bad_files(void) {
         m = r1_model_load(path, &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
         const char *e = r1_last_error();
         CHECK(m == NULL, "%s: loaded", cases[i].what);
-        CHECK(strstr(e, path) && strstr(e, cases[i].needle1) &&
-                  (!cases[i].needle2 || strstr(e, cases[i].needle2)),
+        CHECK(strstr(e, path) && strstr(e, cases[i].needle1) && (!cases[i].needle2 || strstr(e, cases[i].needle2)),
               "%s: error '%s' should name the file, '%s' and '%s'", cases[i].what, e, cases[i].needle1,
               cases[i].needle2 ? cases[i].needle2 : "");
         printf("  llama %-30s -> %s\n", cases[i].what, e);

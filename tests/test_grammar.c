@@ -94,7 +94,8 @@ static int validate(const json_t *v, const json_t *s, const json_t *root) {
         const json_t *props = json_object_get(s, "properties"), *addl = json_object_get(s, "additionalProperties");
         size_t i;
         const json_t *e;
-        json_array_foreach(json_object_get(s, "required"), i, e) if (!json_object_get(v, json_string_value(e))) return 0;
+        json_array_foreach(json_object_get(s, "required"), i,
+                           e) if (!json_object_get(v, json_string_value(e))) return 0;
         const char *k;
         json_object_foreach((json_t *)v, k, e) {
             const json_t *ps = props ? json_object_get(props, k) : NULL;
@@ -110,9 +111,22 @@ static int validate(const json_t *v, const json_t *s, const json_t *root) {
 
 static void test_gbnf_errors(void) {
     static const char *bad[] = {
-        "", "root ::= \"a", "root ::= [a-", "root ::= (\"a\"", "root ::= foo", "root ::= \"a\"\nroot ::= \"b\"",
-        "root ::= \"\\q\"", "root ::= \"a\"{3,1}", "root ::= \"a\"{99999}", "root ::= *", "x ::= \"a\"",
-        "root ::= \"\\xZZ\"", "root ::= [z-a]", "::= \"a\"", "root ::= \"a\" )", "root := \"a\"",
+        "",
+        "root ::= \"a",
+        "root ::= [a-",
+        "root ::= (\"a\"",
+        "root ::= foo",
+        "root ::= \"a\"\nroot ::= \"b\"",
+        "root ::= \"\\q\"",
+        "root ::= \"a\"{3,1}",
+        "root ::= \"a\"{99999}",
+        "root ::= *",
+        "x ::= \"a\"",
+        "root ::= \"\\xZZ\"",
+        "root ::= [z-a]",
+        "::= \"a\"",
+        "root ::= \"a\" )",
+        "root := \"a\"",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char err[256];
@@ -161,8 +175,8 @@ static void test_strings(const r1_gvocab_t *v) {
         r1_gmatch_t *m = r1_gmatch_new(g, v);
         int rc = r1_gmatch_accept_bytes(m, cases[i].text, strlen(cases[i].text));
         int got = rc < 0 ? 0 : r1_gmatch_done(m) ? 1 : 2;
-        CHECK(got == cases[i].ok, "case %zu: '%s' on '%s': got %d, want %d", i, cases[i].text, cases[i].grammar,
-              got, cases[i].ok);
+        CHECK(got == cases[i].ok, "case %zu: '%s' on '%s': got %d, want %d", i, cases[i].text, cases[i].grammar, got,
+              cases[i].ok);
         r1_gmatch_free(m);
         r1_grammar_free(g);
     }
@@ -199,15 +213,25 @@ static const char *SCHEMAS[] = {
 
 static void test_schema_errors(void) {
     static const char *bad[] = {
-        "{\"type\":\"string\",\"pattern\":\"^a{2,1}$\"}", "{\"type\":\"string\",\"format\":\"email\"}",
-        "{\"type\":\"string\",\"pattern\":\"a\\\\b\"}", "{\"type\":\"string\",\"pattern\":\"^a(?=b)$\"}",
-        "{\"type\":\"string\",\"pattern\":\"^(a$\"}", "{\"type\":\"string\",\"pattern\":\"^a)$\"}",
-        "{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}", "{\"type\":\"string\",\"pattern\":\"^[z-a]$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^a{2,1}$\"}",
+        "{\"type\":\"string\",\"format\":\"email\"}",
+        "{\"type\":\"string\",\"pattern\":\"a\\\\b\"}",
+        "{\"type\":\"string\",\"pattern\":\"^a(?=b)$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^(a$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^a)$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^(a)\\\\1$\"}",
+        "{\"type\":\"string\",\"pattern\":\"^[z-a]$\"}",
         "{\"minimum\":1}",
-        "{\"type\":\"number\",\"minimum\":0.12345678901234567}", "{\"type\":\"number\",\"minimum\":\"3\"}",
-        "{\"type\":\"wat\"}", "{\"$ref\":\"#/$defs/missing\"}",
-        "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"allOf\":[{\"enum\":[1]},{\"enum\":[2]}]}",
-        "[1,2", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}", "7",
+        "{\"type\":\"number\",\"minimum\":0.12345678901234567}",
+        "{\"type\":\"number\",\"minimum\":\"3\"}",
+        "{\"type\":\"wat\"}",
+        "{\"$ref\":\"#/$defs/missing\"}",
+        "{\"type\":\"object\",\"properties\":{\"a\":{}},\"required\":[\"b\"]}",
+        "{\"allOf\":[{\"enum\":[1]},{\"enum\":[2]}]}",
+        "[1,2",
+        "{\"enum\":[]}",
+        "{\"type\":\"array\",\"minItems\":3,\"maxItems\":1}",
+        "7",
         "{\"type\":\"array\",\"uniqueItems\":true}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -342,9 +366,9 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
         {"\"minimum\":3,\"exclusiveMinimum\":true,\"maximum\":3.05", 3, 3.05, 1, 0},
         {"\"exclusiveMinimum\":0.999,\"exclusiveMaximum\":1.001", 0.999, 1.001, 1, 1},
     };
-    static const char *fracs[] = {"", ".0", ".000", ".5", ".25", ".2500", ".2499", ".2501", ".999", ".001",
-                                  ".0010", ".75", ".7499", ".05", ".0501", ".1", ".09999", ".10001", ".9991",
-                                  ".0000000000000001"};
+    static const char *fracs[] = {
+        "",      ".0",  ".000",  ".5",  ".25",   ".2500", ".2499",  ".2501",  ".999",  ".001",
+        ".0010", ".75", ".7499", ".05", ".0501", ".1",    ".09999", ".10001", ".9991", ".0000000000000001"};
     bad = 0, n = 0;
     for (size_t i = 0; i < sizeof nranges / sizeof *nranges; i++) {
         char schema[160];
@@ -372,7 +396,8 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
                      * one whose double is out of range */
                     const int digits = (int)strlen(text) - neg - (ip == 0) - (fracs[f][0] == '.');
                     if (digits > 15 && !ok) continue;
-                    if (ok != want && bad++ < 10) fprintf(stderr, "%s: %s accepted %d, want %d\n", schema, text, ok, want);
+                    if (ok != want && bad++ < 10)
+                        fprintf(stderr, "%s: %s accepted %d, want %d\n", schema, text, ok, want);
                 }
         r1_grammar_free(g);
     }
@@ -526,7 +551,8 @@ static void test_mask(const r1_gvocab_t *v, int vocab) {
             allowed += b;
             if (b != r1_gmatch_allows(m, id) && bad++ < 5) fprintf(stderr, "step %zu: token %d mask %d\n", s, id, b);
         }
-        printf("state %zu: mask %.2f ms, %d one-token checks %.2f ms\n", s, 1e3 * (t1 - t0), vocab, 1e3 * (r1_now() - t1));
+        printf("state %zu: mask %.2f ms, %d one-token checks %.2f ms\n", s, 1e3 * (t1 - t0), vocab,
+               1e3 * (r1_now() - t1));
     }
     CHECK(bad == 0, "the mask disagrees with r1_gmatch_allows on %d tokens", bad);
     CHECK(allowed > 1000, "the mask allows only %ld tokens over the steps", allowed);
@@ -581,8 +607,9 @@ static void test_sampling(const r1_tokenizer_t *t, const r1_gvocab_t *v, int voc
             json_t *doc = ended && len >= 0 ? json_loadb(out, (size_t)len, JSON_DECODE_ANY, &je) : NULL;
             int ok = doc && validate(doc, schema, schema);
             valid += ok;
-            if (!ok) fprintf(stderr, "schema %zu run %d (%s): %.300s\n", k, run, ended ? "ended" : "unfinished",
-                             out ? out : "");
+            if (!ok)
+                fprintf(stderr, "schema %zu run %d (%s): %.300s\n", k, run, ended ? "ended" : "unfinished",
+                        out ? out : "");
             long h, mi;
             r1_gmatch_stats(m, &h, &mi);
             hits += h, misses += mi;
@@ -597,7 +624,8 @@ static void test_sampling(const r1_tokenizer_t *t, const r1_gvocab_t *v, int voc
     }
     double dt = r1_now() - t0;
     printf("random logits: %ld tokens in %.2f s (%.2f ms/token incl. the 151936-logit draw), mask cache %ld hits, "
-           "%ld misses\n", tokens, dt, 1e3 * dt / (tokens ? tokens : 1), hits, misses);
+           "%ld misses\n",
+           tokens, dt, 1e3 * dt / (tokens ? tokens : 1), hits, misses);
     free(logits);
     free(ids);
 }

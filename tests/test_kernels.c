@@ -47,8 +47,8 @@ static void test_silu(const struct r1_cpu_isa *isa) {
         else if (e > worst && fabs(want) >= 1e-30) worst = e;
     }
     CHECK(bad == 0, "%s silu_mul: %d of %d values off by more than 2e-6 relative", isa->name, bad, N - 3);
-    printf("%-8s silu_mul                   %d values, worst relative error %.3g (limit 2e-6)\n",
-           isa->name, N - 3, worst);
+    printf("%-8s silu_mul                   %d values, worst relative error %.3g (limit 2e-6)\n", isa->name, N - 3,
+           worst);
 }
 
 /* ---- the small kernels ---- */
@@ -85,8 +85,7 @@ static void test_rms_norm(const struct r1_cpu_isa *isa) {
             int n = ns[i];
             float *x = frand_buf((size_t)T * n), *wt = frand_buf((size_t)n);
             float *a = malloc((size_t)T * n * 4), *b = malloc((size_t)T * n * 4);
-            struct r1_op op = {.kernel = R1_K_RMS_NORM, .T = T, .x = x, .b = wt, .n = n,
-                               .eps = 1e-6f, .out = b};
+            struct r1_op op = {.kernel = R1_K_RMS_NORM, .T = T, .x = x, .b = wt, .n = n, .eps = 1e-6f, .out = b};
             run(r1_ref_kernels[R1_K_RMS_NORM], &op, 1);
             op.out = a;
             run(r1_backend_cpu.fn[R1_K_RMS_NORM], &op, 1 + (T + i) % 3);
@@ -103,8 +102,15 @@ static void test_rope(const struct r1_cpu_isa *isa) {
     for (int T = 1; T <= 17; T += 8) {
         float *a = frand_buf((size_t)T * stride), *b = malloc((size_t)T * stride * 4);
         memcpy(b, a, (size_t)T * stride * 4);
-        struct r1_op op = {.kernel = R1_K_ROPE_QK, .T = T, .pos0 = 7, .n_head = nh, .n_kv_head = nkv,
-                           .head_dim = hd, .rope_cos = cs, .rope_sin = sn, .out = b};
+        struct r1_op op = {.kernel = R1_K_ROPE_QK,
+                           .T = T,
+                           .pos0 = 7,
+                           .n_head = nh,
+                           .n_kv_head = nkv,
+                           .head_dim = hd,
+                           .rope_cos = cs,
+                           .rope_sin = sn,
+                           .out = b};
         run(r1_ref_kernels[R1_K_ROPE_QK], &op, 1);
         op.out = a;
         run(r1_backend_cpu.fn[R1_K_ROPE_QK], &op, 1 + T % 3);
@@ -128,16 +134,22 @@ static void test_kv_append(const struct r1_cpu_isa *isa) {
             b.k = malloc(bytes), b.v = malloc(bytes);
             memcpy(b.k, a.k, bytes), memcpy(b.v, a.v, bytes);
             float *x = frand_buf((size_t)T * stride);
-            x[nh * hd] = 1e-6f; /* an f16 subnormal */
+            x[nh * hd] = 1e-6f;        /* an f16 subnormal */
             x[nh * hd + 1] = 70000.0f; /* f16 overflow */
-            struct r1_op op = {.kernel = R1_K_KV_APPEND, .T = T, .pos0 = 5, .x = x, .n_head = nh,
-                               .n_kv_head = nkv, .head_dim = hd, .layer = 1, .kv = &b};
+            struct r1_op op = {.kernel = R1_K_KV_APPEND,
+                               .T = T,
+                               .pos0 = 5,
+                               .x = x,
+                               .n_head = nh,
+                               .n_kv_head = nkv,
+                               .head_dim = hd,
+                               .layer = 1,
+                               .kv = &b};
             run(r1_ref_kernels[R1_K_KV_APPEND], &op, 1);
             op.kv = &a;
             run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, 1 + T % 3);
             int same = memcmp(a.k, b.k, bytes) == 0 && memcmp(a.v, b.v, bytes) == 0;
-            CHECK(same, "%s kv_append/%s T=%d: cache differs from ref", isa->name,
-                  r1_dtype_name(dt), T);
+            CHECK(same, "%s kv_append/%s T=%d: cache differs from ref", isa->name, r1_dtype_name(dt), T);
             bad += !same, cases++;
             free(a.k), free(a.v), free(b.k), free(b.v), free(x);
         }
@@ -148,12 +160,20 @@ static void test_kv_append(const struct r1_cpu_isa *isa) {
 
 static void test_attention(const struct r1_cpu_isa *isa) {
     static const int cfg[][4] = {/* n_head, n_kv_head, head_dim, n_ctx */
-                                 {12, 2, 128, 96}, {4, 4, 64, 40}, {6, 2, 80, 70},
+                                 {12, 2, 128, 96},
+                                 {4, 4, 64, 40},
+                                 {6, 2, 80, 70},
                                  {28, 4, 128, 300}};
     /* the last two (full run, n_ctx 300 only) span several blocks of cache
      * positions and of query rows */
-    static const int pt[][2] = {/* pos0, T */ {0, 1},   {37, 1}, {0, 17},  {5, 3},
-                                {20, 17}, {0, 64}, {250, 1}, {70, 130}};
+    static const int pt[][2] = {/* pos0, T */ {0, 1},
+                                {37, 1},
+                                {0, 17},
+                                {5, 3},
+                                {20, 17},
+                                {0, 64},
+                                {250, 1},
+                                {70, 130}};
     for (int di = 0; di < 3; di++) {
         enum r1_dtype dt = kv_dtypes[di];
         char what[48];
@@ -169,15 +189,23 @@ static void test_attention(const struct r1_cpu_isa *isa) {
                 int stride = (nh + 2 * nkv) * hd;
                 float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
                 float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
-                struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x,
-                                   .n_head = nh, .n_kv_head = nkv, .head_dim = hd, .layer = 1,
-                                   .kv = &kv, .scratch = sc, .scratch_stride = (size_t)nctx,
+                struct r1_op op = {.kernel = R1_K_ATTENTION_GQA,
+                                   .T = T,
+                                   .pos0 = pos0,
+                                   .x = x,
+                                   .n_head = nh,
+                                   .n_kv_head = nkv,
+                                   .head_dim = hd,
+                                   .layer = 1,
+                                   .kv = &kv,
+                                   .scratch = sc,
+                                   .scratch_stride = (size_t)nctx,
                                    .out = b};
                 run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
                 op.out = a;
                 run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, nth);
-                group_add(&g, nmse(a, b, (size_t)T * nh * hd), "h=%d/%d hd=%d pos0=%d T=%d nth=%d",
-                          nh, nkv, hd, pos0, T, nth);
+                group_add(&g, nmse(a, b, (size_t)T * nh * hd), "h=%d/%d hd=%d pos0=%d T=%d nth=%d", nh, nkv, hd, pos0,
+                          T, nth);
                 free(x), free(sc), free(a), free(b);
             }
             free(kv.k), free(kv.v);
@@ -221,8 +249,12 @@ static void split_kv_free(void) {
 }
 
 static void test_attention_split(const struct r1_cpu_isa *isa) {
-    static const int pt[][2] = {/* pos0, T */ {2047, 1}, {2048, 1}, {5000, 1}, {9000, 1},
-                                {2040, 16}, {6141, 3}};
+    static const int pt[][2] = {/* pos0, T */ {2047, 1},
+                                {2048, 1},
+                                {5000, 1},
+                                {9000, 1},
+                                {2040, 16},
+                                {6141, 3}};
     const int nctx = SPLIT_NCTX;
     /* against ref on the first ISA only (ref at depth is slow; the others
      * meet ref through the heads-only kernel, test_attention) */
@@ -252,9 +284,17 @@ static void test_attention_split(const struct r1_cpu_isa *isa) {
                 /* room for every span's partial results at 2048 positions */
                 float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)nth * 16 * nctx * 4);
                 float *a = malloc(n * 4), *b = malloc(n * 4), *r = malloc(n * 4);
-                struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x,
-                                   .n_head = nh, .n_kv_head = nkv, .head_dim = hd, .kv = &kv,
-                                   .scratch = sc, .scratch_stride = (size_t)16 * nctx, .out = r,
+                struct r1_op op = {.kernel = R1_K_ATTENTION_GQA,
+                                   .T = T,
+                                   .pos0 = pos0,
+                                   .x = x,
+                                   .n_head = nh,
+                                   .n_kv_head = nkv,
+                                   .head_dim = hd,
+                                   .kv = &kv,
+                                   .scratch = sc,
+                                   .scratch_stride = (size_t)16 * nctx,
+                                   .out = r,
                                    .claim = &claim};
                 if (with_ref) run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
                 r1_cpu_tune("attn_split", 0);
@@ -266,13 +306,12 @@ static void test_attention_split(const struct r1_cpu_isa *isa) {
                 /* every unit claimed and completed: the split ran (or, at
                  * one span, nothing was claimed) */
                 int spans = (pos0 + T + 2047) / 2048;
-                CHECK(spans == 1 || claim >> 16 == spans * nkv,
-                      "%s %s: %d units completed, want %d", isa->name, gs.what, claim >> 16, spans * nkv);
+                CHECK(spans == 1 || claim >> 16 == spans * nkv, "%s %s: %d units completed, want %d", isa->name,
+                      gs.what, claim >> 16, spans * nkv);
                 for (size_t j = 0; j < n; j++)
                     if (fabs((double)a[j] - b[j]) > maxd) maxd = fabs((double)a[j] - b[j]);
                 group_add(&gs, nmse(a, b, n), "h=%d/%d pos0=%d T=%d nth=%d", nh, nkv, pos0, T, nth);
-                if (with_ref)
-                    group_add(&gr, nmse(a, r, n), "h=%d/%d pos0=%d T=%d nth=%d", nh, nkv, pos0, T, nth);
+                if (with_ref) group_add(&gr, nmse(a, r, n), "h=%d/%d pos0=%d T=%d nth=%d", nh, nkv, pos0, T, nth);
                 free(x), free(sc), free(a), free(b), free(r);
             }
         }
@@ -281,8 +320,8 @@ static void test_attention_split(const struct r1_cpu_isa *isa) {
         if (with_ref) group_print(&gr);
         CHECK(maxd <= MAXERR_ATTN_SPLIT, "%s attn split/%s: max |split - heads| %.3g > %.0e", isa->name,
               r1_dtype_name(dt), maxd, MAXERR_ATTN_SPLIT);
-        printf("%-8s attn split/%-14s max |split - heads only| %.3g (limit %.0e)\n", isa->name,
-               r1_dtype_name(dt), maxd, MAXERR_ATTN_SPLIT);
+        printf("%-8s attn split/%-14s max |split - heads only| %.3g (limit %.0e)\n", isa->name, r1_dtype_name(dt), maxd,
+               MAXERR_ATTN_SPLIT);
     }
 }
 
@@ -314,9 +353,18 @@ static void test_attention_q8(const struct r1_cpu_isa *isa) {
         int pos0 = pt[i][0], T = pt[i][1];
         float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)2 * nctx * 4);
         float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
-        struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x, .n_head = nh,
-                           .n_kv_head = nkv, .head_dim = hd, .layer = 1, .kv = &f, .scratch = sc,
-                           .scratch_stride = (size_t)nctx, .out = b};
+        struct r1_op op = {.kernel = R1_K_ATTENTION_GQA,
+                           .T = T,
+                           .pos0 = pos0,
+                           .x = x,
+                           .n_head = nh,
+                           .n_kv_head = nkv,
+                           .head_dim = hd,
+                           .layer = 1,
+                           .kv = &f,
+                           .scratch = sc,
+                           .scratch_stride = (size_t)nctx,
+                           .out = b};
         run(r1_ref_kernels[R1_K_ATTENTION_GQA], &op, 1);
         op.out = a, op.kv = &q;
         run(r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op, 2);
@@ -324,7 +372,10 @@ static void test_attention_q8(const struct r1_cpu_isa *isa) {
         free(x), free(sc), free(a), free(b);
     }
     group_print(&g);
-    printf("%-8s %-24s %s\n", isa->name, "q8_0_to_f32", !isa->q8_0_to_f32 ? "(plain C)" : same ? "bit-exact" : "DIFFERS");
+    printf("%-8s %-24s %s\n", isa->name, "q8_0_to_f32",
+           !isa->q8_0_to_f32 ? "(plain C)"
+           : same            ? "bit-exact"
+                             : "DIFFERS");
     free(f.k), free(f.v), free(q.k), free(q.v);
 }
 
@@ -380,8 +431,7 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                     for (int m = 0; m < M; m++)
                         for (int p = 0; p < P; p++) {
                             double want = 0;
-                            for (int d = 0; d < hd; d++)
-                                want += (double)q[m * hd + d] * kf[p * hd + d];
+                            for (int d = 0; d < hd; d++) want += (double)q[m * hd + d] * kf[p * hd + d];
                             double got = s[m * SS + p];
                             e += (got - want) * (got - want), n += want * want;
                         }
@@ -389,8 +439,7 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                     group_add(&gq, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
                     /* weights: row m's scores, zero past M as the caller leaves them */
                     for (int m = 0; m < MMAX; m++)
-                        for (int p = 0; p < SS; p++)
-                            s[m * SS + p] = m < M && p < P ? frand() : 0.0f;
+                        for (int p = 0; p < SS; p++) s[m * SS + p] = m < M && p < P ? frand() : 0.0f;
                     memcpy(o0, o, (size_t)MMAX * hd * 4);
                     if (q8) isa->attn_pv_q8(s, SS, M, vq, P, hd, o);
                     else if (f16) isa->attn_pv_f16(s, SS, M, vh, P, hd, o);
@@ -399,19 +448,16 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                     for (int m = 0; m < M; m++)
                         for (int d = 0; d < hd; d++) {
                             double want = o0[m * hd + d];
-                            for (int p = 0; p < P; p++)
-                                want += (double)s[m * SS + p] * vf[p * hd + d];
+                            for (int p = 0; p < P; p++) want += (double)s[m * SS + p] * vf[p * hd + d];
                             double got = o[m * hd + d];
                             e += (got - want) * (got - want), n += want * want;
                         }
-                    untouched &= !memcmp(o + (size_t)M4 * hd, o0 + (size_t)M4 * hd,
-                                         (size_t)(MMAX - M4) * hd * 4);
+                    untouched &= !memcmp(o + (size_t)M4 * hd, o0 + (size_t)M4 * hd, (size_t)(MMAX - M4) * hd * 4);
                     group_add(&gv, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
                     free(q), free(kf), free(vf), free(o), free(o0), free(s), free(kh), free(vh);
                     free(kq), free(vq);
                 }
-        CHECK(untouched, "%s attn_qk/attn_pv%s wrote rows past M rounded up to 4", isa->name,
-              form_name[form]);
+        CHECK(untouched, "%s attn_qk/attn_pv%s wrote rows past M rounded up to 4", isa->name, form_name[form]);
         group_print(&gq);
         group_print(&gv);
     }

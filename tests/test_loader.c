@@ -61,8 +61,7 @@ static void expect_fail(const char *what, const char *n1, const char *n2) {
 static void fresh_dir(void) {
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s/*", tmp);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
 }
 
 /* The loader regroups q4_0, q4_1, q8_0 and the K-quants (where the best
@@ -73,9 +72,18 @@ static void fresh_dir(void) {
  * widths (576 and 1536 columns: rows with a tail of plain blocks). */
 #define LOGIT_TOL_REGROUP 1e-4
 static void test_regroup(enum r1_dtype dt, const char *plain, int dim, int ffn) {
-    struct r1_config c = {.dim = dim, .n_layer = 2, .n_head = dim / 64, .n_kv_head = dim / 192,
-                          .head_dim = 64, .ffn = ffn, .vocab = 300, .max_pos = 64, .eps = 1e-6f,
-                          .rope_theta = 10000.0f, .file_dtype = R1_DTYPE_F32, .bos_id = -1,
+    struct r1_config c = {.dim = dim,
+                          .n_layer = 2,
+                          .n_head = dim / 64,
+                          .n_kv_head = dim / 192,
+                          .head_dim = 64,
+                          .ffn = ffn,
+                          .vocab = 300,
+                          .max_pos = 64,
+                          .eps = 1e-6f,
+                          .rope_theta = 10000.0f,
+                          .file_dtype = R1_DTYPE_F32,
+                          .bos_id = -1,
                           .eos_id = -1};
     const char *name = r1_dtype_name(dt);
     enum r1_dtype want = r1_cpu_layout(dt, dim);
@@ -87,9 +95,8 @@ static void test_regroup(enum r1_dtype dt, const char *plain, int dim, int ffn) 
         if (!m[i]) return;
     }
     r1_cpu_tune(plain, 0);
-    CHECK(r1_model_dtype(m[0]) == want && r1_model_dtype(m[1]) == dt,
-          "%s held as %s (want %s here), as %s with %s=1", name,
-          r1_dtype_name(r1_model_dtype(m[0])), r1_dtype_name(want), name, plain);
+    CHECK(r1_model_dtype(m[0]) == want && r1_model_dtype(m[1]) == dt, "%s held as %s (want %s here), as %s with %s=1",
+          name, r1_dtype_name(r1_model_dtype(m[0])), r1_dtype_name(want), name, plain);
     printf("regroup: %s weights held as %s\n", name, r1_dtype_name(r1_model_dtype(m[0])));
     const struct r1_mat *wa[] = {&m[0]->layers[1].wgu, &m[0]->layers[0].wqkv, &m[0]->lm_head};
     const struct r1_mat *wb[] = {&m[1]->layers[1].wgu, &m[1]->layers[0].wqkv, &m[1]->lm_head};
@@ -108,9 +115,9 @@ static void test_regroup(enum r1_dtype dt, const char *plain, int dim, int ffn) 
     for (int bi = 0; bi < 2; bi++) {
         float *lg[2];
         for (int i = 0; i < 2; i++) {
-            r1_session_t *s = r1_session_new(m[i], &(struct r1_session_opts){
-                                                       .n_ctx = 16, .backend = backends[bi], .n_threads = 2,
-                                                       .kv_dtype = R1_DTYPE_F32});
+            r1_session_t *s = r1_session_new(
+                m[i], &(struct r1_session_opts){
+                          .n_ctx = 16, .backend = backends[bi], .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
             CHECK(s != NULL, "session: %s", r1_last_error());
             if (!s) return;
             r1_session_forward(s, ids, 4, NULL); /* prefill, then one decode step */
@@ -125,20 +132,16 @@ static void test_regroup(enum r1_dtype dt, const char *plain, int dim, int ffn) 
             if (d > err) err = d;
             if (fabs(lg[1][v]) > mx) mx = fabs(lg[1][v]);
         }
-        if (bi == 0)
-            CHECK(err == 0, "ref: regrouped and plain %s logits bit-identical (max diff %.3g)",
-                  name, err);
+        if (bi == 0) CHECK(err == 0, "ref: regrouped and plain %s logits bit-identical (max diff %.3g)", name, err);
         else
-            CHECK(err / mx <= LOGIT_TOL_REGROUP, "cpu: regrouped vs plain %s logits %.3g > %g", name,
-                  err / mx, LOGIT_TOL_REGROUP);
-        printf("regroup: %s logits, regrouped vs plain %s: max |diff| / max |logit| = %.3g\n",
-               backends[bi], name, err / mx);
+            CHECK(err / mx <= LOGIT_TOL_REGROUP, "cpu: regrouped vs plain %s logits %.3g > %g", name, err / mx,
+                  LOGIT_TOL_REGROUP);
+        printf("regroup: %s logits, regrouped vs plain %s: max |diff| / max |logit| = %.3g\n", backends[bi], name,
+               err / mx);
         free(lg[0]), free(lg[1]);
     }
     r1_model_free(m[0]), r1_model_free(m[1]);
 }
-
-
 
 /* The load-time f16 conversions (F16C where the CPU has it) give the same bits
  * as the plain C ones: every non-NaN half, and f32 patterns around the f16
@@ -159,7 +162,7 @@ static void test_f16_conversions(void) {
     uint32_t x = 12345;
     for (int i = 0; i < N; i++) {
         uint32_t u;
-        if (i < 4096) u = 0x33000000u + (uint32_t)i * 0x1000u; /* subnormal range and its ties */
+        if (i < 4096) u = 0x33000000u + (uint32_t)i * 0x1000u;             /* subnormal range and its ties */
         else if (i < 8192) u = 0x477fe000u + (uint32_t)(i - 4096) * 0x10u; /* around 65504..65520 */
         else {
             x = x * 1664525u + 1013904223u;
@@ -174,7 +177,6 @@ static void test_f16_conversions(void) {
     CHECK(bad == 0, "f32 -> f16 of 65536 patterns: %d differ from the C conversion", bad);
     free(h), free(back), free(f);
 }
-
 
 /* q8_0 quantization against the formula with libm's roundf/fmaxf: random
  * blocks and a block whose scale is exactly 1, full of halves (ties). */
@@ -206,9 +208,20 @@ int main(void) {
     if (!mkdtemp(tmp)) return 1;
 
     /* a valid small checkpoint to corrupt */
-    struct r1_config c = {.dim = 32, .n_layer = 1, .n_head = 2, .n_kv_head = 1, .head_dim = 16, .ffn = 64,
-                          .vocab = 64, .max_pos = 128, .eps = 1e-6f, .rope_theta = 10000.0f, .qkv_bias = 1,
-                          .file_dtype = R1_DTYPE_F32, .bos_id = -1, .eos_id = -1};
+    struct r1_config c = {.dim = 32,
+                          .n_layer = 1,
+                          .n_head = 2,
+                          .n_kv_head = 1,
+                          .head_dim = 16,
+                          .ffn = 64,
+                          .vocab = 64,
+                          .max_pos = 128,
+                          .eps = 1e-6f,
+                          .rope_theta = 10000.0f,
+                          .qkv_bias = 1,
+                          .file_dtype = R1_DTYPE_F32,
+                          .bos_id = -1,
+                          .eos_id = -1};
     CHECK(r1_synth_write(tmp, &c, R1_DTYPE_F32, 3, NULL, 0) == 0, "synth_write: %s", r1_last_error());
     struct r1_load_opts lo = {.dtype = R1_DTYPE_AUTO};
     r1_model_t *m = r1_model_load(tmp, &lo);
@@ -237,8 +250,8 @@ int main(void) {
         CHECK(r1_session_new(m, &so) == NULL && strstr(r1_last_error(), "nosuch"), "unknown backend");
         so.backend = "ref";
         setenv("R1_KERNEL_nosuch", "ref", 1);
-        CHECK(r1_session_new(m, &so) == NULL && strstr(r1_last_error(), "nosuch"),
-              "misspelt R1_KERNEL_ refused: %s", r1_last_error());
+        CHECK(r1_session_new(m, &so) == NULL && strstr(r1_last_error(), "nosuch"), "misspelt R1_KERNEL_ refused: %s",
+              r1_last_error());
         unsetenv("R1_KERNEL_nosuch");
         setenv("R1_KERNEL_rms_norm", "fast", 1);
         CHECK(r1_session_new(m, &so) == NULL, "R1_KERNEL_rms_norm=fast refused");
@@ -277,8 +290,9 @@ int main(void) {
     write_str("config.json", cfg);
     expect_fail("rope_scaling", "config.json", "rope_scaling");
     /* llama: the settings r1infer refuses, by name */
-#define LLAMA_CFG "{\"model_type\":\"llama\",\"hidden_size\":32,\"num_hidden_layers\":1," \
-                  "\"num_attention_heads\":2,\"intermediate_size\":64,\"vocab_size\":64"
+#define LLAMA_CFG                                                                                                      \
+    "{\"model_type\":\"llama\",\"hidden_size\":32,\"num_hidden_layers\":1,"                                            \
+    "\"num_attention_heads\":2,\"intermediate_size\":64,\"vocab_size\":64"
     write_str("config.json", LLAMA_CFG ",\"attention_bias\":true}");
     expect_fail("llama attention_bias=true", "config.json", "attention_bias");
     write_str("config.json", LLAMA_CFG ",\"mlp_bias\":true}");
@@ -338,8 +352,7 @@ int main(void) {
 
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
-    if (system(cmd)) {
-    }
+    if (system(cmd)) {}
     test_regroup(R1_DTYPE_Q4_0, "q4_0_plain", 256, 512);
     test_regroup(R1_DTYPE_Q4_1, "plain", 576, 1536);
     test_regroup(R1_DTYPE_Q8_0, "plain", 576, 1536);

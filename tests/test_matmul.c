@@ -29,8 +29,9 @@
  * order differs. Quantized weights on SIMD paths see q8-quantized
  * activations (one int8 per value, a scale per 32): error ~1/(127*sqrt(12))
  * of the block max, relative. */
-#define NMSE_MATMUL_F32 1e-10  /* f32/f16/bf16 weights, f32 activations (on AMX: split
-                                  into three bf16 parts, f32-exact products) */
+#define NMSE_MATMUL_F32                                                                                                \
+    1e-10 /* f32/f16/bf16 weights, f32 activations (on AMX: split                                                      \
+             into three bf16 parts, f32-exact products) */
 /* q8_0/q4_0 weights against q8 activations. Cases of 5 outputs over one
  * block make the nmse heavy-tailed (an output whose terms cancel): 400000
  * simulated 5x32 cases with the test's weights and activations gave a median
@@ -75,8 +76,8 @@ static int only_batches;
 static void test_matmul(const struct r1_cpu_isa *isa) {
     /* 11x4616: a token's f32 activations past R1_CPU_ROW1_ACT (the float
      * tiles' decode then takes rows several a pass), odd rows, a K % 32 tail */
-    static const int shapes_full[][2] = {{5, 32}, {17, 7}, {33, 100}, {64, 96}, {130, 1536},
-                                         {12, 257}, {40, 8960 / 4}, {9, 256}, {21, 512}, {11, 4616}};
+    static const int shapes_full[][2] = {{5, 32},   {17, 7},        {33, 100}, {64, 96},  {130, 1536},
+                                         {12, 257}, {40, 8960 / 4}, {9, 256},  {21, 512}, {11, 4616}};
     /* quick (qemu): also 25 blocks of 32 (steps of 128 columns and a tail, in
      * two KC slices) and 3 super-blocks */
     static const int shapes_quick[][2] = {{5, 32}, {17, 7}, {33, 160}, {6, 256}, {7, 800}, {5, 768}};
@@ -120,8 +121,8 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
                     int claim = 0, guided = ncase % 2; /* rows claimed, as in a session */
                     if (guided) op.claim = &claim;
                     run(r1_backend_cpu.fn[k], &op, nth);
-                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%dx%d T=%d nth=%d%s", rows,
-                              cols, T, nth, guided ? " claimed" : "");
+                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%dx%d T=%d nth=%d%s", rows, cols, T, nth,
+                              guided ? " claimed" : "");
                     free(x);
                     free(o_ref);
                     free(o_cpu);
@@ -162,9 +163,15 @@ static void test_panel(const struct r1_cpu_isa *isa) {
         const int blk = r1_dtype_traits[dt].block;
         /* the third, AMX only: rows long enough (>= 2048) that cpu.c walks
          * them in column slices, the last one longer and not whole groups */
-        const int shapes[3][2] = {{37, blk == 1 ? 7 : blk == 32 ? 96 : 256},
-                                  {70, blk == 1 ? 1037 : blk == 32 ? 1056 : 1280},
-                                  {21, blk == 1 ? 2080 : blk == 32 ? 2112 : 2304}};
+        const int shapes[3][2] = {{37, blk == 1    ? 7
+                                       : blk == 32 ? 96
+                                                   : 256},
+                                  {70, blk == 1    ? 1037
+                                       : blk == 32 ? 1056
+                                                   : 1280},
+                                  {21, blk == 1    ? 2080
+                                       : blk == 32 ? 2112
+                                                   : 2304}};
         char what[48];
         const int q16 = !amx && isa->mm[dt].panel_act == R1_CPU_ACT_Q16;
         snprintf(what, sizeof what, "%s%s/%s", amx ? "amx-block" : "panel", q16 ? "-q16" : "", r1_dtype_name(dt));
@@ -188,8 +195,8 @@ static void test_panel(const struct r1_cpu_isa *isa) {
                     int claim = 0, guided = ncase % 2;
                     if (guided) op.claim = &claim;
                     run(r1_backend_cpu.fn[k], &op, nth);
-                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%s %dx%d T=%d nth=%d%s",
-                              r1_kernel_names[k], rows, cols, T, nth, guided ? " claimed" : "");
+                    group_add(&g, nmse(o_cpu, o_ref, (size_t)T * on), "%s %dx%d T=%d nth=%d%s", r1_kernel_names[k],
+                              rows, cols, T, nth, guided ? " claimed" : "");
                     free(x), free(o_ref), free(o_cpu);
                 }
                 free(bias);
@@ -230,11 +237,14 @@ static void q8_to_q8ws(const uint8_t *q8, uint8_t *dst, int K) {
  * a last half chunk of a 32-block format), against dequantized rows and
  * dequantized q8 activations in double. */
 static void test_tile_ranges(const struct r1_cpu_isa *isa) {
-    static const enum r1_dtype dts[] = {R1_DTYPE_Q4_0, R1_DTYPE_Q8_0, R1_DTYPE_Q4_1,
-                                        R1_DTYPE_Q5_0, R1_DTYPE_Q5_1, R1_DTYPE_Q4_K,
-                                        R1_DTYPE_Q5_K, R1_DTYPE_Q6_K};
-    static const int rng_k[][3] = {/* K, k0, k1 */ {512, 0, 512}, {512, 64, 192}, {512, 192, 448},
-                                   {768, 256, 768}, {480, 384, 480}, {96, 0, 96}};
+    static const enum r1_dtype dts[] = {R1_DTYPE_Q4_0, R1_DTYPE_Q8_0, R1_DTYPE_Q4_1, R1_DTYPE_Q5_0,
+                                        R1_DTYPE_Q5_1, R1_DTYPE_Q4_K, R1_DTYPE_Q5_K, R1_DTYPE_Q6_K};
+    static const int rng_k[][3] = {/* K, k0, k1 */ {512, 0, 512},
+                                   {512, 64, 192},
+                                   {512, 192, 448},
+                                   {768, 256, 768},
+                                   {480, 384, 480},
+                                   {96, 0, 96}};
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++) {
         enum r1_dtype dt = dts[di];
         const struct r1_cpu_mm *mm = &isa->mm[dt];
@@ -282,7 +292,10 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
                             num += e * e, den += sa * sa;
                         }
                     }
-                    group_add(&g, num != num ? INFINITY : den > 0 ? num / den : num,
+                    group_add(&g,
+                              num != num ? INFINITY
+                              : den > 0  ? num / den
+                                         : num,
                               "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
                 }
             }
@@ -302,11 +315,9 @@ static void test_tile_ranges(const struct r1_cpu_isa *isa) {
  * (q4_0x8: the same activations in q8x8 form). */
 static void test_tile_extremes(const struct r1_cpu_isa *isa) {
     static const int f16_at[][3] = {/* dtype, offsets of f16 fields (-1: none) */
-                                    {R1_DTYPE_Q8_0, 0, -1}, {R1_DTYPE_Q4_0, 0, -1},
-                                    {R1_DTYPE_Q4_1, 0, 2},  {R1_DTYPE_Q5_0, 0, -1},
-                                    {R1_DTYPE_Q5_1, 0, 2},  {R1_DTYPE_Q4_K, 0, 2},
-                                    {R1_DTYPE_Q5_K, 0, 2},  {R1_DTYPE_Q6_K, 208, -1},
-                                    {R1_DTYPE_Q4_0X8, 0, -1}};
+                                    {R1_DTYPE_Q8_0, 0, -1}, {R1_DTYPE_Q4_0, 0, -1},   {R1_DTYPE_Q4_1, 0, 2},
+                                    {R1_DTYPE_Q5_0, 0, -1}, {R1_DTYPE_Q5_1, 0, 2},    {R1_DTYPE_Q4_K, 0, 2},
+                                    {R1_DTYPE_Q5_K, 0, 2},  {R1_DTYPE_Q6_K, 208, -1}, {R1_DTYPE_Q4_0X8, 0, -1}};
     static const uint8_t fills[] = {0x00, 0xff, 0x80, 0x81};
     const int K = 512;
     const size_t xs = r1_cpu_q8_stride(K);
@@ -320,7 +331,7 @@ static void test_tile_extremes(const struct r1_cpu_isa *isa) {
             xr[k] = t == 0 ? 1.0f : t == 1 ? -1.0f : t == 2 ? (k / 16 % 2 ? -1.0f : 1.0f) : frand();
         isa->quant_q8(xr, xq + t * xs, K);
         r1_cpu_q8_to_q8x8(xq + t * xs, x8 + t * x8s, K); /* the same values for q4_0x8 */
-        q8_to_q8w(xq + t * xs, xw + t * ws16, K);          /* and for q8w tiles */
+        q8_to_q8w(xq + t * xs, xw + t * ws16, K);        /* and for q8w tiles */
         q8_to_q8ws(xq + t * xs, xws + t * wss, K);
     }
     for (size_t di = 0; di < sizeof f16_at / sizeof f16_at[0]; di++) {
@@ -457,8 +468,11 @@ static void test_q4_0x8(const struct r1_cpu_isa *isa) {
                         num += e * e, den += sa * sa;
                     }
                 }
-                group_add(&g, num != num ? INFINITY : den > 0 ? num / den : num, "K=%d [%d,%d) nr=%d nt=%d", K, k0,
-                          k1, nr, nt);
+                group_add(&g,
+                          num != num ? INFINITY
+                          : den > 0  ? num / den
+                                     : num,
+                          "K=%d [%d,%d) nr=%d nt=%d", K, k0, k1, nr, nt);
             }
         }
         free(xq), free(q8), free(wf), free(w.buf);
@@ -475,8 +489,8 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
     /* 3100: cpu.c's carried column ranges (bf16, 8 or more tokens) ending in a K % 32 tail;
      * 3104: the q8_0x8 pair tile's 4-row form (K >= 3072) and its q8 tail;
      * 4616: single tokens past R1_CPU_ROW1_ACT, rows several a pass (f32, f16, bf16) */
-    static const int shapes[][2] = {{5, 32},  {70, 256}, {33, 576},  {17, 1536},
-                                    {9, 7},   {21, 3100}, {9, 3104}, {7, 4616}};
+    static const int shapes[][2] = {{5, 32}, {70, 256},  {33, 576}, {17, 1536},
+                                    {9, 7},  {21, 3100}, {9, 3104}, {7, 4616}};
     /* 13: three calls of 4 tokens and one of 1 */
     static const int Ts[] = {2, 3, 5, 8, 13, 16};
     const int nT = quick ? 3 : (int)(sizeof Ts / sizeof Ts[0]);
@@ -508,8 +522,8 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
                         run(r1_backend_cpu.fn[k], &o1, 1 + (nth + t) % 3);
                     }
                     int same = !memcmp(a, b, (size_t)T * on * 4);
-                    CHECK(same, "%s %s/%s %dx%d: a batch of %d rows differs from %d single rows",
-                          isa->name, r1_kernel_names[k], r1_dtype_name(dt), rows, cols, T, T);
+                    CHECK(same, "%s %s/%s %dx%d: a batch of %d rows differs from %d single rows", isa->name,
+                          r1_kernel_names[k], r1_dtype_name(dt), rows, cols, T, T);
                     bad += !same, cases++;
                     free(x), free(a), free(b);
                 }
@@ -532,9 +546,17 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
             int T = Ts[ti], pos0 = 3 + 11 * ti, nth = 1 + ti % 3;
             float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
             float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);
-            struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = T, .pos0 = pos0, .x = x,
-                               .n_head = nh, .n_kv_head = nkv, .head_dim = hd, .kv = &kv,
-                               .scratch = sc, .scratch_stride = (size_t)nctx, .out = a};
+            struct r1_op op = {.kernel = R1_K_ATTENTION_GQA,
+                               .T = T,
+                               .pos0 = pos0,
+                               .x = x,
+                               .n_head = nh,
+                               .n_kv_head = nkv,
+                               .head_dim = hd,
+                               .kv = &kv,
+                               .scratch = sc,
+                               .scratch_stride = (size_t)nctx,
+                               .out = a};
             op.kernel = R1_K_KV_APPEND;
             run(r1_backend_cpu.fn[R1_K_KV_APPEND], &op, nth);
             op.kernel = R1_K_ATTENTION_GQA;
@@ -553,8 +575,7 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
         }
         free(kv.k), free(kv.v);
     }
-    printf("%-8s %-24s %4d cases  %s\n", isa->name, "batch <= 16 == single rows", cases,
-           bad ? "DIFFERS" : "bit-exact");
+    printf("%-8s %-24s %4d cases  %s\n", isa->name, "batch <= 16 == single rows", cases, bad ? "DIFFERS" : "bit-exact");
 }
 
 /* ---- R1_BENCH=1: matvec bandwidth on 1.5B shapes ---- */
@@ -642,7 +663,8 @@ static int bench(void) {
     for (size_t i = 0; i < bw_bytes / 4; i++) buf[i] = (float)(i & 7);
     double bw1 = read_bw(buf, bw_bytes, 1), bw2 = read_bw(buf, bw_bytes, 2);
     free(buf);
-    printf("read bandwidth (sum over 1.5 GiB, 8 streams per thread): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", bw1, bw2);
+    printf("read bandwidth (sum over 1.5 GiB, 8 streams per thread): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", bw1,
+           bw2);
     printf("isa %s\n", r1_cpu_current()->name);
     float *x = frand_buf(8960 * 64), *out = frand_buf(151936 * 64), *bias = frand_buf(17920);
     const char *only = getenv("R1_BENCH_DTYPE"), *pf = getenv("R1_BENCH_PREFILL");
@@ -664,8 +686,8 @@ static int bench(void) {
                 m[b][i].buf = aligned_alloc(64, (rb * shp[i].rows + 63) & ~(size_t)63);
                 memset(m[b][i].buf, 0x11, rb * shp[i].rows); /* valid scales, small values */
                 m[b][i].m = (struct r1_mat){m[b][i].buf, dt, shp[i].rows, shp[i].cols, rb};
-                ops[b * 4 + i] = (struct r1_op){.kernel = shp[i].k, .T = 1, .x = x, .out = out,
-                                                .w = &m[b][i].m, .b = bias};
+                ops[b * 4 + i] =
+                    (struct r1_op){.kernel = shp[i].k, .T = 1, .x = x, .out = out, .w = &m[b][i].m, .b = bias};
                 bytes += rb * shp[i].rows;
             }
         size_t lrb = r1_dtype_row_bytes(dt, 1536);
@@ -686,8 +708,8 @@ static int bench(void) {
             double ref = nth == 1 ? bw1 : bw2;
             printf("%-5s nth=%d  layer matmuls %4.0f MiB: %5.1f GB/s (%.2f of read bw)   "
                    "lm_head %4.0f MiB: %5.1f GB/s (%.2f)\n",
-                   r1_dtype_name(dt), nth, bytes / 1048576.0, gbs, gbs / ref,
-                   lrb * 151936 / 1048576.0, lgbs, lgbs / ref);
+                   r1_dtype_name(dt), nth, bytes / 1048576.0, gbs, gbs / ref, lrb * 151936 / 1048576.0, lgbs,
+                   lgbs / ref);
         }
         /* prefill: T = 64 through one layer's matrices */
         for (int nth = 1; nth <= 2 && prefill; nth++) {
@@ -720,19 +742,17 @@ static int bench(void) {
  * named setting takes its value, an unknown name is an error, and
  * r1_cpu_tune_reset puts every default back. */
 static void test_tune(void) {
-    CHECK(r1_cpu_tune("act_parts", 1) == 0 && r1_cpu_act_parts() == 1, "act_parts=1: %d parts",
-          r1_cpu_act_parts());
+    CHECK(r1_cpu_tune("act_parts", 1) == 0 && r1_cpu_act_parts() == 1, "act_parts=1: %d parts", r1_cpu_act_parts());
     CHECK(r1_cpu_tune("act_parts", 3) != 0, "act_parts=3 refused");
     CHECK(r1_cpu_tune("row1", 0) == 0 && r1_cpu_tuning.row1 == 0, "row1=0: %d", r1_cpu_tuning.row1);
-    CHECK(r1_cpu_tune("row1_act", 0) == 0 && r1_cpu_row1_fits((size_t)1 << 20),
-          "row1_act=0: one row at 1 MiB (%d)", r1_cpu_tuning.row1_act);
+    CHECK(r1_cpu_tune("row1_act", 0) == 0 && r1_cpu_row1_fits((size_t)1 << 20), "row1_act=0: one row at 1 MiB (%d)",
+          r1_cpu_tuning.row1_act);
     CHECK(r1_cpu_tune("nosuch", 1) != 0 && strstr(r1_last_error(), "nosuch"), "an unknown tuning refused: %s",
           r1_last_error());
     r1_cpu_tune_reset();
     CHECK(r1_cpu_act_parts() == 2 && r1_cpu_tuning.row1 == -1 && r1_cpu_row1_fits(R1_CPU_ROW1_ACT) &&
               !r1_cpu_row1_fits(R1_CPU_ROW1_ACT + 1),
-          "reset: %d parts, row1 %d, row1_act %d", r1_cpu_act_parts(), r1_cpu_tuning.row1,
-          r1_cpu_tuning.row1_act);
+          "reset: %d parts, row1 %d, row1_act %d", r1_cpu_act_parts(), r1_cpu_tuning.row1, r1_cpu_tuning.row1_act);
 }
 
 int main(void) {

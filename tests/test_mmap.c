@@ -108,8 +108,7 @@ static int write_model(const char *path, int fused_order, enum r1_dtype wdt) {
              r1_gguf_w_u32(w, "qwen2.embedding_length", DIM) || r1_gguf_w_u32(w, "qwen2.block_count", LAYERS) ||
              r1_gguf_w_u32(w, "qwen2.feed_forward_length", FFN) ||
              r1_gguf_w_u32(w, "qwen2.attention.head_count", HEADS) ||
-             r1_gguf_w_u32(w, "qwen2.attention.head_count_kv", KV) ||
-             r1_gguf_w_u32(w, "qwen2.context_length", 64);
+             r1_gguf_w_u32(w, "qwen2.attention.head_count_kv", KV) || r1_gguf_w_u32(w, "qwen2.context_length", 64);
     for (int i = 0; i < f.n && !rc; i++) rc = r1_gguf_w_tensor(w, f.t[i].name, f.t[i].dt, f.t[i].ndim, f.t[i].shape);
     rc = rc || r1_gguf_w_write(w, path, fill, &f, 0);
     r1_gguf_writer_free(w);
@@ -178,11 +177,13 @@ static float max_diff(const float *a, const float *b) {
 }
 
 #define IDENTICAL 0.0f /* the same bytes through the same kernels */
-#define LAYOUT_TOL 5e-3f /* q8_0 through the x8 tiles or the plain ones: two int8 forms of the
-                            activations, each within the kernels' tolerance of the reference
-                            (logits here reach about 5) */
-#define MAX_RESIDENT 0.30 /* of a converted tensor's pages after the load: the kernel's
-                             fault-around may map back up to 64 KiB at each edge */
+#define LAYOUT_TOL                                                                                                     \
+    5e-3f /* q8_0 through the x8 tiles or the plain ones: two int8 forms of the                                        \
+             activations, each within the kernels' tolerance of the reference                                          \
+             (logits here reach about 5) */
+#define MAX_RESIDENT                                                                                                   \
+    0.30 /* of a converted tensor's pages after the load: the kernel's                                                 \
+            fault-around may map back up to 64 KiB at each edge */
 
 int main(void) {
     char dir[] = "/tmp/r1_test_mmap_XXXXXX";
@@ -222,8 +223,8 @@ int main(void) {
     CHECK(b != NULL, "load %s: %s", split, r1_last_error());
     if (b) {
         const struct r1_layer *L = &b->layers[0];
-        CHECK(!in_file(L->wqkv.data, split) && !in_file(L->wgu.data, split),
-              "q|k|v and gate|up of %s are copies", split);
+        CHECK(!in_file(L->wqkv.data, split) && !in_file(L->wgu.data, split), "q|k|v and gate|up of %s are copies",
+              split);
         CHECK(in_file(L->wo.data, split) && in_file(L->wdown.data, split) && in_file(b->emb.data, split),
               "o_proj, down_proj and the embedding of %s are used in place", split);
         /* the source pages of q_proj and gate_proj of layer 1 */
@@ -234,8 +235,8 @@ int main(void) {
             for (int i = 0; i < 2; i++) {
                 const struct r1_gguf_tensor *t = r1_gguf_find_tensor(&g, names[i]);
                 double r = t ? resident(t->data, t->size) : 1;
-                printf("%s: %.1f%% of its pages resident after the load (limit MAX_RESIDENT %.0f%%)\n",
-                       names[i], 100 * r, 100 * MAX_RESIDENT);
+                printf("%s: %.1f%% of its pages resident after the load (limit MAX_RESIDENT %.0f%%)\n", names[i],
+                       100 * r, 100 * MAX_RESIDENT);
                 CHECK(t && r >= 0 && r <= MAX_RESIDENT, "%s: %.2f of the pages still mapped", names[i], r);
             }
             r1_gguf_free(&g);
@@ -258,8 +259,8 @@ int main(void) {
     /* the same logits whichever way the weights are held */
     float *la = a ? logits(a) : NULL, *lb = b ? logits(b) : NULL, *lc = c ? logits(c) : NULL;
     float dab = max_diff(la, lb), dac = max_diff(la, lc);
-    printf("logits: mapped in place vs converted max diff %g, vs --no-mmap %g (tolerance IDENTICAL %g)\n",
-           dab, dac, IDENTICAL);
+    printf("logits: mapped in place vs converted max diff %g, vs --no-mmap %g (tolerance IDENTICAL %g)\n", dab, dac,
+           IDENTICAL);
     CHECK(dab <= IDENTICAL && dac <= IDENTICAL, "logits differ: %g, %g", dab, dac);
     free(la), free(lb), free(lc);
     r1_model_free(b);
@@ -287,8 +288,8 @@ int main(void) {
         float *l1 = logits(qc), *l2 = logits(qr);
         float d = max_diff(l1, l2), big = 0;
         for (int i = 0; l1 && i < VOCAB; i++) big = fabsf(l1[i]) > big ? fabsf(l1[i]) : big;
-        printf("logits on cpu (largest %.3f), q8_0 regrouped vs in place: max diff %g (tolerance LAYOUT_TOL %g)\n",
-               big, d, LAYOUT_TOL);
+        printf("logits on cpu (largest %.3f), q8_0 regrouped vs in place: max diff %g (tolerance LAYOUT_TOL %g)\n", big,
+               d, LAYOUT_TOL);
         CHECK(d <= LAYOUT_TOL, "the two layouts' logits differ by %g", d);
         free(l1), free(l2);
     }

@@ -110,7 +110,7 @@ static const struct dc_backend OPENCL = {
  * the cpu's regroupings of them too (a model loaded for cpu, run here) */
 static void test_requant(void) {
     struct group g = {"lm_head, weights requantized to q8_0", 0, REL_REQUANT_Q8, "REL_REQUANT_Q8", 0};
-    const enum r1_dtype dts[] = {R1_DTYPE_Q4_1, R1_DTYPE_Q5_0, R1_DTYPE_Q5_1,   R1_DTYPE_Q4_K,
+    const enum r1_dtype dts[] = {R1_DTYPE_Q4_1, R1_DTYPE_Q5_0,   R1_DTYPE_Q5_1,   R1_DTYPE_Q4_K,
                                  R1_DTYPE_Q6_K, R1_DTYPE_Q4_1X8, R1_DTYPE_Q4_KX8, R1_DTYPE_Q6_KX8};
     const int shapes[][2] = {{67, 256}, {300, 512}};
     for (size_t di = 0; di < sizeof dts / sizeof dts[0]; di++)

@@ -26,8 +26,9 @@ static void fill(float *x, int n, float scale) {
 
 /* bytes of a token in the form act */
 static size_t form_stride(enum r1_cpu_act act, int K) {
-    return act == R1_CPU_ACT_Q8S ? r1_cpu_q8s_stride(K) : act == R1_CPU_ACT_Q8X8 ? r1_cpu_q8x8_stride(K)
-                                                                                 : r1_cpu_q8_stride(K);
+    return act == R1_CPU_ACT_Q8S    ? r1_cpu_q8s_stride(K)
+           : act == R1_CPU_ACT_Q8X8 ? r1_cpu_q8x8_stride(K)
+                                    : r1_cpu_q8_stride(K);
 }
 
 /* A token already in q8 form (stride r1_cpu_q8_stride(K)) in the form act at dst. */
@@ -42,16 +43,14 @@ static void to_form(enum r1_cpu_act act, const uint8_t *q8, uint8_t *dst, int K)
 
 static void test_pairs(const struct r1_cpu_isa *isa) {
     static const int rng_k[][3] = {/* K, k0, k1: whole rows, KC slices, a row's tail, 64-column cuts */
-                                   {576, 0, 576},     {576, 0, 512},     {576, 512, 576},
-                                   {1536, 0, 1536},   {1536, 512, 1024}, {1536, 64, 1216},
-                                   {2240, 0, 2240},   {2240, 2048, 2240}, {96, 0, 96},
-                                   {256, 0, 256},     {32, 0, 32},       {768, 256, 768}};
+                                   {576, 0, 576},     {576, 0, 512},    {576, 512, 576}, {1536, 0, 1536},
+                                   {1536, 512, 1024}, {1536, 64, 1216}, {2240, 0, 2240}, {2240, 2048, 2240},
+                                   {96, 0, 96},       {256, 0, 256},    {32, 0, 32},     {768, 256, 768}};
     for (int dt = 0; dt < R1_DTYPE_ALL; dt++) {
         const struct r1_cpu_mm *mm = &isa->mm[dt];
         if (!mm->pair_tile) continue;
         if (mm->act == R1_CPU_ACT_Q8X8 && dt != R1_DTYPE_Q4_0X8) continue; /* test_x8.c's */
-        CHECK((r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8) && mm->pair_nt >= 1 &&
-                  mm->pair_nt <= R1_CPU_NT,
+        CHECK((r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8) && mm->pair_nt >= 1 && mm->pair_nt <= R1_CPU_NT,
               "%s %s pair tile: act %d, pair_nt %d", isa->name, r1_dtype_name(dt), mm->act, mm->pair_nt);
         const int blk = r1_dtype_traits[dt].block, x8 = mm->act == R1_CPU_ACT_Q8X8;
         double worst = 0;
@@ -62,8 +61,7 @@ static void test_pairs(const struct r1_cpu_isa *isa) {
             if (x8 && (k0 % 256 || (k1 % 256 && k1 != K))) continue; /* cpu.h r1_cpu_tile_fn */
             size_t rb = r1_dtype_row_bytes(dt, K), xs = form_stride(mm->act, K), qs = r1_cpu_q8_stride(K);
             uint8_t *w = malloc(rb * R1_CPU_MR);
-            float *wf = malloc((size_t)K * 4 * R1_CPU_MR), *xr = malloc((size_t)K * 4),
-                  *res = malloc((size_t)K * 4);
+            float *wf = malloc((size_t)K * 4 * R1_CPU_MR), *xr = malloc((size_t)K * 4), *res = malloc((size_t)K * 4);
             for (int r = 0; r < R1_CPU_MR; r++) {
                 fill(xr, K, 0.05f);
                 if (r == 1) memset(xr, 0, 32 * 4); /* a block of zeros: scale 0 */
@@ -76,7 +74,7 @@ static void test_pairs(const struct r1_cpu_isa *isa) {
             uint8_t *xq = aligned_alloc(64, 2 * xs * R1_CPU_NT), *q8 = aligned_alloc(64, 2 * qs * R1_CPU_NT);
             for (int t = 0; t < R1_CPU_NT; t++) {
                 fill(xr, K, t == 2 ? 30.0f : 1.0f);
-                if (t == 1) xr[K / 2] = 60.0f; /* an outlier block */
+                if (t == 1) xr[K / 2] = 60.0f;                            /* an outlier block */
                 if (t == 3) memset(xr, 0, (size_t)(K < 64 ? K : 64) * 4); /* zero activation blocks */
                 uint8_t *h = q8 + 2 * t * qs, *l = h + qs;
                 isa->quant_q8(xr, h, K);
@@ -122,11 +120,10 @@ static void test_pairs(const struct r1_cpu_isa *isa) {
             free(w), free(wf), free(xr), free(res), free(xq), free(q8);
         }
         CHECK(cases > 0, "%s %s pair tile: no case ran", isa->name, r1_dtype_name(dt));
-        CHECK(differ == 0, "%s %s pair tile: %d results differ from the token alone", isa->name,
-              r1_dtype_name(dt), differ);
-        printf("%-9s pair tile/%-7s %4d cases  worst error %9.3g (limit %.0e), %s\n", isa->name,
-               r1_dtype_name(dt), cases, worst, ERR_TILE_RANGE,
-               differ ? "DIFFERS from one token alone" : "each token as alone");
+        CHECK(differ == 0, "%s %s pair tile: %d results differ from the token alone", isa->name, r1_dtype_name(dt),
+              differ);
+        printf("%-9s pair tile/%-7s %4d cases  worst error %9.3g (limit %.0e), %s\n", isa->name, r1_dtype_name(dt),
+               cases, worst, ERR_TILE_RANGE, differ ? "DIFFERS from one token alone" : "each token as alone");
     }
 }
 

@@ -90,8 +90,7 @@ static double ppl_from_logits(const float *logits, const int32_t *ids, int n, in
 }
 
 static void test_fixtures(void) {
-    static const char *const names[] = {"gqa2_f32", "gqa4_tied_f32", "llama_gqa_f32", "trained_f32", "f16",
-                                        "mha_bf16"};
+    static const char *const names[] = {"gqa2_f32", "gqa4_tied_f32", "llama_gqa_f32", "trained_f32", "f16", "mha_bf16"};
     static const char *const backends[] = {"ref", "cpu"};
     for (size_t f = 0; f < sizeof names / sizeof names[0]; f++) {
         char dir[256], path[300];
@@ -110,8 +109,9 @@ static void test_fixtures(void) {
         r1_model_t *m = hf ? r1_model_load(dir, &(struct r1_load_opts){.dtype = R1_DTYPE_F32}) : NULL;
         CHECK(!hf || m, "%s: %s", dir, r1_last_error());
         for (int b = 0; m && b < 2; b++) {
-            r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){
-                .n_ctx = n, .backend = backends[b], .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
+            r1_session_t *s =
+                r1_session_new(m, &(struct r1_session_opts){
+                                      .n_ctx = n, .backend = backends[b], .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
             CHECK(s != NULL, "session: %s", r1_last_error());
             if (!s) continue;
             /* every prompt position scored (first 0), and llama.cpp's half */
@@ -141,8 +141,9 @@ static void test_real_model(void) {
     if (!model || !*model) model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
     if (!corpus || !*corpus) corpus = "build/corpus/debian-faq.txt";
     if (access(model, R_OK) || access(corpus, R_OK)) {
-        CHECK(0, "the default model (%s) or the corpus (%s) is absent: scripts/run-tests.sh fetches the model "
-                 "and unpacks the corpus of the debian-faq package (scripts/install-deps.sh installs it)",
+        CHECK(0,
+              "the default model (%s) or the corpus (%s) is absent: scripts/run-tests.sh fetches the model "
+              "and unpacks the corpus of the debian-faq package (scripts/install-deps.sh installs it)",
               model, corpus);
         return;
     }
@@ -167,9 +168,10 @@ static void test_real_model(void) {
     CHECK(n >= n_fx && !memcmp(ids, fx_ids, (size_t)n_fx * sizeof *ids),
           "corpus: r1infer's first %d ids differ from transformers'", n_fx);
     r1_model_t *m = r1_model_load(model, &(struct r1_load_opts){.dtype = R1_DTYPE_F32});
-    r1_session_t *s = m ? r1_session_new(m, &(struct r1_session_opts){.n_ctx = ctx, .backend = "cpu",
-                                                                       .n_threads = 2, .kv_dtype = R1_DTYPE_F32})
-                        : NULL;
+    r1_session_t *s =
+        m ? r1_session_new(
+                m, &(struct r1_session_opts){.n_ctx = ctx, .backend = "cpu", .n_threads = 2, .kv_dtype = R1_DTYPE_F32})
+          : NULL;
     CHECK(s != NULL, "%s: %s", model, r1_last_error());
     if (s && n >= n_fx) {
         struct eval_windows w;
@@ -186,11 +188,11 @@ static void test_real_model(void) {
         struct eval_ppl r;
         int rc = eval_perplexity(s, r1_model_config(m)->vocab, ids, &w, 0, NULL, NULL, &r);
         double want = json_real_value(json_object_get(fx, "ppl")), rel = fabs(r.ppl - want) / want;
-        CHECK(rc == 0 && r.count == json_integer_value(json_object_get(fx, "count")), "scored %ld tokens",
-              r.count);
+        CHECK(rc == 0 && r.count == json_integer_value(json_object_get(fx, "count")), "scored %ld tokens", r.count);
         CHECK(rel <= PPL_TOL_HF && worst <= PPL_TOL_HF,
               "default model f32: PPL %.6f vs transformers' %.6f (rel %.2e), worst window NLL rel %.2e > "
-              "PPL_TOL_HF %g", r.ppl, want, rel, worst, PPL_TOL_HF);
+              "PPL_TOL_HF %g",
+              r.ppl, want, rel, worst, PPL_TOL_HF);
         printf("default model, %s, %d windows of %d, f32: PPL %.6f, transformers %.6f, rel diff %.1e, worst "
                "window NLL rel diff %.1e (PPL_TOL_HF %g)\n",
                corpus, n_chunks, ctx, r.ppl, want, rel, worst, PPL_TOL_HF);
@@ -220,16 +222,19 @@ static int on_row(void *c, const float *l, int32_t t, double lse) {
 static int kld_run(r1_model_t *m, const int32_t *ids, const struct eval_windows *w, const char *path, int write,
                    uint32_t top_k, struct eval_kld_summary *sum) {
     int vocab = r1_model_config(m)->vocab;
-    struct eval_kld_head h = {.vocab = (uint32_t)vocab, .ctx = (uint32_t)w->ctx, .first = (uint32_t)w->first,
-                              .n_chunks = (uint32_t)w->n_chunks, .top_k = top_k,
+    struct eval_kld_head h = {.vocab = (uint32_t)vocab,
+                              .ctx = (uint32_t)w->ctx,
+                              .first = (uint32_t)w->first,
+                              .n_chunks = (uint32_t)w->n_chunks,
+                              .top_k = top_k,
                               .ids_hash = eval_hash_ids(ids, (size_t)w->n_chunks * w->ctx)};
     struct kctx k = {0};
     struct eval_kld_head bh;
     if (write) k.w = eval_kld_create(path, &h);
     else if ((k.r = eval_kld_open(path, &bh)) && eval_kld_check(&bh, &h, path)) eval_kld_free(k.r), k.r = NULL;
     if (!k.w && !k.r) return -1;
-    r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = w->ctx, .backend = "cpu",
-                                                                   .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
+    r1_session_t *s = r1_session_new(
+        m, &(struct r1_session_opts){.n_ctx = w->ctx, .backend = "cpu", .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
     struct eval_ppl r;
     int rc = s ? eval_perplexity(s, vocab, ids, w, 0, on_row, &k, &r) : -1;
     r1_session_free(s);
@@ -276,16 +281,16 @@ static void test_kld(void) {
     CHECK(s_full.same_top == s_top.same_top && fabs(s_full.mean_dp - s_top.mean_dp) < 1e-6,
           "top-1 agreement and dp do not depend on the base's top-k");
     printf("trained_f32 q4_0 vs f32, %d windows of 16: KLD full %.6f, top-8 %.6f, 99%% %.6f, same top %.2f%%, "
-           "mean dp %.3f%%, RMS dp %.3f%%\n", w.n_chunks, s_full.mean_kld, s_top.mean_kld, s_full.p99_kld,
-           100 * s_full.same_top, 100 * s_full.mean_dp, 100 * s_full.rms_dp);
+           "mean dp %.3f%%, RMS dp %.3f%%\n",
+           w.n_chunks, s_full.mean_kld, s_top.mean_kld, s_full.p99_kld, 100 * s_full.same_top, 100 * s_full.mean_dp,
+           100 * s_full.rms_dp);
 
     /* refusals */
     struct eval_kld_head a = {.vocab = 384, .ctx = 16, .first = 8, .n_chunks = 3, .ids_hash = 1}, b = a;
     b.vocab = 49152;
     CHECK(eval_kld_check(&a, &b, "x") < 0 && strstr(r1_last_error(), "another model"), "vocab: %s", r1_last_error());
     b = a, b.ids_hash = 2;
-    CHECK(eval_kld_check(&a, &b, "x") < 0 && strstr(r1_last_error(), "another tokenizer"), "hash: %s",
-          r1_last_error());
+    CHECK(eval_kld_check(&a, &b, "x") < 0 && strstr(r1_last_error(), "another tokenizer"), "hash: %s", r1_last_error());
     b = a, b.ctx = 32, b.first = 16;
     CHECK(eval_kld_check(&a, &b, "x") < 0 && strstr(r1_last_error(), "--ctx"), "ctx: %s", r1_last_error());
     b = a, b.n_chunks = 2;

@@ -16,8 +16,7 @@ static void split(const char *out, int in_think, size_t step, struct sbuf *think
     reasoning_init(&r, in_think);
     size_t n = strlen(out);
     if (!step) step = n ? n : 1;
-    for (size_t i = 0; i < n; i += step)
-        reasoning_feed(&r, out + i, i + step <= n ? step : n - i, think, answer);
+    for (size_t i = 0; i < n; i += step) reasoning_feed(&r, out + i, i + step <= n ? step : n - i, think, answer);
     reasoning_finish(&r, think, answer);
     reasoning_free(&r);
 }
@@ -29,8 +28,8 @@ static void check_split(const char *out, int in_think, const char *want_think, c
         split(out, in_think, step, &t, &a);
         const char *gt = t.p ? t.p : "", *ga = a.p ? a.p : "";
         CHECK(!strcmp(gt, want_think) && !strcmp(ga, want_answer),
-              "split(%s, in_think=%d, step=%zu): reasoning '%s' answer '%s', want '%s' / '%s'", out, in_think, step,
-              gt, ga, want_think, want_answer);
+              "split(%s, in_think=%d, step=%zu): reasoning '%s' answer '%s', want '%s' / '%s'", out, in_think, step, gt,
+              ga, want_think, want_answer);
         sbuf_free(&t);
         sbuf_free(&a);
     }
@@ -73,8 +72,7 @@ static char *stop_run(const char *out, char *const *stops, int n_stops, size_t s
     size_t n = strlen(out);
     if (!step) step = n ? n : 1;
     *hit = 0;
-    for (size_t i = 0; i < n && !*hit; i += step)
-        *hit = stop_feed(&m, out + i, i + step <= n ? step : n - i, &rel);
+    for (size_t i = 0; i < n && !*hit; i += step) *hit = stop_feed(&m, out + i, i + step <= n ? step : n - i, &rel);
     if (!*hit) stop_flush(&m, &rel);
     stop_free(&m);
     char *s = strdup(rel.p ? rel.p : "");

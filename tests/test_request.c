@@ -37,14 +37,15 @@ static void bad(const char *body, enum req_kind kind, const char *param) {
 static void test_chat_ok(void) {
     struct gen_request r;
     struct api_error e;
-    int rc = parse("{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
-                   "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi \"},{\"type\":\"text\",\"text\":\"there\"}]},"
-                   "{\"role\":\"assistant\",\"content\":null},{\"role\":\"developer\",\"content\":\"x\"}],"
-                   "\"max_tokens\":10,\"temperature\":0,\"top_p\":0.5,\"top_k\":3,\"min_p\":0.1,\"seed\":42,"
-                   "\"stop\":[\"a\",\"\",\"bc\"],\"repetition_penalty\":1.1,\"frequency_penalty\":0.5,"
-                   "\"presence_penalty\":-0.5,\"n\":1,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
-                   "\"unknown_field\":[1,2,3]}",
-                   REQ_CHAT, &r, &e);
+    int rc = parse(
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"system\",\"content\":\"be brief\"},"
+        "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi \"},{\"type\":\"text\",\"text\":\"there\"}]},"
+        "{\"role\":\"assistant\",\"content\":null},{\"role\":\"developer\",\"content\":\"x\"}],"
+        "\"max_tokens\":10,\"temperature\":0,\"top_p\":0.5,\"top_k\":3,\"min_p\":0.1,\"seed\":42,"
+        "\"stop\":[\"a\",\"\",\"bc\"],\"repetition_penalty\":1.1,\"frequency_penalty\":0.5,"
+        "\"presence_penalty\":-0.5,\"n\":1,\"stream\":true,\"stream_options\":{\"include_usage\":true},"
+        "\"unknown_field\":[1,2,3]}",
+        REQ_CHAT, &r, &e);
     CHECK(rc == 0, "full chat request rejected: %s", e.message);
     if (rc) return;
     CHECK(r.n_msgs == 4 && !strcmp(r.msgs[1].content, "hi there") && !strcmp(r.msgs[2].content, "") &&
@@ -112,26 +113,38 @@ static void test_rejects(void) {
     bad("{\"messages\":[{\"content\":\"x\"}]}", REQ_CHAT, "messages[0].role");
     bad("{\"messages\":[{\"role\":\"user\"}]}", REQ_CHAT, "messages[0].content");
     bad("{\"messages\":[{\"role\":\"user\",\"content\":7}]}", REQ_CHAT, "messages[0].content");
-    bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", REQ_CHAT,
-        "messages[0].content");
+    bad("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"}]}]}", REQ_CHAT, "messages[0].content");
     const char *m = "\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]";
     char buf[512];
     static const char *const fields[][2] = {
-        {"\"max_tokens\":\"10\"", "max_tokens"},      {"\"max_tokens\":0", "max_tokens"},
-        {"\"max_tokens\":1.5", "max_tokens"},         {"\"max_completion_tokens\":-1", "max_completion_tokens"},
-        {"\"temperature\":\"hot\"", "temperature"},   {"\"temperature\":3", "temperature"},
-        {"\"top_p\":1.5", "top_p"},                   {"\"top_k\":-1", "top_k"},
-        {"\"min_p\":true", "min_p"},                  {"\"seed\":1.5", "seed"},
-        {"\"stop\":5", "stop"},                       {"\"stop\":[\"a\",5]", "stop"},
+        {"\"max_tokens\":\"10\"", "max_tokens"},
+        {"\"max_tokens\":0", "max_tokens"},
+        {"\"max_tokens\":1.5", "max_tokens"},
+        {"\"max_completion_tokens\":-1", "max_completion_tokens"},
+        {"\"temperature\":\"hot\"", "temperature"},
+        {"\"temperature\":3", "temperature"},
+        {"\"top_p\":1.5", "top_p"},
+        {"\"top_k\":-1", "top_k"},
+        {"\"min_p\":true", "min_p"},
+        {"\"seed\":1.5", "seed"},
+        {"\"stop\":5", "stop"},
+        {"\"stop\":[\"a\",5]", "stop"},
         {"\"stop\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\",\"8\",\"9\",\"10\",\"11\",\"12\",\"13\",\"14\",\"15\","
-         "\"16\",\"17\"]", "stop"},
-        {"\"n\":17", "n"},                             {"\"n\":\"1\"", "n"},
-        {"\"stream\":\"yes\"", "stream"},             {"\"stream\":1", "stream"},
-        {"\"stream_options\":[]", "stream_options"},  {"\"model\":5", "model"},
-        {"\"repetition_penalty\":0", "repetition_penalty"}, {"\"frequency_penalty\":3", "frequency_penalty"},
+         "\"16\",\"17\"]",
+         "stop"},
+        {"\"n\":17", "n"},
+        {"\"n\":\"1\"", "n"},
+        {"\"stream\":\"yes\"", "stream"},
+        {"\"stream\":1", "stream"},
+        {"\"stream_options\":[]", "stream_options"},
+        {"\"model\":5", "model"},
+        {"\"repetition_penalty\":0", "repetition_penalty"},
+        {"\"frequency_penalty\":3", "frequency_penalty"},
         {"\"presence_penalty\":\"x\"", "presence_penalty"},
-        {"\"logprobs\":true,\"top_logprobs\":21", "top_logprobs"}, {"\"top_logprobs\":2", "top_logprobs"},
-        {"\"logprobs\":true,\"top_logprobs\":-1", "top_logprobs"}, {"\"logprobs\":1", "logprobs"},
+        {"\"logprobs\":true,\"top_logprobs\":21", "top_logprobs"},
+        {"\"top_logprobs\":2", "top_logprobs"},
+        {"\"logprobs\":true,\"top_logprobs\":-1", "top_logprobs"},
+        {"\"logprobs\":1", "logprobs"},
         {"\"max_tokens\":0", "max_tokens"},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
@@ -174,25 +187,31 @@ static void test_structured(void) {
     struct api_error e;
     const char *U = "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],";
     char body[2048];
-    snprintf(body, sizeof body, "%s\"logit_bias\":{\"5\":-100,\"17\":2.5},\"response_format\":{\"type\":"
+    snprintf(body, sizeof body,
+             "%s\"logit_bias\":{\"5\":-100,\"17\":2.5},\"response_format\":{\"type\":"
              "\"json_schema\",\"json_schema\":{\"name\":\"p\",\"schema\":{\"type\":\"object\",\"properties\":"
-             "{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}", U);
+             "{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}}}}",
+             U);
     int rc = parse(body, REQ_CHAT, &r, &e);
     CHECK(rc == 0 && r.gram && r.grammar && r.n_bias == 2 && r.bias_ids[0] == 5 && r.bias[0] == -100.0f &&
               r.bias_ids[1] == 17 && r.bias[1] == 2.5f,
           "response_format + logit_bias: rc %d %s", rc, e.message);
     if (!rc) req_free(&r);
-    snprintf(body, sizeof body, "%s\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
-             "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"}}}}}],\"tool_choice\":\"required\"}", U);
+    snprintf(body, sizeof body,
+             "%s\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\",\"parameters\":"
+             "{\"type\":\"object\",\"properties\":{\"q\":{\"type\":\"string\"}}}}}],\"tool_choice\":\"required\"}",
+             U);
     rc = parse(body, REQ_CHAT, &r, &e);
     CHECK(rc == 0 && r.tools && r.gram && r.n_msgs == 2 && !strcmp(r.msgs[0].role, "system") &&
               strstr(r.msgs[0].content, "<tools>") && strstr(r.msgs[0].content, "\"name\":\"f\""),
           "tools required: rc %d %s", rc, e.message);
     if (!rc) req_free(&r);
-    rc = parse("{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
-               "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":1}\"}}]},{\"role\":\"tool\",\"content\":\"42\"}]}",
-               REQ_CHAT, &r, &e);
-    CHECK(rc == 0 && r.n_msgs == 2 && strstr(r.msgs[0].content, "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"q\":1}}") &&
+    rc = parse(
+        "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\","
+        "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"q\\\":1}\"}}]},{\"role\":\"tool\",\"content\":\"42\"}]}",
+        REQ_CHAT, &r, &e);
+    CHECK(rc == 0 && r.n_msgs == 2 &&
+              strstr(r.msgs[0].content, "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"q\":1}}") &&
               !strcmp(r.msgs[1].role, "user") && !strcmp(r.msgs[1].content, "<tool_response>\n42\n</tool_response>"),
           "tool turns: rc %d %s / %s", rc, e.message, rc ? "" : r.msgs[0].content);
     if (!rc) req_free(&r);
@@ -215,7 +234,8 @@ static void test_structured(void) {
     CHECK(rc == 0, "two tool results for two calls: rc %d %s", rc, e.message);
     if (!rc) req_free(&r);
     static const char *bad_fields[][2] = {
-        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"string\",\"format\":\"email\"}}}}",
+        {"\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":{\"type\":\"string\",\"format\":"
+         "\"email\"}}}}",
          "response_format"},
         {"\"response_format\":{\"type\":\"xml\"}}", "response_format"},
         {"\"grammar\":\"root ::= (\"}", "grammar"},
@@ -252,7 +272,8 @@ static void scan_in_pieces(const char *text, size_t piece, int max_calls, struct
         for (;;) {
             struct tool_ev ev = tool_scan_next(&t, text, have, final);
             if (ev.kind == TOOL_EV_NONE) break;
-            if (ev.kind == TOOL_EV_HEAD && ev.index < 4) snprintf(out->names[ev.index], 32, "%.*s", (int)ev.n, ev.p), out->heads++;
+            if (ev.kind == TOOL_EV_HEAD && ev.index < 4)
+                snprintf(out->names[ev.index], 32, "%.*s", (int)ev.n, ev.p), out->heads++;
             if (ev.kind == TOOL_EV_ARGS && ev.index < 4) strncat(out->args[ev.index], ev.p, ev.n);
             if (ev.kind == TOOL_EV_CONTENT) strncat(out->content, ev.p, ev.n);
             if (ev.kind == TOOL_EV_REST) snprintf(out->rest, 256, "%.*s", (int)ev.n, ev.p), out->rest_index = ev.index;
@@ -264,9 +285,10 @@ static void scan_in_pieces(const char *text, size_t piece, int max_calls, struct
 /* Streamed tool calls (tool_scan.c) read in pieces of every size give the
  * calls of the whole text; parallel_tool_calls false keeps the first. */
 static void test_tool_scan(void) {
-    static const char *two = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa}ris\\\"\", "
-                             "\"d\": [1, {\"x\": 2}]}}\n</tool_call>\nthen <tool_call>{\"name\":\"f\",\"parameters\":{}}"
-                             "</tool_call>";
+    static const char *two =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Pa}ris\\\"\", "
+        "\"d\": [1, {\"x\": 2}]}}\n</tool_call>\nthen <tool_call>{\"name\":\"f\",\"parameters\":{}}"
+        "</tool_call>";
     for (size_t piece = 1; piece <= 9; piece++) {
         struct scanned sc;
         scan_in_pieces(two, piece, 16, &sc);
@@ -281,8 +303,8 @@ static void test_tool_scan(void) {
         /* another key order: not read as it streams, handed over whole at the end */
         static const char *odd = "<tool_call>{\"arguments\": {\"a\": 1}, \"name\": \"g\"}</tool_call>";
         scan_in_pieces(odd, piece, 16, &sc);
-        CHECK(sc.heads == 0 && sc.rest_index == 0 && !strcmp(sc.rest, odd), "other key order in pieces of %zu: rest '%s'",
-              piece, sc.rest);
+        CHECK(sc.heads == 0 && sc.rest_index == 0 && !strcmp(sc.rest, odd),
+              "other key order in pieces of %zu: rest '%s'", piece, sc.rest);
         /* cut by max_tokens inside the arguments: what came went out */
         scan_in_pieces("<tool_call>{\"name\": \"h\", \"arguments\": {\"q\": \"ab", piece, 16, &sc);
         CHECK(sc.heads == 1 && !strcmp(sc.args[0], "{\"q\": \"ab"), "a cut call in pieces of %zu: '%s'", piece,

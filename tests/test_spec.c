@@ -33,8 +33,8 @@
 
 #define FIXTURE_DIR "tests/fixtures"
 #define DEFAULT_MODEL "models/SmolLM2-135M-Instruct.Q4_1.gguf"
-#define N_GEN 40        /* greedy tokens compared per case (fixtures) */
-#define N_GEN_REAL 40   /* the same on the default model */
+#define N_GEN 40         /* greedy tokens compared per case (fixtures) */
+#define N_GEN_REAL 40    /* the same on the default model */
 #define SAMPLE_RUNS 1500 /* seeded runs per sampling variant */
 #define SAMPLE_TOKENS 4  /* generated positions tested: 2..SAMPLE_TOKENS (the 1st is the prefill's) */
 #define CHI2_ALPHA 0.001 /* significance level of each chi-square test */
@@ -70,8 +70,8 @@ static r1_session_t *session(r1_model_t *m, const char *backend) {
 }
 
 /* n tokens of plain decoding after prompt; returns how many were made. */
-static int plain(r1_session_t *s, const struct r1_sampler_params *sp, const int32_t *prompt, int np,
-                 int n, int32_t *out) {
+static int plain(r1_session_t *s, const struct r1_sampler_params *sp, const int32_t *prompt, int np, int n,
+                 int32_t *out) {
     const int V = r1_session_vocab(s);
     r1_session_truncate(s, 0);
     r1_sampler_t *smp = r1_sampler_new(sp, V);
@@ -106,9 +106,8 @@ static int spec_gen(r1_spec_t *x, int n, int32_t *out) {
 }
 
 /* The same with a speculative decoder; stats in *st. */
-static int spec(r1_session_t *s, r1_session_t *ds, const struct r1_sampler_params *sp,
-                const struct r1_spec_opts *so, const int32_t *prompt, int np, int n, int32_t *out,
-                struct r1_spec_stats *st) {
+static int spec(r1_session_t *s, r1_session_t *ds, const struct r1_sampler_params *sp, const struct r1_spec_opts *so,
+                const int32_t *prompt, int np, int n, int32_t *out, struct r1_spec_stats *st) {
     const int V = r1_session_vocab(s);
     r1_session_truncate(s, 0);
     r1_sampler_t *smp = r1_sampler_new(sp, V);
@@ -128,8 +127,7 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
                       const struct r1_sampler_params *gp, const int32_t *prompt, int np, int n);
 
 /* Every greedy case on one model and backend. */
-static void greedy_cases(const char *name, r1_model_t *m, const char *backend, const int32_t *prompt,
-                         int np, int n) {
+static void greedy_cases(const char *name, r1_model_t *m, const char *backend, const int32_t *prompt, int np, int n) {
     r1_session_t *s = session(m, backend), *ds = session(m, backend);
     if (!s || !ds) goto out;
     struct r1_sampler_params gp = r1_sampler_defaults();
@@ -144,10 +142,10 @@ static void greedy_cases(const char *name, r1_model_t *m, const char *backend, c
         const char *what;
         int draft, lookup, k, fixed, oracle, wrong, penalty;
     } cases[] = {
-        {"lookup k=1", 0, 3, 1, 1, 0, 0, 0},      {"lookup k=4", 0, 3, 4, 1, 0, 0, 0},
-        {"lookup k=15", 0, 2, 15, 1, 0, 0, 0},    {"lookup adaptive", 0, 3, 0, 0, 0, 0, 0},
-        {"lookup right k=6", 0, 3, 6, 1, 1, 0, 0}, {"lookup wrong k=3", 0, 3, 3, 1, 1, 1, 0},
-        {"draft=self k=2", 1, 0, 2, 1, 0, 0, 0},  {"draft=self k=7", 1, 0, 7, 1, 0, 0, 0},
+        {"lookup k=1", 0, 3, 1, 1, 0, 0, 0},          {"lookup k=4", 0, 3, 4, 1, 0, 0, 0},
+        {"lookup k=15", 0, 2, 15, 1, 0, 0, 0},        {"lookup adaptive", 0, 3, 0, 0, 0, 0, 0},
+        {"lookup right k=6", 0, 3, 6, 1, 1, 0, 0},    {"lookup wrong k=3", 0, 3, 3, 1, 1, 1, 0},
+        {"draft=self k=2", 1, 0, 2, 1, 0, 0, 0},      {"draft=self k=7", 1, 0, 7, 1, 0, 0, 0},
         {"draft=self adaptive", 1, 0, 0, 0, 0, 0, 0}, {"draft wrong k=5", 1, 0, 5, 1, 1, 1, 0},
         {"lookup k=5 penalty", 0, 1, 5, 1, 0, 0, 1},
     };
@@ -160,17 +158,19 @@ static void greedy_cases(const char *name, r1_model_t *m, const char *backend, c
         int ng = spec(s, k->draft ? ds : NULL, k->penalty ? &pen : &gp, &so, prompt, np, n, got, &st);
         int same = ng == n && !memcmp(got, ref, (size_t)n * sizeof *got), at = 0;
         while (at < ng && at < n && got[at] == ref[at]) at++;
-        CHECK(same, "%s/%s %s: speculative greedy differs from plain at token %d of %d", name,
-              backend, k->what, at, n);
+        CHECK(same, "%s/%s %s: speculative greedy differs from plain at token %d of %d", name, backend, k->what, at, n);
         if (k->oracle || k->draft) {
             int all_kept = st.accepted == st.drafted, none = st.accepted == 0;
             CHECK(st.drafted > 0, "%s/%s %s: nothing drafted", name, backend, k->what);
-            if (k->wrong) CHECK(none, "%s/%s %s: %ld of %ld wrong drafts kept", name, backend, k->what, st.accepted, st.drafted);
-            else CHECK(all_kept, "%s/%s %s: only %ld of %ld right drafts kept", name, backend, k->what, st.accepted, st.drafted);
+            if (k->wrong)
+                CHECK(none, "%s/%s %s: %ld of %ld wrong drafts kept", name, backend, k->what, st.accepted, st.drafted);
+            else
+                CHECK(all_kept, "%s/%s %s: only %ld of %ld right drafts kept", name, backend, k->what, st.accepted,
+                      st.drafted);
         }
         if (getenv("R1_TEST_VERBOSE"))
-            printf("  %-22s %-6s %-20s drafted %3ld accepted %3ld steps %3ld\n", name, backend,
-                   k->what, st.drafted, st.accepted, st.steps);
+            printf("  %-22s %-6s %-20s drafted %3ld accepted %3ld steps %3ld\n", name, backend, k->what, st.drafted,
+                   st.accepted, st.steps);
     }
     two_turns(name, backend, s, ds, &gp, prompt, np, n < 24 ? n : 24);
 out:
@@ -209,12 +209,16 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
     if (x && l && r1_spec_begin(x, p2, n2, l) == 0) made2 = spec_gen(x, n, got);
     if (x) r1_spec_get_stats(x, &st);
     long reused = st.draft_reused - st0.draft_reused, ran = st.draft_prefilled - st0.draft_prefilled;
-    CHECK(reused >= np && reused + ran == n2, "%s/%s two turns: the draft kept %ld and ran %ld of "
-          "turn 2's %d prompt ids (turn 1's %d should stay)", name, backend, reused, ran, n2, np);
+    CHECK(reused >= np && reused + ran == n2,
+          "%s/%s two turns: the draft kept %ld and ran %ld of "
+          "turn 2's %d prompt ids (turn 1's %d should stay)",
+          name, backend, reused, ran, n2, np);
     int nw = plain(s, gp, p2, n2, n, want), at = 0;
     while (at < made2 && at < nw && got[at] == want[at]) at++;
-    CHECK(made2 == n && nw == n && at == n, "%s/%s two turns: turn 2 differs from plain greedy at "
-          "token %d of %d", name, backend, at, n);
+    CHECK(made2 == n && nw == n && at == n,
+          "%s/%s two turns: turn 2 differs from plain greedy at "
+          "token %d of %d",
+          name, backend, at, n);
     r1_spec_free(x);
     r1_sampler_free(smp);
 }
@@ -227,8 +231,8 @@ static void two_turns(const char *name, const char *backend, r1_session_t *s, r1
  * whose decode forms an earlier one has (r1_cpu_same_decode: the AMX set
  * and avx512), a minute or more on a real model; the fixtures' calls
  * sample all of them. */
-static void greedy_all(const char *name, const char *path, enum r1_dtype dt, const int32_t *prompt,
-                       int np, int n, int with_ref, int every) {
+static void greedy_all(const char *name, const char *path, enum r1_dtype dt, const int32_t *prompt, int np, int n,
+                       int with_ref, int every) {
     static int turn; /* which of the other sets the next sampled call takes */
     const struct r1_cpu_isa *avail[16];
     const char *sets[16];
@@ -242,8 +246,7 @@ static void greedy_all(const char *name, const char *path, enum r1_dtype dt, con
             for (int j = 0; j < i; j++) twin |= r1_cpu_same_decode(avail[i], avail[j]);
             if (!avail[i]->emulated && !twin && strcmp(avail[i]->name, "generic")) sets[ns++] = avail[i]->name;
         }
-    else if (!quick && na > 1)
-        sets[ns++] = avail[1 + turn++ % (na - 1)]->name;
+    else if (!quick && na > 1) sets[ns++] = avail[1 + turn++ % (na - 1)]->name;
     if (with_ref && !SANITIZED) sets[ns++] = NULL; /* the ref backend */
     for (int i = 0; i < ns; i++) {
         const char *backend = sets[i] ? "cpu" : "ref";
@@ -258,8 +261,8 @@ static void greedy_all(const char *name, const char *path, enum r1_dtype dt, con
         else pn = make_prompt(r1_model_config(m)->vocab, p);
         double t0 = r1_now();
         greedy_cases(name, m, backend, p, pn, n);
-        printf("%-28s %-9s greedy speculative == plain (%d tokens, 11 cases; %.1fs)\n", name,
-               sets[i] ? sets[i] : "ref", n, r1_now() - t0);
+        printf("%-28s %-9s greedy speculative == plain (%d tokens, 11 cases; %.1fs)\n", name, sets[i] ? sets[i] : "ref",
+               n, r1_now() - t0);
         r1_model_free(m);
     }
     r1_cpu_select(NULL);
@@ -309,8 +312,7 @@ static void test_default_model(void) {
     const char *path = getenv("R1_TEST_MODEL");
     if (!path || !*path) path = DEFAULT_MODEL;
     r1_tokenizer_t *tok = r1_tokenizer_load(path);
-    CHECK(tok != NULL, "the default model %s: %s (scripts/get-model.sh fetches it)", path,
-          r1_last_error());
+    CHECK(tok != NULL, "the default model %s: %s (scripts/get-model.sh fetches it)", path, r1_last_error());
     if (!tok) return;
     const char *text = "Repeat this code exactly:\n\nint add(int a, int b) {\n    int sum = a + b;\n"
                        "    return sum;\n}\n";
@@ -382,8 +384,7 @@ static void test_sampling(void) {
                                           "lookup (temperature 0.5)"};
     for (int v = 0; v < NV; v++) {
         CHECK(accepted[v] > 0 && accepted[v] < drafted[v],
-              "%s: %ld of %ld drafts kept: both paths (keep, resample) must run", vname[v],
-              accepted[v], drafted[v]);
+              "%s: %ld of %ld drafts kept: both paths (keep, resample) must run", vname[v], accepted[v], drafted[v]);
         for (int p = 1; p < SAMPLE_TOKENS; p++) {
             const int *a = cnt + ((size_t)(2 * v) * SAMPLE_TOKENS + p) * V;
             const int *b = cnt + ((size_t)(2 * v + 1) * SAMPLE_TOKENS + p) * V;
@@ -399,9 +400,10 @@ static void test_sampling(void) {
             if (pa + pb > 0) x2 += (double)(pa - pb) * (pa - pb) / (pa + pb), bins++;
             double crit = bins > 1 ? chi2_crit(bins - 1) : 0;
             CHECK(bins > 2, "%s token %d: only %d categories", vname[v], p + 1, bins);
-            CHECK(x2 <= crit, "%s token %d: chi-square %.1f > %.1f (df %d, alpha %g): the "
-                  "speculative distribution differs from plain sampling", vname[v], p + 1, x2, crit,
-                  bins - 1, CHI2_ALPHA);
+            CHECK(x2 <= crit,
+                  "%s token %d: chi-square %.1f > %.1f (df %d, alpha %g): the "
+                  "speculative distribution differs from plain sampling",
+                  vname[v], p + 1, x2, crit, bins - 1, CHI2_ALPHA);
             printf("sampling %-26s token %d: chi-square %6.1f, df %3d, critical %.1f at alpha %g "
                    "(%d runs; %ld/%ld drafts kept)\n",
                    vname[v], p + 1, x2, bins - 1, crit, CHI2_ALPHA, runs, accepted[v], drafted[v]);
@@ -424,21 +426,20 @@ static void test_draft_checks(void) {
     CHECK(a && b && c, "fixtures: %s", r1_last_error());
     if (a && b && c) {
         int warn = -1;
-        CHECK(r1_spec_check_draft(a, NULL, b, NULL, &warn) == -1 &&
-                  strstr(r1_last_error(), "512") && strstr(r1_last_error(), "384") &&
-                  strstr(r1_last_error(), "vocabulary"),
+        CHECK(r1_spec_check_draft(a, NULL, b, NULL, &warn) == -1 && strstr(r1_last_error(), "512") &&
+                  strstr(r1_last_error(), "384") && strstr(r1_last_error(), "vocabulary"),
               "a 512-id draft for a 384-id target: '%s'", r1_last_error());
         CHECK(r1_spec_check_draft(b, NULL, c, NULL, &warn) == 0 && warn == 1,
               "a larger draft (gqa4_tied_f32 for gqa2_f32): rc, warn %d: %s", warn, r1_last_error());
-        CHECK(r1_spec_check_draft(c, NULL, b, NULL, &warn) == 0 && warn == 0,
-              "a smaller draft: warn %d: %s", warn, r1_last_error());
+        CHECK(r1_spec_check_draft(c, NULL, b, NULL, &warn) == 0 && warn == 0, "a smaller draft: warn %d: %s", warn,
+              r1_last_error());
         struct r1_spec_opts none = {0}, big = {.lookup = 2, .k = 16};
         r1_session_t *s = session(b, "cpu");
         r1_sampler_t *smp = r1_sampler_new(&(struct r1_sampler_params){.top_p = 1, .repeat_penalty = 1}, 512);
-        CHECK(r1_spec_new(s, NULL, smp, &none) == NULL && strstr(r1_last_error(), "--lookup"),
-              "no draft source: '%s'", r1_last_error());
-        CHECK(r1_spec_new(s, NULL, smp, &big) == NULL && strstr(r1_last_error(), "15"),
-              "k = 16: '%s'", r1_last_error());
+        CHECK(r1_spec_new(s, NULL, smp, &none) == NULL && strstr(r1_last_error(), "--lookup"), "no draft source: '%s'",
+              r1_last_error());
+        CHECK(r1_spec_new(s, NULL, smp, &big) == NULL && strstr(r1_last_error(), "15"), "k = 16: '%s'",
+              r1_last_error());
         r1_sampler_free(smp);
         r1_session_free(s);
     }

@@ -101,8 +101,7 @@ static void test_vectors(const r1_tokenizer_t *t) {
         CHECK(dn >= 0 && nfc && (size_t)dn == strlen(nfc) && !memcmp(dec, nfc, (size_t)dn),
               "vector %d: decode(encode(x)) != NFC(x)", nvec);
         if (roundtrip)
-            CHECK(dn >= 0 && (size_t)dn == tlen && !memcmp(dec, text, tlen),
-                  "vector %d: decode(encode(x)) != x", nvec);
+            CHECK(dn >= 0 && (size_t)dn == tlen && !memcmp(dec, text, tlen), "vector %d: decode(encode(x)) != x", nvec);
         char *sd = stream_decode(t, ids, n, 0);
         CHECK(sd && dec && !strcmp(sd, dec), "vector %d: streaming decode != batch decode", nvec);
         free(sd);
@@ -137,9 +136,18 @@ static int roundtrip_bytes(const r1_tokenizer_t *t, const char *s, size_t n) {
 
 static void test_invalid_utf8(const r1_tokenizer_t *t) {
     static const char *cases[] = {
-        "\xff", "\xc3", "abc\xe2\x82", "\x80\x80\x80", "\xed\xa0\x80 surrogate", "\xc0\xaf overlong",
-        "\xf4\x90\x80\x80 too big", "caf\xc3\xa9 \xff\xfe <\xef\xbd\x9cUser\xef\xbd\x9c\xff",
-        "e\xcc\x81\xff" "e\xcc\x81", "\xe4\xbd\xa0\xe5\xa5", " \xf0\x9f\x98 \r\n\xf0\x9f\x98\x80",
+        "\xff",
+        "\xc3",
+        "abc\xe2\x82",
+        "\x80\x80\x80",
+        "\xed\xa0\x80 surrogate",
+        "\xc0\xaf overlong",
+        "\xf4\x90\x80\x80 too big",
+        "caf\xc3\xa9 \xff\xfe <\xef\xbd\x9cUser\xef\xbd\x9c\xff",
+        "e\xcc\x81\xff"
+        "e\xcc\x81",
+        "\xe4\xbd\xa0\xe5\xa5",
+        " \xf0\x9f\x98 \r\n\xf0\x9f\x98\x80",
     };
     int ok = 1;
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -198,14 +206,12 @@ static void test_specials(const r1_tokenizer_t *t) {
     CHECK(r1_tokenizer_token_id(t, "\xc4\xa0the") == 279, "\"Gthe\" id %d", r1_tokenizer_token_id(t, "\xc4\xa0the"));
     CHECK(r1_tokenizer_token_id(t, " the") == 279, "\" the\" id");
     CHECK(r1_tokenizer_token_id(t, "no such token ever") == -1, "unknown token id");
-    CHECK(r1_tokenizer_is_special(t, 151643) && !r1_tokenizer_is_special(t, 151648) &&
-              !r1_tokenizer_is_special(t, 279),
+    CHECK(r1_tokenizer_is_special(t, 151643) && !r1_tokenizer_is_special(t, 151648) && !r1_tokenizer_is_special(t, 279),
           "is_special");
     const char *s = "<｜User｜>Hi<think>x</think><｜end▁of▁sentence｜>";
     int32_t *ids;
     int n = r1_tokenizer_encode(t, s, strlen(s), 1, &ids);
-    CHECK(n == 7 && ids[0] == 151646 && ids[1] == 151644 && ids[3] == 151648 && ids[5] == 151649 &&
-              ids[6] == 151643,
+    CHECK(n == 7 && ids[0] == 151646 && ids[1] == 151644 && ids[3] == 151648 && ids[5] == 151649 && ids[6] == 151643,
           "added tokens in text: n=%d", n);
     char *out;
     long k = r1_tokenizer_decode(t, ids, (size_t)n, 0, &out);
@@ -259,24 +265,28 @@ static void test_bad_files(void) {
                  "model.merges[0]");
     expect_error(dir, "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -3}, \"merges\": []}}", "bad id",
                  "model.vocab");
-    expect_error(dir,
-                 "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
-                 " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}",
-                 "bad regex", "regex");
+    expect_error(
+        dir,
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
+        " \"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}}",
+        "bad regex", "regex");
     expect_error(dir,
                  "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []},"
                  " \"normalizer\": {\"type\": \"Lowercase\"}}",
                  "unknown normalizer", "normalizer");
     /* a tiny valid byte-level tokenizer: merges in both formats, config as an object */
-    write_file(dir, "tokenizer.json",
-               "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"\xc4\xa0\": 3, "
-               "\"\xc4\xa0" "ab\": 4, \"c\": 5}, \"merges\": [\"a b\", [\"\xc4\xa0\", \"ab\"]]},"
-               " \"added_tokens\": [{\"id\": 6, \"content\": \"<s>\", \"special\": true}],"
-               " \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false},"
-               " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}},"
-               " {\"Sequence\": {\"id\": \"A\"}}], \"special_tokens\": {\"<s>\": {\"ids\": [6]}}},"
-               " \"decoder\": {\"type\": \"ByteLevel\"}}");
-    write_file(dir, "tokenizer_config.json", "{\"bos_token\": {\"content\": \"<s>\"}, \"chat_template\": \"<|im_start|>\"}");
+    write_file(
+        dir, "tokenizer.json",
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"\xc4\xa0\": 3, "
+        "\"\xc4\xa0"
+        "ab\": 4, \"c\": 5}, \"merges\": [\"a b\", [\"\xc4\xa0\", \"ab\"]]},"
+        " \"added_tokens\": [{\"id\": 6, \"content\": \"<s>\", \"special\": true}],"
+        " \"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false},"
+        " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\"}},"
+        " {\"Sequence\": {\"id\": \"A\"}}], \"special_tokens\": {\"<s>\": {\"ids\": [6]}}},"
+        " \"decoder\": {\"type\": \"ByteLevel\"}}");
+    write_file(dir, "tokenizer_config.json",
+               "{\"bos_token\": {\"content\": \"<s>\"}, \"chat_template\": \"<|im_start|>\"}");
     t = r1_tokenizer_load(dir);
     CHECK(t != NULL, "tiny tokenizer: %s", r1_last_error());
     if (t) {
@@ -313,16 +323,23 @@ static void test_builder(void) {
     toks[258] = "<|x|>", types[258] = R1_TOK_TYPE_CONTROL;
     toks[259] = "\xc4\xa0h", types[259] = R1_TOK_TYPE_NORMAL;
     const char *merges[] = {"h e", "he l", "\xc4\xa0 h"};
-    struct r1_tok_spec s = {.tokens = toks, .types = types, .n_tokens = 260, .merges = merges,
-                            .n_merges = 3, .bos = 258, .eos = 258, .add_bos = 1, .pre = "qwen2",
-                            .chat_template = "<|im_start|>", .source = "builder"};
+    struct r1_tok_spec s = {.tokens = toks,
+                            .types = types,
+                            .n_tokens = 260,
+                            .merges = merges,
+                            .n_merges = 3,
+                            .bos = 258,
+                            .eos = 258,
+                            .add_bos = 1,
+                            .pre = "qwen2",
+                            .chat_template = "<|im_start|>",
+                            .source = "builder"};
     r1_tokenizer_t *t = r1_tokenizer_build(&s);
     CHECK(t != NULL, "builder: %s", r1_last_error());
     if (!t) return;
     int32_t *ids;
     int n = r1_tokenizer_encode(t, "hello h<|x|>", 12, 1, &ids);
-    CHECK(n == 6 && ids[0] == 258 && ids[1] == 257 && ids[2] == 'l' && ids[3] == 'o' &&
-              ids[4] == 259 && ids[5] == 258,
+    CHECK(n == 6 && ids[0] == 258 && ids[1] == 257 && ids[2] == 'l' && ids[3] == 'o' && ids[4] == 259 && ids[5] == 258,
           "builder encode n=%d", n);
     free(ids);
     r1_tokenizer_free(t);
@@ -420,14 +437,16 @@ static void test_llama3(void) {
     char *s = r1_chat_apply(t, m, 1, 1);
     int32_t *ids = NULL;
     int n = s ? r1_tokenizer_encode(t, s, strlen(s), 0, &ids) : -1;
-    int bos = r1_tokenizer_token_id(t, "<\xEF\xBD\x9C" "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
+    int bos = r1_tokenizer_token_id(t, "<\xEF\xBD\x9C"
+                                       "begin\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>");
     int user = r1_tokenizer_token_id(t, "<\xEF\xBD\x9CUser\xEF\xBD\x9C>");
-    int asst = r1_tokenizer_token_id(t, "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>");
+    int asst = r1_tokenizer_token_id(t, "<\xEF\xBD\x9C"
+                                        "Assistant\xEF\xBD\x9C>");
     int think = r1_tokenizer_token_id(t, "<think>");
     CHECK(n >= 5 && ids[0] == bos && ids[1] == user && ids[n - 3] == asst && ids[n - 2] == think &&
               bos == r1_tokenizer_bos(t),
-          "R1 template ids with the llama3-style tokenizer (n %d, bos %d user %d asst %d think %d)", n, bos,
-          user, asst, think);
+          "R1 template ids with the llama3-style tokenizer (n %d, bos %d user %d asst %d think %d)", n, bos, user, asst,
+          think);
     free(ids);
     free(s);
     int vocab = r1_tokenizer_vocab_size(t);
@@ -439,8 +458,7 @@ static void test_llama3(void) {
     if (fd < 0) return;
     close(fd);
     struct r1_gguf_writer *w = r1_gguf_writer_new();
-    int rc = r1_gguf_w_str(w, "general.architecture", "llama") ||
-             r1_gguf_w_tokenizer(w, LLAMA3_DIR, vocab, -1, -1) ||
+    int rc = r1_gguf_w_str(w, "general.architecture", "llama") || r1_gguf_w_tokenizer(w, LLAMA3_DIR, vocab, -1, -1) ||
              r1_gguf_w_write(w, path, NULL, NULL, 0);
     r1_gguf_writer_free(w);
     CHECK(rc == 0, "write the tokenizer GGUF: %s", r1_last_error());

@@ -30,8 +30,7 @@ static void plan_covers(const struct r1_config *c, int size, int blk) {
         q = tp.q1, kv = tp.kv1, f = tp.f1, v = tp.v1;
     }
     CHECK(ok && q == c->n_head && kv == c->n_kv_head && f == c->ffn && v == c->vocab,
-          "%d ranks: the shares tile heads %d/%d, ffn %d/%d, vocab %d/%d", size, q, c->n_head, f, c->ffn, v,
-          c->vocab);
+          "%d ranks: the shares tile heads %d/%d, ffn %d/%d, vocab %d/%d", size, q, c->n_head, f, c->ffn, v, c->vocab);
 }
 
 static float maxdiff_rows(const struct r1_mat *cut, int r, const struct r1_mat *full, int fr, int c0, float *a,
@@ -63,15 +62,15 @@ static void check_cut(const struct r1_config *c, enum r1_dtype dt, int r, int si
     const struct r1_tp *tp = m->tp;
     const int hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd;
     const int nq = (tp->q1 - tp->q0) * hd, nkv = (tp->kv1 - tp->kv0) * hd;
-    CHECK(m->cfg.n_head == tp->q1 - tp->q0 && m->cfg.n_kv_head == tp->kv1 - tp->kv0 &&
-              m->cfg.ffn == tp->f1 - tp->f0 && m->cfg.vocab == c->vocab,
+    CHECK(m->cfg.n_head == tp->q1 - tp->q0 && m->cfg.n_kv_head == tp->kv1 - tp->kv0 && m->cfg.ffn == tp->f1 - tp->f0 &&
+              m->cfg.vocab == c->vocab,
           "%s rank %d: the model's shape is its share", r1_dtype_name(dt), r);
     float *a = malloc(sizeof(float) * 4096), *b = malloc(sizeof(float) * 4096);
     float d = 0, db = 0;
     for (int l = 0; l < c->n_layer; l++) {
         const struct r1_layer *L = &m->layers[l], *F = &full->layers[l];
         for (int i = 0; i < nq + 2 * nkv; i++) {
-            int fr = i < nq ? tp->q0 * hd + i
+            int fr = i < nq         ? tp->q0 * hd + i
                      : i < nq + nkv ? qd + tp->kv0 * hd + (i - nq)
                                     : qd + kvd + tp->kv0 * hd + (i - nq - nkv);
             d = fmaxf(d, maxdiff_rows(&L->wqkv, i, &F->wqkv, fr, 0, a, b));
@@ -88,7 +87,8 @@ static void check_cut(const struct r1_config *c, enum r1_dtype dt, int r, int si
         CHECK(L->wo.cols == nq && L->wdown.cols == tp->f1 - tp->f0 && L->wqkv.rows == nq + 2 * nkv,
               "%s rank %d: cut shapes", r1_dtype_name(dt), r);
     }
-    for (int i = 0; i < tp->v1 - tp->v0; i++) d = fmaxf(d, maxdiff_rows(&m->lm_head, i, &full->lm_head, tp->v0 + i, 0, a, b));
+    for (int i = 0; i < tp->v1 - tp->v0; i++)
+        d = fmaxf(d, maxdiff_rows(&m->lm_head, i, &full->lm_head, tp->v0 + i, 0, a, b));
     for (int i = 0; i < c->vocab; i += 37) d = fmaxf(d, maxdiff_rows(&m->emb, i, &full->emb, i, 0, a, b));
     printf("  %-5s rank %d of %d%s: wo %s -> %s, gate|up %s -> %s, max |cut - full| = %g, bias %g (limit %g)\n",
            r1_dtype_name(dt), r, size, file_layout ? " (from the file's layout)" : "",
@@ -98,14 +98,13 @@ static void check_cut(const struct r1_config *c, enum r1_dtype dt, int r, int si
         const struct r1_layer *L = &m->layers[l], *F = &full->layers[l];
         /* the row cuts keep the width, so the full model's layout (o_proj's and
          * down's columns are cut: their layout is the one for the new width) */
-        CHECK(L->wqkv.dtype == F->wqkv.dtype && L->wgu.dtype == F->wgu.dtype &&
-                  m->lm_head.dtype == full->lm_head.dtype,
-              "%s rank %d%s: the share is in the kernels' layout (gate|up %s, the full model's %s)",
-              r1_dtype_name(dt), r, file_layout ? " from the file's layout" : "", r1_dtype_name(L->wgu.dtype),
+        CHECK(L->wqkv.dtype == F->wqkv.dtype && L->wgu.dtype == F->wgu.dtype && m->lm_head.dtype == full->lm_head.dtype,
+              "%s rank %d%s: the share is in the kernels' layout (gate|up %s, the full model's %s)", r1_dtype_name(dt),
+              r, file_layout ? " from the file's layout" : "", r1_dtype_name(L->wgu.dtype),
               r1_dtype_name(F->wgu.dtype));
     }
-    CHECK(d <= CUT_TOL && db <= CUT_TOL, "%s rank %d of %d: the cut changed weights by %g", r1_dtype_name(dt), r,
-          size, (double)d);
+    CHECK(d <= CUT_TOL && db <= CUT_TOL, "%s rank %d of %d: the cut changed weights by %g", r1_dtype_name(dt), r, size,
+          (double)d);
     free(a), free(b);
     r1_model_free(full), r1_model_free(m);
 }
@@ -118,8 +117,8 @@ int main(void) {
     CHECK(lo == 2 && hi == 3, "3 over 2: rank 1 holds [2, 3), not [%d, %d)", lo, hi);
 
     /* the default model's shape: 9 Q heads in 3 KV groups */
-    struct r1_config smol = {.dim = 576, .n_layer = 30, .n_head = 9, .n_kv_head = 3, .head_dim = 64,
-                             .ffn = 1536, .vocab = 49152};
+    struct r1_config smol = {
+        .dim = 576, .n_layer = 30, .n_head = 9, .n_kv_head = 3, .head_dim = 64, .ffn = 1536, .vocab = 49152};
     for (int n = 1; n <= 3; n++) plan_covers(&smol, n, 32);
     struct r1_tp tp;
     CHECK(r1_tp_plan(&smol, 0, 2, 32, 32, &tp) == 0 && tp.kv1 == 2 && tp.q1 == 6 && tp.f1 == 768,
@@ -138,7 +137,7 @@ int main(void) {
     CHECK(r1_synth_config("tiny", &c) == 0, "tiny shape");
     c.dim = 512, c.n_head = 8, c.n_kv_head = 4, c.head_dim = 64, c.ffn = 768, c.vocab = 512, c.n_layer = 1;
     c.tied = 0;
-    static const enum r1_dtype dts[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_BF16, R1_DTYPE_Q8_0,
+    static const enum r1_dtype dts[] = {R1_DTYPE_F32,  R1_DTYPE_F16,  R1_DTYPE_BF16, R1_DTYPE_Q8_0,
                                         R1_DTYPE_Q4_0, R1_DTYPE_Q4_1, R1_DTYPE_Q4_K, R1_DTYPE_Q6_K};
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
         int k = dts[i] == R1_DTYPE_Q4_K || dts[i] == R1_DTYPE_Q6_K;

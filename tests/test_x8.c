@@ -60,15 +60,14 @@ static void test_lossless(void) {
             int K = widths[wi];
             if (K % r1_dtype_traits[gx].block) continue;
             size_t rb = r1_dtype_row_bytes(gp, K);
-            CHECK(rb == r1_dtype_row_bytes(gx, K), "%s row of %d: %zu bytes, %s %zu",
-                  r1_dtype_name(gx), K, r1_dtype_row_bytes(gx, K), r1_dtype_name(gp), rb);
+            CHECK(rb == r1_dtype_row_bytes(gx, K), "%s row of %d: %zu bytes, %s %zu", r1_dtype_name(gx), K,
+                  r1_dtype_row_bytes(gx, K), r1_dtype_name(gp), rb);
             float *x = malloc((size_t)K * 4), *a = malloc((size_t)K * 4), *b = malloc((size_t)K * 4);
             uint8_t *p = malloc(rb), *g = malloc(rb), *g2 = malloc(rb);
             fill(x, K, 0.05f);
             x[K / 3] = 0.0f, x[K - 1] = 1.5f, x[K / 2] = -1.0f;
             r1_dtype_traits[gp].from_f32(x, p, K);
-            CHECK(r1_dtype_regroup(gp, gx, p, g, K) == 0, "regroup %s -> %s", r1_dtype_name(gp),
-                  r1_dtype_name(gx));
+            CHECK(r1_dtype_regroup(gp, gx, p, g, K) == 0, "regroup %s -> %s", r1_dtype_name(gp), r1_dtype_name(gx));
             r1_dtype_traits[gx].from_f32(x, g2, K);
             bad += memcmp(g, g2, rb) != 0;
             r1_dtype_traits[gp].to_f32(p, a, K);
@@ -76,18 +75,17 @@ static void test_lossless(void) {
             bad += memcmp(a, b, (size_t)K * 4) != 0;
             for (int c = 0; c < K; c += 256) { /* the reference kernels' pieces */
                 int n = K - c < 256 ? K - c : 256;
-                r1_dtype_traits[gx].to_f32(g + (size_t)(c / r1_dtype_traits[gx].block) * r1_dtype_traits[gx].block_size, b + c, n);
+                r1_dtype_traits[gx].to_f32(g + (size_t)(c / r1_dtype_traits[gx].block) * r1_dtype_traits[gx].block_size,
+                                           b + c, n);
             }
             bad += memcmp(a, b, (size_t)K * 4) != 0;
             cases++;
             free(x), free(a), free(b), free(p), free(g), free(g2);
         }
-        CHECK(r1_dtype_regroup(gp, gx, NULL, NULL, 33) == -1, "33 columns are no %s row",
-              r1_dtype_name(gx));
-        CHECK(bad == 0, "%s: %d of %d rows differ from %s", r1_dtype_name(gx), bad, cases,
-              r1_dtype_name(gp));
-        printf("%-8s lossless from %s: %d widths, %s\n", r1_dtype_name(gx), r1_dtype_name(gp),
-               cases, bad ? "DIFFERS" : "same numbers");
+        CHECK(r1_dtype_regroup(gp, gx, NULL, NULL, 33) == -1, "33 columns are no %s row", r1_dtype_name(gx));
+        CHECK(bad == 0, "%s: %d of %d rows differ from %s", r1_dtype_name(gx), bad, cases, r1_dtype_name(gp));
+        printf("%-8s lossless from %s: %d widths, %s\n", r1_dtype_name(gx), r1_dtype_name(gp), cases,
+               bad ? "DIFFERS" : "same numbers");
     }
 }
 
@@ -100,8 +98,8 @@ static void test_q8x8_tail(const struct r1_cpu_isa *isa) {
     for (size_t wi = 0; wi < sizeof widths / sizeof widths[0]; wi++) {
         int K = widths[wi], G = K / 256, Kt = K % 256;
         size_t xs = r1_cpu_q8x8_stride(K);
-        CHECK(xs == (size_t)G * R1_CPU_Q8X8_BYTES + (Kt ? r1_cpu_q8_stride(Kt) : 0),
-              "q8x8 stride of %d columns: %zu", K, xs);
+        CHECK(xs == (size_t)G * R1_CPU_Q8X8_BYTES + (Kt ? r1_cpu_q8_stride(Kt) : 0), "q8x8 stride of %d columns: %zu",
+              K, xs);
         float *x = malloc((size_t)K * 4);
         fill(x, K, 1.0f);
         uint8_t *o = aligned_alloc(64, xs + 64), *c = aligned_alloc(64, xs + 64);
@@ -131,10 +129,9 @@ static void test_q8x8_tail(const struct r1_cpu_isa *isa) {
  * KC = 512-column slices, single superblocks, the tail alone. */
 static void test_tiles(const struct r1_cpu_isa *isa) {
     static const int rng_k[][3] = {/* K, k0, k1 */
-                                   {576, 0, 576},    {576, 0, 512},    {576, 512, 576},
-                                   {1536, 512, 1024}, {1536, 0, 1536}, {2240, 2048, 2240},
-                                   {2240, 1024, 1536}, {96, 0, 96},    {256, 0, 256},
-                                   {1248, 1024, 1248}, {32, 0, 32},   {768, 256, 768},
+                                   {576, 0, 576},   {576, 0, 512},      {576, 512, 576},    {1536, 512, 1024},
+                                   {1536, 0, 1536}, {2240, 2048, 2240}, {2240, 1024, 1536}, {96, 0, 96},
+                                   {256, 0, 256},   {1248, 1024, 1248}, {32, 0, 32},        {768, 256, 768},
                                    {1024, 0, 512}};
     for (size_t gi = 0; gi < N_GROUPED; gi++) {
         enum r1_dtype gx = grouped[gi][0];
@@ -179,15 +176,15 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
                             err += e * e, mag += sa * sa;
                         }
                     double e = mag > 0 ? err / mag : err;
-                    CHECK(e <= ERR_TILE_RANGE, "%s %s K=%d [%d,%d) nr=%d nt=%d: error %.3g > %.0e",
-                          isa->name, r1_dtype_name(gx), K, k0, k1, nr, nt, e, ERR_TILE_RANGE);
+                    CHECK(e <= ERR_TILE_RANGE, "%s %s K=%d [%d,%d) nr=%d nt=%d: error %.3g > %.0e", isa->name,
+                          r1_dtype_name(gx), K, k0, k1, nr, nt, e, ERR_TILE_RANGE);
                     if (e > worst) worst = e;
                     cases++;
                 }
             free(w), free(wf), free(xr), free(xq), free(q8);
         }
-        printf("%-8s tile ranges/%-10s %4d cases  worst error %9.3g (limit %.0e)\n", isa->name,
-               r1_dtype_name(gx), cases, worst, ERR_TILE_RANGE);
+        printf("%-8s tile ranges/%-10s %4d cases  worst error %9.3g (limit %.0e)\n", isa->name, r1_dtype_name(gx),
+               cases, worst, ERR_TILE_RANGE);
     }
 }
 
@@ -198,12 +195,22 @@ static void test_tiles(const struct r1_cpu_isa *isa) {
  * that token alone), which batch == single decode rests on. */
 static void test_pair_tiles(const struct r1_cpu_isa *isa) {
     static const int rng_k[][3] = {/* K, k0, k1 */
-                                   {576, 0, 576},      {576, 0, 512},     {576, 512, 576},
-                                   {1536, 0, 1536},    {1536, 512, 1024}, {2240, 0, 2240},
-                                   {2240, 2048, 2240}, {96, 0, 96},       {256, 0, 256},
-                                   {1248, 0, 1248},    {32, 0, 32},       {768, 256, 768},
+                                   {576, 0, 576},
+                                   {576, 0, 512},
+                                   {576, 512, 576},
+                                   {1536, 0, 1536},
+                                   {1536, 512, 1024},
+                                   {2240, 0, 2240},
+                                   {2240, 2048, 2240},
+                                   {96, 0, 96},
+                                   {256, 0, 256},
+                                   {1248, 0, 1248},
+                                   {32, 0, 32},
+                                   {768, 256, 768},
                                    /* K >= 3072: the q8_0x8 4-token tile's 4-row form */
-                                   {3328, 0, 3328},    {3136, 0, 3136},   {3584, 1024, 3584},
+                                   {3328, 0, 3328},
+                                   {3136, 0, 3136},
+                                   {3584, 1024, 3584},
                                    {9024, 0, 9024}};
     static const enum r1_dtype dts[] = {R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_0X8,
                                         R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
@@ -220,8 +227,7 @@ static void test_pair_tiles(const struct r1_cpu_isa *isa) {
             if (K % r1_dtype_traits[gx].block) continue;
             size_t rb = r1_dtype_row_bytes(gx, K), xs = r1_cpu_q8x8_stride(K), qs = r1_cpu_q8_stride(K);
             uint8_t *w = malloc(rb * R1_CPU_MR);
-            float *wf = malloc((size_t)K * 4 * R1_CPU_MR), *xr = malloc((size_t)K * 4),
-                  *res = malloc((size_t)K * 4);
+            float *wf = malloc((size_t)K * 4 * R1_CPU_MR), *xr = malloc((size_t)K * 4), *res = malloc((size_t)K * 4);
             for (int r = 0; r < R1_CPU_MR; r++) {
                 fill(xr, K, 0.05f);
                 if (r == 1) memset(xr, 0, 32 * 4); /* a block of zeros: scale 0 */
@@ -233,7 +239,7 @@ static void test_pair_tiles(const struct r1_cpu_isa *isa) {
             uint8_t *xq = aligned_alloc(64, 2 * xs * R1_CPU_NT), *q8 = aligned_alloc(64, 2 * qs * R1_CPU_NT);
             for (int t = 0; t < R1_CPU_NT; t++) {
                 fill(xr, K, t == 2 ? 30.0f : 1.0f);
-                if (t == 1) xr[K / 2] = 60.0f; /* an outlier block */
+                if (t == 1) xr[K / 2] = 60.0f;                            /* an outlier block */
                 if (t == 3) memset(xr, 0, (size_t)(K < 64 ? K : 64) * 4); /* zero activation blocks */
                 uint8_t *h = q8 + 2 * t * qs, *l = h + qs;
                 isa->quant_q8(xr, h, K);
@@ -269,18 +275,17 @@ static void test_pair_tiles(const struct r1_cpu_isa *isa) {
                             differ += memcmp(&out[t * R1_CPU_MR + r], &one[t * R1_CPU_MR + r], 4) != 0;
                         }
                     double e = mag > 0 ? err / mag : err;
-                    CHECK(e <= ERR_TILE_RANGE, "%s %s pairs K=%d [%d,%d) nr=%d nt=%d: error %.3g > %.0e",
-                          isa->name, r1_dtype_name(gx), K, k0, k1, nr, nt, e, ERR_TILE_RANGE);
+                    CHECK(e <= ERR_TILE_RANGE, "%s %s pairs K=%d [%d,%d) nr=%d nt=%d: error %.3g > %.0e", isa->name,
+                          r1_dtype_name(gx), K, k0, k1, nr, nt, e, ERR_TILE_RANGE);
                     if (e > worst) worst = e;
                     cases++;
                 }
             free(w), free(wf), free(xr), free(res), free(xq), free(q8);
         }
-        CHECK(differ == 0, "%s %s pair tile: %d results differ from the token alone", isa->name,
-              r1_dtype_name(gx), differ);
-        printf("%-8s pair tile/%-10s %4d cases  worst error %9.3g (limit %.0e), %s\n", isa->name,
-               r1_dtype_name(gx), cases, worst, ERR_TILE_RANGE,
-               differ ? "DIFFERS from one token alone" : "each token as alone");
+        CHECK(differ == 0, "%s %s pair tile: %d results differ from the token alone", isa->name, r1_dtype_name(gx),
+              differ);
+        printf("%-8s pair tile/%-10s %4d cases  worst error %9.3g (limit %.0e), %s\n", isa->name, r1_dtype_name(gx),
+               cases, worst, ERR_TILE_RANGE, differ ? "DIFFERS from one token alone" : "each token as alone");
     }
 }
 
@@ -298,7 +303,7 @@ static void test_two_parts(const struct r1_cpu_isa *isa) {
         uint8_t *h = aligned_alloc(64, mx), *l = aligned_alloc(64, mx), *a = aligned_alloc(64, mx),
                 *b = aligned_alloc(64, mx);
         fill(x, K, 1.0f);
-        x[K / 2] = 40.0f; /* an outlier block */
+        x[K / 2] = 40.0f;                   /* an outlier block */
         memset(h, 0, mx), memset(l, 0, mx); /* padding compares equal */
         isa->quant_q8(x, h, K);
         const float *d = (const float *)h;
@@ -386,10 +391,9 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
     const int hw = !strcmp(isa->name, "avx512-amx"), emu = !strcmp(isa->name, "avx512-amx-emu");
     const uint64_t rng_saved = rng;
     rng = 0x2545F4914F6CDD1Dull;
-    static const enum r1_dtype dts[] = {R1_DTYPE_BF16,   R1_DTYPE_F16,    R1_DTYPE_Q8_0,
-                                        R1_DTYPE_Q4_0,   R1_DTYPE_Q4_0X8, R1_DTYPE_Q4_1X8,
-                                        R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8,
-                                        R1_DTYPE_Q6_KX8};
+    static const enum r1_dtype dts[] = {R1_DTYPE_BF16,   R1_DTYPE_F16,    R1_DTYPE_Q8_0,   R1_DTYPE_Q4_0,
+                                        R1_DTYPE_Q4_0X8, R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8,
+                                        R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
     static const int Ks[] = {256, 576, 1536};
     int blocks = 0;
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
@@ -460,8 +464,7 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
                             if (r >= rows) kept &= a == -7.0f;
                             else e2 += ((double)a - b) * ((double)a - b), m2 += (double)b * b;
                         }
-                    CHECK(kept, "%s %s block K=%d rows=%d wrote past its rows", isa->name, r1_dtype_name(dt), K,
-                          rows);
+                    CHECK(kept, "%s %s block K=%d rows=%d wrote past its rows", isa->name, r1_dtype_name(dt), K, rows);
                     worst_slices = fmax(worst_slices, m2 > 0 ? e2 / m2 : e2);
                     free(C2);
                 }
@@ -482,12 +485,12 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
             }
             free(w), free(wf), free(x), free(hi), free(lo), free(xv), free(C);
         }
-        CHECK(worst_panel <= ERR_PANEL2, "%s %s two-part bf16 panel: error %.3g > %.3g", isa->name,
-              r1_dtype_name(dt), worst_panel, ERR_PANEL2);
-        CHECK(worst_block <= ERR_AMX_BLOCK, "%s %s AMX block: error %.3g > %.0e", isa->name,
-              r1_dtype_name(dt), worst_block, ERR_AMX_BLOCK);
-        CHECK(worst_slices <= ERR_AMX_SLICES, "%s %s AMX block in two slices against one: %.3g > %.0e",
-              isa->name, r1_dtype_name(dt), worst_slices, ERR_AMX_SLICES);
+        CHECK(worst_panel <= ERR_PANEL2, "%s %s two-part bf16 panel: error %.3g > %.3g", isa->name, r1_dtype_name(dt),
+              worst_panel, ERR_PANEL2);
+        CHECK(worst_block <= ERR_AMX_BLOCK, "%s %s AMX block: error %.3g > %.0e", isa->name, r1_dtype_name(dt),
+              worst_block, ERR_AMX_BLOCK);
+        CHECK(worst_slices <= ERR_AMX_SLICES, "%s %s AMX block in two slices against one: %.3g > %.0e", isa->name,
+              r1_dtype_name(dt), worst_slices, ERR_AMX_SLICES);
         printf("%-8s %-8s AMX: two-part panel error %.3g (limit %.3g), block error %.3g (limit %.0e), "
                "two slices against one %.3g (limit %.0e)\n",
                isa->name, r1_dtype_name(dt), worst_panel, ERR_PANEL2, worst_block, ERR_AMX_BLOCK, worst_slices,
@@ -497,9 +500,10 @@ static void test_amx_side(const struct r1_cpu_isa *isa) {
     if (emu && amx_hw_n) {
         CHECK(amx_emu_cmp == amx_hw_n && amx_emu_diff == 0,
               "the software model of the AMX tiles differs from the hardware in %zu of %zu outputs "
-              "(%zu compared)", amx_emu_diff, amx_hw_n, amx_emu_cmp);
-        printf("avx512-amx-emu equals avx512-amx bit for bit: %zu of %zu block outputs differ\n",
-               amx_emu_diff, amx_emu_cmp);
+              "(%zu compared)",
+              amx_emu_diff, amx_hw_n, amx_emu_cmp);
+        printf("avx512-amx-emu equals avx512-amx bit for bit: %zu of %zu block outputs differ\n", amx_emu_diff,
+               amx_emu_cmp);
     }
     rng = rng_saved;
 }

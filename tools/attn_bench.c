@@ -108,8 +108,7 @@ int main(int argc, char **argv) {
                 else goto usage;
                 s = e ? e + 1 : s + n;
             }
-        } else
-            goto usage;
+        } else goto usage;
         i++;
     }
     if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) {
@@ -133,8 +132,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < stride; i++) x[i] = (float)(next_u32() % 2048) / 1024.0f - 1.0f;
     printf("decode attention, %s shape (%d layers, %d heads on %d KV heads, head_dim %d), ISA %s, %d rounds\n",
            sh->name, L, nh, nkv, hd, r1_cpu_current()->name, rounds);
-    printf("%-5s %6s %3s %-6s %9s %9s %9s %8s\n", "kv", "depth", "thr", "split", "median_ms", "min_ms",
-           "max_ms", "GB/s");
+    printf("%-5s %6s %3s %-6s %9s %9s %9s %8s\n", "kv", "depth", "thr", "split", "median_ms", "min_ms", "max_ms",
+           "GB/s");
     for (int k = 0; k < nk; k++) {
         const enum r1_dtype dt = kvs[k];
         const size_t rows = (size_t)L * nkv * maxd, rb = r1_dtype_row_bytes(dt, hd);
@@ -151,10 +150,19 @@ int main(int argc, char **argv) {
                     r1_cpu_tune("attn_split", split);
                     double t0 = r1_now();
                     for (int l = 0; l < L; l++) {
-                        struct r1_op op = {.kernel = R1_K_ATTENTION_GQA, .T = 1, .pos0 = depth[di] - 1,
-                                           .x = x, .out = out, .n_head = nh, .n_kv_head = nkv,
-                                           .head_dim = hd, .layer = l, .kv = &kv, .scratch = sc,
-                                           .scratch_stride = (size_t)maxd, .claim = &claim};
+                        struct r1_op op = {.kernel = R1_K_ATTENTION_GQA,
+                                           .T = 1,
+                                           .pos0 = depth[di] - 1,
+                                           .x = x,
+                                           .out = out,
+                                           .n_head = nh,
+                                           .n_kv_head = nkv,
+                                           .head_dim = hd,
+                                           .layer = l,
+                                           .kv = &kv,
+                                           .scratch = sc,
+                                           .scratch_stride = (size_t)maxd,
+                                           .claim = &claim};
                         claim = 0;
                         r1_pool_run(pool[ti], r1_backend_cpu.fn[R1_K_ATTENTION_GQA], &op);
                     }
@@ -165,9 +173,8 @@ int main(int argc, char **argv) {
             for (int v = 0; v < nv; v++) {
                 qsort(t[v], (size_t)rounds, sizeof(double), cmp_double);
                 double med = rounds % 2 ? t[v][rounds / 2] : 0.5 * (t[v][rounds / 2 - 1] + t[v][rounds / 2]);
-                printf("%-5s %6d %3d %-6s %9.2f %9.2f %9.2f %8.2f\n", r1_dtype_name(dt), depth[di],
-                       thr[v / 2], v % 2 ? "ctx" : "heads", med, t[v][0], t[v][rounds - 1],
-                       bytes / (med * 1e6));
+                printf("%-5s %6d %3d %-6s %9.2f %9.2f %9.2f %8.2f\n", r1_dtype_name(dt), depth[di], thr[v / 2],
+                       v % 2 ? "ctx" : "heads", med, t[v][0], t[v][rounds - 1], bytes / (med * 1e6));
             }
         }
         free(kv.k), free(kv.v);

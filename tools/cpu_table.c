@@ -80,9 +80,9 @@ static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *i
         double t[2] = {0, 0}, pf[2] = {0, 0};
         int32_t id[2] = {1, 1};
         for (int i = 0; i < 2; i++) {
-            s[i] = r1_session_new(m[i], &(struct r1_session_opts){.n_ctx = 1024, .backend = "cpu",
-                                                                   .n_threads = threads[k],
-                                                                   .kv_dtype = R1_DTYPE_AUTO});
+            s[i] = r1_session_new(
+                m[i], &(struct r1_session_opts){
+                          .n_ctx = 1024, .backend = "cpu", .n_threads = threads[k], .kv_dtype = R1_DTYPE_AUTO});
             if (!s[i]) return 1;
         }
         for (int rep = 0; rep < 3; rep++)
@@ -96,8 +96,8 @@ static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *i
         printf("q4_0 %d thr, bw %.1f GB/s: %s %.2f tok/s (%.2f of ceiling), prefill64 %.1f | plain "
                "q4_0 %.2f tok/s (%.2f), prefill64 %.1f\n",
                threads[k], bw.best_gbps, r1_dtype_name(r1_model_dtype(m[0])), n_dec / t[0],
-               n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], n_dec / t[1],
-               n_dec / t[1] * bpt / 1e9 / bw.best_gbps, pf[1]);
+               n_dec / t[0] * bpt / 1e9 / bw.best_gbps, pf[0], n_dec / t[1], n_dec / t[1] * bpt / 1e9 / bw.best_gbps,
+               pf[1]);
         fflush(stdout);
         for (int i = 0; i < 2; i++) r1_session_free(s[i]);
     }
@@ -107,8 +107,7 @@ static int ab_q4_0(const char *dir, const int *threads, int nt, const int32_t *i
 
 /* One row per thread count: model `path` held as dt (R1_DTYPE_AUTO: the
  * file's own), labelled `label`, on the ISA selected now. */
-static int table_rows(const char *path, enum r1_dtype dt, const char *label, const int *threads, int nt,
-                      int ab) {
+static int table_rows(const char *path, enum r1_dtype dt, const char *label, const int *threads, int nt, int ab) {
     int32_t ids[512];
     const int n_dec = 32;
     r1_model_t *m = r1_model_load(path, &(struct r1_load_opts){.dtype = dt});
@@ -126,9 +125,9 @@ static int table_rows(const char *path, enum r1_dtype dt, const char *label, con
         memset(&bw, 0, sizeof bw);
         if (bench_bw_measure(&bw, pool, 1200 * MiB, 512 * MiB, 3)) return 1;
         r1_pool_set_spin(pool, 0); /* kept for the probes between decode windows, asleep */
-        r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = 1024, .backend = "cpu",
-                                                                     .n_threads = threads[k],
-                                                                     .kv_dtype = R1_DTYPE_AUTO});
+        r1_session_t *s =
+            r1_session_new(m, &(struct r1_session_opts){
+                                  .n_ctx = 1024, .backend = "cpu", .n_threads = threads[k], .kv_dtype = R1_DTYPE_AUTO});
         if (!s) {
             fprintf(stderr, "%s\n", r1_last_error());
             return 1;
@@ -188,9 +187,9 @@ static int table_rows(const char *path, enum r1_dtype dt, const char *label, con
         }
         qsort(frac, (size_t)nw, sizeof frac[0], cmp_double);
         double dec = nw * WIN / tdec, fmed = nw % 2 ? frac[nw / 2] : 0.5 * (frac[nw / 2 - 1] + frac[nw / 2]);
-        printf("%-7s %-16s %3d %9.3f %10.1f %10.1f %10.2f %9.1f %9.1f %9.2f %9.2f\n",
-               r1_cpu_current()->name, label, threads[k], bpt / 1e9, pf64, pf512, dec, dec * bpt / 1e9, bw.best_gbps,
-               dec * bpt / 1e9 / bw.best_gbps, fmed);
+        printf("%-7s %-16s %3d %9.3f %10.1f %10.1f %10.2f %9.1f %9.1f %9.2f %9.2f\n", r1_cpu_current()->name, label,
+               threads[k], bpt / 1e9, pf64, pf512, dec, dec * bpt / 1e9, bw.best_gbps, dec * bpt / 1e9 / bw.best_gbps,
+               fmed);
         fflush(stdout);
         r1_session_free(s);
         bench_bw_free(&bw);
@@ -222,9 +221,11 @@ int main(int argc, char **argv) {
         }
     }
     if (nm == 0) {
-        fprintf(stderr, "usage: %s MODEL... [threads...] [--isa avx512,avx2,...]\n"
-                        "MODEL: a checkpoint directory (a row per dtype of R1_TABLE_DTYPES, default\n"
-                        "f16,bf16,q8_0,q4_0) or a .gguf file (one row, its own weight types)\n", argv[0]);
+        fprintf(stderr,
+                "usage: %s MODEL... [threads...] [--isa avx512,avx2,...]\n"
+                "MODEL: a checkpoint directory (a row per dtype of R1_TABLE_DTYPES, default\n"
+                "f16,bf16,q8_0,q4_0) or a .gguf file (one row, its own weight types)\n",
+                argv[0]);
         return 2;
     }
     if (nt == 0) nt = 2;
@@ -254,8 +255,8 @@ int main(int argc, char **argv) {
             isa_names[ni++] = r1_cpu_isas[i]->name;
             if (!isas) break;
         }
-    printf("%-7s %-16s %3s %9s %10s %10s %10s %9s %9s %9s %9s\n", "isa", "weights", "thr", "GB/token",
-           "pf64 t/s", "pf512 t/s", "dec t/s", "dec GB/s", "bw GB/s", "fraction", "frac/win");
+    printf("%-7s %-16s %3s %9s %10s %10s %10s %9s %9s %9s %9s\n", "isa", "weights", "thr", "GB/token", "pf64 t/s",
+           "pf512 t/s", "dec t/s", "dec GB/s", "bw GB/s", "fraction", "frac/win");
     const char *only = getenv("R1_TABLE_DTYPES");
     for (int ii = 0; ii < ni; ii++) {
         if (r1_cpu_select(isa_names[ii])) {
@@ -266,8 +267,7 @@ int main(int argc, char **argv) {
             size_t l = strlen(models[mi]);
             if (l > 5 && !strcmp(models[mi] + l - 5, ".gguf")) {
                 const char *base = strrchr(models[mi], '/');
-                if (table_rows(models[mi], R1_DTYPE_AUTO, base ? base + 1 : models[mi], threads, nt, abm))
-                    return 1;
+                if (table_rows(models[mi], R1_DTYPE_AUTO, base ? base + 1 : models[mi], threads, nt, abm)) return 1;
                 continue;
             }
             for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {

@@ -73,7 +73,8 @@ static void par_fill(uint8_t *p, size_t n, uint64_t seed, enum r1_dtype dt) {
 static void tame(uint8_t *d, size_t n, enum r1_dtype dt) {
     if (dt == R1_DTYPE_BF16) {
         uint16_t *h = (uint16_t *)d; /* exponent 2^-8..2^-5, random sign and mantissa */
-        for (size_t i = 0; i < n / 2; i++) h[i] = (uint16_t)((h[i] & 0x807f) | ((uint16_t)(119 + ((h[i] >> 7) & 3)) << 7));
+        for (size_t i = 0; i < n / 2; i++)
+            h[i] = (uint16_t)((h[i] & 0x807f) | ((uint16_t)(119 + ((h[i] >> 7) & 3)) << 7));
     } else if (dt == R1_DTYPE_Q8_0) {
         uint16_t dscale = r1_f32_to_f16(0.0004f);
         for (size_t i = 0; i + sizeof(struct r1_block_q8_0) <= n; i += sizeof(struct r1_block_q8_0))
@@ -82,8 +83,8 @@ static void tame(uint8_t *d, size_t n, enum r1_dtype dt) {
 }
 
 static void fill_mat(struct r1_mat *m, enum r1_dtype dt, int rows, int cols, uint8_t **cur, uint64_t seed) {
-    *m = (struct r1_mat){.data = *cur, .dtype = dt, .rows = rows, .cols = cols,
-                         .row_bytes = r1_dtype_row_bytes(dt, cols)};
+    *m = (struct r1_mat){
+        .data = *cur, .dtype = dt, .rows = rows, .cols = cols, .row_bytes = r1_dtype_row_bytes(dt, cols)};
     par_fill(*cur, (size_t)rows * m->row_bytes, seed, dt);
     *cur += ((size_t)rows * m->row_bytes + 63) & ~(size_t)63;
 }
@@ -94,11 +95,12 @@ static r1_model_t *fast_model(const char *name, enum r1_dtype dt) {
     const struct r1_config *c = &m->cfg;
     m->dtype = dt;
     const int D = c->dim, hd = c->head_dim, nqkv = (c->n_head + 2 * c->n_kv_head) * hd;
-    size_t rb = r1_dtype_row_bytes(dt, D), rbf = r1_dtype_row_bytes(dt, c->ffn), rbq = r1_dtype_row_bytes(dt, c->n_head * hd);
+    size_t rb = r1_dtype_row_bytes(dt, D), rbf = r1_dtype_row_bytes(dt, c->ffn),
+           rbq = r1_dtype_row_bytes(dt, c->n_head * hd);
     size_t per_layer = (size_t)nqkv * rb + (size_t)D * rbq + (size_t)2 * c->ffn * rb + (size_t)D * rbf +
                        (size_t)(2 * D + nqkv) * 4 + 6 * 64;
-    size_t total = (size_t)c->vocab * rb * 2 + (size_t)c->n_layer * per_layer + (size_t)D * 4 + (size_t)hd / 2 * 4 +
-                   5 * 64;
+    size_t total =
+        (size_t)c->vocab * rb * 2 + (size_t)c->n_layer * per_layer + (size_t)D * 4 + (size_t)hd / 2 * 4 + 5 * 64;
     m->arena = aligned_alloc(64, (total + 63) & ~(size_t)63);
     m->layers = calloc((size_t)c->n_layer, sizeof *m->layers);
     if (!m->arena || !m->layers) return NULL;
@@ -145,8 +147,8 @@ static int bench_one(const char *name, enum r1_dtype dt, int n_gen, int n_prompt
     r1_model_t *m = fast_model(name, dt);
     if (!m) return fprintf(stderr, "gpu_bench: cannot build %s %s: %s\n", name, out->dtype, r1_last_error()), -1;
     const int V = m->cfg.vocab;
-    r1_session_t *s = r1_session_new(m, &(struct r1_session_opts){.n_ctx = n_prompt + n_gen + 64, .backend = backend,
-                                                                  .kv_dtype = R1_DTYPE_AUTO});
+    r1_session_t *s = r1_session_new(
+        m, &(struct r1_session_opts){.n_ctx = n_prompt + n_gen + 64, .backend = backend, .kv_dtype = R1_DTYPE_AUTO});
     out->load_s = r1_now() - t0;
     if (!s) {
         fprintf(stderr, "gpu_bench: %s %s: %s\n", name, out->dtype, r1_last_error());
@@ -183,8 +185,9 @@ static int bench_one(const char *name, enum r1_dtype dt, int n_gen, int n_prompt
         out->checksum = sum;
     }
     if (!rc && profile) { /* each kernel synced on its own: launch gaps included, graphs off */
-        r1_session_t *p = r1_session_new(m, &(struct r1_session_opts){.n_ctx = 64 + n_gen, .backend = backend,
-                                                                      .kv_dtype = R1_DTYPE_AUTO, .profile = 1});
+        r1_session_t *p =
+            r1_session_new(m, &(struct r1_session_opts){
+                                  .n_ctx = 64 + n_gen, .backend = backend, .kv_dtype = R1_DTYPE_AUTO, .profile = 1});
         int32_t id = p ? r1_session_forward_argmax(p, ids, 16) : -1;
         if (p) r1_session_profile_reset(p);
         for (int i = 0; i < n_gen && id >= 0; i++) id = r1_session_forward_argmax(p, &id, 1);
@@ -225,7 +228,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--backend") && i + 1 < argc) backend = argv[++i]; /* cpu: check the tool */
         else if (!strcmp(argv[i], "--profile")) profile = 1;
         else {
-            fprintf(stderr, "usage: gpu_bench [--models 1.5b,7b] [--dtypes bf16,q8_0] [--gen N] [--prompt N] [--profile]\n");
+            fprintf(stderr,
+                    "usage: gpu_bench [--models 1.5b,7b] [--dtypes bf16,q8_0] [--gen N] [--prompt N] [--profile]\n");
             return 2;
         }
     }

@@ -41,7 +41,7 @@ struct shape {
     int dim, qkv, ffn, vocab, layers;
 };
 static const struct shape shapes[] = {
-    {"smol", 576, 960, 1536, 49152, 30},   /* SmolLM2-135M */
+    {"smol", 576, 960, 1536, 49152, 30},    /* SmolLM2-135M */
     {"1.5b", 1536, 2048, 8960, 151936, 28}, /* R1-Distill-Qwen-1.5B */
     {"7b", 3584, 4608, 18944, 152064, 28},  /* R1-Distill-Qwen-7B */
     {"8b", 4096, 6144, 14336, 128256, 32},  /* R1-Distill-Llama-8B */
@@ -187,8 +187,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)T * sh->ffn; i++) xin[i] = frand();
     memset(out, 0, (size_t)T * maxrows * 4);
     int claim = 0;
-    printf("mm_bench: %s shapes (dim %d, qkv %d, ffn %d, vocab %d), %d threads, T=%d, isa %s, %d rounds\n",
-           sh->name, sh->dim, sh->qkv, sh->ffn, sh->vocab, nth, T, r1_cpu_current()->name, rounds);
+    printf("mm_bench: %s shapes (dim %d, qkv %d, ffn %d, vocab %d), %d threads, T=%d, isa %s, %d rounds\n", sh->name,
+           sh->dim, sh->qkv, sh->ffn, sh->vocab, nth, T, r1_cpu_current()->name, rounds);
     double probe[64];
     for (int rd = -1; rd < rounds; rd++) { /* round -1: warm-up */
         if (T == 1 && rd >= 0) {
@@ -207,8 +207,13 @@ int main(int argc, char **argv) {
             double t0 = r1_now(), tk[4] = {0, 0, 0, 0};
             for (int s = 0; s < x->nsets; s++)
                 for (int k = 0; k < 4; k++) {
-                    struct r1_op op = {.kernel = kern[k], .T = T, .x = xin, .out = out, .w = &x->m[s][k],
-                                       .b = k == 0 ? bias : NULL, .claim = &claim};
+                    struct r1_op op = {.kernel = kern[k],
+                                       .T = T,
+                                       .x = xin,
+                                       .out = out,
+                                       .w = &x->m[s][k],
+                                       .b = k == 0 ? bias : NULL,
+                                       .claim = &claim};
                     claim = 0;
                     double a = r1_now();
                     r1_pool_run(pool, r1_backend_cpu.fn[kern[k]], &op);
@@ -217,8 +222,8 @@ int main(int argc, char **argv) {
             double t1 = r1_now();
             if (rd >= 0)
                 for (int k = 0; k < 4; k++) x->op[k][rd] = tk[k];
-            struct r1_op op = {.kernel = R1_K_LM_HEAD, .T = T, .x = xin, .out = out,
-                               .w = &x->head[(rd + 1) % 3], .claim = &claim};
+            struct r1_op op = {
+                .kernel = R1_K_LM_HEAD, .T = T, .x = xin, .out = out, .w = &x->head[(rd + 1) % 3], .claim = &claim};
             claim = 0;
             r1_pool_run(pool, r1_backend_cpu.fn[R1_K_LM_HEAD], &op);
             double t2 = r1_now();
@@ -234,11 +239,10 @@ int main(int argc, char **argv) {
         double ps[64];
         memcpy(ps, probe, (size_t)rounds * sizeof(double));
         qsort(ps, (size_t)rounds, sizeof(double), cmp_double);
-        printf("read probe %.2f GB/s best, %.2f median (each round's probe: frac)\n", ps[rounds - 1],
-               ps[rounds / 2]);
+        printf("read probe %.2f GB/s best, %.2f median (each round's probe: frac)\n", ps[rounds - 1], ps[rounds / 2]);
     }
-    printf("%-8s %10s %10s %10s %10s %8s %8s %8s %8s   %s\n", "dtype", "layers", "(median)", "lm_head",
-           "(median)", "qkv", "o", "gate_up", "down", T == 1 ? "GB/s of weights read; frac" : "GFLOP/s");
+    printf("%-8s %10s %10s %10s %10s %8s %8s %8s %8s   %s\n", "dtype", "layers", "(median)", "lm_head", "(median)",
+           "qkv", "o", "gate_up", "down", T == 1 ? "GB/s of weights read; frac" : "GFLOP/s");
     for (int i = 0; i < nv; i++) {
         struct variant *x = &v[i];
         qsort(x->lay, (size_t)rounds, sizeof(double), cmp_double);
@@ -250,8 +254,8 @@ int main(int argc, char **argv) {
         }
         char name[96];
         snprintf(name, sizeof name, "%s%s%s", r1_dtype_name(x->dt), x->env[0] ? "@" : "", x->env);
-        printf("%-8s %10.2f %10.2f %10.2f %10.2f", name, lw / x->lay[0] / 1e9,
-               lw / x->lay[rounds / 2] / 1e9, hw / x->hd[0] / 1e9, hw / x->hd[rounds / 2] / 1e9);
+        printf("%-8s %10.2f %10.2f %10.2f %10.2f", name, lw / x->lay[0] / 1e9, lw / x->lay[rounds / 2] / 1e9,
+               hw / x->hd[0] / 1e9, hw / x->hd[rounds / 2] / 1e9);
         for (int k = 0; k < 4; k++) { /* medians */
             qsort(x->op[k], (size_t)rounds, sizeof(double), cmp_double);
             double b = T == 1 ? (double)r1_dtype_row_bytes(x->dt, cols[k]) * rows[k] * x->nsets

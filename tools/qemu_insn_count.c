@@ -25,8 +25,7 @@ enum qemu_plugin_op { QEMU_PLUGIN_INLINE_ADD_U64 };
 typedef void (*tb_trans_cb)(qemu_plugin_id_t, struct qemu_plugin_tb *);
 typedef void (*udata_cb)(qemu_plugin_id_t, void *);
 void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t, tb_trans_cb);
-void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *, enum qemu_plugin_op, void *,
-                                              uint64_t);
+void qemu_plugin_register_vcpu_tb_exec_inline(struct qemu_plugin_tb *, enum qemu_plugin_op, void *, uint64_t);
 size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *);
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t, udata_cb, void *);
 
@@ -38,8 +37,7 @@ static uint64_t count; /* one vcpu: the programs counted are single-threaded */
 
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb) {
     (void)id;
-    qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &count,
-                                             qemu_plugin_tb_n_insns(tb));
+    qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &count, qemu_plugin_tb_n_insns(tb));
 }
 static void on_done(qemu_plugin_id_t id, void *p) {
     (void)id, (void)p;

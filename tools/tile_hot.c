@@ -50,8 +50,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: tile_hot ISA DTYPE K ROWS ITERS [NT]\n");
         return 2;
     }
-    const int dt = r1_dtype_parse_any(argv[2]), K = atoi(argv[3]), rows = atoi(argv[4]) / 4 * 4,
-              iters = atoi(argv[5]), nt = argc > 6 ? atoi(argv[6]) : 1;
+    const int dt = r1_dtype_parse_any(argv[2]), K = atoi(argv[3]), rows = atoi(argv[4]) / 4 * 4, iters = atoi(argv[5]),
+              nt = argc > 6 ? atoi(argv[6]) : 1;
     if (r1_backend_cpu.init() || r1_cpu_select(argv[1])) {
         fprintf(stderr, "tile_hot: %s\n", r1_last_error());
         return 1;
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const size_t rb = r1_dtype_row_bytes(dt, K);
-    const size_t s = folded                      ? r1_cpu_q8ws_stride(K) / 2 /* tokens 2 s apart */
+    const size_t s = folded                       ? r1_cpu_q8ws_stride(K) / 2 /* tokens 2 s apart */
                      : mm->act == R1_CPU_ACT_Q8X8 ? r1_cpu_q8x8_stride(K)
                      : mm->act == R1_CPU_ACT_Q8S  ? r1_cpu_q8s_stride(K)
                                                   : r1_cpu_q8_stride(K);

@@ -100,11 +100,14 @@ int main(int argc, char **argv) {
     double us_ar = (r1_now() - a0) / 200 * 1e6;
     free(h);
     if (r1_comm_rank() == 0)
-        printf("%s (%d layers) %s | ranks %d (%s) x %d threads | %.2f GB weights/rank | load %.0f s | prefill %d: %.2f tok/s | "
-               "decode %d: %.2f tok/s (%.1f ms/token) | comm rank 0 %.2f ms/token (%.1f%%), max %.2f | all-reduce of %d floats alone: %.0f us | ids hash %08x\n",
+        printf("%s (%d layers) %s | ranks %d (%s) x %d threads | %.2f GB weights/rank | load %.0f s | prefill %d: %.2f "
+               "tok/s | "
+               "decode %d: %.2f tok/s (%.1f ms/token) | comm rank 0 %.2f ms/token (%.1f%%), max %.2f | all-reduce of "
+               "%d floats alone: %.0f us | ids hash %08x\n",
                shape, full.n_layer, r1_dtype_name((enum r1_dtype)dtype), r1_comm_size(), r1_comm_name(), threads,
                r1_model_decode_bytes(m) / 1e9, t_load, prompt, prompt / t_prefill, tokens, tokens / t_dec,
-               1e3 * t_dec / tokens, 1e3 * t_comm / tokens, 100.0 * t_comm / t_dec, 1e3 * comm_max / tokens, full.dim, us_ar, hash);
+               1e3 * t_dec / tokens, 1e3 * t_comm / tokens, 100.0 * t_comm / t_dec, 1e3 * comm_max / tokens, full.dim,
+               us_ar, hash);
     free(ids);
     r1_session_free(s);
     r1_model_free(m);

@@ -42,61 +42,56 @@ typedef float v16f __attribute__((vector_size(64), may_alias, aligned(64)));
  * sums n floats (n % 64 == 0; streams: n % 256 == 0) into four independent
  * accumulators. */
 #define LV(V) (64 / sizeof(V)) /* vectors a line */
-#define SUM_RETURN(V)                                                                               \
-    a0 += a1 + a2 + a3;                                                                             \
-    float s = 0;                                                                                    \
-    for (size_t k = 0; k < sizeof(V) / sizeof(float); k++) s += a0[k];                             \
+#define SUM_RETURN(V)                                                                                                  \
+    a0 += a1 + a2 + a3;                                                                                                \
+    float s = 0;                                                                                                       \
+    for (size_t k = 0; k < sizeof(V) / sizeof(float); k++) s += a0[k];                                                 \
     return s;
 /* linear, front to back; PF: each line prefetched PF_AHEAD bytes before it
  * is read (the prefetches may run past the slice: they never fault) */
-#define SUM_BODY(V, PF)                                                                             \
-    const V *v = (const V *)p;                                                                      \
-    V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                       \
-    for (size_t i = 0; i < n / (sizeof(V) / sizeof(float)); i += 4) {                              \
-        if (PF)                                                                                     \
-            for (size_t l = 0; l < 4 / LV(V); l++)                                                  \
-                __builtin_prefetch((const char *)(v + i) + PF_AHEAD + 64 * l, 0, 3);                \
-        a0 += v[i];                                                                                 \
-        a1 += v[i + 1];                                                                             \
-        a2 += v[i + 2];                                                                             \
-        a3 += v[i + 3];                                                                             \
-    }                                                                                               \
+#define SUM_BODY(V, PF)                                                                                                \
+    const V *v = (const V *)p;                                                                                         \
+    V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                                          \
+    for (size_t i = 0; i < n / (sizeof(V) / sizeof(float)); i += 4) {                                                  \
+        if (PF)                                                                                                        \
+            for (size_t l = 0; l < 4 / LV(V); l++)                                                                     \
+                __builtin_prefetch((const char *)(v + i) + PF_AHEAD + 64 * l, 0, 3);                                   \
+        a0 += v[i];                                                                                                    \
+        a1 += v[i + 1];                                                                                                \
+        a2 += v[i + 2];                                                                                                \
+        a3 += v[i + 3];                                                                                                \
+    }                                                                                                                  \
     SUM_RETURN(V)
 /* 4 streams (the slice's quarters) read in lockstep, a line of each at a
  * time, each prefetched ahead, as the decode tiles read 4 rows at once */
-#define STREAMS_BODY(V)                                                                             \
-    const size_t q = n / 64;                                                                        \
-    const V *s0 = (const V *)p, *s1 = s0 + q * LV(V), *s2 = s1 + q * LV(V), *s3 = s2 + q * LV(V);   \
-    V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                       \
-    for (size_t i = 0; i < q * LV(V); i += LV(V)) {                                                 \
-        __builtin_prefetch((const char *)(s0 + i) + PF_AHEAD / 2, 0, 3);                            \
-        __builtin_prefetch((const char *)(s1 + i) + PF_AHEAD / 2, 0, 3);                            \
-        __builtin_prefetch((const char *)(s2 + i) + PF_AHEAD / 2, 0, 3);                            \
-        __builtin_prefetch((const char *)(s3 + i) + PF_AHEAD / 2, 0, 3);                            \
-        for (size_t j = 0; j < LV(V); j++) {                                                        \
-            a0 += s0[i + j];                                                                        \
-            a1 += s1[i + j];                                                                        \
-            a2 += s2[i + j];                                                                        \
-            a3 += s3[i + j];                                                                        \
-        }                                                                                           \
-    }                                                                                               \
+#define STREAMS_BODY(V)                                                                                                \
+    const size_t q = n / 64;                                                                                           \
+    const V *s0 = (const V *)p, *s1 = s0 + q * LV(V), *s2 = s1 + q * LV(V), *s3 = s2 + q * LV(V);                      \
+    V a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};                                                                          \
+    for (size_t i = 0; i < q * LV(V); i += LV(V)) {                                                                    \
+        __builtin_prefetch((const char *)(s0 + i) + PF_AHEAD / 2, 0, 3);                                               \
+        __builtin_prefetch((const char *)(s1 + i) + PF_AHEAD / 2, 0, 3);                                               \
+        __builtin_prefetch((const char *)(s2 + i) + PF_AHEAD / 2, 0, 3);                                               \
+        __builtin_prefetch((const char *)(s3 + i) + PF_AHEAD / 2, 0, 3);                                               \
+        for (size_t j = 0; j < LV(V); j++) {                                                                           \
+            a0 += s0[i + j];                                                                                           \
+            a1 += s1[i + j];                                                                                           \
+            a2 += s2[i + j];                                                                                           \
+            a3 += s3[i + j];                                                                                           \
+        }                                                                                                              \
+    }                                                                                                                  \
     SUM_RETURN(V)
 
-static float sum_generic(const float *p, size_t n) { SUM_BODY(v4f, 0) }
+static float sum_generic(const float *p, size_t n){SUM_BODY(v4f, 0)}
 #if defined(__x86_64__)
-#define READERS(ISA, TGT, V)                                                                        \
-    __attribute__((target(TGT))) static float sum_##ISA(const float *p, size_t n) { SUM_BODY(V, 0) } \
-    __attribute__((target(TGT))) static float sum_##ISA##_pf(const float *p, size_t n) {            \
-        SUM_BODY(V, 1)                                                                              \
-    }                                                                                               \
-    __attribute__((target(TGT))) static float sum_##ISA##_streams(const float *p, size_t n) {       \
-        STREAMS_BODY(V)                                                                             \
-    }
-READERS(avx2, "avx2", v8f)
-READERS(avx512, "avx512f", v16f)
+#define READERS(ISA, TGT, V)                                                                                           \
+    __attribute__((target(TGT))) static float sum_##ISA(const float *p, size_t n) { SUM_BODY(V, 0) }                   \
+    __attribute__((target(TGT))) static float sum_##ISA##_pf(const float *p, size_t n) { SUM_BODY(V, 1) }              \
+    __attribute__((target(TGT))) static float sum_##ISA##_streams(const float *p, size_t n) { STREAMS_BODY(V) }
+READERS(avx2, "avx2", v8f) READERS(avx512, "avx512f", v16f)
 #endif
 
-struct reader {
+    struct reader {
     const char *name;
     float (*fn)(const float *, size_t);
 };
@@ -138,8 +133,7 @@ static void k_read(const struct r1_op *op, int ith, int nth) {
     size_t lo = (size_t)ith * per, hi = lo + per;
     if (lo > chunks) lo = chunks;
     if (hi > chunks) hi = chunks;
-    op->out[16 * ith] =
-        hi > lo ? readers[op->layer].fn(op->x + lo * CHUNK_FLOATS, (hi - lo) * CHUNK_FLOATS) : 0.0f;
+    op->out[16 * ith] = hi > lo ? readers[op->layer].fn(op->x + lo * CHUNK_FLOATS, (hi - lo) * CHUNK_FLOATS) : 0.0f;
 }
 
 static volatile float sink;
@@ -148,7 +142,9 @@ static void read_bytes(const struct bench_bw *bw, struct r1_pool *pool, size_t b
     float partial[16 * 64];
     int nth = r1_pool_size(pool);
     if (nth > 64) nth = 64;
-    struct r1_op op = {.x = bw->buf, .out = partial, .layer = reader,
+    struct r1_op op = {.x = bw->buf,
+                       .out = partial,
+                       .layer = reader,
                        .scratch_stride = bytes / sizeof(float) / CHUNK_FLOATS * CHUNK_FLOATS};
     r1_pool_run(pool, k_read, &op);
     float s = 0;
@@ -191,14 +187,14 @@ static void unmap_buf(struct bench_bw *bw) {
  * readers, taken in turn within every run (so a bandwidth that drifts over
  * seconds hits them alike): the best run of each reader, and the median of
  * the reader with the best run */
-static void probe(struct bench_bw *bw, struct r1_pool *pool, const char *what, int nr, double *best,
-                  double *median, int *which) {
+static void probe(struct bench_bw *bw, struct r1_pool *pool, const char *what, int nr, double *best, double *median,
+                  int *which) {
     double gbps[3][64];
     for (int i = 0; i < nr; i++) read_bytes(bw, pool, bw->bytes, i); /* warm-up: TLB, page tables, threads awake */
     for (int r = 0; r < bw->runs; r++)
         for (int i = 0; i < nr; i++) {
-            bench_progress("memory bandwidth (%s, %s): read %zu MiB, run %d/%d", what, readers[i].name,
-                           bw->bytes >> 20, r + 1, bw->runs);
+            bench_progress("memory bandwidth (%s, %s): read %zu MiB, run %d/%d", what, readers[i].name, bw->bytes >> 20,
+                           r + 1, bw->runs);
             double t0 = r1_now();
             read_bytes(bw, pool, bw->bytes, i);
             gbps[i][r] = (double)bw->bytes / (r1_now() - t0) / 1e9;

@@ -32,7 +32,7 @@
 struct batch_row {
     int B, depth, steps;
     double step_ms, tok_s, seq_tok_s, speedup, gbps;
-    double step_bytes, share; /* bytes a step reads (weights once, every sequence's cache) */
+    double step_bytes, share;            /* bytes a step reads (weights once, every sequence's cache) */
     double round_ms[MAX_ROUNDS], lo, hi; /* per round; the range of the rounds' ratios */
     double kus[BENCH_MAX_KERNELS];       /* --profile: each kernel's us over the timed steps */
 };
@@ -51,8 +51,7 @@ static double median(const double *v, int n) {
 /* Decode `steps` timed steps (after one untimed) of B sequences from
  * position depth (cached positions past it dropped, missing ones
  * fast-forwarded); ms per step into *ms, 0 or -1 with an error. */
-static int run_one(r1_batch_t *b, int B, int depth, int steps, int vocab, float *logits, double *ms,
-                   double *kus) {
+static int run_one(r1_batch_t *b, int B, int depth, int steps, int vocab, float *logits, double *ms, double *kus) {
     int32_t ids[BENCH_MAX_BATCH], seq[BENCH_MAX_BATCH];
     for (int q = 0; q < B; q++) {
         const int n = r1_batch_seq_n_past(b, q);
@@ -111,10 +110,11 @@ static void write_svg(FILE *f, const struct bench_result *R, const struct batch_
     for (int i = 0; i < n; i++)
         if (rows[i].tok_s > mx) mx = rows[i].tok_s;
     if (mx <= 0) mx = 1;
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
-               "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+            "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
             W, H, W, H, W, H);
     /* model and cpu names are ours or /proc's; keep only safe characters */
     char name[160], cpu[256];
@@ -124,10 +124,13 @@ static void write_svg(FILE *f, const struct bench_result *R, const struct batch_
         if (strchr("<>&\"'", *p) || (unsigned char)*p < 0x20) *p = '_';
     for (char *p = cpu; *p; p++)
         if (strchr("<>&\"'", *p) || (unsigned char)*p < 0x20) *p = '_';
-    fprintf(f, "<text x=\"20\" y=\"28\" font-size=\"18\" font-weight=\"bold\">r1infer bench --batch: %s, %s weights</text>\n",
-            name, r1_dtype_name(R->dtype));
-    fprintf(f, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">%s, %d threads, %.2f GB/s measured read "
-               "bandwidth; aggregate decode tok/s per batch size (one row per sequence per step)</text>\n",
+    fprintf(
+        f,
+        "<text x=\"20\" y=\"28\" font-size=\"18\" font-weight=\"bold\">r1infer bench --batch: %s, %s weights</text>\n",
+        name, r1_dtype_name(R->dtype));
+    fprintf(f,
+            "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">%s, %d threads, %.2f GB/s measured read "
+            "bandwidth; aggregate decode tok/s per batch size (one row per sequence per step)</text>\n",
             cpu, R->mach.threads, R->bw.best_gbps);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000\"/>\n", L, T + PH, L + PW, T + PH);
     fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#000\"/>\n", L, T, L, T + PH);
@@ -144,16 +147,18 @@ static void write_svg(FILE *f, const struct bench_result *R, const struct batch_
         else
             fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">batch %d</text>\n",
                     x + bw * 0.35, T + PH + 18, rows[i].B);
-        fprintf(f, "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555555\">%.1f ms/step</text>\n",
-                x + bw * 0.35, T + PH + 34, rows[i].step_ms);
+        fprintf(
+            f,
+            "<text x=\"%.1f\" y=\"%d\" font-size=\"10\" text-anchor=\"middle\" fill=\"#555555\">%.1f ms/step</text>\n",
+            x + bw * 0.35, T + PH + 34, rows[i].step_ms);
     }
-    fprintf(f, "<text x=\"20\" y=\"%d\" font-size=\"12\" transform=\"rotate(-90 20 %d)\">tok/s (all sequences)</text>\n",
+    fprintf(f,
+            "<text x=\"20\" y=\"%d\" font-size=\"12\" transform=\"rotate(-90 20 %d)\">tok/s (all sequences)</text>\n",
             T + PH, T + PH);
     fputs("</svg>\n", f);
 }
 
-int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model_t *m, int threads,
-                    enum r1_dtype kvt) {
+int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model_t *m, int threads, enum r1_dtype kvt) {
     const int vocab = R->cfg->vocab;
     int maxb = 0, maxd = 0;
     for (int i = 0; i < o->n_batch; i++)
@@ -172,9 +177,13 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
                 R->cfg->max_pos);
         return 1;
     }
-    r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = maxb, .n_ctx = n_ctx, .n_batch = maxb,
-                                                            .backend = o->backend, .n_threads = threads,
-                                                            .kv_dtype = kvt, .profile = o->profile});
+    r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = maxb,
+                                                            .n_ctx = n_ctx,
+                                                            .n_batch = maxb,
+                                                            .backend = o->backend,
+                                                            .n_threads = threads,
+                                                            .kv_dtype = kvt,
+                                                            .profile = o->profile});
     float *logits = b ? malloc((size_t)maxb * vocab * sizeof(float)) : NULL;
     struct batch_row rows[BENCH_MAX_BATCH];
     int n = 0, rc = 1;
@@ -225,12 +234,12 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
            "sequence's cache) per second over the best bandwidth\n",
            o->n_depth ? "depth (cache positions fast-forwarded: zero K/V)" : "0", rounds, rounds == 1 ? "" : "s",
            steps);
-    printf("  %6s %5s %10s %12s %14s %9s %14s %7s %15s\n", "depth", "batch", "ms/step", "tok/s (all)",
-           "tok/s per seq", "x batch1", "weights GB/s", "share", "rounds' x range");
+    printf("  %6s %5s %10s %12s %14s %9s %14s %7s %15s\n", "depth", "batch", "ms/step", "tok/s (all)", "tok/s per seq",
+           "x batch1", "weights GB/s", "share", "rounds' x range");
     for (int i = 0; i < n; i++)
         printf("  %6d %5d %10.2f %12.2f %14.2f %9.2f %14.2f %6.1f%% %7.2f-%.2f\n", rows[i].depth, rows[i].B,
-               rows[i].step_ms, rows[i].tok_s, rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps,
-               100 * rows[i].share, rows[i].lo, rows[i].hi);
+               rows[i].step_ms, rows[i].tok_s, rows[i].seq_tok_s, rows[i].speedup, rows[i].gbps, 100 * rows[i].share,
+               rows[i].lo, rows[i].hi);
     if (o->profile) print_profile(b, rows, n);
     fflush(stdout);
     rc = 0;
@@ -244,11 +253,10 @@ int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model
                   "driver_version,toolchain,git_sha,submitter,tok_s\n",
                   f);
             for (int i = 0; i < n; i++)
-                fprintf(f, "%s,decode_batch,%s,\"%s ctx %d-%d\",%d,c,%.3f,%.3f,\"%s\",\"%s\",%s,%s,%.3f\n", R->mach.slug,
-                        r1_dtype_name(R->dtype), R->model_name, rows[i].depth, rows[i].depth + steps, rows[i].B,
-                        rows[i].step_ms * 1e3,
-                        rows[i].gbps, R->mach.os, R->mach.toolchain, R->mach.git_sha, R->mach.submitter,
-                        rows[i].tok_s);
+                fprintf(f, "%s,decode_batch,%s,\"%s ctx %d-%d\",%d,c,%.3f,%.3f,\"%s\",\"%s\",%s,%s,%.3f\n",
+                        R->mach.slug, r1_dtype_name(R->dtype), R->model_name, rows[i].depth, rows[i].depth + steps,
+                        rows[i].B, rows[i].step_ms * 1e3, rows[i].gbps, R->mach.os, R->mach.toolchain, R->mach.git_sha,
+                        R->mach.submitter, rows[i].tok_s);
             if (fclose(f)) rc = 1;
         }
     }

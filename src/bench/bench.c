@@ -42,8 +42,12 @@ int bench_run(const struct bench_opts *o) {
     /* ---- model ---- */
     double t0 = r1_now();
     if (o->model) {
-        struct r1_load_opts lo = {.dtype = o->dtype, .progress = isatty(2), .backend = be->name,
-                                  .no_mmap = o->no_mmap, .mlock = o->mlock, .layout_cache = o->layout_cache};
+        struct r1_load_opts lo = {.dtype = o->dtype,
+                                  .progress = isatty(2),
+                                  .backend = be->name,
+                                  .no_mmap = o->no_mmap,
+                                  .mlock = o->mlock,
+                                  .layout_cache = o->layout_cache};
         m = r1_model_load(o->model, &lo);
         snprintf(R->model_name, sizeof R->model_name, "%s", o->model);
     } else {
@@ -94,8 +98,8 @@ int bench_run(const struct bench_opts *o) {
     pool = NULL;
 
     /* ---- end to end + in situ ---- */
-    struct bench_plan plan = {.decode_tokens = o->quick ? 3 : 4, .warmup = 1, .full_fill = o->full_fill,
-                              .insitu_ctx = ctx};
+    struct bench_plan plan = {
+        .decode_tokens = o->quick ? 3 : 4, .warmup = 1, .full_fill = o->full_fill, .insitu_ctx = ctx};
     plan_add(plan.prefill, &plan.n_prefill, 64);
     plan_add(plan.prefill, &plan.n_prefill, 512);
     plan_add(plan.decode_ctx, &plan.n_decode, 0);
@@ -103,8 +107,7 @@ int bench_run(const struct bench_opts *o) {
     plan_add(plan.decode_ctx, &plan.n_decode, 4096);
     for (int i = 0; i < o->n_depth; i++) /* long reasoning: the KV cache read as much as the weights */
         if (o->depth[i] != 4096 && o->depth[i] != ctx) plan_add(plan.decode_ctx, &plan.n_decode, o->depth[i]);
-    if (bench_e2e_run(&R->e2e, &R->insitu, m, be->name, o->n_threads, kvt, &plan, &o->sp, R->bw.best_gbps))
-        goto fail;
+    if (bench_e2e_run(&R->e2e, &R->insitu, m, be->name, o->n_threads, kvt, &plan, &o->sp, R->bw.best_gbps)) goto fail;
     for (int i = 0; i < R->insitu.n; i++) {
         struct bench_insitu_row *row = &R->insitu.r[i];
         for (int k = 0; k < R->suite.n; k++)

@@ -37,51 +37,51 @@ struct bench_opts {
     int full_fill; /* compute every cache position before the long-context decode */
     const char *csv, *json, *svg;
     struct r1_sampler_params sp;
-    int batch[BENCH_MAX_ROWS], n_batch; /* --batch 1,2,4: aggregate decode per batch size */
-    int profile;                        /* --batch with --profile: each kernel's ms per step */
+    int batch[BENCH_MAX_ROWS], n_batch;     /* --batch 1,2,4: aggregate decode per batch size */
+    int profile;                            /* --batch with --profile: each kernel's ms per step */
     int depth[BENCH_MAX_ROWS - 3], n_depth; /* --depth 8192,16384: decode rows at those contexts too */
     int no_mmap, mlock;                     /* --no-mmap, --mlock (struct r1_load_opts) */
     const char *layout_cache;               /* --layout-cache (struct r1_load_opts) */
 };
 
 struct bench_machine {
-    char cpu[256];       /* /proc/cpuinfo model name */
-    char slug[128];      /* device_id: "intel-xeon-processor" */
-    char isa[32];        /* the cpu backend's kernel set, "" if not exposed */
-    char impl_lang[16];  /* CSV impl_lang: "c", or the device backend's ("opencl", "cuda") */
-    char device[320];    /* the device backend's device, "" on host backends */
-    char features[256];  /* what the CPU supports, for the record */
-    char os[128];        /* uname -sr */
-    char toolchain[64];  /* "gcc 12.2.0" */
-    char git_sha[48];    /* git rev-parse --short HEAD, or "unknown" */
-    char submitter[64];  /* $USER or "r1infer" */
-    int n_cpus;          /* online CPUs */
-    int threads;         /* threads the benchmark runs with */
-    size_t l3_bytes;     /* 0 if unknown */
+    char cpu[256];      /* /proc/cpuinfo model name */
+    char slug[128];     /* device_id: "intel-xeon-processor" */
+    char isa[32];       /* the cpu backend's kernel set, "" if not exposed */
+    char impl_lang[16]; /* CSV impl_lang: "c", or the device backend's ("opencl", "cuda") */
+    char device[320];   /* the device backend's device, "" on host backends */
+    char features[256]; /* what the CPU supports, for the record */
+    char os[128];       /* uname -sr */
+    char toolchain[64]; /* "gcc 12.2.0" */
+    char git_sha[48];   /* git rev-parse --short HEAD, or "unknown" */
+    char submitter[64]; /* $USER or "r1infer" */
+    int n_cpus;         /* online CPUs */
+    int threads;        /* threads the benchmark runs with */
+    size_t l3_bytes;    /* 0 if unknown */
 };
 
 /* The probe buffer doubles as the cache-flush buffer. */
 struct bench_bw {
-    float *buf;         /* 2 MiB aligned, inside map */
+    float *buf; /* 2 MiB aligned, inside map */
     void *map;
     size_t map_len;
     size_t bytes;       /* probe size */
     size_t flush_bytes; /* read between timed kernel runs */
     int runs;
-    double best_gbps, median_gbps;      /* the better page size: the ceiling */
+    double best_gbps, median_gbps;       /* the better page size: the ceiling */
     double best_4k_gbps, best_huge_gbps; /* each page size's best */
     const char *reader;                  /* the reader that gave best_gbps (bandwidth.c) */
 };
 
 struct bench_kernel {
-    char id[32];            /* "qkv_bias", "matvec_add.o_proj", "sample" */
-    const char *insitu;     /* name in the session profile ("matvec_add"), or "sample" */
+    char id[32];        /* "qkv_bias", "matvec_add.o_proj", "sample" */
+    const char *insitu; /* name in the session profile ("matvec_add"), or "sample" */
     char shape[96];
     const char *dtype;
-    int per_step;           /* calls in one decode step */
+    int per_step; /* calls in one decode step */
     double us_median, us_min;
-    double bytes;           /* traffic model of one call */
-    double gbps, frac;      /* bytes / median, and that over the best bandwidth */
+    double bytes;      /* traffic model of one call */
+    double gbps, frac; /* bytes / median, and that over the best bandwidth */
 };
 
 struct bench_suite {
@@ -146,8 +146,7 @@ void bench_progress_done(void);
 
 /* bandwidth.c: allocate bytes (touched), measure read bandwidth with the
  * pool, `runs` times. -1 with an error if the buffer cannot be had. */
-int bench_bw_measure(struct bench_bw *bw, struct r1_pool *pool, size_t bytes, size_t flush_bytes,
-                     int runs);
+int bench_bw_measure(struct bench_bw *bw, struct r1_pool *pool, size_t bytes, size_t flush_bytes, int runs);
 /* Read bw->flush_bytes of the buffer through the pool (evicts the caches). */
 void bench_flush(const struct bench_bw *bw, struct r1_pool *pool);
 void bench_bw_free(struct bench_bw *bw);
@@ -171,18 +170,17 @@ struct bench_plan {
     int decode_tokens; /* timed per context */
     int warmup;        /* one untimed step first */
     int full_fill;
-    int insitu_ctx;    /* -1: none */
+    int insitu_ctx; /* -1: none */
 };
-int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *m, const char *backend,
-                  int n_threads, enum r1_dtype kv_dtype, const struct bench_plan *plan,
-                  const struct r1_sampler_params *sp, double bandwidth_gbps);
+int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *m, const char *backend, int n_threads,
+                  enum r1_dtype kv_dtype, const struct bench_plan *plan, const struct r1_sampler_params *sp,
+                  double bandwidth_gbps);
 /* Bytes one decode step reads at context ctx (weights + KV read + KV written). */
 double bench_decode_bytes(const struct r1_model *m, enum r1_dtype kv_dtype, int ctx);
 
 /* batch.c: bench --batch (after the model and the bandwidth probe). Prints
  * the table, writes o->csv / o->svg; returns the exit code. */
-int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model_t *m, int threads,
-                    enum r1_dtype kvt);
+int bench_batch_run(const struct bench_opts *o, struct bench_result *R, r1_model_t *m, int threads, enum r1_dtype kvt);
 
 /* report.c / svg.c */
 void bench_report_text(FILE *f, const struct bench_result *r);
@@ -192,16 +190,16 @@ int bench_write_svg(const char *path, const struct bench_result *r);
 
 /* `r1infer bench --spec` (spec_bench.c): plain against speculative decoding. */
 struct spec_bench_opts {
-    const char *model, *synthetic;             /* the target: a path, or a synthetic shape */
-    const char *draft, *draft_synthetic;       /* a draft model (path or shape), or NULL: lookup */
+    const char *model, *synthetic;       /* the target: a path, or a synthetic shape */
+    const char *draft, *draft_synthetic; /* a draft model (path or shape), or NULL: lookup */
     const char *backend;
     enum r1_dtype dtype, kv_dtype;
     int n_threads, n, ignore_eos;
-    int runs;                                  /* each timing the fastest of runs (default 1) */
-    int lookup;                                /* n-gram length (default 3) */
+    int runs;                                    /* each timing the fastest of runs (default 1) */
+    int lookup;                                  /* n-gram length (default 3) */
     int settings[MAX_SPEC_SETTINGS], n_settings; /* k > 0: fixed k; -k: adaptive up to k; 0: adaptive */
-    int oracle, oracle_wrong;                  /* force the drafts right (or wrong) */
-    int wrong[MAX_SPEC_SETTINGS];              /* this setting's drafts forced wrong */
+    int oracle, oracle_wrong;                    /* force the drafts right (or wrong) */
+    int wrong[MAX_SPEC_SETTINGS];                /* this setting's drafts forced wrong */
     const char *prompt_files[16];
     int n_prompt_files;
     struct r1_sampler_params sp;

@@ -68,9 +68,9 @@ static int reach(struct run *r, int target, const char *who) {
     return 0;
 }
 
-int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *m, const char *backend,
-                  int n_threads, enum r1_dtype kvt, const struct bench_plan *plan,
-                  const struct r1_sampler_params *sp, double bw_gbps) {
+int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *m, const char *backend, int n_threads,
+                  enum r1_dtype kvt, const struct bench_plan *plan, const struct r1_sampler_params *sp,
+                  double bw_gbps) {
     const struct r1_config *c = &m->cfg;
     memset(e, 0, sizeof *e);
     const struct r1_backend *be = r1_backend_find(backend);
@@ -85,8 +85,8 @@ int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *
         if (plan->decode_ctx[i] + plan->decode_tokens + 1 > need) need = plan->decode_ctx[i] + plan->decode_tokens + 1;
     int n_ctx = need < c->max_pos ? need : c->max_pos;
 
-    struct r1_session_opts so = {.n_ctx = n_ctx, .backend = backend, .n_threads = n_threads, .kv_dtype = kvt,
-                                 .profile = insitu != NULL};
+    struct r1_session_opts so = {
+        .n_ctx = n_ctx, .backend = backend, .n_threads = n_threads, .kv_dtype = kvt, .profile = insitu != NULL};
     r1_session_t *s = r1_session_new(m, &so);
     if (!s) return -1;
     int n_ids = 512;
@@ -104,8 +104,8 @@ int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
         ids[i] = (int32_t)(x % (uint64_t)c->vocab);
     }
-    struct run r = {.s = s, .ids = ids, .n_ids = n_ids,
-                    .full_fill = plan->full_fill, .note = e->note, .note_cap = sizeof e->note};
+    struct run r = {
+        .s = s, .ids = ids, .n_ids = n_ids, .full_fill = plan->full_fill, .note = e->note, .note_cap = sizeof e->note};
     if (plan->warmup) {
         bench_progress("%s: warm-up step", backend);
         if (!r1_session_forward(s, ids, 1, NULL) || r1_session_truncate(s, 0)) goto out;
@@ -197,8 +197,8 @@ int bench_e2e_run(struct bench_e2e *e, struct bench_insitu *insitu, r1_model_t *
             insitu->ctx = ctx;
             insitu->step_us = total * 1e6 / n;
             for (int j = 0; j < k; j++) {
-                insitu->r[j] = (struct bench_insitu_row){.name = names[j], .calls_step = (double)calls[j] / n,
-                                                         .us_step = us[j] / n};
+                insitu->r[j] = (struct bench_insitu_row){
+                    .name = names[j], .calls_step = (double)calls[j] / n, .us_step = us[j] / n};
                 tot += us[j];
             }
             insitu->r[k] = (struct bench_insitu_row){.name = "sample", .calls_step = 1, .us_step = sample_us / n};

@@ -36,8 +36,7 @@ static void cpu_model(char *out, size_t cap) {
     char line[512];
     while (fgets(line, sizeof line, f)) {
         /* x86: "model name"; some ARM kernels: "Model" or "Hardware" */
-        if (strncmp(line, "model name", 10) && strncmp(line, "Model", 5) && strncmp(line, "Hardware", 8))
-            continue;
+        if (strncmp(line, "model name", 10) && strncmp(line, "Model", 5) && strncmp(line, "Hardware", 8)) continue;
         char *colon = strchr(line, ':');
         if (!colon) continue;
         snprintf(out, cap, "%s", colon + 1);
@@ -110,10 +109,10 @@ static void features(char *out, size_t cap) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     static const char *const names[] = {"avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vnni", "avx512bf16"};
-    int have[7] = {__builtin_cpu_supports("avx2"),       __builtin_cpu_supports("fma"),
-                   has_f16c(),                           __builtin_cpu_supports("avx512f"),
-                   __builtin_cpu_supports("avx512bw"),   __builtin_cpu_supports("avx512vnni"),
-                   __builtin_cpu_supports("avx512bf16")};
+    int have[7] = {
+        __builtin_cpu_supports("avx2"),      __builtin_cpu_supports("fma"),      has_f16c(),
+        __builtin_cpu_supports("avx512f"),   __builtin_cpu_supports("avx512bw"), __builtin_cpu_supports("avx512vnni"),
+        __builtin_cpu_supports("avx512bf16")};
     size_t n = 0;
     for (int i = 0; i < 7; i++)
         if (have[i] && n < cap) n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? " " : "", names[i]);

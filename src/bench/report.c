@@ -24,7 +24,9 @@ static void text_e2e(FILE *f, const struct bench_e2e *e) {
             fprintf(f, "    decode  ctx %5d      skipped: %s\n", r->ctx, r->note);
             continue;
         }
-        fprintf(f, "    decode  ctx %5d      %9.2f tok/s  %9.2f ms/token  %7.3f GB/token  ceiling %7.2f tok/s  %5.1f%% (%d tokens)\n",
+        fprintf(f,
+                "    decode  ctx %5d      %9.2f tok/s  %9.2f ms/token  %7.3f GB/token  ceiling %7.2f tok/s  %5.1f%% "
+                "(%d tokens)\n",
                 r->ctx, r->tok_s, r->ms_tok, r->bytes_tok / GB, r->ceiling_tok_s, 100 * r->frac, r->tokens);
     }
     fprintf(f, "    logits hash %08x (after the first prefill)\n", e->logits_hash);
@@ -38,8 +40,8 @@ void bench_report_text(FILE *f, const struct bench_result *R) {
             R->model_name, c->dim, c->n_layer, c->n_head, c->n_kv_head, c->ffn, c->vocab, r1_dtype_name(R->dtype),
             r1_dtype_name(R->kv_dtype));
     fprintf(f, "model ready in %.1f s; a decode step reads %.3f GB of weights\n\n", R->gen_s, R->decode_bytes / GB);
-    fprintf(f, "machine\n  cpu       %s (%s)\n  cores     %d thread%s on %d online CPU%s, L3 %zu MiB\n", M->cpu, M->slug,
-            M->threads, M->threads == 1 ? "" : "s", M->n_cpus, M->n_cpus == 1 ? "" : "s", M->l3_bytes >> 20);
+    fprintf(f, "machine\n  cpu       %s (%s)\n  cores     %d thread%s on %d online CPU%s, L3 %zu MiB\n", M->cpu,
+            M->slug, M->threads, M->threads == 1 ? "" : "s", M->n_cpus, M->n_cpus == 1 ? "" : "s", M->l3_bytes >> 20);
     fprintf(f, "  isa       %s%s%s\n", M->isa[0] ? M->isa : "n/a (only the cpu backend picks one)",
             M->features[0] ? "; cpu has " : "", M->features);
     if (M->device[0]) fprintf(f, "  device    %s\n", M->device);
@@ -50,8 +52,9 @@ void bench_report_text(FILE *f, const struct bench_result *R) {
             R->bw.best_4k_gbps, R->bw.best_huge_gbps, R->bw.reader ? R->bw.reader : "-");
 
     const struct bench_suite *S = &R->suite;
-    fprintf(f, "kernel suite: each kernel alone, T=1, attention at ctx %d; median of %d runs after 2 warm-up,\n"
-               "caches flushed before every run (%zu MiB read, not timed), per-layer kernels rotate over layers\n",
+    fprintf(f,
+            "kernel suite: each kernel alone, T=1, attention at ctx %d; median of %d runs after 2 warm-up,\n"
+            "caches flushed before every run (%zu MiB read, not timed), per-layer kernels rotate over layers\n",
             S->ctx, S->runs, R->bw.flush_bytes >> 20);
     fprintf(f, "  %-21s %-34s %-5s %10s %10s %11s %8s %7s\n", "kernel", "shape", "dtype", "us (med)", "us (min)",
             "bytes", "GB/s", "% bw");
@@ -63,7 +66,8 @@ void bench_report_text(FILE *f, const struct bench_result *R) {
 
     const struct bench_insitu *I = &R->insitu;
     double iso = 0, ins = 0;
-    fprintf(f, "\nin situ: %d real decode steps at ctx %d (session profile), next to the isolated view\n", I->steps, I->ctx);
+    fprintf(f, "\nin situ: %d real decode steps at ctx %d (session profile), next to the isolated view\n", I->steps,
+            I->ctx);
     fprintf(f, "  %-15s %10s %14s %7s %18s %9s\n", "kernel", "calls/step", "in-situ us", "share", "isolated us x calls",
             "iso/situ");
     for (int i = 0; i < I->n; i++) {
@@ -196,30 +200,30 @@ int bench_write_json(const char *path, const struct bench_result *R) {
     const struct r1_config *c = R->cfg;
     json_t *root = json_object();
     json_object_set_new(root, "machine",
-                        json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:s, s:s, s:s}", "cpu", M->cpu,
-                                  "device_id", M->slug, "isa", M->isa, "features", M->features, "threads", M->threads,
-                                  "online_cpus", M->n_cpus, "l3_bytes", (json_int_t)M->l3_bytes, "os", M->os,
-                                  "toolchain", M->toolchain, "git_sha", M->git_sha, "submitter", M->submitter));
+                        json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:I, s:s, s:s, s:s, s:s}", "cpu", M->cpu, "device_id",
+                                  M->slug, "isa", M->isa, "features", M->features, "threads", M->threads, "online_cpus",
+                                  M->n_cpus, "l3_bytes", (json_int_t)M->l3_bytes, "os", M->os, "toolchain",
+                                  M->toolchain, "git_sha", M->git_sha, "submitter", M->submitter));
     json_object_set_new(root, "bandwidth",
-                        json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:I, s:s}", "bytes", (json_int_t)R->bw.bytes,
-                                  "runs", R->bw.runs, "best_gbps", R->bw.best_gbps, "median_gbps", R->bw.median_gbps,
-                                  "best_4k_pages_gbps", R->bw.best_4k_gbps, "best_2m_pages_gbps",
-                                  R->bw.best_huge_gbps, "flush_bytes", (json_int_t)R->bw.flush_bytes, "reader",
+                        json_pack("{s:I, s:i, s:f, s:f, s:f, s:f, s:I, s:s}", "bytes", (json_int_t)R->bw.bytes, "runs",
+                                  R->bw.runs, "best_gbps", R->bw.best_gbps, "median_gbps", R->bw.median_gbps,
+                                  "best_4k_pages_gbps", R->bw.best_4k_gbps, "best_2m_pages_gbps", R->bw.best_huge_gbps,
+                                  "flush_bytes", (json_int_t)R->bw.flush_bytes, "reader",
                                   R->bw.reader ? R->bw.reader : "-"));
     json_object_set_new(root, "model",
-                        json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:f, s:f}", "name",
-                                  R->model_name, "dim", c->dim, "n_layer", c->n_layer, "n_head", c->n_head, "n_kv_head",
-                                  c->n_kv_head, "head_dim", c->head_dim, "ffn", c->ffn, "vocab", c->vocab, "dtype",
+                        json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:f, s:f}", "name", R->model_name,
+                                  "dim", c->dim, "n_layer", c->n_layer, "n_head", c->n_head, "n_kv_head", c->n_kv_head,
+                                  "head_dim", c->head_dim, "ffn", c->ffn, "vocab", c->vocab, "dtype",
                                   r1_dtype_name(R->dtype), "kv_dtype", r1_dtype_name(R->kv_dtype), "decode_bytes",
                                   R->decode_bytes, "ready_s", R->gen_s));
     json_t *ks = json_array();
     for (int i = 0; i < R->suite.n; i++) {
         const struct bench_kernel *k = &R->suite.k[i];
-        json_array_append_new(ks, json_pack("{s:s, s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:f, s:f}", "kernel", k->id,
-                                            "profile_name", k->insitu, "shape", k->shape, "dtype", k->dtype,
-                                            "calls_per_step", k->per_step, "us_median", k->us_median, "us_min",
-                                            k->us_min, "bytes", k->bytes, "gbps", k->gbps, "fraction_of_bandwidth",
-                                            k->frac));
+        json_array_append_new(ks,
+                              json_pack("{s:s, s:s, s:s, s:s, s:i, s:f, s:f, s:f, s:f, s:f}", "kernel", k->id,
+                                        "profile_name", k->insitu, "shape", k->shape, "dtype", k->dtype,
+                                        "calls_per_step", k->per_step, "us_median", k->us_median, "us_min", k->us_min,
+                                        "bytes", k->bytes, "gbps", k->gbps, "fraction_of_bandwidth", k->frac));
     }
     json_object_set_new(root, "kernel_suite",
                         json_pack("{s:i, s:i, s:o}", "runs", R->suite.runs, "ctx", R->suite.ctx, "kernels", ks));
@@ -231,8 +235,8 @@ int bench_write_json(const char *path, const struct bench_result *R) {
                                             "isolated_us_per_step", r->isolated_us_step));
     }
     json_object_set_new(root, "in_situ",
-                        json_pack("{s:i, s:i, s:f, s:o}", "steps", R->insitu.steps, "ctx", R->insitu.ctx,
-                                  "step_us", R->insitu.step_us, "kernels", is));
+                        json_pack("{s:i, s:i, s:f, s:o}", "steps", R->insitu.steps, "ctx", R->insitu.ctx, "step_us",
+                                  R->insitu.step_us, "kernels", is));
     json_object_set_new(root, "end_to_end", e2e_json(&R->e2e));
     if (R->have_cmp) json_object_set_new(root, "compare", e2e_json(&R->cmp));
     json_object_set_new(root, "total_s", json_real(R->total_s));

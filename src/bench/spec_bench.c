@@ -27,8 +27,7 @@
 #define MAX_PROMPTS 16
 #define MAX_SETTINGS 16
 
-static r1_model_t *load(const char *path, const char *synth, enum r1_dtype dt, int vocab,
-                        uint64_t seed) {
+static r1_model_t *load(const char *path, const char *synth, enum r1_dtype dt, int vocab, uint64_t seed) {
     if (path) return r1_model_load(path, &(struct r1_load_opts){.dtype = dt, .progress = isatty(2)});
     struct r1_config cfg;
     if (r1_synth_config(synth, &cfg)) return NULL;
@@ -40,9 +39,8 @@ static r1_model_t *load(const char *path, const char *synth, enum r1_dtype dt, i
 /* Greedy (or sampled) decoding of up to n tokens after ids; stops at a stop
  * id unless ignore_eos. Returns tokens made, *secs the decode time. */
 static int decode(r1_session_t *s, r1_spec_t **spp, r1_session_t *ds, const struct spec_bench_opts *o,
-                  const struct r1_spec_opts *so, const int32_t *ids, int n_ids, int n,
-                  const int32_t *stop, int n_stop, int32_t *out, double *secs,
-                  struct r1_spec_stats *st) {
+                  const struct r1_spec_opts *so, const int32_t *ids, int n_ids, int n, const int32_t *stop, int n_stop,
+                  int32_t *out, double *secs, struct r1_spec_stats *st) {
     const int V = r1_session_vocab(s);
     r1_session_truncate(s, 0);
     r1_sampler_t *smp = r1_sampler_new(&o->sp, V);
@@ -141,8 +139,8 @@ int bench_spec_run(const struct spec_bench_opts *o) {
         r1_tokenizer_free(dtok);
         if (warn) fprintf(stderr, "warning: the draft model reads more bytes per token than the target\n");
     }
-    struct r1_session_opts so = {.n_ctx = 2048, .backend = o->backend, .n_threads = o->n_threads,
-                                 .kv_dtype = o->kv_dtype};
+    struct r1_session_opts so = {
+        .n_ctx = 2048, .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
     s = r1_session_new(m, &so);
     if (!s || (dm && !(ds = r1_session_new(dm, &so)))) goto fail;
     /* prompts: files through the chat template, else a synthetic id list */
@@ -178,18 +176,17 @@ int bench_spec_run(const struct spec_bench_opts *o) {
     if (!plain_out || !spec_out) goto fail;
     printf("speculative decoding: %s%s%s, %s, %d threads, %d tokens per prompt, %s\n",
            o->model ? o->model : "synthetic ", o->model ? "" : o->synthetic,
-           dm ? (o->draft ? " + draft model" : " + synthetic draft") : "",
-           r1_dtype_name(r1_model_dtype(m)), o->n_threads > 0 ? o->n_threads : r1_physical_cores(),
-           o->n, o->sp.temperature > 0 ? "sampled" : "greedy");
+           dm ? (o->draft ? " + draft model" : " + synthetic draft") : "", r1_dtype_name(r1_model_dtype(m)),
+           o->n_threads > 0 ? o->n_threads : r1_physical_cores(), o->n, o->sp.temperature > 0 ? "sampled" : "greedy");
     if (dm)
         printf("draft: %s%s (%.2f GB of weights per token vs the target's %.2f GB)%s\n",
-               o->draft ? o->draft : "synthetic ", o->draft ? "" : o->draft_synthetic,
-               r1_model_decode_bytes(dm) / 1e9, r1_model_decode_bytes(m) / 1e9,
+               o->draft ? o->draft : "synthetic ", o->draft ? "" : o->draft_synthetic, r1_model_decode_bytes(dm) / 1e9,
+               r1_model_decode_bytes(m) / 1e9,
                o->oracle ? (o->oracle_wrong ? "; its tokens forced wrong (every draft rejected)"
                                             : "; its tokens forced to the target's (every draft kept)")
                          : "");
-    printf("%-22s %-12s %8s %8s %8s %8s %7s %6s %s\n", "prompt", "draft", "tokens", "tok/s", "speedup",
-           "accepted", "tok/step", "steps", "text");
+    printf("%-22s %-12s %8s %8s %8s %8s %7s %6s %s\n", "prompt", "draft", "tokens", "tok/s", "speedup", "accepted",
+           "tok/step", "steps", "text");
     long tot_d = 0, tot_a = 0;
     int all_same = 1;
     for (int p = 0; p < np; p++) {
@@ -201,17 +198,18 @@ int bench_spec_run(const struct spec_bench_opts *o) {
         for (int r = 0; r < (o->runs > 0 ? o->runs : 1); r++) { /* the fastest of runs */
             double t;
             lock(LOCK_EX);
-            pn = decode(s, &unused, NULL, o, NULL, pids[p], n_pids[p], o->n, stop, n_stop, plain_out,
-                        &t, &st);
+            pn = decode(s, &unused, NULL, o, NULL, pids[p], n_pids[p], o->n, stop, n_stop, plain_out, &t, &st);
             lock(LOCK_SH);
             if (t < ps) ps = t;
         }
         if (pn <= 0) goto fail;
-        printf("%-22.22s %-12s %8d %8.2f %8s %8s %7s %6s\n", pname[p], "none (plain)", pn, pn / ps,
-               "1.00x", "", "", "");
+        printf("%-22.22s %-12s %8d %8.2f %8s %8s %7s %6s\n", pname[p], "none (plain)", pn, pn / ps, "1.00x", "", "",
+               "");
         for (int k = 0; k < o->n_settings; k++) {
             struct r1_spec_opts xo = {.lookup = dm ? 0 : (o->lookup > 0 ? o->lookup : 3),
-                                      .k = o->settings[k] > 0 ? o->settings[k] : o->settings[k] < 0 ? -o->settings[k] : 0,
+                                      .k = o->settings[k] > 0   ? o->settings[k]
+                                           : o->settings[k] < 0 ? -o->settings[k]
+                                                                : 0,
                                       .fixed_k = o->settings[k] > 0};
             if (o->oracle || o->wrong[k])
                 xo.oracle = plain_out, xo.n_oracle = pn, xo.oracle_wrong = o->oracle_wrong || o->wrong[k];
@@ -237,14 +235,18 @@ int bench_spec_run(const struct spec_bench_opts *o) {
             printf("%-22.22s %-12s %8d %8.2f %7.2fx %7.1f%% %7.2f %6ld %s\n", pname[p], what, sn, sn / ss,
                    (sn / ss) / (pn / ps), st.drafted ? 100.0 * st.accepted / st.drafted : 0.0,
                    st.steps ? (double)(st.generated - 1) / st.steps : 0.0, st.steps,
-                   o->sp.temperature > 0 ? "(sampled)" : same ? "identical" : "DIFFERS");
+                   o->sp.temperature > 0 ? "(sampled)"
+                   : same                ? "identical"
+                                         : "DIFFERS");
             tot_d += st.drafted, tot_a += st.accepted;
             fflush(stdout);
         }
     }
     printf("speculative statistics: %ld drafted, %ld accepted (%.1f%%)%s\n", tot_d, tot_a,
            tot_d ? 100.0 * tot_a / tot_d : 0.0,
-           o->sp.temperature > 0 ? "" : all_same ? "; every greedy text identical to plain" : "; SOME TEXT DIFFERS");
+           o->sp.temperature > 0 ? ""
+           : all_same            ? "; every greedy text identical to plain"
+                                 : "; SOME TEXT DIFFERS");
     rc = all_same ? 0 : 1;
     goto out;
 fail:

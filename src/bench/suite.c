@@ -62,12 +62,12 @@ static int alloc_bufs(struct suite_bufs *b, const struct r1_config *c, enum r1_d
     b->scratch = r1_alloc((size_t)nth * ctx * 4, "bench attention scratch");
     b->cos = r1_alloc((size_t)ctx * hd / 2 * 4, "bench rope tables");
     b->sin = r1_alloc((size_t)ctx * hd / 2 * 4, "bench rope tables");
-    b->kv = (struct r1_kv_cache){.dtype = kvt, .n_layer = c->n_layer, .n_kv_head = c->n_kv_head,
-                                 .n_ctx = ctx, .head_dim = hd};
+    b->kv = (struct r1_kv_cache){
+        .dtype = kvt, .n_layer = c->n_layer, .n_kv_head = c->n_kv_head, .n_ctx = ctx, .head_dim = hd};
     b->kv.k = r1_alloc(kvn * es, "bench KV cache");
     b->kv.v = r1_alloc(kvn * es, "bench KV cache");
-    if (!b->x || !b->xb || !b->qkv || !b->att || !b->hb || !b->logits || !b->logits0 || !b->scratch ||
-        !b->cos || !b->sin || !b->kv.k || !b->kv.v) {
+    if (!b->x || !b->xb || !b->qkv || !b->att || !b->hb || !b->logits || !b->logits0 || !b->scratch || !b->cos ||
+        !b->sin || !b->kv.k || !b->kv.v) {
         free_bufs(b);
         return -1;
     }
@@ -79,7 +79,7 @@ static int alloc_bufs(struct suite_bufs *b, const struct r1_config *c, enum r1_d
     /* logits of a confident model: a bulk around 0 and one clear winner */
     for (int i = 0; i < c->vocab; i++) b->logits0[i] = 2.5f * (frand() + frand() + frand());
     b->logits0[c->vocab / 3] = 25.0f;
-    float kr[512], vr[512]; /* head_dim <= 512, checked at load */
+    float kr[512], vr[512];            /* head_dim <= 512, checked at load */
     for (size_t r = 0; r < kvn; r++) { /* a row at a time, in the cache's dtype */
         for (int i = 0; i < hd; i++) kr[i] = 0.5f * frand(), vr[i] = 0.5f * frand();
         r1_dtype_traits[kvt].from_f32(kr, (uint8_t *)b->kv.k + r * es, hd);
@@ -102,7 +102,8 @@ static void *dev_copy(const struct r1_device_ops *dv, const void *h, size_t byte
     return p;
 }
 static void free_dev_bufs(const struct r1_device_ops *dv, struct suite_bufs *d) {
-    void *p[] = {d->x, d->xb, d->qkv, d->att, d->hb, d->logits, d->logits0, d->scratch, d->cos, d->sin, d->kv.k, d->kv.v};
+    void *p[] = {d->x,       d->xb,      d->qkv, d->att, d->hb,   d->logits,
+                 d->logits0, d->scratch, d->cos, d->sin, d->kv.k, d->kv.v};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) dv->free(p[i]);
     memset(d, 0, sizeof *d);
 }
@@ -155,10 +156,19 @@ static void make_op(const struct ctx *x, const char *id, int l, int32_t *tok, in
     const struct r1_config *c = x->c;
     const struct r1_layer *L = &x->m->layers[l];
     struct suite_bufs *b = x->b;
-    *op = (struct r1_op){.T = 1, .pos0 = x->pos, .n_head = c->n_head, .n_kv_head = c->n_kv_head,
-                         .head_dim = c->head_dim, .kv = &b->kv, .rope_cos = b->cos, .rope_sin = b->sin,
-                         .scratch = b->scratch, .scratch_stride = (size_t)b->kv.n_ctx, .eps = c->eps,
-                         .n = c->dim, .layer = l};
+    *op = (struct r1_op){.T = 1,
+                         .pos0 = x->pos,
+                         .n_head = c->n_head,
+                         .n_kv_head = c->n_kv_head,
+                         .head_dim = c->head_dim,
+                         .kv = &b->kv,
+                         .rope_cos = b->cos,
+                         .rope_sin = b->sin,
+                         .scratch = b->scratch,
+                         .scratch_stride = (size_t)b->kv.n_ctx,
+                         .eps = c->eps,
+                         .n = c->dim,
+                         .layer = l};
     if (!strcmp(id, "embedding")) op->kernel = R1_K_EMBEDDING, op->out = b->x, op->w = &x->m->emb, op->ids = tok;
     else if (!strcmp(id, "rms_norm")) op->kernel = R1_K_RMS_NORM, op->out = b->xb, op->x = b->x, op->b = L->attn_norm;
     else if (!strcmp(id, "qkv_bias"))
@@ -166,11 +176,14 @@ static void make_op(const struct ctx *x, const char *id, int l, int32_t *tok, in
     else if (!strcmp(id, "rope_qk")) op->kernel = R1_K_ROPE_QK, op->out = b->qkv;
     else if (!strcmp(id, "kv_append")) op->kernel = R1_K_KV_APPEND, op->x = b->qkv;
     else if (!strcmp(id, "attention_gqa")) op->kernel = R1_K_ATTENTION_GQA, op->out = b->att, op->x = b->qkv;
-    else if (!strcmp(id, "matvec_add.o_proj")) op->kernel = R1_K_MATVEC_ADD, op->out = b->x, op->x = b->att, op->w = &L->wo;
-    else if (!strcmp(id, "gate_up_silu")) op->kernel = R1_K_GATE_UP_SILU, op->out = b->hb, op->x = b->xb, op->w = &L->wgu;
+    else if (!strcmp(id, "matvec_add.o_proj"))
+        op->kernel = R1_K_MATVEC_ADD, op->out = b->x, op->x = b->att, op->w = &L->wo;
+    else if (!strcmp(id, "gate_up_silu"))
+        op->kernel = R1_K_GATE_UP_SILU, op->out = b->hb, op->x = b->xb, op->w = &L->wgu;
     else if (!strcmp(id, "matvec_add.down_proj"))
         op->kernel = R1_K_MATVEC_ADD, op->out = b->x, op->x = b->hb, op->w = &L->wdown;
-    else if (!strcmp(id, "lm_head")) op->kernel = R1_K_LM_HEAD, op->out = b->logits, op->x = b->xb, op->w = &x->m->lm_head;
+    else if (!strcmp(id, "lm_head"))
+        op->kernel = R1_K_LM_HEAD, op->out = b->logits, op->x = b->xb, op->w = &x->m->lm_head;
     else if (!strcmp(id, "argmax")) op->kernel = R1_K_ARGMAX, op->x = b->logits, op->n = c->vocab, op->out_id = out_id;
     else op->kernel = R1_K_COUNT; /* sample */
 }
@@ -216,7 +229,8 @@ int bench_suite_run(struct bench_suite *s, const struct r1_model *host_m, const 
         {"matvec_add.o_proj", "matvec_add", wd, R1_K_MATVEC_ADD, 1, L, mat_bytes(&L0->wo) + qd * 4.0 + D * 8, ""},
         {"gate_up_silu", "gate_up_silu", wd, R1_K_GATE_UP_SILU, 1, L, mat_bytes(&L0->wgu) + D * 4 + F * 4, ""},
         {"matvec_add.down_proj", "matvec_add", wd, R1_K_MATVEC_ADD, 1, L, mat_bytes(&L0->wdown) + F * 4 + D * 8, ""},
-        {"lm_head", "lm_head", r1_dtype_name(m->lm_head.dtype), R1_K_LM_HEAD, 0, 1, mat_bytes(&m->lm_head) + D * 4 + V * 4, ""},
+        {"lm_head", "lm_head", r1_dtype_name(m->lm_head.dtype), R1_K_LM_HEAD, 0, 1,
+         mat_bytes(&m->lm_head) + D * 4 + V * 4, ""},
         {"argmax", "argmax", "f32", R1_K_ARGMAX, 0, 0, V * 4, ""},
         {"sample", "sample", "f32", R1_K_COUNT, 0, 1, V * 4, ""},
     };

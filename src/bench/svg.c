@@ -15,11 +15,21 @@
 static void esc(FILE *f, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '&': fputs("&amp;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
         default:
             if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, f);
         }
@@ -46,16 +56,17 @@ int bench_write_svg(const char *path, const struct bench_result *R) {
     const int H = top2 + plot_h + label_h + 20;
     char buf[512];
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
-               "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
-               "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" height=\"%d\" "
+            "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\">\n"
+            "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
             W, H, W, H, W, H);
     snprintf(buf, sizeof buf, "r1infer bench: %s, %s weights, backend %s", R->model_name, r1_dtype_name(R->dtype),
              R->e2e.backend ? R->e2e.backend : "?");
     text(f, 20, 28, "start", 18, "font-weight=\"bold\"", buf);
-    snprintf(buf, sizeof buf, "%s, %d threads, %.2f GB/s measured read bandwidth, git %s", R->mach.cpu,
-             R->mach.threads, R->bw.best_gbps, R->mach.git_sha);
+    snprintf(buf, sizeof buf, "%s, %d threads, %.2f GB/s measured read bandwidth, git %s", R->mach.cpu, R->mach.threads,
+             R->bw.best_gbps, R->mach.git_sha);
     text(f, 20, 48, "start", 12, "fill=\"#555555\"", buf);
 
     /* ---- panel 1: in-situ share ---- */
@@ -97,8 +108,9 @@ int bench_write_svg(const char *path, const struct bench_result *R) {
         snprintf(buf, sizeof buf, "%.1f", v);
         text(f, px0 - 6, yy + 4, "end", 11, NULL, buf);
     }
-    fprintf(f, "<text x=\"18\" y=\"%.1f\" font-size=\"12\" transform=\"rotate(-90 18 %.1f)\" "
-               "text-anchor=\"middle\">GB/s</text>\n",
+    fprintf(f,
+            "<text x=\"18\" y=\"%.1f\" font-size=\"12\" transform=\"rotate(-90 18 %.1f)\" "
+            "text-anchor=\"middle\">GB/s</text>\n",
             top2 + plot_h / 2.0, top2 + plot_h / 2.0);
     double slot = S->n ? (double)pw / S->n : pw;
     for (int i = 0; i < S->n; i++) {
@@ -114,8 +126,9 @@ int bench_write_svg(const char *path, const struct bench_result *R) {
         text(f, lx, ly, "end", 11, tr, k->id);
     }
     double by = base - plot_h * R->bw.best_gbps / maxg;
-    fprintf(f, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000000\" stroke-width=\"1.5\" "
-               "stroke-dasharray=\"6,4\"/>\n",
+    fprintf(f,
+            "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#000000\" stroke-width=\"1.5\" "
+            "stroke-dasharray=\"6,4\"/>\n",
             px0, by, px0 + pw, by);
     snprintf(buf, sizeof buf, "measured bandwidth %.2f GB/s", R->bw.best_gbps);
     text(f, px0 + pw, by - 5, "end", 11, NULL, buf);

@@ -12,43 +12,57 @@
 #include "cli/opts.h"
 
 static void bench_help(FILE *f) {
-    fprintf(f,
-            "usage: r1infer bench (-m MODEL | --synthetic 1.5b|7b|14b|32b|tiny) [options]\n"
-            "Measures memory bandwidth, every kernel of a decode step alone (caches flushed),\n"
-            "the in-situ kernel profile of real decode steps, and end-to-end prefill/decode\n"
-            "against the bandwidth ceiling. The report goes to stdout.\n"
-            "  --synthetic NAME       a random model of that shape, built in memory (no disk)\n"
-            "  --runs N               timed runs per kernel, median reported (default 20)\n"
-            "  --compare NAME         also run the end-to-end figures on this backend (ref: reduced plan)\n"
-            "  --csv FILE             leaderboard rows (one per kernel + decode_step)\n"
-            "  --json FILE            the full result\n"
-            "  --svg FILE             a chart: in-situ shares and per-kernel GB/s vs bandwidth\n"
-            "  --batch 1,2,4,8,16     instead: aggregate decode tok/s and step time of that many sequences\n"
-            "                         decoding together (continuous batching), next to the bandwidth probe;\n"
-            "                         with --profile also each kernel's ms per step at each batch size;\n"
-            "                         with --depth each batch size also at those depths (every sequence\n"
-            "                         that many positions deep; share of the bandwidth counts its cache)\n"
-            "  --quick                small buffers and few tokens (for tests; figures are not meaningful)\n"
-            "  --depth 8192,16384     also decode at these contexts (up to 5; each row's bytes per token\n"
-            "                         count the KV cache it reads; capped at the model's length)\n"
-            "  --full-fill            compute every cache position before the ctx-4096 decode\n"
-            "                         (default: fast-forward them, which reads the same bytes)\n"
-            "  --spec                 instead: plain vs speculative decoding tok/s on the same prompts\n"
-            "    --lookup N / --draft MODEL / --draft-synthetic NAME   the draft source (default --lookup 3)\n"
-            "    --spec-k LIST        draft settings, e.g. 2,4,8,a (a number: that k fixed; a: adaptive up\n"
-            "                         to --draft-n; aK: adaptive up to K); default a\n"
-            "    --oracle right|wrong force every drafted token right (kept) or wrong (rejected);\n"
-            "                         a setting wK or wa in --spec-k forces its drafts wrong\n"
-            "    --prompt-file FILE   a prompt (repeatable; chat template applied); default: synthetic ids\n"
-            "    -n N                 tokens per prompt (default 128); --ignore-eos\n"
-            "    --runs N             each figure the fastest of N runs (default 1)\n");
+    fprintf(f, "usage: r1infer bench (-m MODEL | --synthetic 1.5b|7b|14b|32b|tiny) [options]\n"
+               "Measures memory bandwidth, every kernel of a decode step alone (caches flushed),\n"
+               "the in-situ kernel profile of real decode steps, and end-to-end prefill/decode\n"
+               "against the bandwidth ceiling. The report goes to stdout.\n"
+               "  --synthetic NAME       a random model of that shape, built in memory (no disk)\n"
+               "  --runs N               timed runs per kernel, median reported (default 20)\n"
+               "  --compare NAME         also run the end-to-end figures on this backend (ref: reduced plan)\n"
+               "  --csv FILE             leaderboard rows (one per kernel + decode_step)\n"
+               "  --json FILE            the full result\n"
+               "  --svg FILE             a chart: in-situ shares and per-kernel GB/s vs bandwidth\n"
+               "  --batch 1,2,4,8,16     instead: aggregate decode tok/s and step time of that many sequences\n"
+               "                         decoding together (continuous batching), next to the bandwidth probe;\n"
+               "                         with --profile also each kernel's ms per step at each batch size;\n"
+               "                         with --depth each batch size also at those depths (every sequence\n"
+               "                         that many positions deep; share of the bandwidth counts its cache)\n"
+               "  --quick                small buffers and few tokens (for tests; figures are not meaningful)\n"
+               "  --depth 8192,16384     also decode at these contexts (up to 5; each row's bytes per token\n"
+               "                         count the KV cache it reads; capped at the model's length)\n"
+               "  --full-fill            compute every cache position before the ctx-4096 decode\n"
+               "                         (default: fast-forward them, which reads the same bytes)\n"
+               "  --spec                 instead: plain vs speculative decoding tok/s on the same prompts\n"
+               "    --lookup N / --draft MODEL / --draft-synthetic NAME   the draft source (default --lookup 3)\n"
+               "    --spec-k LIST        draft settings, e.g. 2,4,8,a (a number: that k fixed; a: adaptive up\n"
+               "                         to --draft-n; aK: adaptive up to K); default a\n"
+               "    --oracle right|wrong force every drafted token right (kept) or wrong (rejected);\n"
+               "                         a setting wK or wa in --spec-k forces its drafts wrong\n"
+               "    --prompt-file FILE   a prompt (repeatable; chat template applied); default: synthetic ids\n"
+               "    -n N                 tokens per prompt (default 128); --ignore-eos\n"
+               "    --runs N             each figure the fastest of N runs (default 1)\n");
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_PROFILE | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
-static const char *const bench_flags[] = {"--synthetic", "--runs", "--compare", "--csv", "--json", "--svg",
-                                          "--batch", "--quick", "--full-fill", "--spec", "--draft-synthetic",
-                                          "--spec-k", "--oracle", "--prompt-file", "-n", "--n-predict",
-                                          "--ignore-eos", "--help", NULL};
+static const char *const bench_flags[] = {"--synthetic",
+                                          "--runs",
+                                          "--compare",
+                                          "--csv",
+                                          "--json",
+                                          "--svg",
+                                          "--batch",
+                                          "--quick",
+                                          "--full-fill",
+                                          "--spec",
+                                          "--draft-synthetic",
+                                          "--spec-k",
+                                          "--oracle",
+                                          "--prompt-file",
+                                          "-n",
+                                          "--n-predict",
+                                          "--ignore-eos",
+                                          "--help",
+                                          NULL};
 
 int cmd_bench(int argc, char **argv) {
     struct cli_opts co;
@@ -74,8 +88,7 @@ int cmd_bench(int argc, char **argv) {
             long v;
             if (cli_int("bench", a, argv[++i], 1, 1 << 20, &v)) return 2;
             so.n = (int)v;
-        }
-        else if (has && !strcmp(a, "--prompt-file") && so.n_prompt_files < 16)
+        } else if (has && !strcmp(a, "--prompt-file") && so.n_prompt_files < 16)
             so.prompt_files[so.n_prompt_files++] = argv[++i];
         else if (has && !strcmp(a, "--oracle")) {
             const char *v = argv[++i];
@@ -96,14 +109,15 @@ int cmd_bench(int argc, char **argv) {
                 if (u[0] == 'a') k = -k;
                 if (*end || (u[0] != 'a' && end == num) || k > R1_SPEC_MAX_K || k < -R1_SPEC_MAX_K ||
                     (u[0] != 'a' && k < 1)) {
-                    fprintf(stderr, "r1infer bench: --spec-k takes 1..%d or a or aK (w before: forced wrong), got '%s'\n", R1_SPEC_MAX_K, t);
+                    fprintf(stderr,
+                            "r1infer bench: --spec-k takes 1..%d or a or aK (w before: forced wrong), got '%s'\n",
+                            R1_SPEC_MAX_K, t);
                     return 2;
                 }
                 so.wrong[so.n_settings] = wrong;
                 so.settings[so.n_settings++] = (int)k;
             }
-        }
-        else if (!strcmp(a, "--full-fill")) o.full_fill = 1;
+        } else if (!strcmp(a, "--full-fill")) o.full_fill = 1;
         else if (has && !strcmp(a, "--synthetic")) o.synthetic = argv[++i];
         else if (has && !strcmp(a, "--compare")) o.compare = argv[++i];
         else if (has && !strcmp(a, "--csv")) o.csv = argv[++i];
@@ -115,8 +129,7 @@ int cmd_bench(int argc, char **argv) {
             for (;;) {
                 char *end;
                 long v = strtol(p, &end, 10);
-                if (end == p || v < 1 || v > BENCH_MAX_BATCH || o.n_batch == BENCH_MAX_ROWS ||
-                    (*end && *end != ',')) {
+                if (end == p || v < 1 || v > BENCH_MAX_BATCH || o.n_batch == BENCH_MAX_ROWS || (*end && *end != ',')) {
                     fprintf(stderr,
                             "r1infer bench: --batch expects up to %d sizes from 1 to %d separated by commas, "
                             "got '%s'\n",

@@ -21,16 +21,15 @@
 #include "model/safetensors.h"
 
 static void help(FILE *f) {
-    fprintf(f,
-            "usage: r1infer convert -m HFDIR|IN.gguf -o OUT.gguf\n"
-            "       [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_K|q5_K|q6_K]\n"
-            "Writes a GGUF v3 file llama.cpp and gguf-py can read. --dtype defaults to the\n"
-            "checkpoint's own; norms and biases stay f32. A matrix whose width does not fit the\n"
-            "block of the dtype falls back to q8_0 (or f16).\n"
-            "From a Hugging Face directory, q4_K is a Q4_K_M-like mix: attn_v, ffn_down and\n"
-            "output in q6_K. From a GGUF file every matrix gets --dtype, exactly what loading\n"
-            "it with --dtype does (so llama.cpp can run the same weights); its metadata and\n"
-            "tokenizer are copied.\n");
+    fprintf(f, "usage: r1infer convert -m HFDIR|IN.gguf -o OUT.gguf\n"
+               "       [--dtype f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_K|q5_K|q6_K]\n"
+               "Writes a GGUF v3 file llama.cpp and gguf-py can read. --dtype defaults to the\n"
+               "checkpoint's own; norms and biases stay f32. A matrix whose width does not fit the\n"
+               "block of the dtype falls back to q8_0 (or f16).\n"
+               "From a Hugging Face directory, q4_K is a Q4_K_M-like mix: attn_v, ffn_down and\n"
+               "output in q6_K. From a GGUF file every matrix gets --dtype, exactly what loading\n"
+               "it with --dtype does (so llama.cpp can run the same weights); its metadata and\n"
+               "tokenizer are copied.\n");
 }
 
 struct shard {
@@ -58,9 +57,7 @@ static const struct r1_src_tensor *find(const struct conv *c, const char *name) 
     return NULL;
 }
 
-static int cmp_str(const void *a, const void *b) {
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* Every *.safetensors file of dir, mapped and parsed. */
 static int open_shards(struct conv *c, const char *dir) {
@@ -114,8 +111,8 @@ out:
 /* The dtype a tensor is written in. */
 static enum r1_dtype choose(const struct r1_src_tensor *t, const char *gguf_name, enum r1_dtype want, int mix) {
     if (t->ndim == 1) return R1_DTYPE_F32;
-    if (mix && want == R1_DTYPE_Q4_K && (strstr(gguf_name, "attn_v.") || strstr(gguf_name, "ffn_down.") ||
-                                  !strcmp(gguf_name, "output.weight")))
+    if (mix && want == R1_DTYPE_Q4_K &&
+        (strstr(gguf_name, "attn_v.") || strstr(gguf_name, "ffn_down.") || !strcmp(gguf_name, "output.weight")))
         want = R1_DTYPE_Q6_K;
     int64_t cols = t->shape[t->ndim - 1];
     if (r1_dtype_row_bytes(want, cols) || cols == 0) return want;
@@ -123,19 +120,19 @@ static enum r1_dtype choose(const struct r1_src_tensor *t, const char *gguf_name
     return R1_DTYPE_F16;
 }
 
-static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src_tensor *t,
-                   const char *hf, enum r1_dtype want, int heads, const char *dir);
+static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src_tensor *t, const char *hf,
+                   enum r1_dtype want, int heads, const char *dir);
 
 /* A tensor of the checkpoint; heads > 0 permutes its rows for llama.cpp's rope. */
-static int add(struct conv *c, struct r1_gguf_writer *w, const char *hf, enum r1_dtype want,
-               int heads, const char *dir) {
+static int add(struct conv *c, struct r1_gguf_writer *w, const char *hf, enum r1_dtype want, int heads,
+               const char *dir) {
     const struct r1_src_tensor *t = find(c, hf);
     if (!t) return r1_err("%s: tensor '%s' is missing", dir, hf);
     return add_src(c, w, t, hf, want, heads, dir);
 }
 
-static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src_tensor *t,
-                   const char *hf, enum r1_dtype want, int heads, const char *dir) {
+static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src_tensor *t, const char *hf,
+                   enum r1_dtype want, int heads, const char *dir) {
     char name[96];
     if (r1_gguf_name_from_hf(hf, name, sizeof name)) return r1_err("no GGUF name for '%s'", hf);
     if (t->ndim < 1 || t->ndim > 2) return r1_err("%s: tensor '%s' is not 1-D or 2-D", dir, hf);
@@ -159,8 +156,8 @@ static int add_src(struct conv *c, struct r1_gguf_writer *w, const struct r1_src
         c->row_cap = cols;
     }
     if (heads > 0 && t->shape[0] % (2 * heads))
-        return r1_err("%s: tensor '%s' has %lld rows, not a multiple of 2 x %d heads", dir, hf,
-                      (long long)t->shape[0], heads);
+        return r1_err("%s: tensor '%s' has %lld rows, not a multiple of 2 x %d heads", dir, hf, (long long)t->shape[0],
+                      heads);
     c->src[c->n] = t;
     c->heads[c->n] = heads;
     c->dt[c->n++] = dt;
@@ -203,14 +200,22 @@ static int fill(void *ctx, int i, uint8_t *dst, size_t size) {
 /* general.file_type (llama.cpp's LlamaFileType numbering) */
 static uint32_t file_type(enum r1_dtype d) {
     switch (d) {
-    case R1_DTYPE_F32: return 0;
-    case R1_DTYPE_F16: return 1;
-    case R1_DTYPE_Q4_0: return 2;
-    case R1_DTYPE_Q8_0: return 7;
-    case R1_DTYPE_Q4_K: return 15; /* Q4_K_M */
-    case R1_DTYPE_Q6_K: return 18;
-    case R1_DTYPE_BF16: return 32;
-    default: return 0;
+    case R1_DTYPE_F32:
+        return 0;
+    case R1_DTYPE_F16:
+        return 1;
+    case R1_DTYPE_Q4_0:
+        return 2;
+    case R1_DTYPE_Q8_0:
+        return 7;
+    case R1_DTYPE_Q4_K:
+        return 15; /* Q4_K_M */
+    case R1_DTYPE_Q6_K:
+        return 18;
+    case R1_DTYPE_BF16:
+        return 32;
+    default:
+        return 0;
     }
 }
 
@@ -366,8 +371,11 @@ static int convert(const char *dir, const char *out, enum r1_dtype want) {
         r1_rope_inv_freq(&plain, NULL, base_f);
         r1_rope_inv_freq(&cfg, NULL, base_f + half);
         for (int i = 0; i < half; i++) base_f[i] = base_f[i] / base_f[half + i];
-        c.rope_freqs = (struct r1_src_tensor){.name = R1_ROPE_FREQS_NAME, .dtype = R1_DTYPE_F32,
-                                              .ndim = 1, .shape = {half}, .data = (const uint8_t *)base_f,
+        c.rope_freqs = (struct r1_src_tensor){.name = R1_ROPE_FREQS_NAME,
+                                              .dtype = R1_DTYPE_F32,
+                                              .ndim = 1,
+                                              .shape = {half},
+                                              .data = (const uint8_t *)base_f,
                                               .size = (size_t)half * sizeof(float)};
         if (add_src(&c, w, &c.rope_freqs, R1_ROPE_FREQS_NAME, R1_DTYPE_F32, 0, dir)) goto out;
     }
@@ -382,16 +390,15 @@ static int convert(const char *dir, const char *out, enum r1_dtype want) {
     for (int l = 0; l < cfg.n_layer; l++)
         for (size_t j = 0; j < sizeof layer / sizeof layer[0]; j++) {
             if (!cfg.qkv_bias && strstr(layer[j], ".bias")) continue;
-            int heads = !llama ? 0
+            int heads = !llama                                       ? 0
                         : !strncmp(layer[j], "self_attn.q_proj", 16) ? cfg.n_head
                         : !strncmp(layer[j], "self_attn.k_proj", 16) ? cfg.n_kv_head
-                                                                      : 0;
+                                                                     : 0;
             char hf[128];
             snprintf(hf, sizeof hf, "model.layers.%d.%s", l, layer[j]);
             if (add(&c, w, hf, want, heads, dir)) goto out;
         }
-    if (add(&c, w, "model.norm.weight", want, 0, dir) ||
-        (!cfg.tied && add(&c, w, "lm_head.weight", want, 0, dir)))
+    if (add(&c, w, "model.norm.weight", want, 0, dir) || (!cfg.tied && add(&c, w, "lm_head.weight", want, 0, dir)))
         goto out;
     rc = r1_gguf_w_write(w, out, fill, &c, 1);
 out:

@@ -37,8 +37,8 @@ static void help(FILE *f) {
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_PROFILE);
 }
 
-static const char *const ppl_flags[] = {"-f", "--file", "--chunks", "--kld-base", "--kld-top", "--kld", "--json",
-                                        "--help", NULL};
+static const char *const ppl_flags[] = {"-f",    "--file", "--chunks", "--kld-base", "--kld-top",
+                                        "--kld", "--json", "--help",   NULL};
 
 struct rows {
     struct eval_kld_writer *w;
@@ -126,8 +126,11 @@ int cmd_perplexity(int argc, char **argv) {
     }
     if (cli_open(&o, &m, &s)) goto out;
     const int vocab = r1_model_config(m)->vocab;
-    struct eval_kld_head head = {.vocab = (uint32_t)vocab, .ctx = (uint32_t)w.ctx, .first = (uint32_t)w.first,
-                                 .n_chunks = (uint32_t)w.n_chunks, .top_k = (uint32_t)top_k,
+    struct eval_kld_head head = {.vocab = (uint32_t)vocab,
+                                 .ctx = (uint32_t)w.ctx,
+                                 .first = (uint32_t)w.first,
+                                 .n_chunks = (uint32_t)w.n_chunks,
+                                 .top_k = (uint32_t)top_k,
                                  .ids_hash = eval_hash_ids(ids, (size_t)w.n_chunks * w.ctx)};
     if (kld_base && !(rows.w = eval_kld_create(kld_base, &head))) {
         fprintf(stderr, "r1infer perplexity: %s\n", r1_last_error());
@@ -163,14 +166,14 @@ int cmd_perplexity(int argc, char **argv) {
         printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"ctx\": %d, \"chunks\": %d, \"tokens\": %d, "
                "\"scored\": %ld, \"ppl\": %.6f, \"ppl_err\": %.6f, \"nll\": %.9f, \"evaluated\": %ld, "
                "\"secs\": %.3f, \"tok_s\": %.2f",
-               o.model, r1_dtype_name(r1_model_dtype(m)), w.ctx, w.n_chunks, n, r.count, r.ppl, r.err,
-               r.nll / r.count, r.evaluated, r.secs, tps);
+               o.model, r1_dtype_name(r1_model_dtype(m)), w.ctx, w.n_chunks, n, r.count, r.ppl, r.err, r.nll / r.count,
+               r.evaluated, r.secs, tps);
         if (rows.r)
             printf(", \"kld\": {\"mean\": %.8f, \"mean_err\": %.8f, \"p99\": %.8f, \"median\": %.8f, \"max\": %.6f, "
                    "\"same_top\": %.6f, \"same_top_err\": %.6f, \"mean_dp\": %.8f, \"mean_dp_err\": %.8f, "
                    "\"rms_dp\": %.8f, \"ppl_base\": %.6f}",
-                   ks.mean_kld, ks.mean_kld_err, ks.p99_kld, ks.median_kld, ks.max_kld, ks.same_top,
-                   ks.same_top_err, ks.mean_dp, ks.mean_dp_err, ks.rms_dp, ks.ppl_base);
+                   ks.mean_kld, ks.mean_kld_err, ks.p99_kld, ks.median_kld, ks.max_kld, ks.same_top, ks.same_top_err,
+                   ks.mean_dp, ks.mean_dp_err, ks.rms_dp, ks.ppl_base);
         printf("}\n");
     } else {
         printf("PPL = %.4f +/- %.5f\n", r.ppl, r.err);
@@ -183,8 +186,8 @@ int cmd_perplexity(int argc, char **argv) {
             printf("  mean KLD:     %.6f +/- %.6f\n", ks.mean_kld, ks.mean_kld_err);
             printf("  99%% KLD:      %.6f   (median %.6f, max %.6f)\n", ks.p99_kld, ks.median_kld, ks.max_kld);
             printf("  same top-1:   %.3f%% +/- %.3f%%\n", 100 * ks.same_top, 100 * ks.same_top_err);
-            printf("  mean dp:      %.4f%% +/- %.4f%%   (p_run - p_base of the correct token)\n",
-                   100 * ks.mean_dp, 100 * ks.mean_dp_err);
+            printf("  mean dp:      %.4f%% +/- %.4f%%   (p_run - p_base of the correct token)\n", 100 * ks.mean_dp,
+                   100 * ks.mean_dp_err);
             printf("  RMS dp:       %.4f%%\n", 100 * ks.rms_dp);
         }
     }

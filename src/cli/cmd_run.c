@@ -17,16 +17,16 @@ struct gen {
     r1_session_t *s;
     r1_tokenizer_t *tok; /* NULL when --prompt-ids without a tokenizer */
     r1_sampler_t *smp;
-    r1_spec_t *spec;         /* speculative decoder, or NULL */
-    const int32_t *cached;   /* with spec: the ids in the session's cache */
+    r1_spec_t *spec;       /* speculative decoder, or NULL */
+    const int32_t *cached; /* with spec: the ids in the session's cache */
     int n_cached;
     int32_t stop[4];
     int n_stop, ignore_eos, print_ids, dim_think, vocab;
     r1_grammar_t *gram; /* --grammar / --json-schema / --json: the output follows it */
     r1_gvocab_t *gvocab;
     r1_gmatch_t *gm;
-    int gram_wait;      /* an R1 prompt opened <think>: the grammar starts after </think> */
-    double sample_s;    /* time in the sampler (and the grammar) */
+    int gram_wait;     /* an R1 prompt opened <think>: the grammar starts after </think> */
+    double sample_s;   /* time in the sampler (and the grammar) */
     r1_think_t *think; /* --reasoning-budget, or NULL */
 };
 
@@ -144,8 +144,7 @@ static int generate(struct gen *g, const float *logits0, int n, double *secs, in
     }
     /* the cache holds no more than the ids the caller knows of (a step may
      * have run past a stop token or -n) */
-    if (g->spec && r1_session_n_past(g->s) > g->n_cached + made)
-        r1_session_truncate(g->s, g->n_cached + made);
+    if (g->spec && r1_session_n_past(g->s) > g->n_cached + made) r1_session_truncate(g->s, g->n_cached + made);
     if (dt && !g->print_ids) fputs(r1_detok_flush(dt), stdout);
     if (in_think) fputs("\033[0m", stdout);
     if (g->print_ids) fputs("]\n", stdout);
@@ -207,11 +206,12 @@ static void run_help(FILE *f) {
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_PROFILE | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
-static const char *const run_flags[] = {"-p", "--prompt", "-f", "--file", "--system", "--system-prompt", "-n",
-                                        "--n-predict", "--raw", "--ignore-eos", "--prompt-ids", "--print-ids",
-                                        "--grammar", "--json-schema", "--json", "--help", NULL};
-static const char *const chat_flags[] = {"--system", "--system-prompt", "-n", "--n-predict", "--grammar",
-                                         "--json-schema", "--json", "--help", NULL};
+static const char *const run_flags[] = {
+    "-p",    "--prompt",     "-f",           "--file",      "--system",  "--system-prompt", "-n",     "--n-predict",
+    "--raw", "--ignore-eos", "--prompt-ids", "--print-ids", "--grammar", "--json-schema",   "--json", "--help",
+    NULL};
+static const char *const chat_flags[] = {"--system",      "--system-prompt", "-n",     "--n-predict", "--grammar",
+                                         "--json-schema", "--json",          "--help", NULL};
 
 static int setup_gen(struct gen *g, const struct cli_opts *o, r1_model_t *m, r1_session_t *s, int need_tok) {
     memset(g, 0, sizeof *g);
@@ -590,8 +590,8 @@ int cmd_chat(int argc, char **argv) {
         free(gen_ids);
         msgs[n_msgs++] = (struct r1_chat_msg){"assistant", reply ? reply : strdup("")};
         /* on stderr: a pipe that wants only the answers drops it */
-        fprintf(stderr, "[prefill %d new tokens (%d cached) at %.1f tok/s; %d tokens at %.2f tok/s]\n",
-                n_ids - keep, keep, (n_ids - keep) / tp, made, made > 0 ? made / secs : 0.0);
+        fprintf(stderr, "[prefill %d new tokens (%d cached) at %.1f tok/s; %d tokens at %.2f tok/s]\n", n_ids - keep,
+                keep, (n_ids - keep) / tp, made, made > 0 ? made / secs : 0.0);
         if (g.spec && o.verbose) cli_print_spec_stats(g.spec);
     }
     rc = 0;

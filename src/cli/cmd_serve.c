@@ -50,9 +50,10 @@ static void serve_help(FILE *f) {
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
-static const char *const serve_flags[] = {"--host", "--port", "--parallel", "-np", "--batch-tokens", "--queue",
-                                          "--api-key", "--max-body", "--timeout", "--max-conns", "--max-conns-per-ip",
-                                          "--request-deadline", "--no-access-log", "--help", NULL};
+static const char *const serve_flags[] = {
+    "--host",          "--port",     "--parallel", "-np",         "--batch-tokens",     "--queue",
+    "--api-key",       "--max-body", "--timeout",  "--max-conns", "--max-conns-per-ip", "--request-deadline",
+    "--no-access-log", "--help",     NULL};
 
 static int int_arg(const char *flag, const char *v, long lo, long hi, long *out) {
     return cli_int("serve", flag, v, lo, hi, out);
@@ -76,8 +77,14 @@ int cmd_serve(int argc, char **argv) {
     struct cli_opts o;
     cli_opts_init(&o, "serve");
     o.groups &= ~(unsigned)CLI_OPT_PROFILE; /* the engine keeps no profile */
-    struct server_opts so = {.host = "127.0.0.1", .port = 8080, .max_body = 8u << 20, .timeout_s = 30,
-                             .max_conns = 256, .max_conns_per_ip = ~0u, .deadline_s = 30, .access_log = 1};
+    struct server_opts so = {.host = "127.0.0.1",
+                             .port = 8080,
+                             .max_body = 8u << 20,
+                             .timeout_s = 30,
+                             .max_conns = 256,
+                             .max_conns_per_ip = ~0u,
+                             .deadline_s = 30,
+                             .access_log = 1};
     /* several conversations by default: an R1 answer thinks for thousands of
      * tokens, and one slot would keep every other client waiting that long */
     long parallel = 4, queue = 64, batch_tokens = 512, x;
@@ -152,8 +159,12 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 
     int rc = 1;
-    struct r1_load_opts lo = {.dtype = o.dtype, .progress = 1, .no_mmap = o.no_mmap, .mlock = o.mlock,
-                              .layout_cache = o.layout_cache, .backend = o.backend};
+    struct r1_load_opts lo = {.dtype = o.dtype,
+                              .progress = 1,
+                              .no_mmap = o.no_mmap,
+                              .mlock = o.mlock,
+                              .layout_cache = o.layout_cache,
+                              .backend = o.backend};
     r1_model_t *m = r1_model_load(o.model, &lo);
     r1_tokenizer_t *tok = m ? r1_tokenizer_load(o.model) : NULL;
     char *name = model_name(o.model);
@@ -187,16 +198,24 @@ int cmd_serve(int argc, char **argv) {
                 batch_tokens, parallel);
         batch_tokens = parallel;
     }
-    struct sched_opts sco = {.n_slots = (int)parallel, .queue_cap = (int)queue,
+    struct sched_opts sco = {.n_slots = (int)parallel,
+                             .queue_cap = (int)queue,
                              .n_ctx = o.n_ctx ? o.n_ctx : cli_default_ctx(&o, m, (int)parallel),
-                             .n_threads = cores, .batch_tokens = (int)batch_tokens, .backend = o.backend,
-                             .kv_dtype = o.kv_dtype, .model_name = name, .seed_set = o.seed_set,
-                             .spec_lookup = o.lookup, .spec_k = o.draft_n, .draft = dm,
+                             .n_threads = cores,
+                             .batch_tokens = (int)batch_tokens,
+                             .backend = o.backend,
+                             .kv_dtype = o.kv_dtype,
+                             .model_name = name,
+                             .seed_set = o.seed_set,
+                             .spec_lookup = o.lookup,
+                             .spec_k = o.draft_n,
+                             .draft = dm,
                              /* the drafts of the slots run side by side, beside the engine */
                              .draft_threads = cores / (int)parallel > 1 ? cores / (int)parallel : 1,
                              /* tests: every step drafts --draft-n tokens (a lookup: when it matches) */
                              .spec_fixed_k = r1_env("R1_SPEC_FIXED_K") != NULL,
-                             .reasoning_budget = o.reasoning_budget, .lead = r1_comm_size() > 1};
+                             .reasoning_budget = o.reasoning_budget,
+                             .lead = r1_comm_size() > 1};
     if (!(s = sched_new(m, tok, &sco))) {
         fprintf(stderr, "r1infer serve: %s\n", r1_last_error());
         goto out;
@@ -212,11 +231,12 @@ int cmd_serve(int argc, char **argv) {
             strchr(so.host, ':') ? "[" : "", so.host, strchr(so.host, ':') ? "]" : "", server_port(srv), parallel,
             parallel == 1 ? "" : "s", cores, cores == 1 ? "" : "s", sched_n_ctx(s), batch_tokens, queue,
             so.api_key ? ", API key required" : "",
-            o.lookup ? ", speculative: n-gram lookup" : dm ? ", speculative: draft model " : "",
+            o.lookup ? ", speculative: n-gram lookup"
+            : dm     ? ", speculative: draft model "
+                     : "",
             dm ? o.draft : "");
-    fprintf(stderr, "r1infer serve: the chat page is at http://%s%s%s:%d/\n",
-            strchr(so.host, ':') ? "[" : "", !strcmp(so.host, "0.0.0.0") ? "127.0.0.1" : so.host,
-            strchr(so.host, ':') ? "]" : "", server_port(srv));
+    fprintf(stderr, "r1infer serve: the chat page is at http://%s%s%s:%d/\n", strchr(so.host, ':') ? "[" : "",
+            !strcmp(so.host, "0.0.0.0") ? "127.0.0.1" : so.host, strchr(so.host, ':') ? "]" : "", server_port(srv));
     fflush(stderr);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -47,8 +47,7 @@ int cmd_synth(int argc, char **argv) {
             long x;
             if (cli_int("synth", a, v, 0, 0x7fffffffffffffffL, &x)) return 2;
             seed = (unsigned long long)x;
-        }
-        else if (!strcmp(a, "--dtype")) {
+        } else if (!strcmp(a, "--dtype")) {
             int d = r1_dtype_parse(v);
             if (d < 0) {
                 fprintf(stderr, "r1infer synth: unknown --dtype %s\n", v);

@@ -14,23 +14,22 @@
 #include "util/util.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: r1infer tokenize [-m MODEL] [options] [TEXT | IDS]\n"
-            "  MODEL is a directory with tokenizer.json (+ tokenizer_config.json) or a .gguf file;\n"
-            "  without -m: $R1INFER_MODEL, else the default model in models/ (only its tokenizer is read).\n"
-            "  r1infer tokenize -m DIR \"text\"         print the ids as a JSON array\n"
-            "  r1infer tokenize -m DIR < file.txt     encode all of stdin\n"
-            "  r1infer tokenize -m DIR --decode \"[1,2,3]\"   print the text of ids\n"
-            "  r1infer tokenize -m DIR --jsonl < in > out\n"
-            "        each input line a JSON string -> each output line a JSON array of ids\n"
-            "  r1infer tokenize -m DIR --jsonl --decode < in > out\n"
-            "        each input line a JSON array of ids -> each output line a JSON string\n"
-            "  r1infer tokenize -m DIR --bench FILE   encoding speed in MB/s\n"
-            "options:\n"
-            "  --special        add the post-processor's special tokens (BOS) when encoding\n"
-            "  --skip-special   leave special tokens out when decoding\n"
-            "  --chat           encode TEXT as one user turn through the chat template\n"
-            "  -h, --help       this text\n");
+    fprintf(f, "usage: r1infer tokenize [-m MODEL] [options] [TEXT | IDS]\n"
+               "  MODEL is a directory with tokenizer.json (+ tokenizer_config.json) or a .gguf file;\n"
+               "  without -m: $R1INFER_MODEL, else the default model in models/ (only its tokenizer is read).\n"
+               "  r1infer tokenize -m DIR \"text\"         print the ids as a JSON array\n"
+               "  r1infer tokenize -m DIR < file.txt     encode all of stdin\n"
+               "  r1infer tokenize -m DIR --decode \"[1,2,3]\"   print the text of ids\n"
+               "  r1infer tokenize -m DIR --jsonl < in > out\n"
+               "        each input line a JSON string -> each output line a JSON array of ids\n"
+               "  r1infer tokenize -m DIR --jsonl --decode < in > out\n"
+               "        each input line a JSON array of ids -> each output line a JSON string\n"
+               "  r1infer tokenize -m DIR --bench FILE   encoding speed in MB/s\n"
+               "options:\n"
+               "  --special        add the post-processor's special tokens (BOS) when encoding\n"
+               "  --skip-special   leave special tokens out when decoding\n"
+               "  --chat           encode TEXT as one user turn through the chat template\n"
+               "  -h, --help       this text\n");
 }
 
 static void print_ids(FILE *f, const int32_t *ids, int n) {
@@ -143,8 +142,7 @@ static int jsonl(r1_tokenizer_t *t, int decode, int special, int skip) {
             json_t *v;
             int bad = 0;
             json_array_foreach(j, i, v) {
-                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX)
-                    bad = 1;
+                if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) bad = 1;
                 else ids[i] = (int32_t)json_integer_value(v);
             }
             char *text = NULL;
@@ -209,8 +207,7 @@ static int bench(r1_tokenizer_t *t, const char *path) {
     double mb = (double)len / 1e6;
     printf("bench: %s: %.3f MB, %d tokens (%.2f bytes/token)\n", path, mb, n, (double)len / n);
     printf("encode, first pass (cold cache): %.1f MB/s\n", mb / cold);
-    printf("encode, %d passes (warm cache):  %.1f MB/s, %.0f tokens/s\n", reps, mb * reps / el,
-           (double)n * reps / el);
+    printf("encode, %d passes (warm cache):  %.1f MB/s, %.0f tokens/s\n", reps, mb * reps / el, (double)n * reps / el);
     free(text);
     return 0;
 }
@@ -241,8 +238,8 @@ int cmd_tokenize(int argc, char **argv) {
             fprintf(stderr, "r1infer tokenize: %s needs a value\n", a);
             return 2;
         } else if (a[0] == '-' && a[1] && !arg) {
-            static const char *const flags[] = {"-m", "--model", "--bench", "--decode", "--jsonl", "--special",
-                                                "--skip-special", "--chat", "--help", NULL};
+            static const char *const flags[] = {"-m",        "--model",        "--bench", "--decode", "--jsonl",
+                                                "--special", "--skip-special", "--chat",  "--help",   NULL};
             return cli_unknown("tokenize", a, flags, 0);
         } else if (!arg) {
             arg = a;

@@ -54,8 +54,10 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], commands[i].name)) {
             if (r1_comm_size() > 1 && strcmp(argv[1], "run") && strcmp(argv[1], "serve") && strcmp(argv[1], "chat") &&
                 strcmp(argv[1], "bench")) {
-                fprintf(stderr, "r1infer: %s does not run under mpirun: tensor parallelism serves run, chat, serve "
-                                "and bench\n", argv[1]);
+                fprintf(stderr,
+                        "r1infer: %s does not run under mpirun: tensor parallelism serves run, chat, serve "
+                        "and bench\n",
+                        argv[1]);
                 r1_comm_abort(2);
             }
             int rc = commands[i].fn(argc - 1, argv + 1);

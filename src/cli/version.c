@@ -17,7 +17,9 @@ int cmd_version(void) {
     printf("cpu kernel sets:");
     for (int i = 0; r1_cpu_isas[i]; i++)
         printf(" %s%s", r1_cpu_isas[i]->name,
-               r1_cpu_isas[i] == cur ? " (in use)" : r1_cpu_isas[i]->available() ? "" : " (not on this CPU)");
+               r1_cpu_isas[i] == cur         ? " (in use)"
+               : r1_cpu_isas[i]->available() ? ""
+                                             : " (not on this CPU)");
     printf("\nbackends: ref cpu");
 #ifdef R1_OPENCL
     printf(" opencl");

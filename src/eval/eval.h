@@ -43,11 +43,11 @@ int eval_windows_plan(int n_tokens, int ctx, int n_chunks_req, struct eval_windo
 typedef int (*eval_row_fn)(void *ctx, const float *logits, int32_t target, double lse);
 
 struct eval_ppl {
-    long count;          /* tokens scored */
-    double nll, nll2;    /* sums of -logprob and its square */
-    double ppl, err;     /* exp(mean nll) and its standard error (llama.cpp's estimate) */
-    long evaluated;      /* tokens run through the model */
-    double secs;         /* wall time of the forward passes and scoring */
+    long count;       /* tokens scored */
+    double nll, nll2; /* sums of -logprob and its square */
+    double ppl, err;  /* exp(mean nll) and its standard error (llama.cpp's estimate) */
+    long evaluated;   /* tokens run through the model */
+    double secs;      /* wall time of the forward passes and scoring */
 };
 /* The running estimate: ppl and err from count, nll, nll2. */
 void eval_ppl_finish(struct eval_ppl *r);
@@ -57,8 +57,8 @@ void eval_ppl_finish(struct eval_ppl *r);
  * each window). Each window runs as two forward calls, the unscored first
  * half without logits, then the rest with every row's logits. progress: 0 = silent, 1 = a bar rewritten on
  * stderr, 2 = one line per window on stderr. row may be NULL. 0 or -1. */
-int eval_perplexity(r1_session_t *s, int vocab, const int32_t *ids, const struct eval_windows *w,
-                    int progress, eval_row_fn row, void *row_ctx, struct eval_ppl *out);
+int eval_perplexity(r1_session_t *s, int vocab, const int32_t *ids, const struct eval_windows *w, int progress,
+                    eval_row_fn row, void *row_ctx, struct eval_ppl *out);
 
 /* ----------------------------------------------------------- kld.c
  * A KL-divergence base file holds the log-probabilities of a reference run
@@ -114,10 +114,10 @@ void eval_kld_free(struct eval_kld_reader *r);
 /* The statistics of a comparison, accumulated token by token. */
 struct eval_kld_stats {
     long count, same_top;
-    double kld, kld2;             /* sums of KL(base || run) and its square */
-    double dp, dp2;               /* sums of p_run(target) - p_base(target), and squares */
-    double nll_base, nll_base2;   /* the base's -logprob of the target */
-    float *klds;                  /* (count) every token's KL divergence, for percentiles */
+    double kld, kld2;           /* sums of KL(base || run) and its square */
+    double dp, dp2;             /* sums of p_run(target) - p_base(target), and squares */
+    double nll_base, nll_base2; /* the base's -logprob of the target */
+    float *klds;                /* (count) every token's KL divergence, for percentiles */
     long cap;
 };
 /* Compare the next record of r with this run's row (logits, its lse, the

@@ -167,17 +167,21 @@ struct eval_kld_reader *eval_kld_open(const char *path, struct eval_kld_head *h)
         goto fail;
     }
     if (get32(b + 8) != EVAL_KLD_VERSION) {
-        r1_err("%s: KL-divergence base version %u; this r1infer reads version %d (make it again)", path,
-               get32(b + 8), EVAL_KLD_VERSION);
+        r1_err("%s: KL-divergence base version %u; this r1infer reads version %d (make it again)", path, get32(b + 8),
+               EVAL_KLD_VERSION);
         goto fail;
     }
-    r->h = (struct eval_kld_head){.vocab = get32(b + 12), .ctx = get32(b + 16), .first = get32(b + 20),
-                                  .n_chunks = get32(b + 24), .top_k = get32(b + 28),
-                                  .n_tokens = get64(b + 32), .ids_hash = get64(b + 40)};
+    r->h = (struct eval_kld_head){.vocab = get32(b + 12),
+                                  .ctx = get32(b + 16),
+                                  .first = get32(b + 20),
+                                  .n_chunks = get32(b + 24),
+                                  .top_k = get32(b + 28),
+                                  .n_tokens = get64(b + 32),
+                                  .ids_hash = get64(b + 40)};
     const struct eval_kld_head *x = &r->h;
     size_t rb = 0, want = 0;
-    int sane = x->vocab > 0 && x->vocab <= (1u << 24) && x->top_k <= x->vocab && x->ctx >= 4 &&
-               x->first < x->ctx && x->n_tokens <= (uint64_t)x->n_chunks * x->ctx;
+    int sane = x->vocab > 0 && x->vocab <= (1u << 24) && x->top_k <= x->vocab && x->ctx >= 4 && x->first < x->ctx &&
+               x->n_tokens <= (uint64_t)x->n_chunks * x->ctx;
     if (sane) rb = record_bytes(x);
     if (!sane || !r1_mul_ok(rb, (size_t)x->n_tokens, &want) || !r1_add_ok(want, HEAD_BYTES, &want) ||
         fseek(r->f, 0, SEEK_END) || (size_t)ftell(r->f) != want || fseek(r->f, HEAD_BYTES, SEEK_SET)) {

@@ -60,14 +60,14 @@ static void show(int mode, int done, const struct eval_windows *w, const struct 
     int fill = w->n_chunks ? 30 * done / w->n_chunks : 30;
     for (int i = 0; i < 30; i++) bar[i] = i < fill ? '#' : '.';
     bar[30] = 0;
-    fprintf(stderr, "\r\033[K[%s] %d/%d windows  PPL %.4f +/- %.4f  %.1f tok/s  ETA %dm%02ds", bar, done,
-            w->n_chunks, r->ppl, r->err, rate, (int)eta / 60, (int)eta % 60);
+    fprintf(stderr, "\r\033[K[%s] %d/%d windows  PPL %.4f +/- %.4f  %.1f tok/s  ETA %dm%02ds", bar, done, w->n_chunks,
+            r->ppl, r->err, rate, (int)eta / 60, (int)eta % 60);
     if (done == w->n_chunks) fputc('\n', stderr);
     fflush(stderr);
 }
 
-int eval_perplexity(r1_session_t *s, int vocab, const int32_t *ids, const struct eval_windows *w,
-                    int progress, eval_row_fn row, void *row_ctx, struct eval_ppl *out) {
+int eval_perplexity(r1_session_t *s, int vocab, const int32_t *ids, const struct eval_windows *w, int progress,
+                    eval_row_fn row, void *row_ctx, struct eval_ppl *out) {
     memset(out, 0, sizeof *out);
     if (w->ctx > r1_session_n_ctx(s))
         return r1_err("the session holds %d tokens, fewer than a window of %d", r1_session_n_ctx(s), w->ctx);

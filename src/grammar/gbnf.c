@@ -137,7 +137,8 @@ static void skip_ws(struct parser *ps) {
     while (ps->p < ps->end) {
         char c = *ps->p;
         if (c == ' ' || c == '\t' || c == '\n' || c == '\r') ps->p++;
-        else if (c == '#') while (ps->p < ps->end && *ps->p != '\n') ps->p++;
+        else if (c == '#')
+            while (ps->p < ps->end && *ps->p != '\n') ps->p++;
         else break;
     }
 }
@@ -189,11 +190,23 @@ static int64_t read_char(struct parser *ps) {
             return v;
         }
         switch (e) {
-        case 'n': return '\n';
-        case 'r': return '\r';
-        case 't': return '\t';
-        case '\\': case '"': case ']': case '[': case '-': case '^': case '/': case '\'': return (unsigned char)e;
-        default: return perr(ps, "unknown escape '\\%c'", e);
+        case 'n':
+            return '\n';
+        case 'r':
+            return '\r';
+        case 't':
+            return '\t';
+        case '\\':
+        case '"':
+        case ']':
+        case '[':
+        case '-':
+        case '^':
+        case '/':
+        case '\'':
+            return (unsigned char)e;
+        default:
+            return perr(ps, "unknown escape '\\%c'", e);
         }
     }
     /* UTF-8 */
@@ -499,7 +512,8 @@ r1_grammar_t *r1_grammar_parse(const char *text, size_t len, char *err, size_t e
     }
     int root = -1;
     for (int i = 0; !ps.failed && i < ps.n_rules; i++) {
-        if (ps.rules[i].name && !ps.rules[i].defined) perr(&ps, "the rule '%s' is used but not defined", ps.rules[i].name);
+        if (ps.rules[i].name && !ps.rules[i].defined)
+            perr(&ps, "the rule '%s' is used but not defined", ps.rules[i].name);
         if (ps.rules[i].name && !strcmp(ps.rules[i].name, "root")) root = i;
     }
     if (!ps.failed && root < 0) perr(&ps, "the grammar has no rule 'root'");

@@ -28,12 +28,12 @@ struct gclass {
 };
 
 struct r1_grammar {
-    struct gel *el;       /* (n_el) every alternative's elements, each run ended by GEL_END */
-    int32_t *alt;         /* (n_alt) the first element of each alternative */
-    int32_t *rule_alt0;   /* (n_rules) the first alternative of each rule in alt[] */
-    int32_t *rule_nalt;   /* (n_rules) how many */
-    uint32_t *rng;        /* (n_rng, 2) inclusive code-point ranges */
-    struct gclass *cls;   /* (n_cls) */
+    struct gel *el;     /* (n_el) every alternative's elements, each run ended by GEL_END */
+    int32_t *alt;       /* (n_alt) the first element of each alternative */
+    int32_t *rule_alt0; /* (n_rules) the first alternative of each rule in alt[] */
+    int32_t *rule_nalt; /* (n_rules) how many */
+    uint32_t *rng;      /* (n_rng, 2) inclusive code-point ranges */
+    struct gclass *cls; /* (n_cls) */
     int n_el, n_alt, n_rules, n_rng, n_cls;
     int root;
 };

@@ -41,10 +41,10 @@ struct tnode {
 
 struct r1_gvocab {
     int vocab;
-    char *blob;       /* every token's bytes */
-    uint32_t *off;    /* (vocab) offset in blob */
-    uint16_t *len;    /* (vocab) byte count; 0 = never allowed (special, empty or too long) */
-    int32_t *sorted;  /* ids with bytes, sorted by their bytes */
+    char *blob;         /* every token's bytes */
+    uint32_t *off;      /* (vocab) offset in blob */
+    uint16_t *len;      /* (vocab) byte count; 0 = never allowed (special, empty or too long) */
+    int32_t *sorted;    /* ids with bytes, sorted by their bytes */
     struct tnode *trie; /* (n_trie) preorder */
     int n_trie, max_len;
     int32_t end[MAX_END];
@@ -122,8 +122,8 @@ r1_gvocab_t *r1_gvocab_new(const r1_tokenizer_t *t, int vocab, const int32_t *en
         for (; depth > lcp; depth--) v->trie[path[depth]].size = v->n_trie - path[depth];
         for (; depth < l; depth++) {
             path[depth + 1] = v->n_trie;
-            v->trie[v->n_trie++] = (struct tnode){.size = 1, .t0 = k, .nt = 0, .depth = (uint16_t)(depth + 1),
-                                                  .byte = b[depth]};
+            v->trie[v->n_trie++] =
+                (struct tnode){.size = 1, .t0 = k, .nt = 0, .depth = (uint16_t)(depth + 1), .byte = b[depth]};
         }
         struct tnode *nd = &v->trie[path[l]];
         if (!nd->nt) nd->t0 = k;
@@ -155,11 +155,11 @@ struct gnode {
 };
 
 struct gstate {
-    int32_t t0, nt;  /* the stacks: their top nodes tops[t0 .. t0+nt) */
-    uint32_t val;    /* partial UTF-8: the bits so far */
-    uint8_t need;    /* continuation bytes still to come (0: none) */
-    uint8_t len;     /* the partial character's length */
-    uint8_t accept;  /* the grammar may end here */
+    int32_t t0, nt; /* the stacks: their top nodes tops[t0 .. t0+nt) */
+    uint32_t val;   /* partial UTF-8: the bits so far */
+    uint8_t need;   /* continuation bytes still to come (0: none) */
+    uint8_t len;    /* the partial character's length */
+    uint8_t accept; /* the grammar may end here */
 };
 
 struct mcache {
@@ -181,7 +181,7 @@ struct r1_gmatch {
     int ended;  /* an end id was taken */
     struct mcache cache[N_CACHE];
     int next_slot;
-    int32_t *key; /* (MAX_KEY) scratch */
+    int32_t *key;          /* (MAX_KEY) scratch */
     struct gstate *dstate; /* (max_len + 1) trie walk */
     int32_t *dmark;        /* (max_len + 1, 2) */
     long hits, misses;
@@ -255,9 +255,7 @@ static void expand(r1_gmatch_t *m, struct gstate *st, int32_t node, int depth) {
     }
 }
 
-static void state_begin(r1_gmatch_t *m, struct gstate *out) {
-    *out = (struct gstate){.t0 = m->n_tops};
-}
+static void state_begin(r1_gmatch_t *m, struct gstate *out) { *out = (struct gstate){.t0 = m->n_tops}; }
 
 /* out = in after the code point cp. */
 static void advance_cp(r1_gmatch_t *m, const struct gstate *in, uint32_t cp, struct gstate *out) {
@@ -274,8 +272,7 @@ static const uint32_t UTF8_MAX[5] = {0, 0x7f, 0x7ff, 0xffff, 0x10ffff};
 
 /* out = in after the partial character (len bytes, need still to come, val
  * so far): the stacks whose class can still accept some completion. */
-static void keep_partial(r1_gmatch_t *m, const struct gstate *in, struct gstate *out, uint32_t val, int need,
-                         int len) {
+static void keep_partial(r1_gmatch_t *m, const struct gstate *in, struct gstate *out, uint32_t val, int need, int len) {
     state_begin(m, out);
     uint32_t lo = val << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     if (lo < UTF8_MIN[len]) lo = UTF8_MIN[len];
@@ -296,8 +293,7 @@ static void keep_partial(r1_gmatch_t *m, const struct gstate *in, struct gstate 
     for (int i = 0; i < in->nt; i++) {
         int32_t t = m->tops[in->t0 + i];
         const uint32_t c = m->g->el[m->nodes[t].pos].v;
-        if (gclass_overlaps(m->g, c, lo, hi) || (lo2 <= hi2 && gclass_overlaps(m->g, c, lo2, hi2)))
-            push_top(m, out, t);
+        if (gclass_overlaps(m->g, c, lo, hi) || (lo2 <= hi2 && gclass_overlaps(m->g, c, lo2, hi2))) push_top(m, out, t);
     }
 }
 

@@ -84,7 +84,6 @@ void sch_literal(struct out *o, const char *s, size_t n) {
     puts_(o, "\"");
 }
 
-
 /* The JSON text of a value as a GBNF literal. */
 static int put_json_literal(struct conv *c, struct out *o, const json_t *v) {
     char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -132,13 +131,45 @@ static int define(struct conv *c, const char *name, const json_t *s, int depth) 
     return rc;
 }
 
-static const char *IGNORED[] = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
-                                "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict",
-                                "additionalProperties", "type", "properties", "required", "items", "enum",
-                                "const", "anyOf", "oneOf", "allOf", "$ref", "minItems", "maxItems",
-                                "minLength", "maxLength", "discriminator", "nullable", "prefixItems",
-                                "additionalItems", "format", "minimum", "maximum", "exclusiveMinimum",
-                                "exclusiveMaximum", "pattern", NULL};
+static const char *IGNORED[] = {"title",
+                                "description",
+                                "default",
+                                "examples",
+                                "$schema",
+                                "$id",
+                                "$comment",
+                                "deprecated",
+                                "readOnly",
+                                "writeOnly",
+                                "$defs",
+                                "definitions",
+                                "strict",
+                                "additionalProperties",
+                                "type",
+                                "properties",
+                                "required",
+                                "items",
+                                "enum",
+                                "const",
+                                "anyOf",
+                                "oneOf",
+                                "allOf",
+                                "$ref",
+                                "minItems",
+                                "maxItems",
+                                "minLength",
+                                "maxLength",
+                                "discriminator",
+                                "nullable",
+                                "prefixItems",
+                                "additionalItems",
+                                "format",
+                                "minimum",
+                                "maximum",
+                                "exclusiveMinimum",
+                                "exclusiveMaximum",
+                                "pattern",
+                                NULL};
 
 static int check_keywords(struct conv *c, const json_t *s) {
     const char *k;
@@ -146,9 +177,12 @@ static int check_keywords(struct conv *c, const json_t *s) {
     json_object_foreach((json_t *)s, k, v) {
         int known = 0;
         for (int i = 0; IGNORED[i] && !known; i++) known = !strcmp(k, IGNORED[i]);
-        if (!known) return sch_err(c, "the schema keyword '%.60s' is not supported (supported: type, properties, "
-                                   "required, items, prefixItems, minItems, maxItems, minLength, maxLength, "
-                                   "format, minimum, maximum, enum, const, anyOf, oneOf, allOf, $ref, $defs)", k);
+        if (!known)
+            return sch_err(c,
+                           "the schema keyword '%.60s' is not supported (supported: type, properties, "
+                           "required, items, prefixItems, minItems, maxItems, minLength, maxLength, "
+                           "format, minimum, maximum, enum, const, anyOf, oneOf, allOf, $ref, $defs)",
+                           k);
     }
     return 0;
 }
@@ -219,8 +253,7 @@ static int string_value(struct conv *c, struct out *o, const json_t *s) {
 
 /* A tuple: the prefix schemas in order, every one present, then items of
  * the rest's schema (none when it is false), within maxItems. */
-static int tuple_value(struct conv *c, struct out *o, const json_t *prefix, const json_t *rest, long hi,
-                       int depth) {
+static int tuple_value(struct conv *c, struct out *o, const json_t *prefix, const json_t *rest, long hi, int depth) {
     const size_t n = json_array_size(prefix);
     if (hi >= 0 && (size_t)hi < n) return sch_err(c, "'maxItems' is below the number of prefix items");
     puts_(o, "\"[\" ws");
@@ -253,7 +286,8 @@ static int array_value(struct conv *c, struct out *o, const json_t *s, int depth
         prefix = NULL;
     }
     if (prefix) {
-        if (!json_is_array(prefix) || !json_array_size(prefix)) return sch_err(c, "'prefixItems' must be a non-empty array");
+        if (!json_is_array(prefix) || !json_array_size(prefix))
+            return sch_err(c, "'prefixItems' must be a non-empty array");
         return tuple_value(c, o, prefix, items, hi, depth);
     }
     if (json_is_array(items)) { /* draft 4-7 tuples: the rest's schema is additionalItems */
@@ -298,9 +332,9 @@ static int object_value(struct conv *c, struct out *o, const json_t *s, int dept
     json_array_foreach(req, i, name) {
         if (!json_is_string(name) || !json_object_get(props, json_string_value(name)))
             return sch_err(c, "'required' names '%.60s', which is not in 'properties'",
-                        json_is_string(name) ? json_string_value(name) : "(not a string)");
+                           json_is_string(name) ? json_string_value(name) : "(not a string)");
     }
-    char (*kv)[32] = calloc(n, sizeof *kv);
+    char(*kv)[32] = calloc(n, sizeof *kv);
     int *required = calloc(n, sizeof *required);
     if (!kv || !required) {
         free(kv), free(required);
@@ -451,8 +485,9 @@ static int alternatives(struct conv *c, struct out *o, const json_t *list, const
 /* Keywords that say nothing about the value (merging skips a schema of
  * only these). */
 static int is_annotation(const char *k) {
-    static const char *ANNOT[] = {"title", "description", "default", "examples", "$schema", "$id", "$comment",
-                                  "deprecated", "readOnly", "writeOnly", "$defs", "definitions", "strict", NULL};
+    static const char *ANNOT[] = {"title", "description", "default",    "examples", "$schema",
+                                  "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+                                  "$defs", "definitions", "strict",     NULL};
     for (int i = 0; ANNOT[i]; i++)
         if (!strcmp(k, ANNOT[i])) return 1;
     return 0;
@@ -473,10 +508,12 @@ static int merge_object(struct conv *c, json_t *into, const json_t *s) {
     size_t i;
     const char *k;
     const json_t *v;
-    json_object_foreach((json_t *)s, k, v)
-        if (strcmp(k, "type") && strcmp(k, "properties") && strcmp(k, "required") && strcmp(k, "additionalProperties") &&
-            !is_annotation(k))
-            return sch_err(c, "'allOf' merges object schemas only ('%.40s' is not one of theirs)", k);
+    json_object_foreach(
+        (json_t *)s, k,
+        v) if (strcmp(k, "type") && strcmp(k, "properties") && strcmp(k, "required") &&
+               strcmp(k, "additionalProperties") &&
+               !is_annotation(k)) return sch_err(c, "'allOf' merges object schemas only ('%.40s' is not one of theirs)",
+                                                 k);
     if (type && !(json_is_string(type) && !strcmp(json_string_value(type), "object")))
         return sch_err(c, "'allOf' merges object schemas only");
     if (props) {
@@ -529,8 +566,7 @@ static int merge_scalar(struct conv *c, json_t *into, const json_t *s) {
         int lower = 0, upper = 0;
         for (int i = 0; LOWER[i]; i++) lower |= !strcmp(k, LOWER[i]), upper |= !strcmp(k, UPPER[i]);
         if (!had) put = json_incref((json_t *)v);
-        else if (!strcmp(k, "type")) { /* the names in both */
-            put = json_array();
+        else if (!strcmp(k, "type")) { /* the names in both */ put = json_array();
             size_t i;
             const json_t *t;
             if (json_is_string(v) && has_type_name(had, json_string_value(v))) json_array_append(put, (json_t *)v);
@@ -582,7 +618,8 @@ static int all_of_members(struct conv *c, json_t *list, const json_t *s, int dep
 /* v of JSON type name t */
 static int has_type(const json_t *v, const char *t) {
     if (!strcmp(t, "string")) return json_is_string(v);
-    if (!strcmp(t, "integer")) return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v));
+    if (!strcmp(t, "integer"))
+        return json_is_integer(v) || (json_is_real(v) && json_real_value(v) == (double)(long long)json_real_value(v));
     if (!strcmp(t, "number")) return json_is_number(v);
     if (!strcmp(t, "boolean")) return json_is_boolean(v);
     if (!strcmp(t, "null")) return json_is_null(v);
@@ -610,7 +647,8 @@ static int admits(struct conv *c, const json_t *m, const json_t *v, int *ok) {
             size_t i;
             const json_t *t;
             int any = json_is_string(x) && has_type(v, json_string_value(x));
-            if (json_is_array(x)) json_array_foreach(x, i, t) any |= json_is_string(t) && has_type(v, json_string_value(t));
+            if (json_is_array(x))
+                json_array_foreach(x, i, t) any |= json_is_string(t) && has_type(v, json_string_value(t));
             *ok &= any;
         } else if (!is_annotation(k)) {
             return sch_err(c, "'allOf' with 'enum' or 'const' beside '%.40s' is not supported", k);
@@ -641,7 +679,8 @@ static int all_of(struct conv *c, struct out *o, const json_t *s, int depth) {
             json_t *rest = json_copy((json_t *)m), *any = json_array(), *alt;
             if (rest) json_object_del(rest, "anyOf"), json_object_del(rest, "oneOf");
             one = json_pack("{s:o}", "anyOf", any);
-            if (!rest || !one || !json_is_array(alts)) rc = sch_err(c, json_is_array(alts) ? "out of memory" : "'anyOf' must be an array");
+            if (!rest || !one || !json_is_array(alts))
+                rc = sch_err(c, json_is_array(alts) ? "out of memory" : "'anyOf' must be an array");
             json_array_foreach(alts, k, alt) {
                 if (rc) break;
                 json_t *parts = json_array(), *p;
@@ -673,12 +712,14 @@ static int all_of(struct conv *c, struct out *o, const json_t *s, int depth) {
                 if (!rc && !json_array_size(keep)) rc = sch_err(c, "no value satisfies every schema of 'allOf'");
             } else {
                 int objects = 0;
-                json_array_foreach(list, i, m) objects |= json_object_get(m, "properties") || json_object_get(m, "required") ||
-                                                          json_object_get(m, "additionalProperties") ||
-                                                          has_type_name(json_object_get(m, "type"), "object");
-                one = objects ? json_pack("{s:s, s:{}, s:[]}", "type", "object", "properties", "required") : json_object();
+                json_array_foreach(list, i, m) objects |=
+                    json_object_get(m, "properties") || json_object_get(m, "required") ||
+                    json_object_get(m, "additionalProperties") || has_type_name(json_object_get(m, "type"), "object");
+                one = objects ? json_pack("{s:s, s:{}, s:[]}", "type", "object", "properties", "required")
+                              : json_object();
                 if (!one) rc = sch_err(c, "out of memory");
-                json_array_foreach(list, i, m) if (rc || (rc = objects ? merge_object(c, one, m) : merge_scalar(c, one, m))) break;
+                json_array_foreach(
+                    list, i, m) if (rc || (rc = objects ? merge_object(c, one, m) : merge_scalar(c, one, m))) break;
             }
         }
         /* the new schema's parts are the document's own (their rules are

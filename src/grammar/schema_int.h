@@ -20,10 +20,10 @@ struct out {
 };
 
 struct conv {
-    struct out g;           /* the grammar text */
-    const json_t *root;     /* the whole schema (for $ref) */
-    const char **refs;      /* $ref strings already given a rule (of the current root) */
-    int *ref_rule;          /* their rule numbers (ref<N>) */
+    struct out g;       /* the grammar text */
+    const json_t *root; /* the whole schema (for $ref) */
+    const char **refs;  /* $ref strings already given a rule (of the current root) */
+    int *ref_rule;      /* their rule numbers (ref<N>) */
     int n_refs, cap_refs, n_ref_rules;
     int n_rules;
     char *err;

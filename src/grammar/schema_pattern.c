@@ -12,14 +12,11 @@
 #include "grammar/schema_int.h"
 
 /* Pattern: an ECMA-262 subset as the grammar of a JSON string's content
- * (a pattern without ^ or $ may have any characters before or after it). Literals (escaped or not), `.`, classes [...] / [^...]
- * with ranges and \d \w \s, \d \w \s \D \W \S, groups ( ) and (?: ), `|`,
- * quantifiers * + ? {n} {n,} {n,m} (a lazy `?` after them is the same
- * language). Characters a JSON string must escape (", \, controls) are
- * written escaped; `.` and negated classes stand for the characters that
- * need no escape. Backreferences, lookarounds, \b and anchors inside are
- * not supported: an error, or with a lenient conversion a string the
- * pattern does not constrain. */
+ * (a pattern without ^ or $ may have any characters before or after it). Literals (escaped or not), `.`, classes [...]
+ * / [^...] with ranges and \d \w \s, \d \w \s \D \W \S, groups ( ) and (?: ), `|`, quantifiers * + ? {n} {n,} {n,m} (a
+ * lazy `?` after them is the same language). Characters a JSON string must escape (", \, controls) are written escaped;
+ * `.` and negated classes stand for the characters that need no escape. Backreferences, lookarounds, \b and anchors
+ * inside are not supported: an error, or with a lenient conversion a string the pattern does not constrain. */
 #define RX_MAX_RANGES 64
 struct rx {
     struct conv *c;
@@ -70,8 +67,9 @@ static int rx_add(struct rx *r, struct rx_set *set, long lo, long hi) {
 /* \d \w \s into set (negated ones are refused inside classes) */
 static int rx_shorthand(struct rx *r, struct rx_set *set, char e) {
     if (e == 'd') return rx_add(r, set, '0', '9');
-    if (e == 'w') return rx_add(r, set, 'a', 'z') || rx_add(r, set, 'A', 'Z') || rx_add(r, set, '0', '9') ||
-                         rx_add(r, set, '_', '_');
+    if (e == 'w')
+        return rx_add(r, set, 'a', 'z') || rx_add(r, set, 'A', 'Z') || rx_add(r, set, '0', '9') ||
+               rx_add(r, set, '_', '_');
     return rx_add(r, set, ' ', ' ') || rx_add(r, set, '\t', '\t') || rx_add(r, set, '\n', '\n') ||
            rx_add(r, set, '\r', '\r');
 }
@@ -271,7 +269,7 @@ int sch_pattern(struct conv *c, struct out *o, const char *pat) {
     int rc = rx_alt(&r, o);
     if (!rc && r.p + tail != r.end) rc = sch_err(c, "'pattern': an unmatched ')'");
     if (rc && c->lenient && c->unsupported) { /* the string unconstrained, the error forgotten, if PCRE2 reads
-                                                * the pattern (a malformed one stays an error) */
+                                               * the pattern (a malformed one stays an error) */
         int code;
         PCRE2_SIZE at;
         pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, n, PCRE2_UTF, &code, &at, NULL);

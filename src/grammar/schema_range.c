@@ -177,9 +177,7 @@ static int frac_viable(struct fside lo, struct fside hi, int n) {
     return 0;
 }
 
-static int fside_eq(struct fside a, struct fside b) {
-    return a.d == b.d && a.strict == b.strict && a.dead == b.dead;
-}
+static int fside_eq(struct fside a, struct fside b) { return a.d == b.d && a.strict == b.strict && a.dead == b.dead; }
 
 /* The digit strings of 1..n digits that keep (lo, hi), as alternatives:
  * each run of digits with the same next states, then its rest. */
@@ -238,8 +236,8 @@ static void sep(struct out *o, int *alts) {
  * but the first). */
 static void magnitudes(struct out *o, int *alts, const char *sign, const struct bound *lo, const struct bound *hi) {
     const struct fside lo_f = {lo->frac[0] || lo->strict ? lo->frac : NULL, lo->strict, 0};
-    const struct fside hi_f = hi ? (struct fside){hi->frac, hi->strict, !hi->frac[0] && hi->strict}
-                                 : (struct fside){NULL, 0, 0};
+    const struct fside hi_f =
+        hi ? (struct fside){hi->frac, hi->strict, !hi->frac[0] && hi->strict} : (struct fside){NULL, 0, 0};
     const struct fside free_f = {NULL, 0, 0};
     if (hi && lo->ip > hi->ip) return;
     struct out t = {0};
@@ -271,8 +269,7 @@ done:
 /* A bound as sign and magnitude digits: the shortest decimal that reads
  * back as the double (0.1 is "0.1", not its binary expansion). */
 static int parse_bound(struct conv *c, const char *key, double d, int strict, int *neg, struct bound *b) {
-    if (!(fabs(d) <= (double)INT_LIMIT))
-        return sch_err(c, "'%s' on a number must be within +-%lld", key, INT_LIMIT);
+    if (!(fabs(d) <= (double)INT_LIMIT)) return sch_err(c, "'%s' on a number must be within +-%lld", key, INT_LIMIT);
     char txt[64];
     int fd = 0; /* the fewest fraction digits that read back as d */
     for (; fd <= FRAC_DIGITS; fd++) {

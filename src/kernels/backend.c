@@ -10,26 +10,21 @@
 #include "util/env.h"
 #include "util/util.h"
 
-
 const char *const r1_kernel_names[R1_K_COUNT] = {
-    [R1_K_EMBEDDING] = "embedding",
-    [R1_K_RMS_NORM] = "rms_norm",
-    [R1_K_QKV_BIAS] = "qkv_bias",
-    [R1_K_ROPE_QK] = "rope_qk",
-    [R1_K_KV_APPEND] = "kv_append",
-    [R1_K_ATTENTION_GQA] = "attention_gqa",
-    [R1_K_MATVEC_ADD] = "matvec_add",
-    [R1_K_GATE_UP_SILU] = "gate_up_silu",
-    [R1_K_LM_HEAD] = "lm_head",
+    [R1_K_EMBEDDING] = "embedding",   [R1_K_RMS_NORM] = "rms_norm",         [R1_K_QKV_BIAS] = "qkv_bias",
+    [R1_K_ROPE_QK] = "rope_qk",       [R1_K_KV_APPEND] = "kv_append",       [R1_K_ATTENTION_GQA] = "attention_gqa",
+    [R1_K_MATVEC_ADD] = "matvec_add", [R1_K_GATE_UP_SILU] = "gate_up_silu", [R1_K_LM_HEAD] = "lm_head",
     [R1_K_ARGMAX] = "argmax",
 };
 
-static const struct r1_backend *const backends[] = {&r1_backend_ref, &r1_backend_cpu,
+static const struct r1_backend *const backends[] = {
+    &r1_backend_ref,
+    &r1_backend_cpu,
 #ifdef R1_CUDA
-                                                    &r1_backend_cuda,
+    &r1_backend_cuda,
 #endif
 #ifdef R1_OPENCL
-                                                    &r1_backend_opencl,
+    &r1_backend_opencl,
 #endif
 };
 
@@ -90,8 +85,7 @@ static void resolve_one(const char *name, const char *value, void *ctx) {
         r->rc = r1_err("environment R1_KERNEL_%s=%s: backend '%s' keeps its buffers in device memory, "
                        "where the reference kernels cannot run; unset it or use --backend cpu",
                        name, value, r->be->name);
-    else if (strcmp(value, "ref") == 0)
-        r->out[found] = r1_ref_kernels[found];
+    else if (strcmp(value, "ref") == 0) r->out[found] = r1_ref_kernels[found];
     else if (strcmp(value, r->be->name) != 0)
         r->rc = r1_err("environment R1_KERNEL_%s=%s: the only override is 'ref' (or the session's "
                        "backend '%s')",

@@ -60,7 +60,7 @@ int r1_device_env_index(const char *env, const char *flag, int n, const char *ki
     char *end;
     long d = strtol(v, &end, 10);
     if (*end || d < 0 || d >= n)
-        return r1_err("%s / %s=%s: this machine has %d %s device%s (0..%d%s)", flag, env, v, n, kind,
-                      n == 1 ? "" : "s", n - 1, hint ? hint : "");
+        return r1_err("%s / %s=%s: this machine has %d %s device%s (0..%d%s)", flag, env, v, n, kind, n == 1 ? "" : "s",
+                      n - 1, hint ? hint : "");
     return (int)d;
 }

@@ -26,7 +26,10 @@ struct r1_device_error {
     int failed;
     char msg[512];
 };
-#define R1_DEVICE_ERROR_INIT {PTHREAD_MUTEX_INITIALIZER, 0, {0}}
+#define R1_DEVICE_ERROR_INIT                                                                                           \
+    {                                                                                                                  \
+        PTHREAD_MUTEX_INITIALIZER, 0, { 0 }                                                                            \
+    }
 
 /* Keep the formatted message as e's failure unless one is kept already (the
  * first since the last take wins), and set r1_err to it. Returns -1. */
@@ -39,8 +42,7 @@ int r1_device_error_take(struct r1_device_error *e);
 
 /* 0 when t is one of held[0..n); else -1 with "the BACKEND backend holds
  * f32, ... and q8_0 weights, not T: ADVICE". */
-int r1_device_weights_check(const char *backend, enum r1_dtype t, const enum r1_dtype *held, int n,
-                            const char *advice);
+int r1_device_weights_check(const char *backend, enum r1_dtype t, const enum r1_dtype *held, int n, const char *advice);
 
 /* The device index in environment name env (which option `flag` sets) of n
  * devices of a kind ("CUDA", "OpenCL"): 0 when unset or empty; -1 with an

@@ -11,12 +11,8 @@
 #include "kernels/quants.h"
 #include "util/util.h"
 
-static void f32_to_f32(const void *src, float *dst, int64_t n) {
-    memcpy(dst, src, (size_t)n * sizeof(float));
-}
-static void f32_from_f32(const float *src, void *dst, int64_t n) {
-    memcpy(dst, src, (size_t)n * sizeof(float));
-}
+static void f32_to_f32(const void *src, float *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
+static void f32_from_f32(const float *src, void *dst, int64_t n) { memcpy(dst, src, (size_t)n * sizeof(float)); }
 /* f16 conversions with F16C where the CPU has it (loading converts whole
  * checkpoints: ~10x faster than the bit-by-bit C). Same results as the C for
  * every number (round to nearest even, subnormals kept); a NaN keeps its
@@ -175,11 +171,9 @@ const struct r1_dtype_traits r1_dtype_traits[R1_DTYPE_ALL] = {
     [R1_DTYPE_Q4_K] = {"q4_K", R1_QK_K, 144, r1_q4_K_to_f32, r1_q4_K_from_f32},
     [R1_DTYPE_Q5_K] = {"q5_K", R1_QK_K, 176, r1_q5_K_to_f32, r1_q5_K_from_f32},
     [R1_DTYPE_Q6_K] = {"q6_K", R1_QK_K, 210, r1_q6_K_to_f32, r1_q6_K_from_f32},
-    [R1_DTYPE_Q4_0X8] = {"q4_0x8", R1_QK_X8, sizeof(struct r1_block_q4_0x8), q4_0x8_to_f32,
-                         q4_0x8_from_f32},
+    [R1_DTYPE_Q4_0X8] = {"q4_0x8", R1_QK_X8, sizeof(struct r1_block_q4_0x8), q4_0x8_to_f32, q4_0x8_from_f32},
     [R1_DTYPE_Q4_1X8] = {"q4_1x8", R1_QK, 20, r1_q4_1x8_to_f32, r1_q4_1x8_from_f32},
-    [R1_DTYPE_Q8_0X8] = {"q8_0x8", R1_QK, sizeof(struct r1_block_q8_0), r1_q8_0x8_to_f32,
-                         r1_q8_0x8_from_f32},
+    [R1_DTYPE_Q8_0X8] = {"q8_0x8", R1_QK, sizeof(struct r1_block_q8_0), r1_q8_0x8_to_f32, r1_q8_0x8_from_f32},
     [R1_DTYPE_Q4_KX8] = {"q4_Kx8", R1_QK_K, 144, r1_q4_Kx8_to_f32, r1_q4_Kx8_from_f32},
     [R1_DTYPE_Q5_KX8] = {"q5_Kx8", R1_QK_K, 176, r1_q5_Kx8_to_f32, r1_q5_Kx8_from_f32},
     [R1_DTYPE_Q6_KX8] = {"q6_Kx8", R1_QK_K, 210, r1_q6_Kx8_to_f32, r1_q6_Kx8_from_f32},
@@ -205,6 +199,5 @@ size_t r1_dtype_row_bytes(enum r1_dtype t, int64_t n) {
 }
 
 void r1_mat_row_f32(const struct r1_mat *m, int row, float *dst) {
-    r1_dtype_traits[m->dtype].to_f32((const uint8_t *)m->data + (size_t)row * m->row_bytes, dst,
-                                     m->cols);
+    r1_dtype_traits[m->dtype].to_f32((const uint8_t *)m->data + (size_t)row * m->row_bytes, dst, m->cols);
 }

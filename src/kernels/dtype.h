@@ -35,7 +35,7 @@ extern "C" {
 #define R1_DTYPE_Q6_KX8 (R1_DTYPE_COUNT + 5)
 #define R1_DTYPE_ALL (R1_DTYPE_COUNT + 6) /* the public types and the private layouts */
 
-#define R1_QK 32   /* weights per block of the *_0/_1 formats */
+#define R1_QK 32    /* weights per block of the *_0/_1 formats */
 #define R1_QK_K 256 /* weights per K-quant super-block */
 
 struct r1_block_q8_0 {
@@ -43,7 +43,7 @@ struct r1_block_q8_0 {
     int8_t qs[R1_QK];
 };
 struct r1_block_q4_0 {
-    uint16_t d;             /* f16 scale */
+    uint16_t d;            /* f16 scale */
     uint8_t qs[R1_QK / 2]; /* low nibble: weights 0..15, high: 16..31; value = q - 8 */
 };
 
@@ -116,8 +116,8 @@ typedef void (*r1_from_f32_fn)(const float *src, void *dst, int64_t n);
 
 struct r1_dtype_traits {
     const char *name;
-    int block;         /* weights per block */
-    size_t block_size; /* bytes per block */
+    int block;               /* weights per block */
+    size_t block_size;       /* bytes per block */
     r1_to_f32_fn to_f32;     /* n is a multiple of block */
     r1_from_f32_fn from_f32; /* NULL where r1infer cannot produce the type */
 };

@@ -73,13 +73,13 @@ struct r1_op {
     const struct r1_mat *w;
     const float *b; /* bias (qkv_bias) or norm weight (rms_norm) */
     float eps;
-    int n;                /* dim for rms_norm, length for argmax */
-    const int32_t *ids;   /* embedding */
-    int32_t *out_id;      /* argmax */
+    int n;              /* dim for rms_norm, length for argmax */
+    const int32_t *ids; /* embedding */
+    int32_t *out_id;    /* argmax */
     int n_head, n_kv_head, head_dim, layer;
     struct r1_kv_cache *kv; /* one cache, or (when seq is set) one per sequence */
     const float *rope_cos, *rope_sin;
-    float *scratch;       /* attention: thread ith uses scratch + ith * scratch_stride */
+    float *scratch;        /* attention: thread ith uses scratch + ith * scratch_stride */
     size_t scratch_stride; /* >= kv->n_ctx floats */
     /* Device backends only: pos0 in device memory, so a captured decode step
      * (CUDA graph) can be replayed at any position. NULL: use pos0. */
@@ -102,11 +102,11 @@ typedef void (*r1_kernel_fn)(const struct r1_op *op, int ith, int nth);
  * are queued asynchronously on one stream) and downloads only the logits or
  * the argmax id. Functions that can fail return -1 / NULL with r1_err set. */
 struct r1_device_ops {
-    void *(*alloc)(size_t bytes, const char *what); /* zeroed */
-    void (*free)(void *p);                          /* NULL is a no-op */
+    void *(*alloc)(size_t bytes, const char *what);            /* zeroed */
+    void (*free)(void *p);                                     /* NULL is a no-op */
     int (*upload)(void *dst, const void *src, size_t bytes);   /* queued in order */
     int (*download)(void *dst, const void *src, size_t bytes); /* waits for the queue */
-    int (*sync)(void); /* waits; -1 if any queued kernel failed */
+    int (*sync)(void);                                         /* waits; -1 if any queued kernel failed */
     /* 0 if weights of this dtype can be held on the device, else -1 + error. */
     int (*weights_ok)(enum r1_dtype t);
     /* Floats of op->scratch attention needs for batches of up to n_batch rows. */
@@ -161,9 +161,7 @@ int r1_backend_resolve(const struct r1_backend *be, r1_kernel_fn out[R1_K_COUNT]
 extern const r1_kernel_fn r1_ref_kernels[R1_K_COUNT];
 
 /* Row t's position and KV cache (see struct r1_op). */
-static inline int r1_op_pos(const struct r1_op *op, int t) {
-    return op->pos ? op->pos[t] : op->pos0 + t;
-}
+static inline int r1_op_pos(const struct r1_op *op, int t) { return op->pos ? op->pos[t] : op->pos0 + t; }
 static inline struct r1_kv_cache *r1_op_kv(const struct r1_op *op, int t) {
     return op->seq ? &op->kv[op->seq[t]] : op->kv;
 }
@@ -171,8 +169,7 @@ static inline struct r1_kv_cache *r1_op_kv(const struct r1_op *op, int t) {
  * consecutive positions (a causal block): rows [t0, end). */
 static inline int r1_op_run_end(const struct r1_op *op, int t0) {
     int t = t0 + 1;
-    while (t < op->T && r1_op_kv(op, t) == r1_op_kv(op, t0) && r1_op_pos(op, t) == r1_op_pos(op, t0) + (t - t0))
-        t++;
+    while (t < op->T && r1_op_kv(op, t) == r1_op_kv(op, t0) && r1_op_pos(op, t) == r1_op_pos(op, t0) + (t - t0)) t++;
     return t;
 }
 

@@ -70,7 +70,6 @@ void r1_q4_1x8_from_f32(const float *src, void *dst, int64_t n) {
     }
 }
 
-
 /* ---- q8_0x8 ---- */
 #define Q80_BYTES 34 /* d f16 | qs[32] */
 

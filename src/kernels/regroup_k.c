@@ -157,31 +157,29 @@ static enum r1_dtype base_of(enum r1_dtype x8) {
 }
 
 int r1_kx8_regroup(enum r1_dtype from, enum r1_dtype to, const void *src, void *dst, int64_t n) {
-    if ((to != R1_DTYPE_Q4_KX8 && to != R1_DTYPE_Q5_KX8 && to != R1_DTYPE_Q6_KX8) ||
-        from != base_of(to) || n % R1_QK_K)
+    if ((to != R1_DTYPE_Q4_KX8 && to != R1_DTYPE_Q5_KX8 && to != R1_DTYPE_Q6_KX8) || from != base_of(to) || n % R1_QK_K)
         return -1;
     const size_t bs = r1_dtype_traits[to].block_size;
-    for (int64_t s = 0; s < n / R1_QK_K; s++)
-        kx8_from_gguf(to, (const uint8_t *)src + s * bs, (uint8_t *)dst + s * bs);
+    for (int64_t s = 0; s < n / R1_QK_K; s++) kx8_from_gguf(to, (const uint8_t *)src + s * bs, (uint8_t *)dst + s * bs);
     return 0;
 }
 
-#define KX8_CONV(NAME, DT)                                                                         \
-    static void NAME##_to_f32(const void *src, float *dst, int64_t n) {                            \
-        uint8_t blk[210];                                                                          \
-        const size_t bs = r1_dtype_traits[DT].block_size;                                          \
-        for (int64_t s = 0; s < n / R1_QK_K; s++) {                                                \
-            kx8_to_gguf(DT, (const uint8_t *)src + s * bs, blk);                                   \
-            r1_dtype_traits[base_of(DT)].to_f32(blk, dst + s * R1_QK_K, R1_QK_K);                  \
-        }                                                                                          \
-    }                                                                                              \
-    static void NAME##_from_f32(const float *src, void *dst, int64_t n) {                          \
-        uint8_t blk[210];                                                                          \
-        const size_t bs = r1_dtype_traits[DT].block_size;                                          \
-        for (int64_t s = 0; s < n / R1_QK_K; s++) {                                                \
-            r1_dtype_traits[base_of(DT)].from_f32(src + s * R1_QK_K, blk, R1_QK_K);                \
-            kx8_from_gguf(DT, blk, (uint8_t *)dst + s * bs);                                       \
-        }                                                                                          \
+#define KX8_CONV(NAME, DT)                                                                                             \
+    static void NAME##_to_f32(const void *src, float *dst, int64_t n) {                                                \
+        uint8_t blk[210];                                                                                              \
+        const size_t bs = r1_dtype_traits[DT].block_size;                                                              \
+        for (int64_t s = 0; s < n / R1_QK_K; s++) {                                                                    \
+            kx8_to_gguf(DT, (const uint8_t *)src + s * bs, blk);                                                       \
+            r1_dtype_traits[base_of(DT)].to_f32(blk, dst + s * R1_QK_K, R1_QK_K);                                      \
+        }                                                                                                              \
+    }                                                                                                                  \
+    static void NAME##_from_f32(const float *src, void *dst, int64_t n) {                                              \
+        uint8_t blk[210];                                                                                              \
+        const size_t bs = r1_dtype_traits[DT].block_size;                                                              \
+        for (int64_t s = 0; s < n / R1_QK_K; s++) {                                                                    \
+            r1_dtype_traits[base_of(DT)].from_f32(src + s * R1_QK_K, blk, R1_QK_K);                                    \
+            kx8_from_gguf(DT, blk, (uint8_t *)dst + s * bs);                                                           \
+        }                                                                                                              \
     }
 KX8_CONV(q4kx8, R1_DTYPE_Q4_KX8)
 KX8_CONV(q5kx8, R1_DTYPE_Q5_KX8)

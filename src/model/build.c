@@ -44,8 +44,7 @@ static void *take(struct planner *p, size_t bytes) {
  * other in the source, each stored as the kernels read dtype dt with cols
  * columns and rows in order, together `rows` rows of rb bytes, starting
  * where the kernels' loads allow: then a matrix fusing them can point there. */
-static int contiguous(const struct r1_src_tensor *const *part, int n, enum r1_dtype dt, int rows,
-                      int cols, size_t rb) {
+static int contiguous(const struct r1_src_tensor *const *part, int n, enum r1_dtype dt, int rows, int cols, size_t rb) {
     int64_t total = 0;
     for (int i = 0; i < n; i++) {
         const struct r1_src_tensor *t = part[i];
@@ -63,17 +62,16 @@ static int contiguous(const struct r1_src_tensor *const *part, int n, enum r1_dt
  * backend's matmuls read fastest (p->layout; not for an embedding table only
  * ever read a row at a time). When the parts are already that layout, one
  * after the other in memory the model keeps (src->in_place), m points there. */
-static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols,
-                    const char *what, const struct r1_tensor_source *src,
-                    const struct r1_src_tensor *const *part, int n, int regroup) {
+static int plan_mat(struct planner *p, struct r1_mat *m, enum r1_dtype dt, int rows, int cols, const char *what,
+                    const struct r1_tensor_source *src, const struct r1_src_tensor *const *part, int n, int regroup) {
     /* a width the block does not divide (SmolLM2's 576 columns for the
      * 256-wide K-quants) falls back to q8_0, then f16, as convert does */
     if (!r1_dtype_row_bytes(dt, cols)) dt = r1_dtype_row_bytes(R1_DTYPE_Q8_0, cols) ? R1_DTYPE_Q8_0 : R1_DTYPE_F16;
     if (regroup && p->layout) dt = p->layout(dt, cols);
     size_t rb = r1_dtype_row_bytes(dt, cols);
     if (rb == 0)
-        return r1_err("%s: %d columns cannot be stored as %s (needs a multiple of %d)", what, cols,
-                      r1_dtype_name(dt), r1_dtype_traits[dt].block);
+        return r1_err("%s: %d columns cannot be stored as %s (needs a multiple of %d)", what, cols, r1_dtype_name(dt),
+                      r1_dtype_traits[dt].block);
     m->dtype = dt;
     m->rows = rows;
     m->cols = cols;
@@ -97,15 +95,14 @@ static const struct r1_src_tensor *peek(const struct r1_tensor_source *src, cons
 }
 
 /* Look up `name`, check its shape is (rows, cols) or (rows) when cols == 0. */
-static const struct r1_src_tensor *get(const struct r1_tensor_source *src, const char *name,
-                                       int64_t rows, int64_t cols) {
+static const struct r1_src_tensor *get(const struct r1_tensor_source *src, const char *name, int64_t rows,
+                                       int64_t cols) {
     const struct r1_src_tensor *t = src->find(src->ctx, name);
     if (!t) {
         char alias[NAMELEN];
         if (src->file_name && !src->file_name(name, alias, sizeof alias))
             r1_err("%s: tensor '%s' (%s) is missing", src->path, alias, name);
-        else
-            r1_err("%s: tensor '%s' is missing", src->path, name);
+        else r1_err("%s: tensor '%s' is missing", src->path, name);
         return NULL;
     }
     int want_nd = cols ? 2 : 1;
@@ -115,15 +112,13 @@ static const struct r1_src_tensor *get(const struct r1_tensor_source *src, const
         for (int i = 0; i < t->ndim && o < 80; i++)
             o += snprintf(found + o, sizeof found - (size_t)o, "%s%lld", i ? ", " : "", (long long)t->shape[i]);
         if (cols)
-            r1_err("%s: tensor '%s' has shape [%s], expected [%lld, %lld]", src->path, name, found,
-                   (long long)rows, (long long)cols);
-        else
-            r1_err("%s: tensor '%s' has shape [%s], expected [%lld]", src->path, name, found, (long long)rows);
+            r1_err("%s: tensor '%s' has shape [%s], expected [%lld, %lld]", src->path, name, found, (long long)rows,
+                   (long long)cols);
+        else r1_err("%s: tensor '%s' has shape [%s], expected [%lld]", src->path, name, found, (long long)rows);
         return NULL;
     }
     if (!r1_dtype_traits[t->dtype].to_f32) {
-        r1_err("%s: tensor '%s' has type %s, which cannot be read yet", src->path, name,
-               r1_dtype_name(t->dtype));
+        r1_err("%s: tensor '%s' has type %s, which cannot be read yet", src->path, name, r1_dtype_name(t->dtype));
         return NULL;
     }
     return t;
@@ -158,8 +153,7 @@ static void convert_row(const struct r1_src_tensor *t, enum r1_dtype dt, int r, 
 
 /* Rows [lo, hi) of t into m at row r0 + lo, converting dtype as needed
  * (tmp: t's cols floats). */
-static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r0, int lo, int hi,
-                          float *tmp) {
+static void convert_range(const struct r1_src_tensor *t, struct r1_mat *m, int r0, int lo, int hi, float *tmp) {
     int cols = (int)t->shape[1];
     size_t src_rb = r1_dtype_row_bytes(t->dtype, cols);
     uint8_t *dst = (uint8_t *)m->data + (size_t)r0 * m->row_bytes;
@@ -229,15 +223,13 @@ static void vec_done(const struct r1_tensor_source *src, const struct r1_src_ten
 /* Vectors read through to_f32 need a dtype with whole blocks of n. */
 static int vec_ok(const struct r1_src_tensor *t, int n, const char *path) {
     if (r1_dtype_traits[t->dtype].block != 1 && n % r1_dtype_traits[t->dtype].block)
-        return r1_err("%s: tensor '%s' (%d values) is stored as %s, which needs multiples of %d",
-                      path, t->name, n, r1_dtype_name(t->dtype), r1_dtype_traits[t->dtype].block);
+        return r1_err("%s: tensor '%s' (%d values) is stored as %s, which needs multiples of %d", path, t->name, n,
+                      r1_dtype_name(t->dtype), r1_dtype_traits[t->dtype].block);
     return 0;
 }
 
 /* Whether a dtype is one of the float formats (not block-quantized). */
-static int is_float(enum r1_dtype t) {
-    return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16;
-}
+static int is_float(enum r1_dtype t) { return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16; }
 
 /* The dtype a matrix made of the n tensors `names` is held in. A forced
  * dtype wins; with R1_DTYPE_AUTO the parts' own dtype is kept when they
@@ -246,8 +238,8 @@ static int is_float(enum r1_dtype t) {
  * loss: q8_0 when all are quantized (the widest quant r1infer reads is 6
  * bits), the wider float when floats are involved. Missing parts are
  * skipped here and reported when the matrix is filled. */
-static int pick_dtype(const struct r1_tensor_source *src, const char *const *names, int n,
-                      enum r1_dtype forced, enum r1_dtype *out) {
+static int pick_dtype(const struct r1_tensor_source *src, const char *const *names, int n, enum r1_dtype forced,
+                      enum r1_dtype *out) {
     enum r1_dtype first = R1_DTYPE_AUTO;
     int same = 1, any_float = 0, any_f32 = 0, f16 = 0, bf16 = 0;
     for (int i = 0; i < n; i++) {
@@ -274,13 +266,11 @@ struct layer_dtypes {
     enum r1_dtype qkv, o, gu, down;
 };
 
-static int pick_layer(const struct r1_tensor_source *src, int l, enum r1_dtype forced,
-                      struct layer_dtypes *d) {
+static int pick_layer(const struct r1_tensor_source *src, int l, enum r1_dtype forced, struct layer_dtypes *d) {
     char n[4][NAMELEN];
     const char *p[4] = {n[0], n[1], n[2], n[3]};
     static const char *const qkv[3] = {"q_proj", "k_proj", "v_proj"};
-    for (int i = 0; i < 3; i++)
-        snprintf(n[i], NAMELEN, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
+    for (int i = 0; i < 3; i++) snprintf(n[i], NAMELEN, "model.layers.%d.self_attn.%s.weight", l, qkv[i]);
     if (pick_dtype(src, p, 3, forced, &d->qkv)) return -1;
     snprintf(n[0], NAMELEN, "model.layers.%d.self_attn.o_proj.weight", l);
     if (pick_dtype(src, p, 1, forced, &d->o)) return -1;
@@ -292,14 +282,12 @@ static int pick_layer(const struct r1_tensor_source *src, int l, enum r1_dtype f
 }
 
 /* A matrix whose dtype differs from a part's is converted through f32. */
-static int check_target(const struct r1_mat *m, const struct r1_tensor_source *src,
-                        const char *name) {
+static int check_target(const struct r1_mat *m, const struct r1_tensor_source *src, const char *name) {
     const struct r1_src_tensor *t = src->find(src->ctx, name);
     if (t && t->dtype != m->dtype && !r1_dtype_traits[m->dtype].from_f32)
         return r1_err("%s: tensor '%s' (%s) cannot be converted to %s (r1infer cannot produce "
-                      "%s; choose --dtype f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K or q6_K)", src->path,
-                      name, r1_dtype_name(t->dtype), r1_dtype_name(m->dtype),
-                      r1_dtype_name(m->dtype));
+                      "%s; choose --dtype f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_K or q6_K)",
+                      src->path, name, r1_dtype_name(t->dtype), r1_dtype_name(m->dtype), r1_dtype_name(m->dtype));
     return 0;
 }
 
@@ -318,8 +306,7 @@ static void progress_add(struct progress *pr, const struct r1_src_tensor *t) {
     if (now - pr->last < 0.1 && pr->done < pr->total) return;
     pr->last = now;
     fprintf(stderr, "\rloading %s: %3d%% (%.2f of %.2f GB)", pr->path,
-            pr->total ? (int)(100.0 * (double)pr->done / (double)pr->total) : 100, pr->done / 1e9,
-            pr->total / 1e9);
+            pr->total ? (int)(100.0 * (double)pr->done / (double)pr->total) : 100, pr->done / 1e9, pr->total / 1e9);
 }
 
 /* How the arena is filled from the source: converting, or (a layout cache
@@ -377,8 +364,9 @@ static int alloc_arena(struct r1_model *m, const struct r1_tensor_source *src, c
                       "is available; free memory, or use a smaller quantization of the model",
                       src->path, bytes / G, in_place / G, avail / G);
     if (src->in_place && in_place && bytes + in_place > avail)
-        fprintf(stderr, "r1infer: warning: %s needs %.2f GiB of memory but %.2f GiB is available: "
-                        "weights will be read from the disk again on every token (slow)\n",
+        fprintf(stderr,
+                "r1infer: warning: %s needs %.2f GiB of memory but %.2f GiB is available: "
+                "weights will be read from the disk again on every token (slow)\n",
                 src->path, (bytes + in_place) / G, avail / G);
     if (m->arena) return 0; /* a new layout cache file's */
     m->arena = r1_pages_alloc(bytes, "the model weights");
@@ -436,8 +424,7 @@ static int fill_all(struct r1_model *m, const struct r1_tensor_source *src, stru
         to_f32_vec(t, f, hd / 2);
         for (int i = 0; i < hd / 2; i++)
             if (!(f[i] > 0) || !(f[i] < 1e6f))
-                return r1_err("%s: rope_freqs.weight[%d] = %g is not a positive frequency divisor",
-                              src->path, i, f[i]);
+                return r1_err("%s: rope_freqs.weight[%d] = %g is not a positive frequency divisor", src->path, i, f[i]);
         r1_rope_inv_freq(c, f, freq);
     } else {
         r1_rope_inv_freq(c, NULL, freq);
@@ -452,11 +439,9 @@ static int fill_all(struct r1_model *m, const struct r1_tensor_source *src, stru
     return 0;
 }
 
-int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
-                   int progress) {
+int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype, int progress) {
     const struct r1_config *c = &m->cfg;
-    if (dtype != R1_DTYPE_AUTO &&
-        ((int)dtype < 0 || dtype >= R1_DTYPE_COUNT || !r1_dtype_traits[dtype].from_f32))
+    if (dtype != R1_DTYPE_AUTO && ((int)dtype < 0 || dtype >= R1_DTYPE_COUNT || !r1_dtype_traits[dtype].from_f32))
         return r1_err("weights cannot be converted to %s", r1_dtype_name(dtype));
     const int D = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd;
     const int nqkv = qd + 2 * kvd;
@@ -465,14 +450,11 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     static const char *const emb_name[1] = {"model.embed_tokens.weight"};
     static const char *const head_name[1] = {"lm_head.weight"};
     enum r1_dtype emb_dt, head_dt = R1_DTYPE_AUTO;
-    if (pick_dtype(src, emb_name, 1, dtype, &emb_dt) ||
-        (!c->tied && pick_dtype(src, head_name, 1, dtype, &head_dt)))
+    if (pick_dtype(src, emb_name, 1, dtype, &emb_dt) || (!c->tied && pick_dtype(src, head_name, 1, dtype, &head_dt)))
         return -1;
 
     /* pass 0 sizes the arena, pass 1 fills it */
-    struct planner p = {.layout = m->file_layout ? NULL
-                                  : m->layout_for ? m->layout_for->weight_layout
-                                                  : r1_cpu_layout};
+    struct planner p = {.layout = m->file_layout ? NULL : m->layout_for ? m->layout_for->weight_layout : r1_cpu_layout};
     struct r1_layout_cache lc = {.fd = -1, .lock_fd = -1};
     struct progress pr = {.tty = progress && isatty(2), .path = src->path};
     char name[NAMELEN];
@@ -489,7 +471,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
             L->ffn_norm = take(&p, (size_t)D * 4);
             L->bqkv = take(&p, (size_t)nqkv * 4);
             static const char *const part_name[7] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+                                                     "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
                                                      "mlp.down_proj"};
             const struct r1_src_tensor *part[7];
             for (int i = 0; i < 7; i++) {
@@ -521,10 +503,9 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
     /* "the dtype of the big matrices": the FFN's, which holds most bytes */
     m->dtype = c->n_layer > 0 ? m->layers[0].wgu.dtype : emb_dt;
     if (pr.tty) { /* the bytes to read, for the progress line */
-        static const char *const per_layer[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                                "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                                                "mlp.gate_proj.weight", "mlp.up_proj.weight",
-                                                "mlp.down_proj.weight"};
+        static const char *const per_layer[] = {
+            "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+            "mlp.gate_proj.weight",    "mlp.up_proj.weight",      "mlp.down_proj.weight"};
         const struct r1_src_tensor *t;
         if ((t = peek(src, emb_name[0]))) pr.total += t->size;
         if (!c->tied && (t = peek(src, head_name[0]))) pr.total += t->size;
@@ -537,7 +518,10 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
 
     int maxcols = D > c->ffn ? D : c->ffn;
     if (maxcols < qd) maxcols = qd; /* o_proj's columns: heads x head_dim may exceed dim */
-    struct filler F = {.src = src, .pr = &pr, .a0 = m->arena, .a1 = (const uint8_t *)m->arena + m->arena_size,
+    struct filler F = {.src = src,
+                       .pr = &pr,
+                       .a0 = m->arena,
+                       .a1 = (const uint8_t *)m->arena + m->arena_size,
                        .check = lc.state == R1_LC_HIT};
     F.tmp = malloc((size_t)maxcols * sizeof(float));
     F.row = malloc((size_t)maxcols * sizeof(float));
@@ -548,8 +532,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         F.check = 0, pr.done = 0;
         if (!r1_layout_cache_rebuild(&lc, m->arena, why))
             rc = r1_err("%s: cannot map the model's weights: %s", src->path, strerror(errno));
-        else
-            rc = fill_all(m, src, &F);
+        else rc = fill_all(m, src, &F);
     }
     if (pr.tty) fprintf(stderr, "\r\033[K");
     if (!rc) r1_layout_cache_commit(&lc, m->arena, progress);

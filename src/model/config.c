@@ -40,30 +40,28 @@ const char *r1_arch_name(enum r1_arch a) {
 }
 
 int r1_config_check(const struct r1_config *c, const char *src) {
-    if (c->dim <= 0 || c->n_layer <= 0 || c->n_head <= 0 || c->n_kv_head <= 0 || c->ffn <= 0 ||
-        c->vocab <= 0 || c->max_pos <= 0 || c->head_dim <= 0)
+    if (c->dim <= 0 || c->n_layer <= 0 || c->n_head <= 0 || c->n_kv_head <= 0 || c->ffn <= 0 || c->vocab <= 0 ||
+        c->max_pos <= 0 || c->head_dim <= 0)
         return r1_err("%s: sizes must be positive (hidden_size %d, layers %d, heads %d, kv heads "
                       "%d, head_dim %d, intermediate_size %d, vocab_size %d, "
-                      "max_position_embeddings %d)", src, c->dim, c->n_layer, c->n_head,
-                      c->n_kv_head, c->head_dim, c->ffn, c->vocab, c->max_pos);
+                      "max_position_embeddings %d)",
+                      src, c->dim, c->n_layer, c->n_head, c->n_kv_head, c->head_dim, c->ffn, c->vocab, c->max_pos);
     if ((int)c->arch < 0 || c->arch >= R1_ARCH_COUNT) return r1_err("%s: unknown architecture", src);
     if (c->n_head % c->n_kv_head)
-        return r1_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", src,
-                      c->n_head, c->n_kv_head);
+        return r1_err("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", src, c->n_head,
+                      c->n_kv_head);
     if (c->head_dim % 2 || c->head_dim > 512)
         return r1_err("%s: head_dim %d must be even and at most 512", src, c->head_dim);
-    if (!(c->eps > 0) || !(c->rope_theta > 0))
-        return r1_err("%s: rms_norm_eps and rope_theta must be positive", src);
+    if (!(c->eps > 0) || !(c->rope_theta > 0)) return r1_err("%s: rms_norm_eps and rope_theta must be positive", src);
     if ((size_t)c->vocab * (size_t)c->dim > ((size_t)1 << 36) ||
         (size_t)c->n_head * (size_t)c->head_dim > ((size_t)1 << 20))
         return r1_err("%s: vocab_size x hidden_size or heads x head_dim is absurdly large", src);
-    if (c->rope_factor != 0 &&
-        (!(c->rope_factor >= 1) || !(c->rope_low_freq_factor > 0) ||
-         !(c->rope_high_freq_factor > c->rope_low_freq_factor) || c->rope_orig_ctx <= 0))
+    if (c->rope_factor != 0 && (!(c->rope_factor >= 1) || !(c->rope_low_freq_factor > 0) ||
+                                !(c->rope_high_freq_factor > c->rope_low_freq_factor) || c->rope_orig_ctx <= 0))
         return r1_err("%s: llama3 rope scaling needs factor >= 1, 0 < low_freq_factor < "
                       "high_freq_factor and original_max_position_embeddings > 0 (found %g, %g, "
-                      "%g, %d)", src, c->rope_factor, c->rope_low_freq_factor,
-                      c->rope_high_freq_factor, c->rope_orig_ctx);
+                      "%g, %d)",
+                      src, c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor, c->rope_orig_ctx);
     return 0;
 }
 
@@ -105,17 +103,16 @@ static int read_rope(struct r1_config *c, json_t *v, const char *key, const char
     if (get_num(v, "rope_theta", &c->rope_theta, path)) return -1;
     if (!strcmp(type, "default")) return 0;
     if (strcmp(type, "llama3"))
-        return r1_err("%s: %s type '%s' is not supported (r1infer knows default and llama3)", path,
-                      key, type);
-    if (get_num(v, "factor", &c->rope_factor, path) ||
-        get_num(v, "low_freq_factor", &c->rope_low_freq_factor, path) ||
+        return r1_err("%s: %s type '%s' is not supported (r1infer knows default and llama3)", path, key, type);
+    if (get_num(v, "factor", &c->rope_factor, path) || get_num(v, "low_freq_factor", &c->rope_low_freq_factor, path) ||
         get_num(v, "high_freq_factor", &c->rope_high_freq_factor, path) ||
         get_int(v, "original_max_position_embeddings", &c->rope_orig_ctx, 0, path))
         return -1;
     if (!(c->rope_factor > 0) || !(c->rope_low_freq_factor > 0) || !(c->rope_high_freq_factor > 0) ||
         c->rope_orig_ctx <= 0)
         return r1_err("%s: %s of type llama3 needs factor, low_freq_factor, high_freq_factor and "
-                      "original_max_position_embeddings", path, key);
+                      "original_max_position_embeddings",
+                      path, key);
     return 0;
 }
 
@@ -153,38 +150,36 @@ int r1_config_from_json(struct r1_config *c, const char *path) {
         json_t *ab = json_object_get(root, "attention_bias");
         if (ab && json_is_true(ab)) {
             r1_err("%s: attention_bias=true is not supported for llama (its o_proj bias has no "
-                   "place in r1infer's kernels; the R1 Llama distills have none)", path);
+                   "place in r1infer's kernels; the R1 Llama distills have none)",
+                   path);
             goto out;
         }
         if (must_be_false(root, "mlp_bias", "the R1 Llama distills have no MLP bias", path)) goto out;
         json_t *tp = json_object_get(root, "pretraining_tp");
         if (tp && json_is_integer(tp) && json_integer_value(tp) != 1) {
-            r1_err("%s: pretraining_tp=%lld is not supported (only 1)", path,
-                   (long long)json_integer_value(tp));
+            r1_err("%s: pretraining_tp=%lld is not supported (only 1)", path, (long long)json_integer_value(tp));
             goto out;
         }
     } else {
-        r1_err("%s: model_type '%s' is not supported (r1infer runs qwen2 and llama models)", path,
-               type);
+        r1_err("%s: model_type '%s' is not supported (r1infer runs qwen2 and llama models)", path, type);
         goto out;
     }
-    if (get_int(root, "hidden_size", &c->dim, 1, path) ||
-        get_int(root, "num_hidden_layers", &c->n_layer, 1, path) ||
+    if (get_int(root, "hidden_size", &c->dim, 1, path) || get_int(root, "num_hidden_layers", &c->n_layer, 1, path) ||
         get_int(root, "num_attention_heads", &c->n_head, 1, path) ||
-        get_int(root, "intermediate_size", &c->ffn, 1, path) ||
-        get_int(root, "vocab_size", &c->vocab, 1, path) ||
+        get_int(root, "intermediate_size", &c->ffn, 1, path) || get_int(root, "vocab_size", &c->vocab, 1, path) ||
         get_int(root, "max_position_embeddings", &c->max_pos, 0, path))
         goto out;
     c->n_kv_head = c->n_head;
-    if (get_int(root, "num_key_value_heads", &c->n_kv_head, 0, path) ||
-        get_num(root, "rms_norm_eps", &c->eps, path) || get_num(root, "rope_theta", &c->rope_theta, path))
+    if (get_int(root, "num_key_value_heads", &c->n_kv_head, 0, path) || get_num(root, "rms_norm_eps", &c->eps, path) ||
+        get_num(root, "rope_theta", &c->rope_theta, path))
         goto out;
     json_t *v = json_object_get(root, "tie_word_embeddings");
     c->tied = v && json_is_true(v);
     v = json_object_get(root, "use_sliding_window");
     if (v && json_is_true(v)) {
         r1_err("%s: use_sliding_window=true is not supported (set it to false; the R1 distills "
-               "do not use it)", path);
+               "do not use it)",
+               path);
         goto out;
     }
     /* transformers 5 moves rope_theta and the scaling into rope_parameters */
@@ -220,13 +215,14 @@ int r1_config_from_json(struct r1_config *c, const char *path) {
     if (v && !json_is_null(v)) {
         if (get_int(root, "head_dim", &c->head_dim, 1, path)) goto out;
         if (c->arch == R1_ARCH_QWEN2 && c->head_dim * c->n_head != c->dim) {
-            r1_err("%s: head_dim %d differs from hidden_size / num_attention_heads = %d/%d", path,
-                   c->head_dim, c->dim, c->n_head);
+            r1_err("%s: head_dim %d differs from hidden_size / num_attention_heads = %d/%d", path, c->head_dim, c->dim,
+                   c->n_head);
             goto out;
         }
     } else if (c->dim % c->n_head) {
         r1_err("%s: hidden_size %d is not a multiple of num_attention_heads %d (and no head_dim "
-               "is given)", path, c->dim, c->n_head);
+               "is given)",
+               path, c->dim, c->n_head);
         goto out;
     } else {
         c->head_dim = c->dim / c->n_head;

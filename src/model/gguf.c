@@ -12,8 +12,8 @@
 
 #include "util/util.h"
 
-#define MAX_NAME 65535      /* longest key or tensor name accepted */
-#define MAX_DEPTH 8         /* nesting of arrays */
+#define MAX_NAME 65535                                    /* longest key or tensor name accepted */
+#define MAX_DEPTH 8                                       /* nesting of arrays */
 #define SHOW(x) (int)((x).len > 80 ? 80 : (x).len), (x).s /* a name for %.*s */
 
 /* ------------------------------------------------------------ type table */
@@ -86,8 +86,8 @@ static uint64_t le(const uint8_t *p, int n) {
 static int rd(struct cur *c, int n, uint64_t *v, const char *what) {
     *v = 0;
     if (left(c) < (size_t)n)
-        return r1_err("%s: truncated GGUF file: %s at byte %zu runs past the end (%zu bytes)",
-                      c->path, what, at(c), (size_t)(c->end - c->base));
+        return r1_err("%s: truncated GGUF file: %s at byte %zu runs past the end (%zu bytes)", c->path, what, at(c),
+                      (size_t)(c->end - c->base));
     *v = le(c->p, n);
     c->p += n;
     return 0;
@@ -98,11 +98,11 @@ static int rd_str(struct cur *c, struct r1_gguf_str *s, size_t max, const char *
     if (rd(c, 8, &n, what)) return -1;
     if (n > left(c))
         return r1_err("%s: corrupt GGUF file: %s at byte %zu claims %llu bytes but only %zu "
-                      "remain (truncated or corrupt)", c->path, what, at(c) - 8,
-                      (unsigned long long)n, left(c));
+                      "remain (truncated or corrupt)",
+                      c->path, what, at(c) - 8, (unsigned long long)n, left(c));
     if (n > max)
-        return r1_err("%s: corrupt GGUF file: %s at byte %zu is %llu bytes long (at most %zu)",
-                      c->path, what, at(c) - 8, (unsigned long long)n, max);
+        return r1_err("%s: corrupt GGUF file: %s at byte %zu is %llu bytes long (at most %zu)", c->path, what,
+                      at(c) - 8, (unsigned long long)n, max);
     s->s = (const char *)c->p;
     s->len = (size_t)n;
     c->p += n;
@@ -110,16 +110,14 @@ static int rd_str(struct cur *c, struct r1_gguf_str *s, size_t max, const char *
 }
 
 static const int SCALAR_SIZE[R1_GGUF_VTYPE_COUNT] = {
-    [R1_GGUF_U8] = 1,  [R1_GGUF_I8] = 1,  [R1_GGUF_U16] = 2, [R1_GGUF_I16] = 2,
-    [R1_GGUF_U32] = 4, [R1_GGUF_I32] = 4, [R1_GGUF_F32] = 4, [R1_GGUF_BOOL] = 1,
-    [R1_GGUF_U64] = 8, [R1_GGUF_I64] = 8, [R1_GGUF_F64] = 8,
+    [R1_GGUF_U8] = 1,  [R1_GGUF_I8] = 1,   [R1_GGUF_U16] = 2, [R1_GGUF_I16] = 2, [R1_GGUF_U32] = 4, [R1_GGUF_I32] = 4,
+    [R1_GGUF_F32] = 4, [R1_GGUF_BOOL] = 1, [R1_GGUF_U64] = 8, [R1_GGUF_I64] = 8, [R1_GGUF_F64] = 8,
 };
 
 /* Skip (and validate) one value of `type`; `key` names it in errors. */
 static int skip_value(struct cur *c, uint32_t type, int depth, struct r1_gguf_str key) {
     if (type >= R1_GGUF_VTYPE_COUNT)
-        return r1_err("%s: corrupt GGUF file: key '%.*s' has unknown value type %u", c->path,
-                      SHOW(key), type);
+        return r1_err("%s: corrupt GGUF file: key '%.*s' has unknown value type %u", c->path, SHOW(key), type);
     if (type == R1_GGUF_STRING) {
         struct r1_gguf_str s;
         char what[128];
@@ -128,24 +126,23 @@ static int skip_value(struct cur *c, uint32_t type, int depth, struct r1_gguf_st
     }
     if (type != R1_GGUF_ARRAY) {
         if (left(c) < (size_t)SCALAR_SIZE[type])
-            return r1_err("%s: truncated GGUF file: value of key '%.*s' runs past the end",
-                          c->path, SHOW(key));
+            return r1_err("%s: truncated GGUF file: value of key '%.*s' runs past the end", c->path, SHOW(key));
         c->p += SCALAR_SIZE[type];
         return 0;
     }
     if (depth >= MAX_DEPTH)
-        return r1_err("%s: corrupt GGUF file: key '%.*s' nests arrays deeper than %d", c->path,
-                      SHOW(key), MAX_DEPTH);
+        return r1_err("%s: corrupt GGUF file: key '%.*s' nests arrays deeper than %d", c->path, SHOW(key), MAX_DEPTH);
     uint64_t et, n;
     if (rd(c, 4, &et, "array type") || rd(c, 8, &n, "array length")) return -1;
     if (et >= R1_GGUF_VTYPE_COUNT)
-        return r1_err("%s: corrupt GGUF file: array '%.*s' has unknown element type %llu", c->path,
-                      SHOW(key), (unsigned long long)et);
+        return r1_err("%s: corrupt GGUF file: array '%.*s' has unknown element type %llu", c->path, SHOW(key),
+                      (unsigned long long)et);
     /* the smallest encoding of an element bounds the count before any loop */
     size_t min = et == R1_GGUF_STRING ? 8 : et == R1_GGUF_ARRAY ? 12 : (size_t)SCALAR_SIZE[et];
     if (n > left(c) / min)
         return r1_err("%s: corrupt GGUF file: array '%.*s' claims %llu elements but only %zu "
-                      "bytes remain", c->path, SHOW(key), (unsigned long long)n, left(c));
+                      "bytes remain",
+                      c->path, SHOW(key), (unsigned long long)n, left(c));
     if (et != R1_GGUF_STRING && et != R1_GGUF_ARRAY) {
         c->p += (size_t)n * min;
         return 0;
@@ -168,8 +165,7 @@ static int kv_cmp(const void *a, const void *b) {
     return name_cmp(sort_ctx->kv[*(const size_t *)a].key, sort_ctx->kv[*(const size_t *)b].key);
 }
 static int tensor_cmp(const void *a, const void *b) {
-    return name_cmp(sort_ctx->tensors[*(const size_t *)a].name,
-                    sort_ctx->tensors[*(const size_t *)b].name);
+    return name_cmp(sort_ctx->tensors[*(const size_t *)a].name, sort_ctx->tensors[*(const size_t *)b].name);
 }
 
 static int parse_kvs(struct r1_gguf *g, struct cur *c) {
@@ -182,8 +178,8 @@ static int parse_kvs(struct r1_gguf *g, struct cur *c) {
         if (rd(c, 4, &type, "value type")) return -1;
         kv->type = (uint32_t)type;
         if (type >= R1_GGUF_VTYPE_COUNT)
-            return r1_err("%s: corrupt GGUF file: key '%.*s' has unknown value type %llu", c->path,
-                          SHOW(kv->key), (unsigned long long)type);
+            return r1_err("%s: corrupt GGUF file: key '%.*s' has unknown value type %llu", c->path, SHOW(kv->key),
+                          (unsigned long long)type);
         const uint8_t *start = c->p;
         if (skip_value(c, kv->type, 0, kv->key)) return -1;
         kv->val = start;
@@ -203,11 +199,10 @@ static int parse_tensor_infos(struct r1_gguf *g, struct cur *c) {
         char what[64];
         snprintf(what, sizeof what, "name of tensor %zu", i);
         uint64_t nd, v;
-        if (rd_str(c, &t->name, MAX_NAME, what) || rd(c, 4, &nd, "tensor dimension count"))
-            return -1;
+        if (rd_str(c, &t->name, MAX_NAME, what) || rd(c, 4, &nd, "tensor dimension count")) return -1;
         if (nd < 1 || nd > R1_GGUF_MAX_DIMS)
-            return r1_err("%s: corrupt GGUF file: tensor '%.*s' has %llu dimensions (1 to %d)",
-                          c->path, SHOW(t->name), (unsigned long long)nd, R1_GGUF_MAX_DIMS);
+            return r1_err("%s: corrupt GGUF file: tensor '%.*s' has %llu dimensions (1 to %d)", c->path, SHOW(t->name),
+                          (unsigned long long)nd, R1_GGUF_MAX_DIMS);
         t->n_dims = (int)nd;
         for (int d = 0; d < R1_GGUF_MAX_DIMS; d++) t->ne[d] = 1;
         for (int d = 0; d < t->n_dims; d++)
@@ -218,19 +213,18 @@ static int parse_tensor_infos(struct r1_gguf *g, struct cur *c) {
         const struct r1_ggml_type *ti = r1_ggml_type_info(t->ggml_type);
         if (!ti)
             return r1_err("%s: tensor '%.*s' has unknown ggml type %u (not a type this build "
-                          "knows; the file is corrupt or newer than r1infer)", c->path,
-                          SHOW(t->name), t->ggml_type);
+                          "knows; the file is corrupt or newer than r1infer)",
+                          c->path, SHOW(t->name), t->ggml_type);
         if (t->ne[0] % (uint64_t)ti->block)
             return r1_err("%s: corrupt GGUF file: tensor '%.*s' has %llu columns, not a multiple "
-                          "of the %s block (%d)", c->path, SHOW(t->name),
-                          (unsigned long long)t->ne[0], ti->name, ti->block);
+                          "of the %s block (%d)",
+                          c->path, SHOW(t->name), (unsigned long long)t->ne[0], ti->name, ti->block);
         size_t bytes = (size_t)(t->ne[0] / (uint64_t)ti->block);
         int ok = t->ne[0] <= SIZE_MAX && r1_mul_ok(bytes, (size_t)ti->block_bytes, &bytes);
         for (int d = 1; d < R1_GGUF_MAX_DIMS && ok; d++)
             ok = t->ne[d] <= SIZE_MAX && r1_mul_ok(bytes, (size_t)t->ne[d], &bytes);
         if (!ok || bytes > (size_t)INT64_MAX)
-            return r1_err("%s: corrupt GGUF file: the shape of tensor '%.*s' overflows", c->path,
-                          SHOW(t->name));
+            return r1_err("%s: corrupt GGUF file: the shape of tensor '%.*s' overflows", c->path, SHOW(t->name));
         t->size = bytes;
     }
     return 0;
@@ -241,18 +235,16 @@ int r1_gguf_parse(struct r1_gguf *g, const uint8_t *data, size_t size, const cha
     g->path = path;
     struct cur c = {data, data, data + size, path};
     uint64_t version, nt, nkv;
-    if (size < 4 || le(data, 4) != R1_GGUF_MAGIC)
-        return r1_err("%s: not a GGUF file (no \"GGUF\" magic)", path);
+    if (size < 4 || le(data, 4) != R1_GGUF_MAGIC) return r1_err("%s: not a GGUF file (no \"GGUF\" magic)", path);
     c.p += 4;
     if (rd(&c, 4, &version, "version")) return -1;
     if (version == 1)
         return r1_err("%s: GGUF version 1 is not supported (versions 2 and 3 are); re-convert the "
-                      "model with a current converter", path);
+                      "model with a current converter",
+                      path);
     if (version != 2 && version != 3) {
-        if ((version & 0xffff) == 0)
-            return r1_err("%s: big-endian GGUF files are not supported", path);
-        return r1_err("%s: unknown GGUF version %llu (2 and 3 are supported)", path,
-                      (unsigned long long)version);
+        if ((version & 0xffff) == 0) return r1_err("%s: big-endian GGUF files are not supported", path);
+        return r1_err("%s: unknown GGUF version %llu (2 and 3 are supported)", path, (unsigned long long)version);
     }
     g->version = (uint32_t)version;
     if (rd(&c, 8, &nt, "tensor count") || rd(&c, 8, &nkv, "metadata count")) return -1;
@@ -261,8 +253,8 @@ int r1_gguf_parse(struct r1_gguf *g, const uint8_t *data, size_t size, const cha
         return r1_err("%s: corrupt GGUF file: %llu metadata entries cannot fit in %zu bytes", path,
                       (unsigned long long)nkv, left(&c));
     if (nt > left(&c) / 32)
-        return r1_err("%s: corrupt GGUF file: %llu tensors cannot fit in %zu bytes", path,
-                      (unsigned long long)nt, left(&c));
+        return r1_err("%s: corrupt GGUF file: %llu tensors cannot fit in %zu bytes", path, (unsigned long long)nt,
+                      left(&c));
     g->n_kv = (size_t)nkv;
     g->n_tensors = (size_t)nt;
     g->kv = calloc(g->n_kv ? g->n_kv : 1, sizeof *g->kv);
@@ -284,13 +276,11 @@ int r1_gguf_parse(struct r1_gguf *g, const uint8_t *data, size_t size, const cha
     sort_ctx = NULL;
     for (size_t i = 1; i < g->n_kv; i++)
         if (!name_cmp(g->kv[g->kv_sorted[i]].key, g->kv[g->kv_sorted[i - 1]].key)) {
-            r1_err("%s: corrupt GGUF file: key '%.*s' appears twice", path,
-                   SHOW(g->kv[g->kv_sorted[i]].key));
+            r1_err("%s: corrupt GGUF file: key '%.*s' appears twice", path, SHOW(g->kv[g->kv_sorted[i]].key));
             goto fail;
         }
     for (size_t i = 1; i < g->n_tensors; i++)
-        if (!name_cmp(g->tensors[g->tensor_sorted[i]].name,
-                      g->tensors[g->tensor_sorted[i - 1]].name)) {
+        if (!name_cmp(g->tensors[g->tensor_sorted[i]].name, g->tensors[g->tensor_sorted[i - 1]].name)) {
             r1_err("%s: corrupt GGUF file: tensor '%.*s' appears twice", path,
                    SHOW(g->tensors[g->tensor_sorted[i]].name));
             goto fail;
@@ -319,14 +309,14 @@ int r1_gguf_parse(struct r1_gguf *g, const uint8_t *data, size_t size, const cha
         struct r1_gguf_tensor *t = &g->tensors[i];
         if (t->offset % g->alignment) {
             r1_err("%s: corrupt GGUF file: tensor '%.*s' starts at data offset %llu, not a "
-                   "multiple of the alignment %zu", path, SHOW(t->name),
-                   (unsigned long long)t->offset, g->alignment);
+                   "multiple of the alignment %zu",
+                   path, SHOW(t->name), (unsigned long long)t->offset, g->alignment);
             goto fail;
         }
         if (t->offset > dsize || t->size > dsize - (size_t)t->offset) {
             r1_err("%s: tensor '%.*s' (%zu bytes at data offset %llu) runs past the end of the "
-                   "file (%zu data bytes): the file is truncated or corrupt", path, SHOW(t->name),
-                   t->size, (unsigned long long)t->offset, dsize);
+                   "file (%zu data bytes): the file is truncated or corrupt",
+                   path, SHOW(t->name), t->size, (unsigned long long)t->offset, dsize);
             goto fail;
         }
         t->data = data + data_off + (size_t)t->offset;
@@ -374,13 +364,12 @@ const struct r1_gguf_tensor *r1_gguf_find_tensor(const struct r1_gguf *g, const 
 }
 
 static const char *const VNAME[R1_GGUF_VTYPE_COUNT] = {
-    "uint8", "int8", "uint16", "int16", "uint32", "int32", "float32",
-    "bool",  "string", "array", "uint64", "int64", "float64",
+    "uint8", "int8",   "uint16", "int16",  "uint32", "int32",   "float32",
+    "bool",  "string", "array",  "uint64", "int64",  "float64",
 };
 
 static int wrong_type(const struct r1_gguf *g, const struct r1_gguf_kv *kv, const char *want) {
-    return r1_err("%s: metadata '%.*s' is %s, expected %s", g->path, SHOW(kv->key),
-                  VNAME[kv->type], want);
+    return r1_err("%s: metadata '%.*s' is %s, expected %s", g->path, SHOW(kv->key), VNAME[kv->type], want);
 }
 
 int r1_gguf_get_int(const struct r1_gguf *g, const char *key, int64_t lo, int64_t hi, int64_t *out) {
@@ -390,21 +379,42 @@ int r1_gguf_get_int(const struct r1_gguf *g, const char *key, int64_t lo, int64_
     int neg = 0;
     uint64_t u;
     switch (kv->type) {
-    case R1_GGUF_U8: u = p[0]; break;
-    case R1_GGUF_U16: u = le(p, 2); break;
-    case R1_GGUF_U32: u = le(p, 4); break;
-    case R1_GGUF_U64: u = le(p, 8); break;
-    case R1_GGUF_I8: u = (uint64_t)(int64_t)(int8_t)p[0]; neg = (int8_t)p[0] < 0; break;
-    case R1_GGUF_I16: u = (uint64_t)(int64_t)(int16_t)le(p, 2); neg = (int16_t)le(p, 2) < 0; break;
-    case R1_GGUF_I32: u = (uint64_t)(int64_t)(int32_t)le(p, 4); neg = (int32_t)le(p, 4) < 0; break;
-    case R1_GGUF_I64: u = le(p, 8); neg = (int64_t)u < 0; break;
-    default: return wrong_type(g, kv, "an integer");
+    case R1_GGUF_U8:
+        u = p[0];
+        break;
+    case R1_GGUF_U16:
+        u = le(p, 2);
+        break;
+    case R1_GGUF_U32:
+        u = le(p, 4);
+        break;
+    case R1_GGUF_U64:
+        u = le(p, 8);
+        break;
+    case R1_GGUF_I8:
+        u = (uint64_t)(int64_t)(int8_t)p[0];
+        neg = (int8_t)p[0] < 0;
+        break;
+    case R1_GGUF_I16:
+        u = (uint64_t)(int64_t)(int16_t)le(p, 2);
+        neg = (int16_t)le(p, 2) < 0;
+        break;
+    case R1_GGUF_I32:
+        u = (uint64_t)(int64_t)(int32_t)le(p, 4);
+        neg = (int32_t)le(p, 4) < 0;
+        break;
+    case R1_GGUF_I64:
+        u = le(p, 8);
+        neg = (int64_t)u < 0;
+        break;
+    default:
+        return wrong_type(g, kv, "an integer");
     }
     if (!neg && u > (uint64_t)INT64_MAX) u = (uint64_t)INT64_MAX; /* out of range below */
     int64_t v = (int64_t)u;
     if (v < lo || v > hi)
-        return r1_err("%s: metadata '%s' = %lld is out of range (%lld to %lld)", g->path, key,
-                      (long long)v, (long long)lo, (long long)hi);
+        return r1_err("%s: metadata '%s' = %lld is out of range (%lld to %lld)", g->path, key, (long long)v,
+                      (long long)lo, (long long)hi);
     *out = v;
     return 1;
 }
@@ -445,8 +455,7 @@ int r1_gguf_get_str(const struct r1_gguf *g, const char *key, struct r1_gguf_str
     return 1;
 }
 
-const struct r1_gguf_kv *r1_gguf_get_arr(const struct r1_gguf *g, const char *key, uint32_t type,
-                                         int *bad) {
+const struct r1_gguf_kv *r1_gguf_get_arr(const struct r1_gguf *g, const char *key, uint32_t type, int *bad) {
     *bad = 0;
     const struct r1_gguf_kv *kv = r1_gguf_find_kv(g, key);
     if (!kv) return NULL;

@@ -81,9 +81,9 @@ struct r1_gguf {
  * cannot compute with it). NULL for an id that is not a ggml type. */
 struct r1_ggml_type {
     const char *name;
-    int block;         /* elements per block */
-    int block_bytes;   /* bytes per block */
-    int dtype;         /* enum r1_dtype or -1 */
+    int block;       /* elements per block */
+    int block_bytes; /* bytes per block */
+    int dtype;       /* enum r1_dtype or -1 */
 };
 const struct r1_ggml_type *r1_ggml_type_info(uint32_t id);
 /* ggml type id of an r1 dtype. */
@@ -107,8 +107,7 @@ int r1_gguf_get_bool(const struct r1_gguf *g, const char *key, int *out);
 int r1_gguf_get_str(const struct r1_gguf *g, const char *key, struct r1_gguf_str *out);
 /* An array of `type`: returns its kv (and count) or NULL (absent, or an
  * error when present with another element type: check r1_last_error). */
-const struct r1_gguf_kv *r1_gguf_get_arr(const struct r1_gguf *g, const char *key, uint32_t type,
-                                         int *bad);
+const struct r1_gguf_kv *r1_gguf_get_arr(const struct r1_gguf *g, const char *key, uint32_t type, int *bad);
 
 /* Walk a validated string array: returns the position after the string. */
 const uint8_t *r1_gguf_next_str(const uint8_t *p, struct r1_gguf_str *out);
@@ -137,15 +136,13 @@ int r1_gguf_w_copy(struct r1_gguf_writer *w, const struct r1_gguf_kv *kv);
  * r1infer; stored innermost first. Data is produced at write time by
  * fill(ctx, index, dst, size), index = order of registration. */
 typedef int (*r1_gguf_fill_fn)(void *ctx, int index, uint8_t *dst, size_t size);
-int r1_gguf_w_tensor(struct r1_gguf_writer *w, const char *name, enum r1_dtype dtype, int ndim,
-                     const int64_t *shape);
+int r1_gguf_w_tensor(struct r1_gguf_writer *w, const char *name, enum r1_dtype dtype, int ndim, const int64_t *shape);
 /* The tokenizer.ggml.* keys (and tokenizer.chat_template) from a model
  * directory's tokenizer.json + tokenizer_config.json, the token list padded
  * to `vocab` with unused "[PADn]" entries. bos/eos: ids, or -1 to take them
  * from tokenizer_config.json. Defined in src/tokenizer/gguf_tok.c. */
 int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, int bos, int eos);
 /* Write the file (header, metadata, tensor infos, aligned data). */
-int r1_gguf_w_write(struct r1_gguf_writer *w, const char *path, r1_gguf_fill_fn fill, void *ctx,
-                    int progress);
+int r1_gguf_w_write(struct r1_gguf_writer *w, const char *path, r1_gguf_fill_fn fill, void *ctx, int progress);
 
 #endif

@@ -48,8 +48,7 @@ static int map_name(const char *name, char *out, size_t cap, int from) {
     int to = !from;
     static const char *const prefix[2] = {"blk.", "model.layers."};
     for (size_t i = 0; i < N_GLOBAL; i++)
-        if (!strcmp(name, GLOBAL[i][from]))
-            return (size_t)snprintf(out, cap, "%s", GLOBAL[i][to]) < cap ? 0 : -1;
+        if (!strcmp(name, GLOBAL[i][from])) return (size_t)snprintf(out, cap, "%s", GLOBAL[i][to]) < cap ? 0 : -1;
     size_t pl = strlen(prefix[from]);
     if (strncmp(name, prefix[from], pl)) return -1;
     const char *p = name + pl;
@@ -60,8 +59,7 @@ static int map_name(const char *name, char *out, size_t cap, int from) {
     p++;
     for (size_t i = 0; i < N_LAYER; i++)
         if (!strcmp(p, LAYER[i][from]))
-            return (size_t)snprintf(out, cap, "%s%ld.%s", prefix[to], layer, LAYER[i][to]) < cap ? 0
-                                                                                                 : -1;
+            return (size_t)snprintf(out, cap, "%s%ld.%s", prefix[to], layer, LAYER[i][to]) < cap ? 0 : -1;
     return -1;
 }
 
@@ -106,14 +104,12 @@ static int make_source(struct gguf_src *s, const struct r1_gguf *g, const char *
         if (gt->n_dims > 2)
             for (int d = 2; d < gt->n_dims; d++)
                 if (gt->ne[d] != 1)
-                    return r1_err("%s: tensor '%s' has %d dimensions, expected at most 2", path,
-                                  gname, gt->n_dims);
+                    return r1_err("%s: tensor '%s' has %d dimensions, expected at most 2", path, gname, gt->n_dims);
         struct r1_src_tensor *t = &s->t[s->n];
         t->name = s->names[s->n];
         t->dtype = (enum r1_dtype)ti->dtype;
         t->ndim = gt->n_dims > 2 ? 2 : gt->n_dims;
-        if (gt->ne[0] > INT32_MAX || gt->ne[1] > INT32_MAX)
-            return r1_err("%s: tensor '%s' is too large", path, gname);
+        if (gt->ne[0] > INT32_MAX || gt->ne[1] > INT32_MAX) return r1_err("%s: tensor '%s' is too large", path, gname);
         if (t->ndim == 1) {
             t->shape[0] = (int64_t)gt->ne[0];
         } else {
@@ -170,7 +166,8 @@ static int config_from_gguf(struct r1_config *c, const struct r1_gguf *g, struct
         c->arch = R1_ARCH_LLAMA;
     } else {
         return r1_err("%s: architecture '%.*s' is not supported (r1infer runs qwen2 and llama "
-                      "models)", g->path, (int)(as.len > 40 ? 40 : as.len), as.s);
+                      "models)",
+                      g->path, (int)(as.len > 40 ? 40 : as.len), as.s);
     }
     c->eps = 1e-6f;
     c->rope_theta = 10000.0f;
@@ -199,36 +196,37 @@ static int config_from_gguf(struct r1_config *c, const struct r1_gguf *g, struct
         c->head_dim = kl;
         if (c->arch == R1_ARCH_QWEN2 && kl * c->n_head != c->dim)
             return r1_err("%s: qwen2.attention.key_length %d differs from embedding_length / "
-                          "head_count = %d/%d", g->path, kl, c->dim, c->n_head);
+                          "head_count = %d/%d",
+                          g->path, kl, c->dim, c->n_head);
     } else if (c->dim % c->n_head) {
         return r1_err("%s: %s.embedding_length %d is not a multiple of %s.attention.head_count %d "
-                      "(and no %s.attention.key_length is given)", g->path, arch, c->dim, arch,
-                      c->n_head, arch);
+                      "(and no %s.attention.key_length is given)",
+                      g->path, arch, c->dim, arch, c->n_head, arch);
     } else {
         c->head_dim = c->dim / c->n_head;
     }
     if (vl && vl != c->head_dim)
         return r1_err("%s: %s.attention.value_length %d differs from the key length %d (not "
-                      "supported)", g->path, arch, vl, c->head_dim);
+                      "supported)",
+                      g->path, arch, vl, c->head_dim);
     if (rd && rd != c->head_dim)
         return r1_err("%s: %s.rope.dimension_count %d differs from head_dim %d (partial rotary "
-                      "embeddings are not supported)", g->path, arch, rd, c->head_dim);
+                      "embeddings are not supported)",
+                      g->path, arch, rd, c->head_dim);
     struct r1_gguf_str st;
     r = r1_gguf_get_str(g, akey(arch, "rope.scaling.type", k, sizeof k), &st);
     if (r < 0) return -1;
     if (r > 0 && !(st.len == 4 && !memcmp(st.s, "none", 4)))
-        return r1_err("%s: rope scaling '%.*s' is not supported", g->path,
-                      (int)(st.len > 40 ? 40 : st.len), st.s);
+        return r1_err("%s: rope scaling '%.*s' is not supported", g->path, (int)(st.len > 40 ? 40 : st.len), st.s);
     const struct r1_src_tensor *emb = gguf_find((void *)s, "model.embed_tokens.weight");
-    if (!emb || emb->ndim != 2)
-        return r1_err("%s: tensor 'token_embd.weight' is missing or not 2-D", g->path);
+    if (!emb || emb->ndim != 2) return r1_err("%s: tensor 'token_embd.weight' is missing or not 2-D", g->path);
     c->vocab = (int)emb->shape[0];
     int bad;
     const struct r1_gguf_kv *toks = r1_gguf_get_arr(g, "tokenizer.ggml.tokens", R1_GGUF_STRING, &bad);
     if (bad) return -1;
     if (toks && toks->arr_n > (uint64_t)c->vocab)
-        return r1_err("%s: %llu tokens but token_embd has only %d rows", g->path,
-                      (unsigned long long)toks->arr_n, c->vocab);
+        return r1_err("%s: %llu tokens but token_embd has only %d rows", g->path, (unsigned long long)toks->arr_n,
+                      c->vocab);
     c->tied = gguf_find((void *)s, "lm_head.weight") == NULL;
     int64_t id;
     if ((r = r1_gguf_get_int(g, "tokenizer.ggml.bos_token_id", 0, c->vocab - 1, &id)) < 0) return -1;
@@ -238,8 +236,7 @@ static int config_from_gguf(struct r1_config *c, const struct r1_gguf *g, struct
     /* the dtype holding most bytes of the layer matrices */
     size_t bytes[R1_DTYPE_COUNT] = {0};
     for (size_t i = 0; i < s->n; i++)
-        if (s->t[i].ndim == 2 && !strncmp(s->t[i].name, "model.layers.", 13))
-            bytes[s->t[i].dtype] += s->t[i].size;
+        if (s->t[i].ndim == 2 && !strncmp(s->t[i].name, "model.layers.", 13)) bytes[s->t[i].dtype] += s->t[i].size;
     c->file_dtype = emb->dtype;
     for (int t = 0; t < R1_DTYPE_COUNT; t++)
         if (bytes[t] > bytes[c->file_dtype]) c->file_dtype = (enum r1_dtype)t;
@@ -269,8 +266,11 @@ int r1_model_load_gguf(struct r1_model *m, const char *path, const struct r1_loa
     if (r1_model_open_file(&f, path, opts)) return -1;
     if (r1_gguf_parse(&g, f.data, f.size, path)) goto out_unmap;
     if (make_source(&s, &g, path) || config_from_gguf(&m->cfg, &g, &s)) goto out;
-    struct r1_tensor_source src = {.ctx = &s, .path = path, .find = gguf_find,
-                                   .file_name = r1_gguf_name_from_hf, .in_place = 1,
+    struct r1_tensor_source src = {.ctx = &s,
+                                   .path = path,
+                                   .find = gguf_find,
+                                   .file_name = r1_gguf_name_from_hf,
+                                   .in_place = 1,
                                    .private_pages = f.anon};
     if (opts->layout_cache && !opts->no_mmap) {
         src.layout_cache = opts->layout_cache;

@@ -133,13 +133,12 @@ int r1_gguf_w_arr_i32(struct r1_gguf_writer *w, const char *k, const int32_t *va
 
 static size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
 
-int r1_gguf_w_tensor(struct r1_gguf_writer *w, const char *name, enum r1_dtype dtype, int ndim,
-                     const int64_t *shape) {
+int r1_gguf_w_tensor(struct r1_gguf_writer *w, const char *name, enum r1_dtype dtype, int ndim, const int64_t *shape) {
     if (ndim < 1 || ndim > R1_GGUF_MAX_DIMS) return r1_err("tensor '%s': %d dimensions", name, ndim);
     size_t size = r1_dtype_row_bytes(dtype, shape[ndim - 1]);
     if (size == 0 && shape[ndim - 1] != 0)
-        return r1_err("tensor '%s': %lld columns cannot be stored as %s", name,
-                      (long long)shape[ndim - 1], r1_dtype_name(dtype));
+        return r1_err("tensor '%s': %lld columns cannot be stored as %s", name, (long long)shape[ndim - 1],
+                      r1_dtype_name(dtype));
     for (int d = 0; d < ndim - 1; d++)
         if (shape[d] < 0 || !r1_mul_ok(size, (size_t)shape[d], &size))
             return r1_err("tensor '%s': shape overflows", name);
@@ -173,8 +172,7 @@ static int pad(FILE *f, size_t at, const char *path) {
     return write_all(f, zero, align_up(at) - at, path);
 }
 
-int r1_gguf_w_write(struct r1_gguf_writer *w, const char *path, r1_gguf_fill_fn fill, void *ctx,
-                    int progress) {
+int r1_gguf_w_write(struct r1_gguf_writer *w, const char *path, r1_gguf_fill_fn fill, void *ctx, int progress) {
     if (w->oom) return -1;
     /* tensor infos go after the metadata in the same buffer */
     size_t kv_end = w->kv.n;
@@ -199,8 +197,7 @@ int r1_gguf_w_write(struct r1_gguf_writer *w, const char *path, r1_gguf_fill_fn 
     int rc = -1;
     uint8_t *tmp = NULL;
     size_t tmp_cap = 0, at = 24 + w->kv.n;
-    if (write_all(f, hdr, 24, path) || write_all(f, w->kv.p, w->kv.n, path) || pad(f, at, path))
-        goto out;
+    if (write_all(f, hdr, 24, path) || write_all(f, w->kv.p, w->kv.n, path) || pad(f, at, path)) goto out;
     int tty = progress && isatty(2);
     for (size_t i = 0; i < w->n_t; i++) {
         struct wtensor *t = &w->t[i];
@@ -212,9 +209,7 @@ int r1_gguf_w_write(struct r1_gguf_writer *w, const char *path, r1_gguf_fill_fn 
                 goto out;
             }
         }
-        if (fill(ctx, (int)i, tmp, t->size) || write_all(f, tmp, t->size, path) ||
-            pad(f, t->size, path))
-            goto out;
+        if (fill(ctx, (int)i, tmp, t->size) || write_all(f, tmp, t->size, path) || pad(f, t->size, path)) goto out;
         if (tty) fprintf(stderr, "\rwriting %s: tensor %zu/%zu", path, i + 1, w->n_t);
     }
     if (tty) fprintf(stderr, "\r\033[K");

@@ -39,8 +39,7 @@ static void hf_close(struct hf_src *h) {
     memset(h, 0, sizeof *h);
 }
 
-static int add_shard(struct hf_src *h, const char *dir, const char *name,
-                     const struct r1_load_opts *opts) {
+static int add_shard(struct hf_src *h, const char *dir, const char *name, const struct r1_load_opts *opts) {
     if (strchr(name, '/') || !strcmp(name, "..") || name[0] == 0)
         return r1_err("%s/model.safetensors.index.json: shard name '%s' is not a plain file name", dir, name);
     for (int i = 0; i < h->n; i++)
@@ -110,14 +109,14 @@ int r1_model_load_hf(struct r1_model *m, const char *dir, const struct r1_load_o
         return -1;
     }
     const char *shown = h.n == 1 ? h.shards[0].path : dir;
-    struct r1_tensor_source src = {.ctx = &h, .path = shown, .find = hf_find, .in_place = 1,
-                                   .private_pages = opts->no_mmap};
+    struct r1_tensor_source src = {
+        .ctx = &h, .path = shown, .find = hf_find, .in_place = 1, .private_pages = opts->no_mmap};
     if (opts->layout_cache && !opts->no_mmap) {
         src.layout_cache = opts->layout_cache;
         src.file_key = 0xcbf29ce484222325ull;
         for (int i = 0; i < h.n; i++)
-            src.file_key = r1_layout_file_key(src.file_key, h.shards[i].path, h.shards[i].file.data,
-                                              h.shards[i].file.size);
+            src.file_key =
+                r1_layout_file_key(src.file_key, h.shards[i].path, h.shards[i].file.data, h.shards[i].file.size);
     }
     rc = r1_model_build(m, &src, opts->dtype, opts->progress);
     if (!rc) { /* the model keeps the files it points into */

@@ -27,21 +27,21 @@
 #include "util/env.h"
 
 #define LC_MAGIC "R1LAYOUT"
-#define LC_VERSION 1u /* bump when a stored layout's bytes change meaning */
+#define LC_VERSION 1u                   /* bump when a stored layout's bytes change meaning */
 #define LC_DATA_OFF ((uint64_t)2 << 20) /* the arena starts on a 2 MiB boundary of the file */
 #define HUGE_PAGE ((size_t)2 << 20)
 
 /* The header at the start of a cache file; the arena follows at data_off. */
 struct lc_header {
-    char magic[8];          /* LC_MAGIC */
-    uint32_t version;       /* LC_VERSION */
-    uint32_t header_bytes;  /* sizeof (struct lc_header) */
-    uint64_t file_key;      /* the model files it was made from (r1_layout_file_key) */
-    uint64_t plan_hash;     /* offsets, dtypes and shapes of every piece of the arena */
-    uint64_t data_off;      /* where the arena starts */
-    uint64_t data_bytes;    /* its size */
-    char model[512];        /* the model's path, for people reading the file */
-    uint64_t check;         /* r1_hash64 of every byte above */
+    char magic[8];         /* LC_MAGIC */
+    uint32_t version;      /* LC_VERSION */
+    uint32_t header_bytes; /* sizeof (struct lc_header) */
+    uint64_t file_key;     /* the model files it was made from (r1_layout_file_key) */
+    uint64_t plan_hash;    /* offsets, dtypes and shapes of every piece of the arena */
+    uint64_t data_off;     /* where the arena starts */
+    uint64_t data_bytes;   /* its size */
+    char model[512];       /* the model's path, for people reading the file */
+    uint64_t check;        /* r1_hash64 of every byte above */
 };
 
 uint64_t r1_hash64(uint64_t h, const void *p, size_t n) {
@@ -132,8 +132,7 @@ static const char *reject(const struct r1_layout_cache *c, int fd, const struct 
         return "too short to hold a header";
     if (memcmp(h.magic, LC_MAGIC, 8)) return "not a layout cache file";
     if (h.check != header_check(&h)) return "its header is damaged";
-    if (h.version != LC_VERSION || h.header_bytes != sizeof h)
-        return "written by another version of r1infer";
+    if (h.version != LC_VERSION || h.header_bytes != sizeof h) return "written by another version of r1infer";
     if (h.data_off != LC_DATA_OFF || h.data_bytes != c->size) return "its layout differs from this model's";
     if ((uint64_t)st->st_size != h.data_off + h.data_bytes) return "truncated (or grown) since it was written";
     if (h.file_key != c->file_key) return "made from another version of the model file";

@@ -21,8 +21,8 @@ int r1_model_open_file(struct r1_file *f, const char *path, const struct r1_load
     uint64_t avail = r1_mem_available();
     if (stat(path, &st) == 0 && (uint64_t)st.st_size > avail)
         return r1_err("%s: reading the model into memory (--no-mmap) needs %.2f GiB, but only %.2f GiB "
-                      "is available; load it mapped (without --no-mmap) or free memory", path,
-                      (double)st.st_size / (1u << 30), (double)avail / (1u << 30));
+                      "is available; load it mapped (without --no-mmap) or free memory",
+                      path, (double)st.st_size / (1u << 30), (double)avail / (1u << 30));
     return r1_file_read_private(f, path);
 }
 
@@ -56,9 +56,7 @@ static int each_in_place(const struct r1_model *m, int (*fn)(const struct r1_mat
 static _Thread_local const struct r1_file *file_in_use;
 
 /* each_in_place callback: nonzero (stop) when w lies in file_in_use */
-static int points_into_file(const struct r1_mat *w) {
-    return inside(w->data, file_in_use->data, file_in_use->size);
-}
+static int points_into_file(const struct r1_mat *w) { return inside(w->data, file_in_use->data, file_in_use->size); }
 
 /* madvise [lo, hi) of a mapping, rounded out to whole pages. */
 static void advise(const uint8_t *lo, const uint8_t *hi, int advice) {
@@ -150,10 +148,10 @@ int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n, const 
     uint64_t avail = r1_mem_available();
     if (m->in_place_bytes > avail) /* the arena is resident already */
         return r1_err("%s: --mlock needs %.2f GiB more memory to lock the weights used from the file, "
-                      "but only %.2f GiB is available", m->path ? m->path : "the model",
-                      (double)m->in_place_bytes / (1u << 30), (double)avail / (1u << 30));
+                      "but only %.2f GiB is available",
+                      m->path ? m->path : "the model", (double)m->in_place_bytes / (1u << 30),
+                      (double)avail / (1u << 30));
     if (r1_mem_lock(m->arena, m->arena_size) || each_in_place(m, lock_mat))
         return r1_err_prefix("%s: --mlock", m->path ? m->path : "the model");
     return 0;
 }
-

@@ -60,7 +60,6 @@ const struct r1_config *r1_model_config(const r1_model_t *m) { return &m->cfg; }
 
 enum r1_dtype r1_model_dtype(const r1_model_t *m) { return m->dtype; }
 
-
 static size_t mat_bytes(const struct r1_mat *w) { return (size_t)w->rows * w->row_bytes; }
 
 size_t r1_model_decode_bytes(const r1_model_t *m) {

@@ -25,21 +25,21 @@ struct r1_layer {
 
 struct r1_model {
     struct r1_config cfg;
-    enum r1_dtype dtype;  /* dtype of the big matrices */
-    struct r1_mat emb;    /* (vocab, dim) */
+    enum r1_dtype dtype; /* dtype of the big matrices */
+    struct r1_mat emb;   /* (vocab, dim) */
     struct r1_layer *layers;
-    float *out_norm;      /* (dim) */
+    float *out_norm;       /* (dim) */
     struct r1_mat lm_head; /* (vocab, dim); shares emb's data when tied */
     float *rope_inv_freq;  /* (head_dim/2): rotation speed of each pair (i, i + head_dim/2) */
-    void *arena;          /* pages (r1_pages_alloc) holding every converted weight */
+    void *arena;           /* pages (r1_pages_alloc) holding every converted weight */
     size_t arena_size;
     struct r1_file *maps; /* the files (mapped, or read with --no-mmap) that the
                              matrices used in place point into */
     int n_maps;
     size_t in_place_bytes; /* bytes of the matrices that point into maps */
-    char *path;           /* what it was loaded from */
-    struct r1_tp *tp;     /* this rank's share when tensor parallel (model/tp.h); NULL alone */
-    int layout_cache;     /* enum r1_layout_cache_state: where the arena came from */
+    char *path;            /* what it was loaded from */
+    struct r1_tp *tp;      /* this rank's share when tensor parallel (model/tp.h); NULL alone */
+    int layout_cache;      /* enum r1_layout_cache_state: where the arena came from */
     /* the backend the layouts were chosen for (r1_load_opts.backend); NULL:
      * the cpu's (models built in memory) */
     const struct r1_backend *layout_for;
@@ -110,13 +110,11 @@ struct r1_tensor_source {
  * aligned) points into the source instead of being copied (in_place_bytes);
  * the arena is sized for the rest, checked against the memory available,
  * and each converted tensor's source pages are given back after it. */
-int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype,
-                   int progress);
+int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum r1_dtype dtype, int progress);
 /* (mapped.c) Hand the files a build used in place to m (it unmaps them when freed);
  * files no matrix points into are closed now. Then --mlock (opts->mlock):
  * lock the arena and the matrices used in place. -1 with an error. */
-int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n,
-                        const struct r1_load_opts *opts);
+int r1_model_keep_files(struct r1_model *m, struct r1_file *files, int n, const struct r1_load_opts *opts);
 /* Map `path` (or read it into private pages when opts->no_mmap). */
 int r1_model_open_file(struct r1_file *f, const char *path, const struct r1_load_opts *opts);
 
@@ -134,11 +132,11 @@ enum r1_layout_cache_state {
 };
 struct r1_layout_cache {
     int state;
-    int fd, lock_fd;   /* the cache file (or the one being written); the lock held */
-    char *path, *tmp;  /* its name; the temporary name while writing */
-    char model[512];   /* the model's path */
+    int fd, lock_fd;  /* the cache file (or the one being written); the lock held */
+    char *path, *tmp; /* its name; the temporary name while writing */
+    char model[512];  /* the model's path */
     uint64_t file_key, plan_hash;
-    size_t size;       /* bytes of the arena */
+    size_t size; /* bytes of the arena */
 };
 /* FNV-1a over n bytes of p, continuing from h. */
 uint64_t r1_hash64(uint64_t h, const void *p, size_t n);

@@ -93,12 +93,13 @@ int r1_st_parse(struct r1_st *st, const uint8_t *data, size_t size, const char *
         size_t begin = (size_t)json_integer_value(b), end = (size_t)json_integer_value(e), bytes;
         if (end > dsize) {
             r1_err("%s: tensor '%s': data ends at byte %zu, past the end of the file (%zu data "
-                   "bytes; the file is truncated or corrupt)", path, key, end, dsize);
+                   "bytes; the file is truncated or corrupt)",
+                   path, key, end, dsize);
             goto fail;
         }
         if (!r1_mul_ok(count, esize, &bytes) || bytes != end - begin) {
-            r1_err("%s: tensor '%s': shape needs %zu bytes but data_offsets span %zu", path, key,
-                   count * esize, end - begin);
+            r1_err("%s: tensor '%s': shape needs %zu bytes but data_offsets span %zu", path, key, count * esize,
+                   end - begin);
             goto fail;
         }
         t->data = base + begin;

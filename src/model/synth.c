@@ -38,12 +38,22 @@ int r1_synth_config(const char *name, struct r1_config *c) {
     for (size_t i = 0; i < sizeof synth_cfgs / sizeof synth_cfgs[0]; i++) {
         const struct synth_cfg *s = &synth_cfgs[i];
         if (strcmp(s->name, name)) continue;
-        *c = (struct r1_config){.arch = s->arch, .dim = s->dim, .n_layer = s->n_layer,
-                                .n_head = s->n_head, .n_kv_head = s->n_kv_head,
-                                .head_dim = s->dim / s->n_head, .ffn = s->ffn, .vocab = s->vocab,
-                                .max_pos = s->max_pos, .tied = 0, .eps = 1e-6f,
-                                .rope_theta = s->theta, .qkv_bias = s->arch == R1_ARCH_QWEN2,
-                                .file_dtype = R1_DTYPE_BF16, .bos_id = s->bos, .eos_id = s->eos};
+        *c = (struct r1_config){.arch = s->arch,
+                                .dim = s->dim,
+                                .n_layer = s->n_layer,
+                                .n_head = s->n_head,
+                                .n_kv_head = s->n_kv_head,
+                                .head_dim = s->dim / s->n_head,
+                                .ffn = s->ffn,
+                                .vocab = s->vocab,
+                                .max_pos = s->max_pos,
+                                .tied = 0,
+                                .eps = 1e-6f,
+                                .rope_theta = s->theta,
+                                .qkv_bias = s->arch == R1_ARCH_QWEN2,
+                                .file_dtype = R1_DTYPE_BF16,
+                                .bos_id = s->bos,
+                                .eos_id = s->eos};
         if (s->arch == R1_ARCH_LLAMA) {
             c->eps = 1e-5f;
             c->rope_factor = 8.0f;
@@ -53,8 +63,7 @@ int r1_synth_config(const char *name, struct r1_config *c) {
         }
         return 0;
     }
-    return r1_err("unknown synthetic config '%s' (tiny, 1.5b, 7b, 14b, 32b, llama-8b, llama-70b)",
-                  name);
+    return r1_err("unknown synthetic config '%s' (tiny, 1.5b, 7b, 14b, 32b, llama-8b, llama-70b)", name);
 }
 
 /* ---- the tensor list of a Qwen2 checkpoint ---- */
@@ -66,13 +75,13 @@ struct tdesc {
 
 static int tensor_list(const struct r1_config *c, struct tdesc *out) {
     int n = 0, hd = c->head_dim;
-#define ADD(k, r, cl, ...)                                                          \
-    do {                                                                            \
-        if (out) {                                                                  \
-            snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__);                 \
-            out[n].rows = (r), out[n].cols = (cl), out[n].kind = (k);               \
-        }                                                                           \
-        n++;                                                                        \
+#define ADD(k, r, cl, ...)                                                                                             \
+    do {                                                                                                               \
+        if (out) {                                                                                                     \
+            snprintf(out[n].name, sizeof out[n].name, __VA_ARGS__);                                                    \
+            out[n].rows = (r), out[n].cols = (cl), out[n].kind = (k);                                                  \
+        }                                                                                                              \
+        n++;                                                                                                           \
     } while (0)
     ADD(0, c->vocab, c->dim, "model.embed_tokens.weight");
     for (int l = 0; l < c->n_layer; l++) {
@@ -138,8 +147,12 @@ static const struct r1_src_tensor *gen_find(void *ctx, const char *name) {
         size_t count = (size_t)d->rows * (size_t)(d->cols ? d->cols : 1);
         uint64_t st = tensor_seed(g->seed, i);
         fill(g->buf, R1_DTYPE_BF16, count, d->kind, &st);
-        g->cur = (struct r1_src_tensor){.name = d->name, .dtype = R1_DTYPE_BF16, .ndim = d->cols ? 2 : 1,
-                                        .shape = {d->rows, d->cols}, .data = g->buf, .size = count * 2};
+        g->cur = (struct r1_src_tensor){.name = d->name,
+                                        .dtype = R1_DTYPE_BF16,
+                                        .ndim = d->cols ? 2 : 1,
+                                        .shape = {d->rows, d->cols},
+                                        .data = g->buf,
+                                        .size = count * 2};
         return &g->cur;
     }
     return NULL;
@@ -216,8 +229,8 @@ static int copy_file(const char *from, const char *to) {
     return ok ? 0 : r1_err("%s: cannot write: %s", to, strerror(errno));
 }
 
-int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt, uint64_t seed,
-                   const char *tokdir, int progress) {
+int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt, uint64_t seed, const char *tokdir,
+                   int progress) {
     if (dt != R1_DTYPE_F32 && dt != R1_DTYPE_F16 && dt != R1_DTYPE_BF16)
         return r1_err("synth writes f32, f16 or bf16 checkpoints, not %s", r1_dtype_name(dt));
     if (r1_config_check(c, "synthetic config")) return -1;
@@ -239,23 +252,19 @@ int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt,
             "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
             "  \"intermediate_size\": %d,\n  \"vocab_size\": %d,\n  \"max_position_embeddings\": %d,\n"
             "  \"rms_norm_eps\": %g,\n  \"rope_theta\": %.1f,\n  \"tie_word_embeddings\": %s,\n",
-            llama ? "LlamaForCausalLM" : "Qwen2ForCausalLM", r1_arch_name(c->arch), c->dim,
-            c->n_layer, c->n_head, c->n_kv_head, c->head_dim, c->ffn, c->vocab, c->max_pos,
-            (double)c->eps, (double)c->rope_theta, c->tied ? "true" : "false");
-    if (llama)
-        fprintf(fp,
-                "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n");
-    else
-        fprintf(fp, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n");
+            llama ? "LlamaForCausalLM" : "Qwen2ForCausalLM", r1_arch_name(c->arch), c->dim, c->n_layer, c->n_head,
+            c->n_kv_head, c->head_dim, c->ffn, c->vocab, c->max_pos, (double)c->eps, (double)c->rope_theta,
+            c->tied ? "true" : "false");
+    if (llama) fprintf(fp, "  \"attention_bias\": false,\n  \"mlp_bias\": false,\n  \"pretraining_tp\": 1,\n");
+    else fprintf(fp, "  \"use_sliding_window\": false,\n  \"sliding_window\": null,\n");
     if (c->rope_factor > 0)
         fprintf(fp,
                 "  \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %g, "
                 "\"low_freq_factor\": %g, \"high_freq_factor\": %g, "
                 "\"original_max_position_embeddings\": %d},\n",
-                (double)c->rope_factor, (double)c->rope_low_freq_factor,
-                (double)c->rope_high_freq_factor, c->rope_orig_ctx);
-    else
-        fprintf(fp, "  \"rope_scaling\": null,\n");
+                (double)c->rope_factor, (double)c->rope_low_freq_factor, (double)c->rope_high_freq_factor,
+                c->rope_orig_ctx);
+    else fprintf(fp, "  \"rope_scaling\": null,\n");
     fprintf(fp,
             "  \"bos_token_id\": %d,\n  \"eos_token_id\": %d,\n  \"torch_dtype\": \"%s\",\n"
             "  \"r1infer_synthetic\": {\"seed\": %llu}\n}\n",
@@ -274,10 +283,12 @@ int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt,
     for (int i = 0; i < n; i++) {
         size_t bytes = (size_t)list[i].rows * (size_t)(list[i].cols ? list[i].cols : 1) * esize;
         if (list[i].cols)
-            len += (size_t)snprintf(hdr + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}",
-                                    list[i].name, stname, (long long)list[i].rows, (long long)list[i].cols, off, off + bytes);
+            len += (size_t)snprintf(
+                hdr + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%zu,%zu]}",
+                list[i].name, stname, (long long)list[i].rows, (long long)list[i].cols, off, off + bytes);
         else
-            len += (size_t)snprintf(hdr + len, cap - len, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%zu,%zu]}",
+            len += (size_t)snprintf(hdr + len, cap - len,
+                                    ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%zu,%zu]}",
                                     list[i].name, stname, (long long)list[i].rows, off, off + bytes);
         off += bytes;
     }
@@ -323,7 +334,8 @@ int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype dt,
         if (nv < 0) goto out;
         if (nv > c->vocab) {
             r1_err("the tokenizer in %s has %d ids, more than the model's vocab_size %d; give "
-                   "--tokenizer a matching one (or none)", tokdir, nv, c->vocab);
+                   "--tokenizer a matching one (or none)",
+                   tokdir, nv, c->vocab);
             goto out;
         }
         for (int i = 0; i < 2; i++) {

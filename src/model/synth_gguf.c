@@ -109,8 +109,8 @@ int r1_synth_write_gguf(const char *path, const struct r1_config *c, enum r1_dty
     const int hd = c->head_dim, widths[3] = {c->dim, c->n_head * hd, c->ffn};
     for (int i = 0; i < 3; i++)
         if (!r1_dtype_row_bytes(dt, widths[i]))
-            return r1_err("%s: %d columns are not a whole number of %s blocks (%d)", r1_dtype_name(dt),
-                          widths[i], r1_dtype_name(dt), r1_dtype_traits[dt].block);
+            return r1_err("%s: %d columns are not a whole number of %s blocks (%d)", r1_dtype_name(dt), widths[i],
+                          r1_dtype_name(dt), r1_dtype_traits[dt].block);
     struct gsynth g = {.dt = dt, .seed = seed};
     g.t = calloc((size_t)(13 * c->n_layer + 3), sizeof *g.t);
     struct r1_gguf_writer *w = r1_gguf_writer_new();
@@ -119,12 +119,12 @@ int r1_synth_write_gguf(const char *path, const struct r1_config *c, enum r1_dty
         r1_err("out of memory");
         goto out;
     }
-#define T(r, cl, isnorm, ...)                                                               \
-    do {                                                                                    \
-        struct gtensor *t_ = &g.t[g.n++];                                                   \
-        snprintf(t_->name, sizeof t_->name, __VA_ARGS__);                                   \
-        t_->shape[0] = (r), t_->shape[1] = (cl), t_->norm = (isnorm);                       \
-        t_->dt = (cl) != 0 ? dt : R1_DTYPE_F32;                                             \
+#define T(r, cl, isnorm, ...)                                                                                          \
+    do {                                                                                                               \
+        struct gtensor *t_ = &g.t[g.n++];                                                                              \
+        snprintf(t_->name, sizeof t_->name, __VA_ARGS__);                                                              \
+        t_->shape[0] = (r), t_->shape[1] = (cl), t_->norm = (isnorm);                                                  \
+        t_->dt = (cl) != 0 ? dt : R1_DTYPE_F32;                                                                        \
     } while (0)
     T(c->vocab, c->dim, 0, "token_embd.weight");
     for (int l = 0; l < c->n_layer; l++) {

@@ -28,12 +28,12 @@ static enum r1_dtype plain(enum r1_dtype t) { return plain_of[t] ? plain_of[t] :
 /* Weights per column block: where a column cut may fall. */
 static int col_block(enum r1_dtype t) { return r1_dtype_traits[plain(t)].block; }
 
-int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int down_block,
-               struct r1_tp *tp) {
+int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int down_block, struct r1_tp *tp) {
     if (size < 1 || rank < 0 || rank >= size) return r1_err("rank %d of %d: no such rank", rank, size);
     if (size > c->n_kv_head)
         return r1_err("%d ranks, but the model has %d KV heads: each rank holds whole KV heads, so "
-                      "run at most %d ranks (mpirun -np %d)", size, c->n_kv_head, c->n_kv_head, c->n_kv_head);
+                      "run at most %d ranks (mpirun -np %d)",
+                      size, c->n_kv_head, c->n_kv_head, c->n_kv_head);
     if (size > c->vocab) return r1_err("%d ranks for a vocabulary of %d", size, c->vocab);
     memset(tp, 0, sizeof *tp);
     tp->rank = rank, tp->size = size, tp->full = *c;
@@ -43,12 +43,11 @@ int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int 
     if ((size_t)tp->q0 * c->head_dim % (size_t)wo_block)
         return r1_err("rank %d of %d would begin o_proj at column %d, inside a block of %d weights: "
                       "choose a rank count whose head groups (%d heads x %d) are whole blocks, or a "
-                      "dtype with smaller blocks (--dtype q8_0)", rank, size, tp->q0 * c->head_dim, wo_block,
-                      group, c->head_dim);
+                      "dtype with smaller blocks (--dtype q8_0)",
+                      rank, size, tp->q0 * c->head_dim, wo_block, group, c->head_dim);
     const int units = (c->ffn + down_block - 1) / down_block;
     if (units < size)
-        return r1_err("an FFN of %d columns in blocks of %d cannot be shared by %d ranks", c->ffn, down_block,
-                      size);
+        return r1_err("an FFN of %d columns in blocks of %d cannot be shared by %d ranks", c->ffn, down_block, size);
     int u0, u1;
     r1_tp_share(units, rank, size, &u0, &u1);
     tp->f0 = u0 * down_block;
@@ -150,8 +149,7 @@ static void cut_done(const struct planner *p, const struct r1_model *m, const st
 
 /* Lay out (p->base NULL) or fill this rank's share of m into `layers`, emb,
  * out_norm, rope and lm_head of nm. */
-static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *tp, struct r1_model *nm,
-               uint8_t *tmp) {
+static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *tp, struct r1_model *nm, uint8_t *tmp) {
     const struct r1_config *c = &m->cfg;
     const int D = c->dim, hd = c->head_dim, qd = c->n_head * hd, kvd = c->n_kv_head * hd;
     const int lo[3] = {tp->q0 * hd, qd + tp->kv0 * hd, qd + kvd + tp->kv0 * hd};
@@ -189,9 +187,7 @@ static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *
     return 0;
 }
 
-int r1_tp_split(struct r1_model *m) {
-    return r1_comm_size() == 1 ? 0 : r1_tp_apply(m, r1_comm_rank(), r1_comm_size());
-}
+int r1_tp_split(struct r1_model *m) { return r1_comm_size() == 1 ? 0 : r1_tp_apply(m, r1_comm_rank(), r1_comm_size()); }
 
 int r1_tp_apply(struct r1_model *m, int rank, int size) {
     if (m->tp) return r1_err("the model is already one rank's share");
@@ -282,6 +278,4 @@ void r1_tp_gather_logits_root(const struct r1_tp *tp, float *row) {
     r1_comm_gather_f32(row, tp->v_counts, tp->v_displs, 0);
 }
 
-void r1_tp_gather_logits(const struct r1_tp *tp, float *row) {
-    r1_comm_allgather_f32(row, tp->v_counts, tp->v_displs);
-}
+void r1_tp_gather_logits(const struct r1_tp *tp, float *row) { r1_comm_allgather_f32(row, tp->v_counts, tp->v_displs); }

@@ -19,11 +19,11 @@ struct r1_model;
 
 struct r1_tp {
     int rank, size;
-    struct r1_config full; /* the whole model's shape (the model's cfg is this rank's share) */
-    int kv0, kv1;          /* KV heads [kv0, kv1) */
-    int q0, q1;            /* Q heads [q0, q1): the groups of those KV heads */
-    int f0, f1;            /* FFN columns [f0, f1) */
-    int v0, v1;            /* vocabulary rows [v0, v1) of the LM head */
+    struct r1_config full;    /* the whole model's shape (the model's cfg is this rank's share) */
+    int kv0, kv1;             /* KV heads [kv0, kv1) */
+    int q0, q1;               /* Q heads [q0, q1): the groups of those KV heads */
+    int f0, f1;               /* FFN columns [f0, f1) */
+    int v0, v1;               /* vocabulary rows [v0, v1) of the LM head */
     int *v_counts, *v_displs; /* (size) every rank's vocabulary share, for the gather */
 };
 
@@ -37,8 +37,7 @@ void r1_tp_share(int n, int r, int N, int *lo, int *hi);
  * Fills tp (v_counts/v_displs left NULL); -1 with an error that says what
  * to change when the model cannot be cut so (more ranks than KV heads, a
  * head group not a whole number of blocks). */
-int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int down_block,
-               struct r1_tp *tp);
+int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int down_block, struct r1_tp *tp);
 
 /* When this process is one rank of a job of several (r1_comm_size() > 1):
  * replace m's weights with this rank's share (one new arena; the old one is

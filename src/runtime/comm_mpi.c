@@ -27,8 +27,8 @@ static void check(int rc, const char *what) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     MPI_Error_string(rc, msg, &len);
-    dprintf(g_err_fd, "r1infer: rank %d of %d: %s failed: %.*s (did another rank die?)\n", g_rank, g_size,
-            what, len, msg);
+    dprintf(g_err_fd, "r1infer: rank %d of %d: %s failed: %.*s (did another rank die?)\n", g_rank, g_size, what, len,
+            msg);
     MPI_Abort(MPI_COMM_WORLD, 1);
     _exit(1);
 }

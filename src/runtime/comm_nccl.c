@@ -21,19 +21,19 @@ static ncclComm_t g_comm;
 static int g_ready;
 
 static void fatal(const char *what, const char *msg) {
-    fprintf(stderr, "r1infer: rank %d of %d: %s failed: %s (did another rank die?)\n", r1_comm_rank(),
-            r1_comm_size(), what, msg);
+    fprintf(stderr, "r1infer: rank %d of %d: %s failed: %s (did another rank die?)\n", r1_comm_rank(), r1_comm_size(),
+            what, msg);
     r1_comm_abort(1);
 }
-#define NCCL_CHECK(x, what)                                                                                    \
-    do {                                                                                                       \
-        ncclResult_t rc_ = (x);                                                                                \
-        if (rc_ != ncclSuccess) fatal(what, ncclGetErrorString(rc_));                                          \
+#define NCCL_CHECK(x, what)                                                                                            \
+    do {                                                                                                               \
+        ncclResult_t rc_ = (x);                                                                                        \
+        if (rc_ != ncclSuccess) fatal(what, ncclGetErrorString(rc_));                                                  \
     } while (0)
-#define CUDA_CHECK(x, what)                                                                                    \
-    do {                                                                                                       \
-        cudaError_t rc_ = (x);                                                                                 \
-        if (rc_ != cudaSuccess) fatal(what, cudaGetErrorString(rc_));                                          \
+#define CUDA_CHECK(x, what)                                                                                            \
+    do {                                                                                                               \
+        cudaError_t rc_ = (x);                                                                                         \
+        if (rc_ != cudaSuccess) fatal(what, cudaGetErrorString(rc_));                                                  \
     } while (0)
 
 int r1_comm_dev_init(void) {

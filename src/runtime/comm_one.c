@@ -17,16 +17,15 @@ int r1_comm_init(int *argc, char ***argv) {
     const char *n = r1_env("OMPI_COMM_WORLD_SIZE");
     if (n && atoi(n) > 1)
         return r1_err("started by mpirun with %s ranks, but this r1infer was built without MPI: "
-                      "rebuild with make MPI=1 (needs openmpi-bin libopenmpi-dev)", n);
+                      "rebuild with make MPI=1 (needs openmpi-bin libopenmpi-dev)",
+                      n);
     return 0;
 }
 int r1_comm_rank(void) { return 0; }
 int r1_comm_size(void) { return 1; }
 const char *r1_comm_name(void) { return "one"; }
 void r1_comm_allreduce_sum_f32(float *x, size_t n) { (void)x, (void)n; }
-void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs) {
-    (void)buf, (void)counts, (void)displs;
-}
+void r1_comm_allgather_f32(float *buf, const int *counts, const int *displs) { (void)buf, (void)counts, (void)displs; }
 void r1_comm_argmax_f32(float *val, int *idx) { (void)val, (void)idx; }
 void r1_comm_bcast(void *buf, size_t bytes, int root) { (void)buf, (void)bytes, (void)root; }
 void r1_comm_gather_f32(float *buf, const int *counts, const int *displs, int root) {

@@ -74,7 +74,7 @@ int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const
                  "of free memory (--ctx N to choose)",
                  n, per, c->max_pos, r1_dtype_name(kvt), pool, avail / 1e9);
     else
-        snprintf(note, cap, "context %d tokens%s, the model's max_position_embeddings (%s KV cache%s: %.2f GB)", n,
-                 per, r1_dtype_name(kvt), pool, (double)pos_bytes * n / 1e9);
+        snprintf(note, cap, "context %d tokens%s, the model's max_position_embeddings (%s KV cache%s: %.2f GB)", n, per,
+                 r1_dtype_name(kvt), pool, (double)pos_bytes * n / 1e9);
     return n;
 }

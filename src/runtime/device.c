@@ -18,8 +18,7 @@
 #define MAX_ARENAS 64
 
 static int dev_dtype_ok(enum r1_dtype t) {
-    return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0 ||
-           t == R1_DTYPE_Q4_0;
+    return t == R1_DTYPE_F32 || t == R1_DTYPE_F16 || t == R1_DTYPE_BF16 || t == R1_DTYPE_Q8_0 || t == R1_DTYPE_Q4_0;
 }
 /* The dtype of the device copy: the plain format of a cpu-regrouped layout
  * (lossless, r1_dtype_regroup); every other quantized format (q4_1, q5_*,
@@ -48,8 +47,7 @@ size_t r1_device_mat_bytes(const struct r1_mat *src) {
     return (size_t)src->rows * r1_align16((size_t)src->cols * esize(t));
 }
 
-int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct r1_mat *src,
-                         struct r1_mat *out) {
+int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct r1_mat *src, struct r1_mat *out) {
     if (!r1_device_mat_bytes(src))
         return r1_err("a %d x %d %s matrix cannot be held on the device (f32, f16, bf16, q8_0 "
                       "and q4_0 can)",
@@ -69,8 +67,7 @@ int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct 
         int rc = 0;
         for (int r0 = 0; r0 < rows && !rc; r0 += (int)per) {
             int n = rows - r0 < (int)per ? rows - r0 : (int)per;
-            for (int r = 0; r < n; r++)
-                memcpy(buf + (size_t)r * rb, s + (size_t)(r0 + r) * src->row_bytes, used);
+            for (int r = 0; r < n; r++) memcpy(buf + (size_t)r * rb, s + (size_t)(r0 + r) * src->row_bytes, used);
             rc = d->upload(o + (size_t)r0 * rb, buf, (size_t)n * rb);
         }
         free(buf);
@@ -148,37 +145,36 @@ static int place_all(struct dev_model *dm, const struct r1_model *m, int upload,
     size_t off = 0;
     int rc = 0, seg = 0;
     uint8_t *base = upload ? dm->arenas[0] : NULL;
-#define PLACE_SEG(need)                                                                     \
-    do {                                                                                    \
-        if (off && off + (need) > max) {                                                    \
-            if (!upload) dm->sizes[seg] = off;                                              \
-            if (++seg >= MAX_ARENAS)                                                        \
-                return r1_err("the weights need more than %d device allocations of %zu bytes", \
-                              MAX_ARENAS, max);                                             \
-            off = 0;                                                                        \
-            if (upload) base = dm->arenas[seg];                                             \
-        }                                                                                   \
+#define PLACE_SEG(need)                                                                                                \
+    do {                                                                                                               \
+        if (off && off + (need) > max) {                                                                               \
+            if (!upload) dm->sizes[seg] = off;                                                                         \
+            if (++seg >= MAX_ARENAS)                                                                                   \
+                return r1_err("the weights need more than %d device allocations of %zu bytes", MAX_ARENAS, max);       \
+            off = 0;                                                                                                   \
+            if (upload) base = dm->arenas[seg];                                                                        \
+        }                                                                                                              \
     } while (0)
-#define PLACE_MAT(dstmat, srcmat)                                                           \
-    do {                                                                                    \
-        size_t nb = r1_device_mat_bytes(&(srcmat));                                         \
-        if (!nb) return r1_device_mat_upload(d, NULL, &(srcmat), &(dstmat));                \
-        if (nb > max)                                                                       \
-            return r1_err("a %d x %d weight matrix needs %zu bytes in one device allocation; " \
-                          "the device allows %zu",                                          \
-                          (srcmat).rows, (srcmat).cols, nb, max);                           \
-        PLACE_SEG(r1_align16(nb) + 256);                                                    \
-        if (base && !rc) rc = r1_device_mat_upload(d, base + off, &(srcmat), &(dstmat));    \
-        off += r1_align16(nb) + 256;                                                        \
+#define PLACE_MAT(dstmat, srcmat)                                                                                      \
+    do {                                                                                                               \
+        size_t nb = r1_device_mat_bytes(&(srcmat));                                                                    \
+        if (!nb) return r1_device_mat_upload(d, NULL, &(srcmat), &(dstmat));                                           \
+        if (nb > max)                                                                                                  \
+            return r1_err("a %d x %d weight matrix needs %zu bytes in one device allocation; "                         \
+                          "the device allows %zu",                                                                     \
+                          (srcmat).rows, (srcmat).cols, nb, max);                                                      \
+        PLACE_SEG(r1_align16(nb) + 256);                                                                               \
+        if (base && !rc) rc = r1_device_mat_upload(d, base + off, &(srcmat), &(dstmat));                               \
+        off += r1_align16(nb) + 256;                                                                                   \
     } while (0)
-#define PLACE_VEC(dstp, srcp, n)                                                            \
-    do {                                                                                    \
-        PLACE_SEG(vec_bytes(n));                                                            \
-        if (base && !rc) {                                                                  \
-            (dstp) = (float *)(base + off);                                                 \
-            rc = d->upload(base + off, (srcp), (size_t)(n) * 4);                            \
-        }                                                                                   \
-        off += vec_bytes(n);                                                                \
+#define PLACE_VEC(dstp, srcp, n)                                                                                       \
+    do {                                                                                                               \
+        PLACE_SEG(vec_bytes(n));                                                                                       \
+        if (base && !rc) {                                                                                             \
+            (dstp) = (float *)(base + off);                                                                            \
+            rc = d->upload(base + off, (srcp), (size_t)(n)*4);                                                         \
+        }                                                                                                              \
+        off += vec_bytes(n);                                                                                           \
     } while (0)
     PLACE_MAT(dm->view.emb, m->emb);
     if (m->lm_head.data == m->emb.data) {

@@ -29,9 +29,7 @@ struct r1_model;
 static inline size_t r1_align16(size_t n) { return (n + 15) & ~(size_t)15; }
 
 /* Byte offset of the f16 scales of a planar q8_0 device matrix. */
-static inline size_t r1_device_q8_scales_offset(int rows, int cols) {
-    return (size_t)rows * r1_align16((size_t)cols);
-}
+static inline size_t r1_device_q8_scales_offset(int rows, int cols) { return (size_t)rows * r1_align16((size_t)cols); }
 
 /* Byte offset of the f16 scales of a planar q8_0 or q4_0 device matrix. */
 static inline size_t r1_device_quant_scales_offset(enum r1_dtype t, int rows, int cols) {
@@ -50,8 +48,7 @@ size_t r1_device_mat_bytes(const struct r1_mat *src);
 /* Convert the host matrix src to device layout and upload it to dst (which
  * holds r1_device_mat_bytes(src) bytes); *out describes the device copy.
  * Returns 0, or -1 with an error. */
-int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct r1_mat *src,
-                         struct r1_mat *out);
+int r1_device_mat_upload(const struct r1_device_ops *d, void *dst, const struct r1_mat *src, struct r1_mat *out);
 
 /* A device copy of m's weights for backend be, made on first use and shared
  * by later callers (reference counted): a struct r1_model whose r1_mat and

@@ -42,9 +42,9 @@ struct r1_pool {
     atomic_int quit;
     r1_kernel_fn fn;
     const struct r1_op *op;
-    _Alignas(64) atomic_int done; /* shares 1..n-1 finished in the current job */
+    _Alignas(64) atomic_int done;     /* shares 1..n-1 finished in the current job */
     _Alignas(64) atomic_int sleepers; /* workers waiting (or about to) on cv */
-    atomic_int spin; /* pause iterations before an idle worker sleeps */
+    atomic_int spin;                  /* pause iterations before an idle worker sleeps */
 };
 
 struct worker_arg {
@@ -62,8 +62,7 @@ static void run_shares(struct r1_pool *p, unsigned gen) {
         if (gen_of(st) != gen) return;
         int s = (int)(st & 0xffffffffu);
         if (s >= p->n) return;
-        if (!atomic_compare_exchange_weak_explicit(&p->state, &st, st + 1, memory_order_acq_rel,
-                                                   memory_order_acquire))
+        if (!atomic_compare_exchange_weak_explicit(&p->state, &st, st + 1, memory_order_acq_rel, memory_order_acquire))
             continue;
         p->fn(p->op, s, p->n);
         atomic_fetch_add_explicit(&p->done, 1, memory_order_release);
@@ -91,8 +90,7 @@ static void *worker(void *arg_) {
              * and broadcasts under the mutex. */
             pthread_mutex_lock(&p->mu);
             atomic_fetch_add(&p->sleepers, 1);
-            while (gen_of(atomic_load(&p->state)) == seen && !atomic_load(&p->quit))
-                pthread_cond_wait(&p->cv, &p->mu);
+            while (gen_of(atomic_load(&p->state)) == seen && !atomic_load(&p->quit)) pthread_cond_wait(&p->cv, &p->mu);
             atomic_fetch_sub(&p->sleepers, 1);
             pthread_mutex_unlock(&p->mu);
             spins = 0;

@@ -25,14 +25,19 @@ struct r1_sampler {
     struct cand *c, *tmp; /* (vocab) candidates, ordered / unordered */
     int *bkt;             /* (vocab) bucket of each unordered candidate */
     int *bucket;          /* (NB + 1) counts, then bucket ends */
-    int32_t *recent;  /* ring of the last repeat_last_n ids */
+    int32_t *recent;      /* ring of the last repeat_last_n ids */
     int n_recent, head;
     uint64_t rng[4];
 };
 
 struct r1_sampler_params r1_sampler_defaults(void) {
-    return (struct r1_sampler_params){.temperature = 0.6f, .top_k = 0, .top_p = 0.95f, .min_p = 0.0f,
-                                      .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0};
+    return (struct r1_sampler_params){.temperature = 0.6f,
+                                      .top_k = 0,
+                                      .top_p = 0.95f,
+                                      .min_p = 0.0f,
+                                      .repeat_penalty = 1.0f,
+                                      .repeat_last_n = 64,
+                                      .seed = 0};
 }
 
 static uint64_t splitmix(uint64_t *x) {
@@ -57,8 +62,8 @@ r1_sampler_t *r1_sampler_new(const struct r1_sampler_params *p, int vocab) {
         r1_err("sampler: vocabulary size must be positive");
         return NULL;
     }
-    if (p->temperature < 0 || p->top_p <= 0 || p->top_p > 1 || p->min_p < 0 || p->min_p > 1 ||
-        p->top_k < 0 || p->repeat_penalty <= 0) {
+    if (p->temperature < 0 || p->top_p <= 0 || p->top_p > 1 || p->min_p < 0 || p->min_p > 1 || p->top_k < 0 ||
+        p->repeat_penalty <= 0) {
         r1_err("sampler: need temperature >= 0, 0 < top_p <= 1, 0 <= min_p <= 1, top_k >= 0, "
                "repeat_penalty > 0");
         return NULL;
@@ -288,7 +293,9 @@ done:
     return chosen;
 }
 
-struct r1_sampler_params r1_sampler_get_params(const r1_sampler_t *s) { return s->p; }
+struct r1_sampler_params r1_sampler_get_params(const r1_sampler_t *s) {
+    return s->p;
+}
 
 int r1_sampler_greedy(const r1_sampler_t *s) { return !(s->p.temperature > 0 && s->p.top_k != 1); }
 

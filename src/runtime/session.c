@@ -31,8 +31,8 @@
 
 struct r1_session {
     struct r1_model *m;
-    int tp_local; /* tensor parallel: the next step's logits stay this rank's rows (no gather) */
-    int tp_root;  /* tensor parallel: logits are gathered on rank 0 only (a batch that leads or follows) */
+    int tp_local;             /* tensor parallel: the next step's logits stay this rank's rows (no gather) */
+    int tp_root;              /* tensor parallel: logits are gathered on rank 0 only (a batch that leads or follows) */
     const struct r1_model *w; /* weights the kernels read: m, or its device copy */
     const struct r1_backend *be;
     const struct r1_device_ops *dev; /* be->dev: NULL on host backends */
@@ -49,26 +49,26 @@ struct r1_session {
     int stamp;
     int32_t *row_seq, *row_pos, *out_rows; /* (n_batch) the step's rows */
     float *gather;                         /* (n_batch, dim) rows whose logits are wanted */
-    float *rope_cos, *rope_sin; /* (n_ctx, head_dim/2) */
+    float *rope_cos, *rope_sin;            /* (n_ctx, head_dim/2) */
     /* host backends: the rope rows computed so far (filled as positions are
      * reached: a context of the model's whole length costs what is used),
      * and whether the KV cache asks for huge pages yet */
     int rope_n, kv_huge;
     size_t kv_bytes;
-    float *x;      /* (n_batch, dim) residual stream */
-    float *xb;     /* (n_batch, dim) normed */
-    float *qkv;    /* (n_batch, qkv rows) */
-    float *att;    /* (n_batch, q_dim) */
-    float *hb;     /* (n_batch, ffn) */
-    float *logits; /* (vocab) */
+    float *x;       /* (n_batch, dim) residual stream */
+    float *xb;      /* (n_batch, dim) normed */
+    float *qkv;     /* (n_batch, qkv rows) */
+    float *att;     /* (n_batch, q_dim) */
+    float *hb;      /* (n_batch, ffn) */
+    float *logits;  /* (vocab) */
     float *scratch; /* (threads, n_ctx) attention scores; device: dev->scratch_floats */
     /* device backends only */
-    int32_t *d_ids;     /* (n_batch) token ids */
-    int32_t *d_pos;     /* position of row 0 of the step */
-    int32_t *d_id;      /* argmax result */
-    float *d_logits;    /* (vocab) last-row logits */
-    float *d_all;       /* (n_batch, vocab) every row, allocated on first all-logits call */
-    void *graph;        /* the captured decode step */
+    int32_t *d_ids;  /* (n_batch) token ids */
+    int32_t *d_pos;  /* position of row 0 of the step */
+    int32_t *d_id;   /* argmax result */
+    float *d_logits; /* (vocab) last-row logits */
+    float *d_all;    /* (n_batch, vocab) every row, allocated on first all-logits call */
+    void *graph;     /* the captured decode step */
     int use_graph;
     int profile;
     double us[R1_K_COUNT];
@@ -162,8 +162,7 @@ static void host_positions(struct r1_session *s, int upto) {
     kv_pages(s, upto);
 }
 
-static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts *opts, int n_seq,
-                                    int n_batch) {
+static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts *opts, int n_seq, int n_batch) {
     struct r1_session_opts def = {.kv_dtype = R1_DTYPE_AUTO};
     if (!opts) opts = &def;
     const struct r1_config *c = &m->cfg;
@@ -228,8 +227,8 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     s->n_batch = n_batch;
     s->n_seq = n_seq;
     const int hd = c->head_dim, qd = c->n_head * hd, nqkv = qd + 2 * c->n_kv_head * hd;
-    s->kv = (struct r1_kv_cache){.dtype = kvt, .n_layer = c->n_layer, .n_kv_head = c->n_kv_head,
-                                 .n_ctx = n_ctx, .head_dim = hd};
+    s->kv = (struct r1_kv_cache){
+        .dtype = kvt, .n_layer = c->n_layer, .n_kv_head = c->n_kv_head, .n_ctx = n_ctx, .head_dim = hd};
     size_t seq_bytes = (size_t)c->n_layer * c->n_kv_head * (size_t)n_ctx * r1_dtype_row_bytes(kvt, hd);
     if (seq_bytes > SIZE_MAX / 2 / (size_t)n_seq) {
         r1_session_free(s);
@@ -269,8 +268,7 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
     s->row_pos = malloc(nb * sizeof(int32_t));
     s->out_rows = malloc(nb * sizeof(int32_t));
     s->gather = s->dev ? NULL : r1_alloc(nb * c->dim * 4, "activations");
-    if (!s->kvs || !s->seq_past || !s->seen || !s->row_seq || !s->row_pos || !s->out_rows ||
-        (!s->dev && !s->gather)) {
+    if (!s->kvs || !s->seq_past || !s->seen || !s->row_seq || !s->row_pos || !s->out_rows || (!s->dev && !s->gather)) {
         r1_session_free(s);
         r1_err("out of memory for the batch state");
         return NULL;
@@ -288,8 +286,8 @@ static r1_session_t *session_create(r1_model_t *m, const struct r1_session_opts 
         s->d_logits = balloc(s, (size_t)c->vocab * 4, "logits");
         dev_ok = s->d_ids && s->d_pos && s->d_id && s->d_logits;
     }
-    if (!s->kv.k || !s->kv.v || !s->rope_cos || !s->rope_sin || !s->x || !s->xb || !s->qkv ||
-        !s->att || !s->hb || !s->logits || !s->scratch || !dev_ok) {
+    if (!s->kv.k || !s->kv.v || !s->rope_cos || !s->rope_sin || !s->x || !s->xb || !s->qkv || !s->att || !s->hb ||
+        !s->logits || !s->scratch || !dev_ok) {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", r1_last_error());
         r1_session_free(s);
@@ -382,9 +380,9 @@ int r1_session_truncate(r1_session_t *s, int n) {
 
 /* Which rows of a step go through the final norm + lm_head. */
 struct out_sel {
-    int all_rows;            /* every row, in order */
-    const int32_t *rows;     /* else these n rows (host backends; gathered first) */
-    int n;                   /* else (rows NULL) the last row */
+    int all_rows;        /* every row, in order */
+    const int32_t *rows; /* else these n rows (host backends; gathered first) */
+    int n;               /* else (rows NULL) the last row */
 };
 
 /* The kernel sequence of one batch of T tokens: row t of sequence seq[t] at
@@ -404,10 +402,20 @@ static void forward_ops(struct r1_session *s, const int32_t *ids, int T, int pos
             for (int t = 0; t < T; t++) upto = pos[t] + 1 > upto ? pos[t] + 1 : upto;
         host_positions(s, upto);
     }
-    struct r1_op base = {.T = T, .pos0 = pos0, .seq = seq, .pos = pos, .n_head = c->n_head,
-                         .n_kv_head = c->n_kv_head, .head_dim = c->head_dim, .kv = kv,
-                         .rope_cos = s->rope_cos, .rope_sin = s->rope_sin, .scratch = s->scratch,
-                         .scratch_stride = (size_t)s->n_ctx, .eps = c->eps, .n = D,
+    struct r1_op base = {.T = T,
+                         .pos0 = pos0,
+                         .seq = seq,
+                         .pos = pos,
+                         .n_head = c->n_head,
+                         .n_kv_head = c->n_kv_head,
+                         .head_dim = c->head_dim,
+                         .kv = kv,
+                         .rope_cos = s->rope_cos,
+                         .rope_sin = s->rope_sin,
+                         .scratch = s->scratch,
+                         .scratch_stride = (size_t)s->n_ctx,
+                         .eps = c->eps,
+                         .n = D,
                          .pos_dev = pos_dev};
     struct r1_op op = base;
     op.kernel = R1_K_EMBEDDING, op.out = s->x, op.w = &m->emb, op.ids = ids;
@@ -480,8 +488,7 @@ static int forward_batch(struct r1_session *s, const int32_t *ids, int T, float 
     }
     const struct r1_device_ops *d = s->dev;
     int32_t pos = s->n_past;
-    if (d->upload(s->d_ids, ids, (size_t)T * sizeof *ids) || d->upload(s->d_pos, &pos, sizeof pos))
-        return -1;
+    if (d->upload(s->d_ids, ids, (size_t)T * sizeof *ids) || d->upload(s->d_pos, &pos, sizeof pos)) return -1;
     if (all && !s->d_all) {
         s->d_all = d->alloc((size_t)s->n_batch * V * sizeof(float), "all-rows logits");
         if (!s->d_all) return -1;
@@ -493,8 +500,7 @@ static int forward_batch(struct r1_session *s, const int32_t *ids, int T, float 
         int rc = d->graph_begin();
         if (rc < 0) return -1;
         if (rc == 0) {
-            forward_ops(s, s->d_ids, 1, s->n_past, &s->kv, NULL, NULL, (struct out_sel){0}, s->d_logits,
-                        s->d_pos);
+            forward_ops(s, s->d_ids, 1, s->n_past, &s->kv, NULL, NULL, (struct out_sel){0}, s->d_logits, s->d_pos);
             s->graph = d->graph_end();
             if (!s->graph) return -1;
         }
@@ -522,8 +528,7 @@ static int check_ids(const struct r1_session *s, const int32_t *ids, int n) {
         return r1_err("context full: %d tokens cached + %d new > --ctx %d", s->n_past, n, s->n_ctx);
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= c->vocab)
-            return r1_err("token id %d at position %d is outside the vocabulary (0..%d)", ids[i], i,
-                          c->vocab - 1);
+            return r1_err("token id %d at position %d is outside the vocabulary (0..%d)", ids[i], i, c->vocab - 1);
     return 0;
 }
 
@@ -534,8 +539,7 @@ static int forward_all(r1_session_t *s, const int32_t *ids, int n, float *all_lo
     int past = s->n_past;
     for (int i = 0; i < n; i += s->n_batch) {
         int T = n - i < s->n_batch ? n - i : s->n_batch;
-        if (forward_batch(s, ids + i, T, all_logits ? all_logits + (size_t)i * c->vocab : NULL,
-                          want && i + T == n)) {
+        if (forward_batch(s, ids + i, T, all_logits ? all_logits + (size_t)i * c->vocab : NULL, want && i + T == n)) {
             s->n_past = past; /* the cache rows written are ignored past n_past */
             return -1;
         }
@@ -594,7 +598,7 @@ void r1_session_profile_reset(r1_session_t *s) {
  * any of them (continuous batching). */
 struct r1_batch {
     struct r1_session *s;
-    int lead;        /* rank 0 of a tensor-parallel job, leading (opts.lead): see "lead" below */
+    int lead; /* rank 0 of a tensor-parallel job, leading (opts.lead): see "lead" below */
     pthread_mutex_t mu;
     int32_t *l_rows; /* the leader's copy of a step's rows, as broadcast */
     float *f_logits; /* a follower's logits rows (grown to the most a step asked for) */
@@ -628,8 +632,11 @@ r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
         return r1_err("rows per step (--batch-tokens) must be 1..65536, not %d", o->n_batch), NULL;
     struct r1_batch *b = calloc(1, sizeof *b);
     if (!b) return r1_err("out of memory"), NULL;
-    struct r1_session_opts so = {.n_ctx = o->n_ctx, .backend = o->backend, .n_threads = o->n_threads,
-                                 .kv_dtype = o->kv_dtype, .profile = o->profile};
+    struct r1_session_opts so = {.n_ctx = o->n_ctx,
+                                 .backend = o->backend,
+                                 .n_threads = o->n_threads,
+                                 .kv_dtype = o->kv_dtype,
+                                 .profile = o->profile};
     b->s = session_create(m, &so, o->n_seq, o->n_batch);
     pthread_mutex_init(&b->mu, NULL);
     if (o->lead && m->tp && r1_comm_size() > 1 && r1_comm_rank() == 0) {
@@ -645,10 +652,12 @@ r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
             r1_comm_allreduce_sum_f32(&failed, 1);
             b->lead = 1;
             b->s->tp_root = 1; /* rank 0 samples: only it needs the logits */
-            if (failed) { /* the ones that could wait for a command: QUIT */
+            if (failed) {      /* the ones that could wait for a command: QUIT */
                 r1_batch_free(b);
                 return r1_err("%.0f of the other ranks could not make the KV pool (%d sequences x %d positions): "
-                              "out of memory?", failed, shape[0], shape[1]), NULL;
+                              "out of memory?",
+                              failed, shape[0], shape[1]),
+                       NULL;
             }
         }
     }
@@ -798,8 +807,8 @@ static int step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, co
     if (s->dev) {
         if (batch_step_device(s, n, ids, n_out, logits)) return -1;
     } else {
-        forward_ops(s, ids, n, 0, s->kvs, s->row_seq, s->row_pos,
-                    (struct out_sel){.rows = s->out_rows, .n = n_out}, logits, NULL);
+        forward_ops(s, ids, n, 0, s->kvs, s->row_seq, s->row_pos, (struct out_sel){.rows = s->out_rows, .n = n_out},
+                    logits, NULL);
     }
     for (int t = 0; t < n; t++)
         if (t == n - 1 || seq[t + 1] != seq[t]) s->seq_past[seq[t]] = s->row_pos[t] + 1;
@@ -824,8 +833,7 @@ int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n) {
     return lead_done(b, seq_copy(b, dst, src, n));
 }
 
-int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want,
-                  float *logits) {
+int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want, float *logits) {
     if (!b->lead) return step(b, n, ids, seq, want, logits);
     if (n <= 0 || n > b->s->n_batch) return r1_err("a step takes 1..%d rows, not %d", b->s->n_batch, n);
     lead_send(b, (struct lead_cmd){.op = LEAD_STEP, .n = n, .want = want != NULL});

@@ -18,7 +18,7 @@
 #include "r1infer.h"
 #include "util/util.h"
 
-#define PROBE_EVERY 16 /* plain steps between forced one-token drafts */
+#define PROBE_EVERY 16   /* plain steps between forced one-token drafts */
 #define MATCH_MAX 32     /* longest suffix match measured (lookup), unless --lookup asks more */
 #define LOOKUP_RATE 0.15 /* weight of a new observation in a lookup estimate */
 #define N_BUCKET 8       /* lookup acceptance estimates, by match length (bucket()) */
@@ -26,19 +26,19 @@
 struct r1_spec {
     struct r1_spec_target t; /* a session's (r1_spec_new) or the caller's */
     r1_session_t *d;         /* draft (NULL: lookup) */
-    r1_sampler_t *smp;   /* the caller's: sees every kept token */
-    r1_sampler_t *dsmp;  /* the draft model's proposals (temperature > 0) */
+    r1_sampler_t *smp;       /* the caller's: sees every kept token */
+    r1_sampler_t *dsmp;      /* the draft model's proposals (temperature > 0) */
     struct r1_spec_opts o;
-    int vt, vd;          /* vocab of target and draft */
+    int vt, vd; /* vocab of target and draft */
     int greedy;
-    int32_t *hist;       /* (cap) prompt + generated ids */
+    int32_t *hist; /* (cap) prompt + generated ids */
     int n_hist, cap, n_prompt;
-    int have_logits;     /* logits0 holds the target's next-token logits (after begin) */
-    float *logits0;      /* (vt) */
-    float *all;          /* (R1_SPEC_MAX_K + 1, vt) verification logits */
-    float *p;            /* (vt) target probabilities */
-    float *q;            /* (R1_SPEC_MAX_K, vd) draft probabilities, temperature > 0 */
-    float *dl;           /* (vd) draft logits copy */
+    int have_logits; /* logits0 holds the target's next-token logits (after begin) */
+    float *logits0;  /* (vt) */
+    float *all;      /* (R1_SPEC_MAX_K + 1, vt) verification logits */
+    float *p;        /* (vt) target probabilities */
+    float *q;        /* (R1_SPEC_MAX_K, vd) draft probabilities, temperature > 0 */
+    float *dl;       /* (vd) draft logits copy */
     int32_t draft[R1_SPEC_MAX_K];
     int32_t out[R1_SPEC_MAX_K + 1];
     /* adaptation: the estimated probability that a draft token is kept
@@ -47,15 +47,15 @@ struct r1_spec {
     double acc_model;
     double acc[N_BUCKET];
     double t_target[R1_SPEC_MAX_K + 2]; /* seconds per target forward of T rows, 0 = unknown */
-    double t_draft;          /* seconds per drafted token (draft model) */
-    int plain_run;           /* plain steps since the last draft */
-    int kcur;                /* drafts for the next step: doubled when all are kept, cut to
-                                the kept count + 1 on a rejection */
+    double t_draft;                     /* seconds per drafted token (draft model) */
+    int plain_run;                      /* plain steps since the last draft */
+    int kcur;                           /* drafts for the next step: doubled when all are kept, cut to
+                                           the kept count + 1 on a rejection */
     struct r1_spec_stats st;
 };
 
-int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_tok,
-                        const r1_model_t *draft, const r1_tokenizer_t *draft_tok, int *warn) {
+int r1_spec_check_draft(const r1_model_t *target, const r1_tokenizer_t *target_tok, const r1_model_t *draft,
+                        const r1_tokenizer_t *draft_tok, int *warn) {
     if (warn) *warn = r1_model_decode_bytes(draft) > r1_model_decode_bytes(target);
     if (target_tok && draft_tok) {
         int nt = r1_tokenizer_vocab_size(target_tok), nd = r1_tokenizer_vocab_size(draft_tok);
@@ -99,10 +99,13 @@ static const float *sess_forward(void *s, const int32_t *ids, int n, float *all,
     return r1_session_forward(s, ids, n, all);
 }
 
-r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *smp,
-                       const struct r1_spec_opts *opts) {
-    struct r1_spec_target t = {.ctx = target, .vocab = r1_session_vocab(target), .n_past = sess_n_past,
-                               .n_ctx = sess_n_ctx, .forward = sess_forward, .truncate = sess_truncate};
+r1_spec_t *r1_spec_new(r1_session_t *target, r1_session_t *draft, r1_sampler_t *smp, const struct r1_spec_opts *opts) {
+    struct r1_spec_target t = {.ctx = target,
+                               .vocab = r1_session_vocab(target),
+                               .n_past = sess_n_past,
+                               .n_ctx = sess_n_ctx,
+                               .forward = sess_forward,
+                               .truncate = sess_truncate};
     return r1_spec_new_target(&t, draft, smp, opts);
 }
 
@@ -154,7 +157,7 @@ r1_spec_t *r1_spec_new_target(const struct r1_spec_target *target, r1_session_t 
             return NULL;
         }
     sp->o.draft_held = NULL, sp->o.n_draft_held = 0; /* the caller's array: not kept */
-    sp->kcur = draft ? (o.k < 4 ? o.k : 4) : o.k; /* lookup: a match is often a long copy */
+    sp->kcur = draft ? (o.k < 4 ? o.k : 4) : o.k;    /* lookup: a match is often a long copy */
     sp->acc_model = 0.6;
     /* an edit prompt's copy resumes a token or two after each change:
      * short matches start trusted, and what is seen corrects them */
@@ -207,8 +210,7 @@ int r1_spec_begin(r1_spec_t *sp, const int32_t *ids, int n, const float *logits)
         r1_session_truncate(sp->d, keep);
         for (int i = 0; i < n; i++)
             if (ids[i] >= sp->vd)
-                return r1_err("token id %d of the prompt is outside the draft model's vocabulary",
-                              ids[i]);
+                return r1_err("token id %d of the prompt is outside the draft model's vocabulary", ids[i]);
         /* the new ids in one call, as the target ran its prompt, so that a
          * draft with the target's weights computes the target's very logits */
         double t0 = r1_now();

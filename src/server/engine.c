@@ -92,8 +92,7 @@ static int plan_step_locked(struct sched *s) {
         }
     }
     int n_ver = 0;
-    for (int i = 0; i < s->o.n_slots; i++)
-        n_ver += s->slots[i].req.pending && !s->st_take[i] && s->slots[i].req.verify;
+    for (int i = 0; i < s->o.n_slots; i++) n_ver += s->slots[i].req.pending && !s->st_take[i] && s->slots[i].req.verify;
     const int ver_cap = s->o.batch_tokens < SPEC_ROWS ? s->o.batch_tokens : SPEC_ROWS;
     for (int i = 0; i < s->o.n_slots && n_ver; i++) {
         struct slot *sl = &s->slots[i];
@@ -103,7 +102,7 @@ static int plan_step_locked(struct sched *s) {
         if (share > s->o.batch_tokens - rows) share = s->o.batch_tokens - rows;
         if (share > ALL_ROWS_MAX - all_rows) share = ALL_ROWS_MAX - all_rows;
         int take = sl->req.n - sl->req.done < share ? sl->req.n - sl->req.done : share;
-        if (take <= 0) continue; /* the next step */
+        if (take <= 0) continue;         /* the next step */
         sl->req.n = sl->req.done + take; /* the drafts beyond are not verified */
         s->st_take[i] = take, rows += take, all_rows += take;
     }
@@ -177,7 +176,6 @@ void *engine_main(void *arg) {
     return NULL;
 }
 
-
 char *sched_metrics_text(struct sched *s) {
     struct sbuf b = {0};
     char line[256];
@@ -188,34 +186,43 @@ char *sched_metrics_text(struct sched *s) {
     M("r1_requests_total{outcome=\"cancelled\"} %ld\n", s->cancelled);
     M("r1_requests_total{outcome=\"rejected\"} %ld\n", s->rejected);
     M("# HELP r1_prompt_tokens_total Prompt tokens computed (cached prefixes not counted).\n"
-      "# TYPE r1_prompt_tokens_total counter\nr1_prompt_tokens_total %ld\n", s->tokens_in);
+      "# TYPE r1_prompt_tokens_total counter\nr1_prompt_tokens_total %ld\n",
+      s->tokens_in);
     M("# HELP r1_prefix_copies_total Prompts that took a longer common prefix from another slot's cache "
       "(copied, not computed).\n# TYPE r1_prefix_copies_total counter\nr1_prefix_copies_total %ld\n",
       s->prefix_copies);
     M("# HELP r1_prefix_copied_tokens_total Prompt tokens so taken from other slots.\n"
-      "# TYPE r1_prefix_copied_tokens_total counter\nr1_prefix_copied_tokens_total %ld\n", s->prefix_copied);
+      "# TYPE r1_prefix_copied_tokens_total counter\nr1_prefix_copied_tokens_total %ld\n",
+      s->prefix_copied);
     M("# HELP r1_completion_tokens_total Tokens generated.\n# TYPE r1_completion_tokens_total counter\n"
-      "r1_completion_tokens_total %ld\n", s->tokens_out);
+      "r1_completion_tokens_total %ld\n",
+      s->tokens_out);
     M("# HELP r1_queue_length Requests waiting for a slot.\n# TYPE r1_queue_length gauge\nr1_queue_length %d\n",
       s->n_queued);
     M("# HELP r1_queue_capacity Requests that may wait (--queue).\n# TYPE r1_queue_capacity gauge\n"
-      "r1_queue_capacity %d\n", s->o.queue_cap);
+      "r1_queue_capacity %d\n",
+      s->o.queue_cap);
     M("# HELP r1_slots_busy Slots generating.\n# TYPE r1_slots_busy gauge\nr1_slots_busy %d\n", s->n_busy);
     M("# HELP r1_slots Slots (--parallel).\n# TYPE r1_slots gauge\nr1_slots %d\n", s->o.n_slots);
     M("# HELP r1_spec_drafted_tokens_total Draft tokens verified by the target (speculative decoding).\n"
-      "# TYPE r1_spec_drafted_tokens_total counter\nr1_spec_drafted_tokens_total %ld\n", s->spec_drafted);
+      "# TYPE r1_spec_drafted_tokens_total counter\nr1_spec_drafted_tokens_total %ld\n",
+      s->spec_drafted);
     M("# HELP r1_spec_accepted_tokens_total Draft tokens kept (each one a token without its own step).\n"
-      "# TYPE r1_spec_accepted_tokens_total counter\nr1_spec_accepted_tokens_total %ld\n", s->spec_accepted);
+      "# TYPE r1_spec_accepted_tokens_total counter\nr1_spec_accepted_tokens_total %ld\n",
+      s->spec_accepted);
     M("# HELP r1_spec_draft_prompt_tokens_total Prompt ids the draft model ran (speculative decoding).\n"
       "# TYPE r1_spec_draft_prompt_tokens_total counter\nr1_spec_draft_prompt_tokens_total %ld\n",
       s->draft_prefilled);
     M("# HELP r1_spec_draft_cached_tokens_total Prompt ids the draft model kept from its cache (a "
       "slot's earlier request).\n# TYPE r1_spec_draft_cached_tokens_total counter\n"
-      "r1_spec_draft_cached_tokens_total %ld\n", s->draft_reused);
+      "r1_spec_draft_cached_tokens_total %ld\n",
+      s->draft_reused);
     M("# HELP r1_spec_steps_total Target forwards of speculating requests (verifications and plain steps).\n"
-      "# TYPE r1_spec_steps_total counter\nr1_spec_steps_total %ld\n", s->spec_steps);
+      "# TYPE r1_spec_steps_total counter\nr1_spec_steps_total %ld\n",
+      s->spec_steps);
     M("# HELP r1_step_rows_total Rows (tokens) computed by engine steps.\n# TYPE r1_step_rows_total counter\n"
-      "r1_step_rows_total %ld\n", s->step_rows);
+      "r1_step_rows_total %ld\n",
+      s->step_rows);
     M("# HELP r1_step_seconds Time of one engine step (a forward pass over every active slot).\n"
       "# TYPE r1_step_seconds histogram\n");
     long cum = 0;
@@ -237,4 +244,3 @@ char *sched_metrics_text(struct sched *s) {
     sbuf_free(&b);
     return out;
 }
-

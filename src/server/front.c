@@ -50,7 +50,7 @@ struct front {
     pthread_t thread;
     int started;
     atomic_int stop; /* front_stop's thread sets it, the loop reads it */
-    struct pend *p; /* (max_pending) */
+    struct pend *p;  /* (max_pending) */
     int n;
     char *buf; /* (HEAD_MAX + 1) */
 };
@@ -69,8 +69,8 @@ int front_same_host(const struct sockaddr_storage *a, const struct sockaddr_stor
  * so that the close does not turn into a reset that loses the answer). */
 static void refuse(int fd, int status, const char *reason, const char *type, const char *msg) {
     char body[512], resp[1024];
-    int bl = snprintf(body, sizeof body, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":null}}",
-                      msg, type);
+    int bl = snprintf(body, sizeof body,
+                      "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,\"code\":null}}", msg, type);
     int rl = snprintf(resp, sizeof resp,
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
                       "Connection: close\r\n\r\n%s",
@@ -247,8 +247,9 @@ static void *loop(void *arg) {
                     continue;
                 }
                 if (v < 0) {
-                    if (v == -2) refuse(q->fd, 431, "Request Header Fields Too Large", "invalid_request_error",
-                                        "The request head is larger than 16384 bytes.");
+                    if (v == -2)
+                        refuse(q->fd, 431, "Request Header Fields Too Large", "invalid_request_error",
+                               "The request head is larger than 16384 bytes.");
                     else refuse(q->fd, 400, "Bad Request", "invalid_request_error", why);
                     drop(f, i);
                     continue;

@@ -16,8 +16,8 @@ struct front_opts {
     /* the connections of an address the daemon holds (NULL: none counted) */
     int (*active)(void *ctx, const struct sockaddr_storage *addr);
     void *ctx;
-    double deadline_s;    /* a head must arrive within this (0 = no limit): 408 */
-    double idle_s;        /* dropped after this long without a byte (0 = never) */
+    double deadline_s; /* a head must arrive within this (0 = no limit): 408 */
+    double idle_s;     /* dropped after this long without a byte (0 = never) */
 };
 
 struct front;

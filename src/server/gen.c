@@ -31,22 +31,22 @@ struct gen_ctx {
     struct resp_meta meta;
     struct stop_match stop;
     struct reasoning rs;
-    struct sbuf piece, think, answer; /* scratch: released text, its two parts */
+    struct sbuf piece, think, answer;  /* scratch: released text, its two parts */
     struct sbuf all_think, all_answer; /* non-streaming: the whole result */
-    struct sbuf ev;                   /* streaming: events to hand over */
-    struct lp_list lp;                /* the request's logprobs (meta.lp points here when asked) */
-    float *lp_raw;                    /* (vocab) the raw logits of the step, before sampling */
-    float *lp_rows;                   /* (PREFILL_CHUNK, vocab) prompt logits, for echo + logprobs */
-    r1_gmatch_t *gm;                  /* the request's grammar, NULL without one */
-    int gram_on;                      /* the grammar applies (the answer began: after </think> for R1) */
-    char tail[16];                    /* the last bytes of output while looking for </think> */
-    struct sbuf tool_hold;            /* streaming with tools: answer text that may begin a call */
-    int tool_sent, tool_buffering;    /* some answer went out as content / a call began: the rest is read
-                                         by scan (in all_answer) */
-    int tool_bare;                    /* the call is a bare JSON object: sent whole at the end */
-    int tool_rest_calls;              /* calls found at the end in text scan did not read */
+    struct sbuf ev;                    /* streaming: events to hand over */
+    struct lp_list lp;                 /* the request's logprobs (meta.lp points here when asked) */
+    float *lp_raw;                     /* (vocab) the raw logits of the step, before sampling */
+    float *lp_rows;                    /* (PREFILL_CHUNK, vocab) prompt logits, for echo + logprobs */
+    r1_gmatch_t *gm;                   /* the request's grammar, NULL without one */
+    int gram_on;                       /* the grammar applies (the answer began: after </think> for R1) */
+    char tail[16];                     /* the last bytes of output while looking for </think> */
+    struct sbuf tool_hold;             /* streaming with tools: answer text that may begin a call */
+    int tool_sent, tool_buffering;     /* some answer went out as content / a call began: the rest is read
+                                          by scan (in all_answer) */
+    int tool_bare;                     /* the call is a bare JSON object: sent whole at the end */
+    int tool_rest_calls;               /* calls found at the end in text scan did not read */
     struct tool_scan scan;
-    r1_think_t *budget;               /* the request's reasoning budget, or NULL */
+    r1_think_t *budget; /* the request's reasoning budget, or NULL */
 };
 
 /* Streaming with tools, once a call began: what scan reads in the text so
@@ -333,10 +333,17 @@ static r1_spec_t *spec_open(struct gen_ctx *g, r1_sampler_t *smp, int *err) {
     int k = s->o.spec_k ? s->o.spec_k : s->o.draft ? 5 : R1_SPEC_MAX_K;
     if (k > s->o.batch_tokens - 1) k = s->o.batch_tokens - 1;
     if (k < 1) k = 1;
-    struct r1_spec_target t = {.ctx = g, .vocab = s->vocab, .n_past = tgt_n_past, .n_ctx = tgt_n_ctx,
-                               .forward = tgt_forward, .truncate = tgt_truncate};
-    struct r1_spec_opts so = {.lookup = s->o.spec_lookup, .k = k, .fixed_k = s->o.spec_fixed_k,
-                              .draft_held = g->sl->draft_ids, .n_draft_held = g->sl->n_draft_ids};
+    struct r1_spec_target t = {.ctx = g,
+                               .vocab = s->vocab,
+                               .n_past = tgt_n_past,
+                               .n_ctx = tgt_n_ctx,
+                               .forward = tgt_forward,
+                               .truncate = tgt_truncate};
+    struct r1_spec_opts so = {.lookup = s->o.spec_lookup,
+                              .k = k,
+                              .fixed_k = s->o.spec_fixed_k,
+                              .draft_held = g->sl->draft_ids,
+                              .n_draft_held = g->sl->n_draft_ids};
     g->sl->n_draft_ids = 0; /* unknown until this job ends well */
     r1_spec_t *sp = r1_spec_new_target(&t, g->sl->draft, smp, &so);
     if (sp && r1_spec_begin(sp, g->j->ids, g->j->n_ids, g->sl->logits)) {
@@ -423,7 +430,7 @@ sample:;
     if (budget >= 0 && !(g->budget = r1_think_new(s->tok, budget, j->in_think))) spec_err = 1;
     r1_spec_t *spec = j->req.max_tokens != 0 && !g->budget && !spec_err ? spec_open(g, smp, &spec_err) : NULL;
     const int32_t *spec_ids = NULL, *force = NULL; /* force: the ids that close a think block */
-    int spec_n = 0, spec_at = 0, n_gen = 0; /* the step's ids, the next to take, ids taken */
+    int spec_n = 0, spec_at = 0, n_gen = 0;        /* the step's ids, the next to take, ids taken */
     int n_force = g->budget ? r1_think_start(g->budget, &force) : 0;
     if (spec_err) {
         r1_sampler_free(smp);
@@ -464,8 +471,10 @@ sample:;
                                      : r1_sampler_sample(smp, sl->logits);
             if (id < 0) { /* no token can go on (the matcher keeps only prefixes that can complete, so
                              this is a grammar no vocabulary token fits): the answer so far, cut short */
-                fprintf(stderr, "r1infer serve: the grammar allows no token after %d generated; ending the answer "
-                                "(finish_reason length)\n", n_gen);
+                fprintf(stderr,
+                        "r1infer serve: the grammar allows no token after %d generated; ending the answer "
+                        "(finish_reason length)\n",
+                        n_gen);
                 finish = "length";
                 break;
             }
@@ -569,8 +578,13 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
     struct gen_ctx g;
     memset(&g, 0, sizeof g);
     g.s = s, g.sl = sl, g.j = j;
-    g.meta = (struct resp_meta){.kind = j->req.kind, .id = j->id, .created = j->created, .model = j->model,
-                                .index = sl->choice, .tools = j->req.tools && j->req.kind == REQ_CHAT, .tool_max = j->req.tool_max};
+    g.meta = (struct resp_meta){.kind = j->req.kind,
+                                .id = j->id,
+                                .created = j->created,
+                                .model = j->model,
+                                .index = sl->choice,
+                                .tools = j->req.tools && j->req.kind == REQ_CHAT,
+                                .tool_max = j->req.tool_max};
     stop_init(&g.stop, j->req.stops, j->req.n_stops);
     reasoning_init(&g.rs, j->in_think);
     struct resp_usage u = {0};
@@ -593,8 +607,7 @@ void sched_run_job(struct sched *s, struct slot *sl, struct job *j) {
             if (resp_chunk_tools(&g.ev, &g.meta, g.all_answer.p, g.all_answer.len, 0) && !strcmp(finish, "stop"))
                 finish = "tool_calls";
         }
-        resp_chunk(&g.ev, &g.meta, NULL, NULL, 0, j->req.kind == REQ_CHAT ? NULL : "",
-                   0, finish);
+        resp_chunk(&g.ev, &g.meta, NULL, NULL, 0, j->req.kind == REQ_CHAT ? NULL : "", 0, finish);
     } else if (finish) {
         result = resp_final(&g.meta, g.all_think.p, g.all_think.len, g.all_answer.p, g.all_answer.len, finish, &u);
         if (!result || g.all_think.failed || g.all_answer.failed) {

@@ -10,10 +10,10 @@
 
 struct conn_info {
     int fd;
-    double start;  /* when the request being read began (r1_now) */
-    int reading;   /* the deadline applies: the request is not complete */
-    int status;    /* of the response queued last (the access log) */
-    long tokens;   /* completion tokens of that response, -1 unknown */
+    double start;                 /* when the request being read began (r1_now) */
+    int reading;                  /* the deadline applies: the request is not complete */
+    int status;                   /* of the response queued last (the access log) */
+    long tokens;                  /* completion tokens of that response, -1 unknown */
     struct sockaddr_storage addr; /* the client's */
     struct conn_info *prev, *next;
 };

@@ -73,9 +73,9 @@ static const struct {
 struct req_ctx {
     struct sbuf body;
     int route_index;
-    int too_large; /* the body passed --max-body: drained, then 413 */
-    int responded; /* a response was queued: a body that follows is dropped */
-    int deferred;  /* no body: routed in the final call (see on_request) */
+    int too_large;   /* the body passed --max-body: drained, then 413 */
+    int responded;   /* a response was queued: a body that follows is dropped */
+    int deferred;    /* no body: routed in the final call (see on_request) */
     int timeout_off; /* the idle timeout is off while a job runs */
     double t0;       /* when the request's headers were complete (access log) */
     char method[8];
@@ -94,9 +94,8 @@ static void note_status(struct MHD_Connection *c, unsigned status) {
 
 /* ------------------------------------------------------------ responses */
 
-static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, const char *ctype, char *body,
-                                 size_t len, enum MHD_ResponseMemoryMode mode, const char *hname,
-                                 const char *hvalue) {
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, const char *ctype, char *body, size_t len,
+                                 enum MHD_ResponseMemoryMode mode, const char *hname, const char *hvalue) {
     struct MHD_Response *r = MHD_create_response_from_buffer(len, body, mode);
     if (!r) {
         if (mode == MHD_RESPMEM_MUST_FREE) free(body);
@@ -120,15 +119,14 @@ static enum MHD_Result send_error(struct MHD_Connection *c, const struct api_err
                                   const char *hvalue) {
     char *json = resp_error(e);
     if (!json) return MHD_NO;
-    return send_body(c, (unsigned)e->status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE,
-                     hname, hvalue);
+    return send_body(c, (unsigned)e->status, "application/json", json, strlen(json), MHD_RESPMEM_MUST_FREE, hname,
+                     hvalue);
 }
 
-static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code,
-                            const char *hname, const char *hvalue, const char *fmt, ...)
-    __attribute__((format(printf, 7, 8)));
-static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code,
-                            const char *hname, const char *hvalue, const char *fmt, ...) {
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code, const char *hname,
+                            const char *hvalue, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+static enum MHD_Result fail(struct MHD_Connection *c, int status, const char *type, const char *code, const char *hname,
+                            const char *hvalue, const char *fmt, ...) {
     struct api_error e;
     api_error_set(&e, status, type, NULL, code, "%s", "");
     va_list ap;
@@ -171,19 +169,19 @@ static void set_timeout(struct MHD_Connection *c, unsigned secs) {
 static enum MHD_Result do_health(struct server *srv, struct MHD_Connection *c) {
     struct sched_stats st;
     sched_stats(srv->sched, &st);
-    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "status", "ok", "slots", st.slots,
-                          "slots_idle", st.slots - st.busy, "slots_busy", st.busy, "queued", st.queued,
-                          "queue_cap", st.queue_cap, "served", (json_int_t)st.served, "cancelled",
-                          (json_int_t)st.cancelled, "rejected", (json_int_t)st.rejected);
+    json_t *j =
+        json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:I, s:I}", "status", "ok", "slots", st.slots, "slots_idle",
+                  st.slots - st.busy, "slots_busy", st.busy, "queued", st.queued, "queue_cap", st.queue_cap, "served",
+                  (json_int_t)st.served, "cancelled", (json_int_t)st.cancelled, "rejected", (json_int_t)st.rejected);
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return send_json(c, 200, s);
 }
 
 static enum MHD_Result do_models(struct server *srv, struct MHD_Connection *c) {
-    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:i}}]}", "object", "list", "data", "id",
-                          srv->o.model_name, "object", "model", "created", (json_int_t)srv->started, "owned_by",
-                          "r1infer", "meta", "n_ctx", sched_n_ctx(srv->sched));
+    json_t *j = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s, s:{s:i}}]}", "object", "list", "data", "id", srv->o.model_name,
+                          "object", "model", "created", (json_int_t)srv->started, "owned_by", "r1infer", "meta",
+                          "n_ctx", sched_n_ctx(srv->sched));
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     return send_json(c, 200, s);
@@ -251,9 +249,8 @@ static enum MHD_Result do_generate(struct server *srv, struct MHD_Connection *c,
     int fd = conn_fd(c);
     if (stream) {
         struct stream_ctx *sc = malloc(sizeof *sc);
-        struct MHD_Response *r = sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read,
-                                                                        sc, stream_free)
-                                    : NULL;
+        struct MHD_Response *r =
+            sc ? MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, stream_read, sc, stream_free) : NULL;
         if (!r) {
             free(sc);
             job_release(j);
@@ -302,8 +299,8 @@ static enum MHD_Result do_tokens(struct server *srv, struct MHD_Connection *c, s
                         "'content' must be a string ('add_special' and 'with_pieces' booleans).");
         }
         int32_t *ids = NULL;
-        int n = r1_tokenizer_encode(tok, json_string_value(content), json_string_length(content), json_is_true(as),
-                                    &ids);
+        int n =
+            r1_tokenizer_encode(tok, json_string_value(content), json_string_length(content), json_is_true(as), &ids);
         json_t *arr = n >= 0 ? json_array() : NULL;
         for (int i = 0; arr && i < n; i++) {
             if (!json_is_true(wp)) {
@@ -312,8 +309,8 @@ static enum MHD_Result do_tokens(struct server *srv, struct MHD_Connection *c, s
             }
             char *piece = NULL;
             long len = r1_tokenizer_decode(tok, &ids[i], 1, 0, &piece);
-            json_array_append_new(arr, json_pack("{s:i, s:s%}", "id", ids[i], "piece", piece ? piece : "",
-                                                 (size_t)(len > 0 ? len : 0)));
+            json_array_append_new(
+                arr, json_pack("{s:i, s:s%}", "id", ids[i], "piece", piece ? piece : "", (size_t)(len > 0 ? len : 0)));
             free(piece);
         }
         free(ids);
@@ -355,39 +352,42 @@ static enum MHD_Result do_tokens(struct server *srv, struct MHD_Connection *c, s
 static enum MHD_Result route_head(struct server *srv, struct MHD_Connection *c, struct req_ctx *rc, const char *url,
                                   const char *method) {
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
-        if (routes[i].route == ROUTE_MODEL ? !strncmp(url, routes[i].path, strlen(routes[i].path)) &&
-                                                 url[strlen(routes[i].path)]
-                                           : !strcmp(url, routes[i].path))
+        if (routes[i].route == ROUTE_MODEL
+                ? !strncmp(url, routes[i].path, strlen(routes[i].path)) && url[strlen(routes[i].path)]
+                : !strcmp(url, routes[i].path))
             rc->route_index = (int)i;
     int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), is_post = !strcmp(method, "POST");
     int ri = rc->route_index;
     rc->responded = 1; /* unless we wait for a body below */
     if (ri < 0)
-        return fail(c, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path: %s %.200s",
-                    method, url);
+        return fail(c, 404, "invalid_request_error", "not_found", NULL, NULL, "Unknown path: %s %.200s", method, url);
     if (!strcmp(method, "OPTIONS")) return do_preflight(c);
     if (routes[ri].post ? !is_post : !is_get)
         return fail(c, 405, "invalid_request_error", "method_not_allowed", MHD_HTTP_HEADER_ALLOW,
-                    routes[ri].post ? "POST" : "GET, HEAD", "%s is not allowed on %s; use %s", method,
-                    routes[ri].path, routes[ri].post ? "POST" : "GET");
+                    routes[ri].post ? "POST" : "GET, HEAD", "%s is not allowed on %s; use %s", method, routes[ri].path,
+                    routes[ri].post ? "POST" : "GET");
     if (routes[ri].auth && !authorized(srv, c))
-        return fail(c, 401, "invalid_request_error", "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                    "Bearer", "Missing or wrong API key: send the header 'Authorization: Bearer KEY' "
-                              "with the key given to --api-key.");
+        return fail(c, 401, "invalid_request_error", "invalid_api_key", MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer",
+                    "Missing or wrong API key: send the header 'Authorization: Bearer KEY' "
+                    "with the key given to --api-key.");
     switch (routes[ri].route) {
     case ROUTE_PAGE:
-        return send_body(c, 200, "text/html; charset=utf-8", (char *)server_page_html,
-                         strlen(server_page_html), MHD_RESPMEM_PERSISTENT, NULL, NULL);
-    case ROUTE_HEALTH: return do_health(srv, c);
+        return send_body(c, 200, "text/html; charset=utf-8", (char *)server_page_html, strlen(server_page_html),
+                         MHD_RESPMEM_PERSISTENT, NULL, NULL);
+    case ROUTE_HEALTH:
+        return do_health(srv, c);
     case ROUTE_METRICS: {
         char *t = sched_metrics_text(srv->sched);
         if (!t) return MHD_NO;
-        return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), MHD_RESPMEM_MUST_FREE,
-                         NULL, NULL);
+        return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), MHD_RESPMEM_MUST_FREE, NULL,
+                         NULL);
     }
-    case ROUTE_MODELS: return do_models(srv, c);
-    case ROUTE_MODEL: return do_model(srv, c, url + strlen(routes[ri].path));
-    default: break;
+    case ROUTE_MODELS:
+        return do_models(srv, c);
+    case ROUTE_MODEL:
+        return do_model(srv, c, url + strlen(routes[ri].path));
+    default:
+        break;
     }
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > srv->o.max_body)
@@ -403,8 +403,7 @@ static enum MHD_Result route_head(struct server *srv, struct MHD_Connection *c, 
  * every connection whose response was queued in the first call, so only
  * then does keep-alive work. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload_data, size_t *upload_size,
-                                  void **con_cls) {
+                                  const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
     (void)version;
     struct server *srv = cls;
     struct req_ctx *rc = *con_cls;
@@ -454,8 +453,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return do_generate(srv, c, rc, rt == ROUTE_CHAT ? REQ_CHAT : REQ_COMPLETION);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
-                         enum MHD_RequestTerminationCode toe) {
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     struct server *srv = cls;
     struct req_ctx *rc = *con_cls;
     if (!rc) return;
@@ -489,8 +487,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
         const struct sockaddr *sa = ai ? ai->client_addr : NULL;
         socklen_t len = !sa ? 0 : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
         *socket_context = guard_open(srv->guard, conn_fd(c), sa, len);
-    }
-    else guard_close(srv->guard, *socket_context), *socket_context = NULL;
+    } else guard_close(srv->guard, *socket_context), *socket_context = NULL;
 }
 
 static int active_of_host(void *ctx, const struct sockaddr_storage *addr) {
@@ -544,13 +541,17 @@ struct server *server_start(const struct server_opts *o, struct sched *s) {
     freeaddrinfo(ai);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                      MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
-    srv->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
-                              MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s,
-                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT,
-                              o->max_conns, MHD_OPTION_NOTIFY_CONNECTION, on_connection, srv,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
-    struct front_opts fo = {.max_pending = o->max_conns, .per_ip = o->max_conns_per_ip, .deadline_s = o->deadline_s,
-                            .idle_s = o->timeout_s, .active = active_of_host, .ctx = srv};
+    srv->d =
+        MHD_start_daemon(flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_EXTERNAL_LOGGER, on_log, NULL,
+                         MHD_OPTION_CONNECTION_TIMEOUT, o->timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+                         (size_t)32 * 1024, MHD_OPTION_CONNECTION_LIMIT, o->max_conns, MHD_OPTION_NOTIFY_CONNECTION,
+                         on_connection, srv, MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_END);
+    struct front_opts fo = {.max_pending = o->max_conns,
+                            .per_ip = o->max_conns_per_ip,
+                            .deadline_s = o->deadline_s,
+                            .idle_s = o->timeout_s,
+                            .active = active_of_host,
+                            .ctx = srv};
     if (!srv->d || !(srv->front = front_start(srv->lfd, srv->d, &fo))) {
         fprintf(stderr, "r1infer serve: cannot start the HTTP daemon on %s:%d\n", o->host, o->port);
         if (srv->d) MHD_stop_daemon(srv->d);
@@ -564,7 +565,7 @@ struct server *server_start(const struct server_opts *o, struct sched *s) {
     srv->port = o->port;
     if (!getsockname(srv->lfd, (struct sockaddr *)&sa, &sl))
         srv->port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port
-                                                  : ((struct sockaddr_in *)&sa)->sin_port);
+                                                   : ((struct sockaddr_in *)&sa)->sin_port);
     return srv;
 }
 

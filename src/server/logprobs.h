@@ -26,12 +26,12 @@ struct lp_entry {
 
 struct lp_list {
     const r1_tokenizer_t *tok;
-    int n_top;             /* alternatives per entry (0..LP_MAX_TOP) */
-    struct lp_entry *e;    /* (n) */
+    int n_top;          /* alternatives per entry (0..LP_MAX_TOP) */
+    struct lp_entry *e; /* (n) */
     int n, cap;
-    int sent;              /* entries already put in a streamed chunk */
-    long text_offset;      /* bytes of text before entry `sent` (completions' text_offset) */
-    int failed;            /* out of memory: the response says so */
+    int sent;         /* entries already put in a streamed chunk */
+    long text_offset; /* bytes of text before entry `sent` (completions' text_offset) */
+    int failed;       /* out of memory: the response says so */
 };
 
 void lp_init(struct lp_list *l, const r1_tokenizer_t *tok, int n_top);

@@ -88,8 +88,7 @@ static void step(struct reasoning *r, struct sbuf *think, struct sbuf *answer) {
     }
 }
 
-void reasoning_feed(struct reasoning *r, const char *text, size_t n, struct sbuf *think,
-                    struct sbuf *answer) {
+void reasoning_feed(struct reasoning *r, const char *text, size_t n, struct sbuf *think, struct sbuf *answer) {
     sbuf_add(&r->hold, text, n);
     step(r, think, answer);
 }

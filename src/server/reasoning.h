@@ -26,8 +26,8 @@ enum reasoning_state {
 
 struct reasoning {
     enum reasoning_state state;
-    int thinking; /* LEAD: the text after the lead is reasoning */
-    int tag_seen; /* LEAD: an opening "<think>" was already consumed */
+    int thinking;     /* LEAD: the text after the lead is reasoning */
+    int tag_seen;     /* LEAD: an opening "<think>" was already consumed */
     struct sbuf hold; /* undecided text */
 };
 
@@ -36,8 +36,7 @@ void reasoning_init(struct reasoning *r, int in_think);
 void reasoning_free(struct reasoning *r);
 /* Feed n bytes of output; reasoning text is appended to think, answer text to
  * answer (within one call, all reasoning precedes all answer). */
-void reasoning_feed(struct reasoning *r, const char *text, size_t n, struct sbuf *think,
-                    struct sbuf *answer);
+void reasoning_feed(struct reasoning *r, const char *text, size_t n, struct sbuf *think, struct sbuf *answer);
 /* End of output: release what is still held. */
 void reasoning_finish(struct reasoning *r, struct sbuf *think, struct sbuf *answer);
 

@@ -59,20 +59,25 @@ int utf8_valid(const char *str, size_t n) {
 
 static const char *json_kind(const json_t *v) {
     switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
     case JSON_INTEGER:
-    case JSON_REAL: return "a number";
+    case JSON_REAL:
+        return "a number";
     case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    default: return "null";
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
     }
 }
 
 /* Optional number field in [lo, hi]; 1 if set, 0 if absent or null, -1 on error. */
-static int get_num(const json_t *root, const char *key, double lo, double hi, double *out,
-                   struct api_error *err) {
+static int get_num(const json_t *root, const char *key, double lo, double hi, double *out, struct api_error *err) {
     const json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v)) return BAD(key, "'%s' must be a number, not %s", key, json_kind(v));
@@ -83,8 +88,7 @@ static int get_num(const json_t *root, const char *key, double lo, double hi, do
 }
 
 /* Optional integer field in [lo, hi] (an integral real is accepted). */
-static int get_int(const json_t *root, const char *key, double lo, double hi, double *out,
-                   struct api_error *err) {
+static int get_int(const json_t *root, const char *key, double lo, double hi, double *out, struct api_error *err) {
     const json_t *v = json_object_get(root, key);
     if (!v || json_is_null(v)) return 0;
     if (!json_is_number(v) || (json_is_real(v) && json_real_value(v) != floor(json_real_value(v))))
@@ -122,7 +126,8 @@ static int parse_content(const json_t *c, const char *param, char **out, struct 
         *out = dup_n("", 0);
         return *out ? 0 : api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
     }
-    if (!json_is_array(c)) return BAD(param, "'%s' must be a string or an array of text parts, not %s", param, json_kind(c));
+    if (!json_is_array(c))
+        return BAD(param, "'%s' must be a string or an array of text parts, not %s", param, json_kind(c));
     struct sbuf b = {0};
     size_t i;
     const json_t *part;
@@ -131,8 +136,10 @@ static int parse_content(const json_t *c, const char *param, char **out, struct 
         if (!json_is_object(part) || !json_is_string(type) || strcmp(json_string_value(type), "text") ||
             !json_is_string(text)) {
             sbuf_free(&b);
-            return BAD(param, "'%s[%zu]' must be a text part {\"type\": \"text\", \"text\": \"...\"}; "
-                              "only text is supported", param, i);
+            return BAD(param,
+                       "'%s[%zu]' must be a text part {\"type\": \"text\", \"text\": \"...\"}; "
+                       "only text is supported",
+                       param, i);
         }
         sbuf_add(&b, json_string_value(text), json_string_length(text));
     }
@@ -168,12 +175,13 @@ static int parse_messages(const json_t *root, struct gen_request *r, struct api_
         const char *rs = json_string_value(role);
         if (!strcmp(rs, "developer")) rs = "system";
         if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
-            return BAD(param, "'%s' is '%.40s'; it must be one of system, developer, user, assistant, tool",
-                       param, rs);
+            return BAD(param, "'%s' is '%.40s'; it must be one of system, developer, user, assistant, tool", param, rs);
         if (!strcmp(rs, "tool")) {
             if (!calls)
-                return BAD(param, "'messages[%zu]' is a tool result, but no assistant message with 'tool_calls' "
-                                  "comes right before it (only other tool results may be in between)", i);
+                return BAD(param,
+                           "'messages[%zu]' is a tool result, but no assistant message with 'tool_calls' "
+                           "comes right before it (only other tool results may be in between)",
+                           i);
             const json_t *tid = json_object_get(m, "tool_call_id");
             if (tid && !json_is_null(tid)) {
                 snprintf(param, sizeof param, "messages[%zu].tool_call_id", i);
@@ -215,8 +223,8 @@ static int parse_prompt(const json_t *root, struct gen_request *r, struct api_er
         r->prompt = dup_n(json_string_value(p), json_string_length(p));
         return r->prompt ? 0 : api_error_set(err, 500, "server_error", NULL, NULL, "out of memory");
     }
-    if (!json_is_array(p)) return BAD("prompt", "'prompt' must be a string or an array of token ids, not %s",
-                                      json_kind(p));
+    if (!json_is_array(p))
+        return BAD("prompt", "'prompt' must be a string or an array of token ids, not %s", json_kind(p));
     size_t n = json_array_size(p);
     if (n == 0) return BAD("prompt", "'prompt' must not be empty");
     if (json_is_string(json_array_get(p, 0)) || json_is_array(json_array_get(p, 0)))
@@ -235,12 +243,11 @@ static int parse_prompt(const json_t *root, struct gen_request *r, struct api_er
 }
 
 static int add_stop(struct gen_request *r, const json_t *s, struct api_error *err) {
-    if (!json_is_string(s)) return BAD("stop", "'stop' must be a string or an array of strings, not %s",
-                                       json_kind(s));
+    if (!json_is_string(s)) return BAD("stop", "'stop' must be a string or an array of strings, not %s", json_kind(s));
     size_t n = json_string_length(s);
     if (n == 0) return 0; /* an empty stop string would stop at once: ignore it */
-    if (n > REQ_MAX_STOP_LEN) return BAD("stop", "a stop string is %zu bytes; at most %d are allowed", n,
-                                         REQ_MAX_STOP_LEN);
+    if (n > REQ_MAX_STOP_LEN)
+        return BAD("stop", "a stop string is %zu bytes; at most %d are allowed", n, REQ_MAX_STOP_LEN);
     if (memchr(json_string_value(s), 0, n)) return BAD("stop", "a stop string must not contain NUL");
     if (r->n_stops >= REQ_MAX_STOPS) return BAD("stop", "at most %d stop strings are allowed", REQ_MAX_STOPS);
     if (!(r->stops[r->n_stops] = dup_n(json_string_value(s), n)))
@@ -350,8 +357,9 @@ int req_parse(const char *body, size_t len, enum req_kind kind, const struct r1_
     if (!utf8_valid(body, len)) return BAD(NULL, "the request body is not valid UTF-8");
     json_error_t jerr;
     json_t *root = json_loadb(body, len, 0, &jerr);
-    if (!root) return BAD(NULL, "the request body is not valid JSON: %s (line %d, column %d)", jerr.text,
-                          jerr.line, jerr.column);
+    if (!root)
+        return BAD(NULL, "the request body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
+                   jerr.column);
     int rc;
     if (!json_is_object(root)) rc = BAD(NULL, "the request body must be a JSON object, not %s", json_kind(root));
     else rc = parse_fields(root, out, err);

@@ -16,8 +16,8 @@
 
 #include "r1infer.h"
 
-#define REQ_MAX_STOPS 16      /* stop strings per request */
-#define REQ_MAX_STOP_LEN 256  /* bytes per stop string */
+#define REQ_MAX_STOPS 16     /* stop strings per request */
+#define REQ_MAX_STOP_LEN 256 /* bytes per stop string */
 
 enum req_kind { REQ_CHAT, REQ_COMPLETION };
 
@@ -26,9 +26,9 @@ enum req_kind { REQ_CHAT, REQ_COMPLETION };
 struct api_error {
     int status;
     char message[320];
-    const char *type;  /* "invalid_request_error", ... */
-    char param[64];    /* "" = null */
-    const char *code;  /* NULL = null */
+    const char *type; /* "invalid_request_error", ... */
+    char param[64];   /* "" = null */
+    const char *code; /* NULL = null */
 };
 
 /* Fill e and return -1 (printf-style message). */
@@ -42,37 +42,37 @@ struct req_msg {
 
 struct gen_request {
     enum req_kind kind;
-    char *model;              /* as sent (echoed back), NULL if absent */
-    struct req_msg *msgs;     /* (n_msgs) chat */
+    char *model;          /* as sent (echoed back), NULL if absent */
+    struct req_msg *msgs; /* (n_msgs) chat */
     int n_msgs;
-    char *prompt;             /* completion: text prompt, or NULL when ids are given */
-    int32_t *prompt_ids;      /* completion: (n_prompt_ids) token ids */
+    char *prompt;        /* completion: text prompt, or NULL when ids are given */
+    int32_t *prompt_ids; /* completion: (n_prompt_ids) token ids */
     int n_prompt_ids;
-    int max_tokens;           /* -1 = until the context is full; 0 only with echo */
+    int max_tokens;              /* -1 = until the context is full; 0 only with echo */
     struct r1_sampler_params sp; /* the defaults with the request's fields applied */
-    int seed_set;             /* the request gave a seed */
-    char *stops[REQ_MAX_STOPS]; /* (n_stops) non-empty, valid UTF-8 */
+    int seed_set;                /* the request gave a seed */
+    char *stops[REQ_MAX_STOPS];  /* (n_stops) non-empty, valid UTF-8 */
     int n_stops;
     int stream;
-    int include_usage;        /* stream_options.include_usage */
-    int logprobs;             /* -1 = off; else the alternatives per token: chat top_logprobs
-                                 (0-20, with logprobs true), completions logprobs (0-5) */
-    int echo;                 /* completions: the prompt is returned before the completion
-                                 (with its log-probabilities when logprobs is on) */
-    int n;                    /* choices from the one prompt (1..16), prefilled once */
+    int include_usage; /* stream_options.include_usage */
+    int logprobs;      /* -1 = off; else the alternatives per token: chat top_logprobs
+                          (0-20, with logprobs true), completions logprobs (0-5) */
+    int echo;          /* completions: the prompt is returned before the completion
+                          (with its log-probabilities when logprobs is on) */
+    int n;             /* choices from the one prompt (1..16), prefilled once */
     /* structured.c: response_format / grammar, logit_bias */
-    char *grammar;            /* GBNF text the answer must follow, NULL = free text */
-    r1_grammar_t *gram;       /* grammar compiled */
-    int32_t *bias_ids;        /* (n_bias) logit_bias token ids (checked against the vocabulary later) */
-    float *bias;              /* (n_bias) added to their logits; -100 bans the token */
+    char *grammar;      /* GBNF text the answer must follow, NULL = free text */
+    r1_grammar_t *gram; /* grammar compiled */
+    int32_t *bias_ids;  /* (n_bias) logit_bias token ids (checked against the vocabulary later) */
+    float *bias;        /* (n_bias) added to their logits; -100 bans the token */
     int n_bias;
-    int no_think;             /* chat_template_kwargs.enable_thinking false: the think block is closed empty */
-    int tools;                /* tools.c: the tools are in the prompt; calls in the answer become tool_calls */
-    int tool_max;             /* the calls taken from one answer: 1 with parallel_tool_calls false,
-                                 else TOOL_MAX_CALLS */
-    int reasoning_budget;     /* reasoning_budget_tokens (or thinking_budget): thinking tokens
-                                 before </think> is emitted, 0 = no thinking, -1 = no limit;
-                                 REQ_BUDGET_DEFAULT when absent: the server's */
+    int no_think;         /* chat_template_kwargs.enable_thinking false: the think block is closed empty */
+    int tools;            /* tools.c: the tools are in the prompt; calls in the answer become tool_calls */
+    int tool_max;         /* the calls taken from one answer: 1 with parallel_tool_calls false,
+                             else TOOL_MAX_CALLS */
+    int reasoning_budget; /* reasoning_budget_tokens (or thinking_budget): thinking tokens
+                             before </think> is emitted, 0 = no thinking, -1 = no limit;
+                             REQ_BUDGET_DEFAULT when absent: the server's */
 };
 #define REQ_BUDGET_DEFAULT (-2)
 

@@ -57,12 +57,12 @@ static json_t *chat_logprobs(const struct lp_list *l, int from, int to) {
         long len;
         for (int k = 0; k < e->n_top; k++) {
             token_json(l, e->top_id[k], &t, &b, &len);
-            json_array_append_new(top, json_pack("{s:o, s:f, s:o}", "token", t, "logprob", (double)e->top_lp[k],
-                                                 "bytes", b));
+            json_array_append_new(
+                top, json_pack("{s:o, s:f, s:o}", "token", t, "logprob", (double)e->top_lp[k], "bytes", b));
         }
         token_json(l, e->id, &t, &b, &len);
-        json_array_append_new(content, json_pack("{s:o, s:f, s:o, s:o}", "token", t, "logprob",
-                                                 (double)e->logprob, "bytes", b, "top_logprobs", top));
+        json_array_append_new(content, json_pack("{s:o, s:f, s:o, s:o}", "token", t, "logprob", (double)e->logprob,
+                                                 "bytes", b, "top_logprobs", top));
     }
     return json_pack("{s:o, s:n}", "content", content, "refusal");
 }
@@ -133,10 +133,10 @@ static json_t *usage_json(const struct resp_usage *u) {
 }
 
 static json_t *head(const struct resp_meta *m, int chunk) {
-    const char *object = m->kind == REQ_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion")
-                                             : "text_completion";
-    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", m->id, "object", object, "created",
-                     (json_int_t)m->created, "model", m->model, "system_fingerprint", "r1infer");
+    const char *object =
+        m->kind == REQ_CHAT ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
+    return json_pack("{s:s, s:s, s:I, s:s, s:s}", "id", m->id, "object", object, "created", (json_int_t)m->created,
+                     "model", m->model, "system_fingerprint", "r1infer");
 }
 
 char *resp_error(const struct api_error *e) {
@@ -152,7 +152,8 @@ char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reason
     json_t *root = head(m, 0), *choice;
     if (!root) return NULL;
     struct sbuf rest = {0};
-    json_t *calls = m->kind == REQ_CHAT && m->tools ? tools_extract(content, content_len, m->id, 0, m->tool_max, &rest) : NULL;
+    json_t *calls =
+        m->kind == REQ_CHAT && m->tools ? tools_extract(content, content_len, m->id, 0, m->tool_max, &rest) : NULL;
     if (calls) { /* the text around the calls is the content (null when only white space) */
         size_t a = 0, b = rest.len;
         while (a < b && (rest.p[a] == ' ' || rest.p[a] == '\n')) a++;
@@ -164,8 +165,7 @@ char *resp_final(const struct resp_meta *m, const char *reasoning, size_t reason
         json_t *msg = json_pack("{s:s, s:o}", "role", "assistant", "content",
                                 calls && !content_len ? json_null() : json_text(content, content_len));
         if (msg && calls) json_object_set_new(msg, "tool_calls", calls);
-        if (msg && reasoning_len)
-            json_object_set_new(msg, "reasoning_content", json_text(reasoning, reasoning_len));
+        if (msg && reasoning_len) json_object_set_new(msg, "reasoning_content", json_text(reasoning, reasoning_len));
         choice = json_pack("{s:i, s:o, s:o, s:s}", "index", m->index, "message", msg, "logprobs", logprobs_json(m, 1),
                            "finish_reason", finish);
     } else {
@@ -223,8 +223,8 @@ void resp_chunk_call(struct sbuf *out, const struct resp_meta *m, int index, con
         json_object_set_new(json_object_get(call, "function"), "name", json_text(name, name_len));
     }
     json_t *root = head(m, 1);
-    json_t *choice = json_pack("{s:i, s:{s:[o]}, s:n, s:n}", "index", m->index, "delta", "tool_calls", call,
-                               "logprobs", "finish_reason");
+    json_t *choice = json_pack("{s:i, s:{s:[o]}, s:n, s:n}", "index", m->index, "delta", "tool_calls", call, "logprobs",
+                               "finish_reason");
     if (!root || !choice) {
         json_decref(root);
         json_decref(choice);
@@ -237,8 +237,8 @@ void resp_chunk_call(struct sbuf *out, const struct resp_meta *m, int index, con
 
 int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *content, size_t content_len, int first) {
     struct sbuf rest = {0};
-    json_t *calls = first < m->tool_max ? tools_extract(content, content_len, m->id, first, m->tool_max - first, &rest)
-                                        : NULL;
+    json_t *calls =
+        first < m->tool_max ? tools_extract(content, content_len, m->id, first, m->tool_max - first, &rest) : NULL;
     if (!calls) {
         if (content_len) resp_chunk(out, m, NULL, NULL, 0, content, content_len, NULL);
         return 0;
@@ -251,8 +251,7 @@ int resp_chunk_tools(struct sbuf *out, const struct resp_meta *m, const char *co
     while (a < b && (rest.p[a] == ' ' || rest.p[a] == '\n')) a++;
     while (b > a && (rest.p[b - 1] == ' ' || rest.p[b - 1] == '\n')) b--;
     if (delta && b > a) json_object_set_new(delta, "content", json_text(rest.p + a, b - a));
-    json_t *choice = json_pack("{s:i, s:o, s:n, s:n}", "index", m->index, "delta", delta, "logprobs",
-                               "finish_reason");
+    json_t *choice = json_pack("{s:i, s:o, s:n, s:n}", "index", m->index, "delta", delta, "logprobs", "finish_reason");
     if (!root || !choice) {
         json_decref(root);
         json_decref(choice);

@@ -21,8 +21,8 @@ struct resp_meta {
     /* NULL, or the log-probabilities the request asked for: resp_final
      * reports all of them, resp_chunk those not yet sent (and marks them sent) */
     struct lp_list *lp;
-    int index; /* the choice (n > 1) */
-    int tools; /* chat with tools: calls in the answer become tool_calls (finish "tool_calls") */
+    int index;    /* the choice (n > 1) */
+    int tools;    /* chat with tools: calls in the answer become tool_calls (finish "tool_calls") */
     int tool_max; /* of them, the most taken (the request's tool_max) */
 };
 

@@ -11,7 +11,7 @@
 #include <string.h>
 
 struct sbuf {
-    char *p;    /* (cap) bytes, p[len] == 0 */
+    char *p; /* (cap) bytes, p[len] == 0 */
     size_t len, cap;
     int failed; /* an append did not fit in memory */
 };

@@ -34,7 +34,7 @@
 #include "server/stop.h"
 #include "server/sched_impl.h"
 #include "util/util.h"
-#define POLL_MS 100       /* how often a waiting connection checks its client */
+#define POLL_MS 100 /* how often a waiting connection checks its client */
 
 static uint64_t mix64(uint64_t z) {
     z += 0x9e3779b97f4a7c15ull;
@@ -158,8 +158,12 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
     add_stop_id(s, r1_tokenizer_token_id(tok, "<|endoftext|>"));
     s->slots = calloc((size_t)s->o.n_slots, sizeof *s->slots);
     if (!s->slots) goto fail;
-    struct r1_batch_opts bo = {.n_seq = s->o.n_slots, .n_ctx = o->n_ctx, .n_batch = s->o.batch_tokens,
-                               .backend = o->backend, .n_threads = o->n_threads, .kv_dtype = o->kv_dtype,
+    struct r1_batch_opts bo = {.n_seq = s->o.n_slots,
+                               .n_ctx = o->n_ctx,
+                               .n_batch = s->o.batch_tokens,
+                               .backend = o->backend,
+                               .n_threads = o->n_threads,
+                               .kv_dtype = o->kv_dtype,
                                .lead = o->lead};
     if (!(s->batch = r1_batch_new(m, &bo))) goto fail;
     s->n_ctx = r1_batch_n_ctx(s->batch);
@@ -192,7 +196,8 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
         }
         if (o->draft) {
             int dmax = r1_model_config(o->draft)->max_pos; /* drafts while its context lasts */
-            struct r1_session_opts dso = {.n_ctx = s->n_ctx < dmax ? s->n_ctx : dmax, .backend = o->backend,
+            struct r1_session_opts dso = {.n_ctx = s->n_ctx < dmax ? s->n_ctx : dmax,
+                                          .backend = o->backend,
                                           .n_threads = o->draft_threads > 0 ? o->draft_threads : 1,
                                           .kv_dtype = o->kv_dtype};
             sl->draft_ids = malloc((size_t)s->n_ctx * sizeof(int32_t));
@@ -277,8 +282,12 @@ const r1_tokenizer_t *sched_tokenizer(const struct sched *s) { return s->tok; }
 
 void sched_stats(struct sched *s, struct sched_stats *st) {
     pthread_mutex_lock(&s->mu);
-    *st = (struct sched_stats){.slots = s->o.n_slots, .busy = s->n_busy, .queued = s->n_queued,
-                               .queue_cap = s->o.queue_cap, .served = s->served, .cancelled = s->cancelled,
+    *st = (struct sched_stats){.slots = s->o.n_slots,
+                               .busy = s->n_busy,
+                               .queued = s->n_queued,
+                               .queue_cap = s->o.queue_cap,
+                               .served = s->served,
+                               .cancelled = s->cancelled,
                                .rejected = s->rejected};
     pthread_mutex_unlock(&s->mu);
 }

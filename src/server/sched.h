@@ -29,16 +29,16 @@ struct sched;
 struct job;
 
 struct sched_opts {
-    int n_slots;              /* parallel conversations (>= 1) */
-    int queue_cap;            /* jobs that may wait for a slot (>= 0) */
-    int n_ctx;                /* per-slot context; 0 = the session default */
-    int n_threads;            /* of the engine, all slots together (>= 1) */
-    int batch_tokens;         /* rows in one engine step (>= n_slots): decode rows + prompt chunks */
-    const char *backend;      /* NULL = best */
-    int lead;                 /* rank 0 of a tensor-parallel job: the batch leads the other ranks */
+    int n_slots;         /* parallel conversations (>= 1) */
+    int queue_cap;       /* jobs that may wait for a slot (>= 0) */
+    int n_ctx;           /* per-slot context; 0 = the session default */
+    int n_threads;       /* of the engine, all slots together (>= 1) */
+    int batch_tokens;    /* rows in one engine step (>= n_slots): decode rows + prompt chunks */
+    const char *backend; /* NULL = best */
+    int lead;            /* rank 0 of a tensor-parallel job: the batch leads the other ranks */
     enum r1_dtype kv_dtype;
-    const char *model_name;   /* the id reported in responses when the request names none */
-    int seed_set;             /* the server was given --seed: requests without a seed use it */
+    const char *model_name; /* the id reported in responses when the request names none */
+    int seed_set;           /* the server was given --seed: requests without a seed use it */
     /* speculative decoding (r1_spec) of every request without logprobs:
      * n-gram lookup (spec_lookup > 0) or a draft model (draft, with a
      * session per slot of draft_threads threads); spec_k drafts at most per

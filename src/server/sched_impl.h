@@ -15,9 +15,9 @@
 #include "server/sbuf.h"
 #include "server/sched.h"
 
-#define GATHER_US 2000    /* the engine waits this long for busy slots to send their next row */
-#define ALL_ROWS_MAX 64   /* rows of a request that wants every row's logits, per step */
-#define N_BUCKETS 9      /* step-time histogram buckets (engine.c STEP_BUCKETS) */
+#define GATHER_US 2000  /* the engine waits this long for busy slots to send their next row */
+#define ALL_ROWS_MAX 64 /* rows of a request that wants every row's logits, per step */
+#define N_BUCKETS 9     /* step-time histogram buckets (engine.c STEP_BUCKETS) */
 /* Verification rows (speculative decoding) of all slots together in one
  * step: R1_SPEC_MAX_K + 1, the batch the cpu kernels compute bit for bit
  * like single decode steps, so a slot's tokens do not depend on speculation */
@@ -45,11 +45,11 @@ struct job {
     int status;
     /* n > 1: one slot per choice; choice 0's slot prefills the prompt once and
      * copies its KV cache and last logits to the others */
-    int *slots;          /* (req.n) slot index of each choice */
-    int running;         /* choices not finished */
-    int prefill_state;   /* 0 waiting, 1 done, -1 failed */
-    float *prompt_logits; /* (vocab) the prompt's last logits, for choices > 0 */
-    char **finals;       /* (req.n) non-streaming: each choice's result */
+    int *slots;              /* (req.n) slot index of each choice */
+    int running;             /* choices not finished */
+    int prefill_state;       /* 0 waiting, 1 done, -1 failed */
+    float *prompt_logits;    /* (vocab) the prompt's last logits, for choices > 0 */
+    char **finals;           /* (req.n) non-streaming: each choice's result */
     struct resp_usage usage; /* all choices */
     int n_cancelled, n_failed;
 };
@@ -67,13 +67,13 @@ struct fwd_req {
 
 struct slot {
     struct sched *sched;
-    int index; /* also its sequence in sched.batch */
+    int index;  /* also its sequence in sched.batch */
     int choice; /* of its job (n > 1) */
     struct fwd_req req;
     float *out;     /* (vocab) the last row's logits of the latest request */
     int32_t *cache; /* (n_ctx) ids in the KV cache, n_cache of them */
     int n_cache;
-    float *logits;  /* (vocab) the sampler's working copy */
+    float *logits;       /* (vocab) the sampler's working copy */
     r1_session_t *draft; /* --draft: this slot's session of the draft model, else NULL */
     int32_t *draft_ids;  /* (n_ctx) the ids in the draft's cache after the last job, n_draft_ids
                             of them: the next job's decoder keeps their common prefix */
@@ -105,7 +105,7 @@ struct sched {
     /* metrics */
     long tokens_in, tokens_out, steps, step_rows;
     long spec_drafted, spec_accepted, spec_steps; /* speculative decoding, all requests */
-    long draft_prefilled, draft_reused; /* prompt ids the draft models ran, and kept from their cache */
+    long draft_prefilled, draft_reused;           /* prompt ids the draft models ran, and kept from their cache */
     double step_sum;
     long step_hist[N_BUCKETS + 1];
     const r1_tokenizer_t *tok;

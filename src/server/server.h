@@ -16,17 +16,17 @@
 #include "server/sched.h"
 
 struct server_opts {
-    const char *host;        /* address to bind ("127.0.0.1") */
-    int port;                /* 0 = any free port (see server_port) */
-    const char *api_key;     /* NULL = no authentication */
-    size_t max_body;         /* request body limit in bytes (413 beyond) */
-    unsigned timeout_s;      /* idle / slow-client limit per connection */
-    unsigned max_conns;      /* simultaneous connections */
-    const char *model_name;  /* id listed by /v1/models */
+    const char *host;            /* address to bind ("127.0.0.1") */
+    int port;                    /* 0 = any free port (see server_port) */
+    const char *api_key;         /* NULL = no authentication */
+    size_t max_body;             /* request body limit in bytes (413 beyond) */
+    unsigned timeout_s;          /* idle / slow-client limit per connection */
+    unsigned max_conns;          /* simultaneous connections */
+    const char *model_name;      /* id listed by /v1/models */
     struct r1_sampler_params sp; /* sampler defaults for requests */
-    unsigned max_conns_per_ip; /* simultaneous connections of one client address (0 = no limit) */
-    double deadline_s;       /* a request's headers and body must arrive within this (0 = no limit) */
-    int access_log;          /* a line on stderr per request */
+    unsigned max_conns_per_ip;   /* simultaneous connections of one client address (0 = no limit) */
+    double deadline_s;           /* a request's headers and body must arrive within this (0 = no limit) */
+    int access_log;              /* a line on stderr per request */
 };
 
 struct server;

@@ -13,8 +13,8 @@
 struct stop_match {
     char *const *stops; /* (n) NUL-terminated, non-empty; not owned */
     int n;
-    struct sbuf hold;   /* text not yet released: a possible stop-string prefix */
-    int hit;            /* a stop string matched; later input is ignored */
+    struct sbuf hold; /* text not yet released: a possible stop-string prefix */
+    int hit;          /* a stop string matched; later input is ignored */
 };
 
 void stop_init(struct stop_match *m, char *const *stops, int n);

@@ -20,16 +20,15 @@ static int refuse_unsupported(const json_t *root, struct gen_request *r, struct 
     static const char *refused[] = {"functions", "function_call", "audio", "prediction", "suffix", NULL};
     for (int i = 0; refused[i]; i++) {
         const json_t *v = json_object_get(root, refused[i]);
-        if (v && !json_is_null(v))
-            return BAD(refused[i], "'%s' is not supported by this server", refused[i]);
+        if (v && !json_is_null(v)) return BAD(refused[i], "'%s' is not supported by this server", refused[i]);
     }
     const json_t *v = json_object_get(root, "modalities");
     if (v && !json_is_null(v)) {
         size_t i;
         const json_t *m;
         if (!json_is_array(v)) return BAD("modalities", "'modalities' must be an array");
-        json_array_foreach(v, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text"))
-            return BAD("modalities", "only the 'text' modality is supported");
+        json_array_foreach(v, i, m) if (!json_is_string(m) || strcmp(json_string_value(m), "text")) return BAD(
+            "modalities", "only the 'text' modality is supported");
     }
     v = json_object_get(root, "best_of");
     if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 1))
@@ -67,8 +66,10 @@ static int parse_response_format(const json_t *root, struct gen_request *r, stru
         return set_grammar(r, text, "response_format", err);
     }
     if (strcmp(t, "json_schema"))
-        return BAD("response_format", "'response_format.type' is '%.40s'; it must be text, json_object or "
-                                      "json_schema", t);
+        return BAD("response_format",
+                   "'response_format.type' is '%.40s'; it must be text, json_object or "
+                   "json_schema",
+                   t);
     const json_t *js = json_object_get(rf, "json_schema");
     if (!json_is_object(js))
         return BAD("response_format", "'response_format.json_schema' must be an object "
@@ -117,8 +118,7 @@ static int parse_logit_bias(const json_t *root, struct gen_request *r, struct ap
 }
 
 int req_parse_structured(const json_t *root, struct gen_request *r, struct api_error *err) {
-    if (refuse_unsupported(root, r, err) || parse_logit_bias(root, r, err) ||
-        parse_response_format(root, r, err))
+    if (refuse_unsupported(root, r, err) || parse_logit_bias(root, r, err) || parse_response_format(root, r, err))
         return -1;
     const json_t *kw = json_object_get(root, "chat_template_kwargs");
     if (kw && !json_is_null(kw)) {

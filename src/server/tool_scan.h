@@ -10,11 +10,11 @@
 #include <stddef.h>
 
 struct tool_scan {
-    int state;      /* TS_* (tool_scan.c) */
-    int calls;      /* calls begun (their heads sent) */
-    int max_calls;  /* calls taken (parallel_tool_calls false: 1); the text after the last is dropped */
-    size_t pos;     /* the next byte of the text to read */
-    size_t call_at; /* where the call being read began ("<tool_call>") */
+    int state;              /* TS_* (tool_scan.c) */
+    int calls;              /* calls begun (their heads sent) */
+    int max_calls;          /* calls taken (parallel_tool_calls false: 1); the text after the last is dropped */
+    size_t pos;             /* the next byte of the text to read */
+    size_t call_at;         /* where the call being read began ("<tool_call>") */
     int depth, in_str, esc; /* inside the arguments object */
     int in_text;            /* text outside the calls is being sent (its white space counts) */
 };

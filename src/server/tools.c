@@ -27,9 +27,8 @@
 #define OOM() api_error_set(err, 500, "server_error", NULL, NULL, "out of memory")
 #define MAX_TOOLS 128
 
-static const char *TOOLS_HEAD =
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+static const char *TOOLS_HEAD = "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                                "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
 static const char *TOOLS_TAIL =
     "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
     "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
@@ -84,8 +83,10 @@ static int render_messages(const json_t *root, struct gen_request *r, struct api
             const json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
             if (!json_is_string(name) || (args && !json_is_string(args) && !json_is_object(args))) {
                 sbuf_free(&b);
-                return BAD(param, "'%s[%zu]' must be {\"type\": \"function\", \"function\": {\"name\": ..., "
-                                  "\"arguments\": \"{...}\"}}", param, k);
+                return BAD(param,
+                           "'%s[%zu]' must be {\"type\": \"function\", \"function\": {\"name\": ..., "
+                           "\"arguments\": \"{...}\"}}",
+                           param, k);
             }
             json_t *a = json_is_string(args) ? json_loads(json_string_value(args), JSON_DECODE_ANY, NULL)
                                              : json_incref((json_t *)args);
@@ -177,8 +178,10 @@ int req_parse_tools(const json_t *root, struct gen_request *r, struct api_error 
         if (!json_is_object(t) || !json_is_string(type) || strcmp(json_string_value(type), "function") ||
             !json_is_object(fn) || !json_is_string(name) || !valid_name(json_string_value(name)) ||
             (params && !json_is_null(params) && !json_is_object(params)))
-            return BAD("tools", "'tools[%zu]' must be {\"type\": \"function\", \"function\": {\"name\": "
-                                "\"[A-Za-z0-9_-]{1,64}\", \"description\": ..., \"parameters\": {schema}}}", i);
+            return BAD("tools",
+                       "'tools[%zu]' must be {\"type\": \"function\", \"function\": {\"name\": "
+                       "\"[A-Za-z0-9_-]{1,64}\", \"description\": ..., \"parameters\": {schema}}}",
+                       i);
         names[i] = json_string_value(name);
         for (size_t k = 0; k < i; k++)
             if (!strcmp(names[k], names[i])) return BAD("tools", "two tools are named '%s'", names[i]);
@@ -192,8 +195,9 @@ int req_parse_tools(const json_t *root, struct gen_request *r, struct api_error 
         } else if (json_is_string(tc) && !strcmp(json_string_value(tc), "required")) forced = "";
         else if (json_is_object(tc) && json_is_string(json_object_get(json_object_get(tc, "function"), "name")))
             forced = json_string_value(json_object_get(json_object_get(tc, "function"), "name"));
-        else return BAD("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
-                                       "\"function\": {\"name\": ...}}");
+        else
+            return BAD("tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", "
+                                      "\"function\": {\"name\": ...}}");
         if (forced && !n) return BAD("tool_choice", "'tool_choice' asks for a call but there are no 'tools'");
     }
     if (none) return 0; /* the tools are not described: the model cannot call them */
@@ -244,20 +248,21 @@ static json_t *make_call(const char *s, size_t n, const char *id_seed, int index
     if (!args) args = json_object_get(obj, "parameters");
     json_t *call = NULL;
     if (json_is_string(name) && (!args || json_is_object(args) || json_is_string(args))) {
-        char *a = !args ? strdup("{}") : json_is_string(args) ? strdup(json_string_value(args))
-                                                               : json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        char *a = !args                  ? strdup("{}")
+                  : json_is_string(args) ? strdup(json_string_value(args))
+                                         : json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER);
         char id[40];
         tools_call_id(id_seed, index, id);
-        if (a) call = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name", name,
-                                "arguments", a);
+        if (a)
+            call = json_pack("{s:s, s:s, s:{s:O, s:s}}", "id", id, "type", "function", "function", "name", name,
+                             "arguments", a);
         free(a);
     }
     json_decref(obj);
     return call;
 }
 
-json_t *tools_extract(const char *text, size_t len, const char *id_seed, int first, int max_calls,
-                      struct sbuf *rest) {
+json_t *tools_extract(const char *text, size_t len, const char *id_seed, int first, int max_calls, struct sbuf *rest) {
     json_t *calls = json_array();
     if (!calls) return NULL;
     static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
@@ -290,6 +295,7 @@ json_t *tools_extract(const char *text, size_t len, const char *id_seed, int fir
         json_decref(calls);
         return NULL;
     }
-    if ((int)json_array_size(calls) < max_calls) sbuf_add(rest, text + at, len - at); /* else: past the last call taken */
+    if ((int)json_array_size(calls) < max_calls)
+        sbuf_add(rest, text + at, len - at); /* else: past the last call taken */
     return calls;
 }

@@ -7,11 +7,9 @@
 
 #include "tokenizer/tokenizer_internal.h"
 
-static int printable(int b) {
-    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
+static int printable(int b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
 
-static uint16_t byte_char[256];  /* byte -> code point */
+static uint16_t byte_char[256];     /* byte -> code point */
 static int16_t char_byte[256 + 68]; /* code point -> byte, -1 if none */
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
 

@@ -17,8 +17,12 @@
 #include "util/util.h"
 
 #define R1_USER "<\xEF\xBD\x9CUser\xEF\xBD\x9C>"
-#define R1_ASSISTANT "<\xEF\xBD\x9C" "Assistant\xEF\xBD\x9C>"
-#define R1_EOS "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"
+#define R1_ASSISTANT                                                                                                   \
+    "<\xEF\xBD\x9C"                                                                                                    \
+    "Assistant\xEF\xBD\x9C>"
+#define R1_EOS                                                                                                         \
+    "<\xEF\xBD\x9C"                                                                                                    \
+    "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"
 #define IM_SYSTEM "<|im_start|>system"
 
 /* The default system prompt of a ChatML template: the first Jinja string
@@ -58,8 +62,7 @@ enum r1_chat_kind r1_chat_detect(const char *jinja, const char *source, char **d
         *default_system = chatml_default_system(jinja);
         return R1_CHAT_KIND_CHATML;
     }
-    fprintf(stderr, "warning: %s: %s chat_template; using chatml\n", source,
-            jinja ? "unrecognised" : "no");
+    fprintf(stderr, "warning: %s: %s chat_template; using chatml\n", source, jinja ? "unrecognised" : "no");
     return R1_CHAT_KIND_CHATML;
 }
 
@@ -98,15 +101,13 @@ static int check_msgs(const struct r1_chat_msg *m, size_t n) {
     for (size_t i = 0; i < n; i++) {
         const char *r = m[i].role;
         if (!r || (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")))
-            return r1_err("chat message %zu: unsupported role \"%s\" (system, user, assistant)", i,
-                          r ? r : "(null)");
+            return r1_err("chat message %zu: unsupported role \"%s\" (system, user, assistant)", i, r ? r : "(null)");
         if (!m[i].content) return r1_err("chat message %zu (%s) has no content", i, r);
     }
     return 0;
 }
 
-static void render_r1(const r1_tokenizer_t *t, const struct r1_chat_msg *m, size_t n, int gen,
-                      struct sbuf *b) {
+static void render_r1(const r1_tokenizer_t *t, const struct r1_chat_msg *m, size_t n, int gen, struct sbuf *b) {
     const char *system = "";
     for (size_t i = 0; i < n; i++)
         if (!strcmp(m[i].role, "system")) system = m[i].content; /* the last one wins */
@@ -127,8 +128,7 @@ static void render_r1(const r1_tokenizer_t *t, const struct r1_chat_msg *m, size
     if (gen) puts_(b, R1_ASSISTANT "<think>\n");
 }
 
-static void render_chatml(const r1_tokenizer_t *t, const struct r1_chat_msg *m, size_t n, int gen,
-                          struct sbuf *b) {
+static void render_chatml(const r1_tokenizer_t *t, const struct r1_chat_msg *m, size_t n, int gen, struct sbuf *b) {
     if (t->chat_system && n && strcmp(m[0].role, "system")) { /* as "loop.first and not system" */
         puts_(b, IM_SYSTEM "\n");
         puts_(b, t->chat_system);
@@ -144,8 +144,7 @@ static void render_chatml(const r1_tokenizer_t *t, const struct r1_chat_msg *m, 
     if (gen) puts_(b, "<|im_start|>assistant\n");
 }
 
-char *r1_chat_apply(const r1_tokenizer_t *t, const struct r1_chat_msg *msgs, size_t n,
-                    int add_generation_prompt) {
+char *r1_chat_apply(const r1_tokenizer_t *t, const struct r1_chat_msg *msgs, size_t n, int add_generation_prompt) {
     if (n && !msgs) {
         r1_err("chat: no messages given");
         return NULL;

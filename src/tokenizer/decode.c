@@ -20,8 +20,7 @@ static int id_hidden(const r1_tokenizer_t *t, int32_t id, int skip_special) {
     return skip_special && (t->tok_flags[id] & R1_TOKF_SPECIAL);
 }
 
-long r1_tokenizer_decode(const r1_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special,
-                         char **out) {
+long r1_tokenizer_decode(const r1_tokenizer_t *t, const int32_t *ids, size_t n, int skip_special, char **out) {
     *out = NULL;
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -49,7 +48,7 @@ struct r1_detok {
     int skip_special;
     char pend[4]; /* an incomplete UTF-8 prefix held back */
     int npend;
-    char *buf;    /* what the last call returned */
+    char *buf; /* what the last call returned */
     size_t cap;
 };
 

@@ -76,7 +76,9 @@ struct r1_piece_cache {
     int32_t vals[CACHE_POOL];
 };
 
-struct r1_piece_cache *r1_piece_cache_new(void) { return calloc(1, sizeof(struct r1_piece_cache)); }
+struct r1_piece_cache *r1_piece_cache_new(void) {
+    return calloc(1, sizeof(struct r1_piece_cache));
+}
 void r1_piece_cache_free(struct r1_piece_cache *c) { free(c); }
 
 static void cache_reset(struct r1_piece_cache *c) {
@@ -86,8 +88,7 @@ static void cache_reset(struct r1_piece_cache *c) {
 }
 
 /* Appends the cached ids of the piece to out; 1 on a hit. Lock held. */
-static int cache_get(const struct r1_piece_cache *c, uint64_t h, const char *p, size_t n,
-                     struct ivec *out) {
+static int cache_get(const struct r1_piece_cache *c, uint64_t h, const char *p, size_t n, struct ivec *out) {
     uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
     for (;;) {
         const struct cache_slot *s = &c->slots[i];
@@ -102,14 +103,11 @@ static int cache_get(const struct r1_piece_cache *c, uint64_t h, const char *p, 
     }
 }
 
-static void cache_put(struct r1_piece_cache *c, uint64_t h, const char *p, size_t n,
-                      const int32_t *ids, size_t m) {
-    if (c->n >= CACHE_SLOTS / 2 || c->klen + n > CACHE_POOL || c->vlen + m > CACHE_POOL)
-        cache_reset(c);
+static void cache_put(struct r1_piece_cache *c, uint64_t h, const char *p, size_t n, const int32_t *ids, size_t m) {
+    if (c->n >= CACHE_SLOTS / 2 || c->klen + n > CACHE_POOL || c->vlen + m > CACHE_POOL) cache_reset(c);
     uint32_t i = (uint32_t)h & (CACHE_SLOTS - 1);
     while (c->slots[i].klen) {
-        if (c->slots[i].hash == h && c->slots[i].klen == n && !memcmp(c->keys + c->slots[i].koff, p, n))
-            return;
+        if (c->slots[i].hash == h && c->slots[i].klen == n && !memcmp(c->keys + c->slots[i].koff, p, n)) return;
         i = (i + 1) & (CACHE_SLOTS - 1);
     }
     struct cache_slot *s = &c->slots[i];
@@ -294,13 +292,12 @@ static size_t utf8_valid_len(const uint8_t *p, size_t n) {
     if (c < 0xE0) return n >= 2 && (p[1] & 0xC0) == 0x80 ? 2 : 0;
     if (c < 0xF0) {
         if (n < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return 0;
-        if (c == 0xE0 && p[1] < 0xA0) return 0; /* overlong */
+        if (c == 0xE0 && p[1] < 0xA0) return 0;  /* overlong */
         if (c == 0xED && p[1] >= 0xA0) return 0; /* surrogate */
         return 3;
     }
     if (c < 0xF5) {
-        if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80)
-            return 0;
+        if (n < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 || (p[3] & 0xC0) != 0x80) return 0;
         if (c == 0xF0 && p[1] < 0x90) return 0;  /* overlong */
         if (c == 0xF4 && p[1] >= 0x90) return 0; /* > U+10FFFF */
         return 4;
@@ -376,8 +373,7 @@ static long find_added(const r1_tokenizer_t *t, const char *s, size_t n, size_t 
     return -1;
 }
 
-int r1_tokenizer_encode(const r1_tokenizer_t *t, const char *text, size_t len, int add_special,
-                        int32_t **ids) {
+int r1_tokenizer_encode(const r1_tokenizer_t *t, const char *text, size_t len, int add_special, int32_t **ids) {
     *ids = NULL;
     if (!text && len) return r1_err("encode: text is NULL");
     struct ivec out = {0};

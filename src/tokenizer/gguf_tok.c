@@ -86,7 +86,8 @@ static r1_tokenizer_t *from_gguf(const struct r1_gguf *g, const char *path) {
     }
     if (s.len != 4 || memcmp(s.s, "gpt2", 4)) {
         r1_err("%s: tokenizer model '%.*s' is not supported (r1infer reads byte-level BPE, "
-               "tokenizer.ggml.model = gpt2)", path, (int)(s.len > 40 ? 40 : s.len), s.s);
+               "tokenizer.ggml.model = gpt2)",
+               path, (int)(s.len > 40 ? 40 : s.len), s.s);
         return NULL;
     }
     const struct r1_gguf_kv *kt = r1_gguf_get_arr(g, "tokenizer.ggml.tokens", R1_GGUF_STRING, &bad);
@@ -116,8 +117,7 @@ static r1_tokenizer_t *from_gguf(const struct r1_gguf *g, const char *path) {
         }
         for (size_t i = 0; i < (size_t)ty->arr_n; i++) {
             const uint8_t *p = ty->val + 4 * i;
-            types[i] = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-                                 (uint32_t)p[3] << 24);
+            types[i] = (int32_t)((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
         }
         spec.types = types;
     }
@@ -215,13 +215,11 @@ int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, in
         json_t *jid = json_object_get(val, "id"), *c = json_object_get(val, "content");
         json_int_t id = json_integer_value(jid);
         if (!json_is_integer(jid) || !json_is_string(c) || id < 0 || id >= vocab) {
-            r1_err("%s/tokenizer.json: added_tokens[%zu] needs an id in 0..%d and a content", dir,
-                   i, vocab - 1);
+            r1_err("%s/tokenizer.json: added_tokens[%zu] needs an id in 0..%d and a content", dir, i, vocab - 1);
             goto out;
         }
         tokens[id] = (char *)json_string_value(c);
-        types[id] = json_is_true(json_object_get(val, "special")) ? R1_TOK_TYPE_CONTROL
-                                                                   : R1_TOK_TYPE_USER_DEFINED;
+        types[id] = json_is_true(json_object_get(val, "special")) ? R1_TOK_TYPE_CONTROL : R1_TOK_TYPE_USER_DEFINED;
     }
     for (int id = 0; id < vocab; id++) /* rows of the embedding beyond the tokenizer */
         if (!tokens[id]) {
@@ -238,8 +236,8 @@ int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, in
     json_array_foreach(mm, i, val) {
         if (json_is_string(val)) {
             merges[i] = strdup(json_string_value(val));
-        } else if (json_is_array(val) && json_array_size(val) == 2 &&
-                   json_is_string(json_array_get(val, 0)) && json_is_string(json_array_get(val, 1))) {
+        } else if (json_is_array(val) && json_array_size(val) == 2 && json_is_string(json_array_get(val, 0)) &&
+                   json_is_string(json_array_get(val, 1))) {
             const char *a = json_string_value(json_array_get(val, 0));
             const char *b = json_string_value(json_array_get(val, 1));
             size_t la = strlen(a), lb = strlen(b);
@@ -273,8 +271,8 @@ int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, in
     if (json_is_string(ct)) tmpl = json_string_value(ct);
     json_array_foreach(ct, i, val) /* [{"name": "default", "template": ...}] */
         if (json_is_string(json_object_get(val, "name")) &&
-            !strcmp(json_string_value(json_object_get(val, "name")), "default"))
-            tmpl = json_string_value(json_object_get(val, "template"));
+            !strcmp(json_string_value(json_object_get(val, "name")), "default")) tmpl =
+            json_string_value(json_object_get(val, "template"));
     /* ids from config.json, else the token texts of tokenizer_config.json */
     for (int k = 0; k < 2 && cfg; k++) {
         int *id = k ? &eos : &bos;
@@ -282,8 +280,7 @@ int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, in
         for (int j = 0; *id < 0 && text && j < vocab; j++)
             if (!strcmp(tokens[j], text)) *id = j;
     }
-    if (r1_gguf_w_str(w, "tokenizer.ggml.model", "gpt2") ||
-        r1_gguf_w_str(w, "tokenizer.ggml.pre", pre) ||
+    if (r1_gguf_w_str(w, "tokenizer.ggml.model", "gpt2") || r1_gguf_w_str(w, "tokenizer.ggml.pre", pre) ||
         r1_gguf_w_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)tokens, (size_t)vocab) ||
         r1_gguf_w_arr_i32(w, "tokenizer.ggml.token_type", types, (size_t)vocab) ||
         r1_gguf_w_arr_str(w, "tokenizer.ggml.merges", (const char *const *)merges, n_merges) ||

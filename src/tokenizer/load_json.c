@@ -77,24 +77,22 @@ static int load_pre(r1_tokenizer_t *t, json_t *p, const char *f, int *bytelevel)
         if (!json_is_string(re) && !json_is_string(lit))
             return r1_err("%s: pre_tokenizer Split.pattern has neither Regex nor String", f);
         if (!beh || strcmp(beh, "Isolated"))
-            return r1_err("%s: pre_tokenizer Split.behavior \"%s\" is not supported (only Isolated)",
-                          f, beh ? beh : "(missing)");
+            return r1_err("%s: pre_tokenizer Split.behavior \"%s\" is not supported (only Isolated)", f,
+                          beh ? beh : "(missing)");
         if (json_is_true(json_object_get(p, "invert")))
             return r1_err("%s: pre_tokenizer Split.invert true is not supported", f);
         json_t *s = json_is_string(re) ? re : lit;
         return r1_tok_add_split(t, json_string_value(s), json_string_length(s), !json_is_string(re), f);
     }
     if (!strcmp(ty, "Digits")) { /* numbers split off: each digit alone, or runs of digits */
-        const char *re = json_is_true(json_object_get(p, "individual_digits")) ? r1_tok_regex_digit
-                                                                               : "\\p{N}+";
+        const char *re = json_is_true(json_object_get(p, "individual_digits")) ? r1_tok_regex_digit : "\\p{N}+";
         return r1_tok_add_split(t, re, strlen(re), 0, f);
     }
     if (!strcmp(ty, "ByteLevel")) {
         *bytelevel = 1;
         t->add_prefix_space = json_is_true(json_object_get(p, "add_prefix_space"));
         json_t *ur = json_object_get(p, "use_regex");
-        if (!ur || json_is_true(ur))
-            return r1_tok_add_split(t, r1_tok_regex_gpt2, strlen(r1_tok_regex_gpt2), 0, f);
+        if (!ur || json_is_true(ur)) return r1_tok_add_split(t, r1_tok_regex_gpt2, strlen(r1_tok_regex_gpt2), 0, f);
         return 0;
     }
     return r1_err("%s: pre_tokenizer type \"%s\" is not supported (Split, Digits, ByteLevel, Sequence)", f, ty);
@@ -112,8 +110,7 @@ static int load_post(r1_tokenizer_t *t, json_t *p, const char *f) {
         json_array_foreach(list, i, it) if (load_post(t, it, f)) return -1;
         return 0;
     }
-    if (strcmp(ty, "TemplateProcessing"))
-        return r1_err("%s: post_processor type \"%s\" is not supported", f, ty);
+    if (strcmp(ty, "TemplateProcessing")) return r1_err("%s: post_processor type \"%s\" is not supported", f, ty);
     json_t *single = json_object_get(p, "single"), *specials = json_object_get(p, "special_tokens");
     if (!json_is_array(single)) return r1_err("%s: post_processor.single is not an array", f);
     int after = 0;
@@ -128,8 +125,7 @@ static int load_post(r1_tokenizer_t *t, json_t *p, const char *f) {
         if (!name) return r1_err("%s: post_processor.single[%zu] is not SpecialToken or Sequence", f, i);
         json_t *ids = json_object_get(json_object_get(specials, name), "ids"), *v;
         size_t k;
-        if (!json_is_array(ids))
-            return r1_err("%s: post_processor.special_tokens has no ids for \"%s\"", f, name);
+        if (!json_is_array(ids)) return r1_err("%s: post_processor.special_tokens has no ids for \"%s\"", f, name);
         json_array_foreach(ids, k, v) {
             json_int_t id = json_integer_value(v);
             if (!json_is_integer(v) || id < 0 || id >= t->n_ids)
@@ -146,8 +142,7 @@ static int load_model(r1_tokenizer_t *t, json_t *root, const char *f) {
     json_t *model = json_object_get(root, "model");
     if (!json_is_object(model)) return r1_err("%s: \"model\" is missing or not an object", f);
     const char *ty = type_of(model);
-    if (ty && strcmp(ty, "BPE"))
-        return r1_err("%s: model.type \"%s\" is not supported (only BPE)", f, ty);
+    if (ty && strcmp(ty, "BPE")) return r1_err("%s: model.type \"%s\" is not supported (only BPE)", f, ty);
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
     if (!json_is_object(vocab)) return r1_err("%s: model.vocab is missing or not an object", f);
     if (!json_is_array(merges)) return r1_err("%s: model.merges is missing or not an array", f);
@@ -170,8 +165,7 @@ static int load_model(r1_tokenizer_t *t, json_t *root, const char *f) {
         bytes += strlen(key);
     }
     json_t *added = json_object_get(root, "added_tokens");
-    if (added && !json_is_null(added) && !json_is_array(added))
-        return r1_err("%s: added_tokens is not an array", f);
+    if (added && !json_is_null(added) && !json_is_array(added)) return r1_err("%s: added_tokens is not an array", f);
     size_t i;
     json_array_foreach(added, i, v) {
         json_t *id = json_object_get(v, "id"), *c = json_object_get(v, "content");
@@ -205,8 +199,8 @@ static int load_model(r1_tokenizer_t *t, json_t *root, const char *f) {
             al = (size_t)(sp - a);
             b = sp + 1;
             bl = strlen(b);
-        } else if (json_is_array(v) && json_array_size(v) == 2 &&
-                   json_is_string(json_array_get(v, 0)) && json_is_string(json_array_get(v, 1))) {
+        } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_string(json_array_get(v, 0)) &&
+                   json_is_string(json_array_get(v, 1))) {
             a = json_string_value(json_array_get(v, 0));
             al = json_string_length(json_array_get(v, 0));
             b = json_string_value(json_array_get(v, 1));

@@ -74,8 +74,7 @@ int32_t r1_strmap_get(const struct r1_strmap *m, const void *key, size_t len) {
         uint32_t s = m->slots[i];
         if (!s) return -1;
         const struct r1_strmap_ent *e = &m->ents[s - 1];
-        if (e->hash == h && e->len == len && memcmp(m->pool + e->off, key, len) == 0)
-            return e->val;
+        if (e->hash == h && e->len == len && memcmp(m->pool + e->off, key, len) == 0) return e->val;
         i = (i + 1) & mask;
     }
 }
@@ -89,8 +88,7 @@ int r1_strmap_put(struct r1_strmap *m, const void *key, size_t len, int32_t val)
         uint32_t s = m->slots[i];
         if (!s) break;
         const struct r1_strmap_ent *e = &m->ents[s - 1];
-        if (e->hash == h && e->len == len && memcmp(m->pool + e->off, key, len) == 0)
-            return 0;
+        if (e->hash == h && e->len == len && memcmp(m->pool + e->off, key, len) == 0) return 0;
         i = (i + 1) & mask;
     }
     if (m->n == m->ents_cap) {

@@ -11,14 +11,12 @@
 #include "tokenizer/tokenizer_internal.h"
 #include "util/util.h"
 
-const char *const r1_tok_regex_qwen2 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char *const r1_tok_regex_qwen2 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+                                       "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char *const r1_tok_regex_gpt2 =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-const char *const r1_tok_regex_llama3 =
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+const char *const r1_tok_regex_llama3 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+                                        "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 const char *const r1_tok_regex_digit = "\\p{N}";
 
 /* GGUF tokenizer.ggml.pre -> what tokenizer.json of the same model says:
@@ -135,8 +133,8 @@ int r1_tok_add_added(r1_tokenizer_t *t, const char *text, size_t len, int32_t id
     uint8_t stack[256], *buf = len <= sizeof stack ? stack : malloc(len);
     if (!buf) return r1_err("out of memory");
     long n = r1_bytelevel_decode(text, len, buf);
-    int rc = n >= 0 ? r1_tok_set_id(t, id, buf, (size_t)n, R1_TOKF_ADDED)
-                    : r1_tok_set_id(t, id, text, len, R1_TOKF_ADDED);
+    int rc =
+        n >= 0 ? r1_tok_set_id(t, id, buf, (size_t)n, R1_TOKF_ADDED) : r1_tok_set_id(t, id, text, len, R1_TOKF_ADDED);
     if (buf != stack) free(buf);
     if (!rc && special) t->tok_flags[id] |= R1_TOKF_SPECIAL;
     return rc;
@@ -153,13 +151,12 @@ static int32_t vocab_lookup_form(const r1_tokenizer_t *t, const char *s, size_t 
     return id;
 }
 
-int r1_tok_add_merge(r1_tokenizer_t *t, const char *a, size_t alen, const char *b, size_t blen,
-                     int32_t rank, const char *source) {
+int r1_tok_add_merge(r1_tokenizer_t *t, const char *a, size_t alen, const char *b, size_t blen, int32_t rank,
+                     const char *source) {
     int32_t ia = vocab_lookup_form(t, a, alen), ib = vocab_lookup_form(t, b, blen);
     if (ia < 0 || ib < 0)
-        return r1_err("%s: merge %d (\"%.*s %.*s\") names unknown token \"%.*s\"", source,
-                      (int)rank, (int)alen, a, (int)blen, b, ia < 0 ? (int)alen : (int)blen,
-                      ia < 0 ? a : b);
+        return r1_err("%s: merge %d (\"%.*s %.*s\") names unknown token \"%.*s\"", source, (int)rank, (int)alen, a,
+                      (int)blen, b, ia < 0 ? (int)alen : (int)blen, ia < 0 ? a : b);
     size_t la = t->tok_len[ia], lb = t->tok_len[ib];
     char stack[512], *cat = la + lb <= sizeof stack ? stack : malloc(la + lb);
     if (!cat) return r1_err("out of memory");
@@ -168,13 +165,12 @@ int r1_tok_add_merge(r1_tokenizer_t *t, const char *a, size_t alen, const char *
     int32_t id = r1_strmap_get(&t->vocab, cat, la + lb);
     if (cat != stack) free(cat);
     if (id < 0)
-        return r1_err("%s: merge %d (\"%.*s %.*s\") makes a token that is not in the vocab",
-                      source, (int)rank, (int)alen, a, (int)blen, b);
+        return r1_err("%s: merge %d (\"%.*s %.*s\") makes a token that is not in the vocab", source, (int)rank,
+                      (int)alen, a, (int)blen, b);
     return r1_mergemap_put(&t->merges, ia, ib, rank, id);
 }
 
-int r1_tok_add_split(r1_tokenizer_t *t, const char *pattern, size_t len, int literal,
-                     const char *source) {
+int r1_tok_add_split(r1_tokenizer_t *t, const char *pattern, size_t len, int literal, const char *source) {
     if (t->n_split == R1_TOK_MAX_SPLITS)
         return r1_err("%s: more than %d pre-tokenizer splits", source, R1_TOK_MAX_SPLITS);
     int err;
@@ -184,8 +180,7 @@ int r1_tok_add_split(r1_tokenizer_t *t, const char *pattern, size_t len, int lit
     if (!re) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        return r1_err("%s: pre_tokenizer regex does not compile at offset %zu: %s", source,
-                      (size_t)off, (char *)msg);
+        return r1_err("%s: pre_tokenizer regex does not compile at offset %zu: %s", source, (size_t)off, (char *)msg);
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter */
     t->split[t->n_split++] = re;
@@ -243,8 +238,7 @@ r1_tokenizer_t *r1_tokenizer_build(const struct r1_tok_spec *s) {
             r1_err("%s: merge %zu is not \"left right\"", src, i);
             goto fail;
         }
-        if (r1_tok_add_merge(t, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), (int32_t)i, src))
-            goto fail;
+        if (r1_tok_add_merge(t, m, (size_t)(sp - m), sp + 1, strlen(sp + 1), (int32_t)i, src)) goto fail;
     }
     const struct pre_kind *pk = &PRE_KINDS[5]; /* no pre: GPT-2's ByteLevel regex */
     if (s->pre) {
@@ -252,7 +246,8 @@ r1_tokenizer_t *r1_tokenizer_build(const struct r1_tok_spec *s) {
         for (i = 0; i < n && strcmp(s->pre, PRE_KINDS[i].name); i++) {}
         if (i == n) {
             r1_err("%s: pre-tokenizer '%s' is not supported (known: qwen2, deepseek-r1-qwen, "
-                   "llama-bpe, smollm, gpt2)", src, s->pre);
+                   "llama-bpe, smollm, gpt2)",
+                   src, s->pre);
             goto fail;
         }
         pk = &PRE_KINDS[i];

@@ -41,7 +41,7 @@ struct r1_strmap {
         uint64_t hash;
         uint32_t off, len; /* key bytes in pool */
         int32_t val;
-    } *ents;
+    } * ents;
     uint32_t ents_cap;
     char *pool;
     size_t pool_len, pool_cap;
@@ -59,7 +59,7 @@ struct r1_mergemap {
     struct r1_merge_ent {
         uint64_t key; /* (left << 32 | right) + 1; 0 = empty */
         int32_t rank, id;
-    } *slots;
+    } * slots;
     uint32_t cap, n;
 };
 int r1_mergemap_init(struct r1_mergemap *m, uint32_t expect);
@@ -67,8 +67,7 @@ void r1_mergemap_free(struct r1_mergemap *m);
 /* Insert; keeps the first (lowest rank) entry for a pair. */
 int r1_mergemap_put(struct r1_mergemap *m, int32_t a, int32_t b, int32_t rank, int32_t id);
 /* Returns 1 and fills rank/id when the pair merges. */
-static inline int r1_mergemap_get(const struct r1_mergemap *m, int32_t a, int32_t b,
-                                  int32_t *rank, int32_t *id) {
+static inline int r1_mergemap_get(const struct r1_mergemap *m, int32_t a, int32_t b, int32_t *rank, int32_t *id) {
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
     uint64_t h = key * 0x9E3779B97F4A7C15ull;
     uint32_t mask = m->cap - 1, i = (uint32_t)(h >> 32) & mask;
@@ -115,27 +114,27 @@ struct r1_tokenizer {
     size_t tok_bytes_len, tok_bytes_cap;
     uint8_t *tok_flags; /* R1_TOKF_* per id */
 
-    struct r1_strmap vocab;     /* raw bytes -> id, BPE model vocab only */
-    struct r1_mergemap merges;  /* byte pair merges by rank */
-    int32_t byte_id[256];       /* id of each single byte, -1 if none */
-    int ignore_merges;          /* whole word in vocab wins (Llama-3 style) */
+    struct r1_strmap vocab;    /* raw bytes -> id, BPE model vocab only */
+    struct r1_mergemap merges; /* byte pair merges by rank */
+    int32_t byte_id[256];      /* id of each single byte, -1 if none */
+    int ignore_merges;         /* whole word in vocab wins (Llama-3 style) */
 
     struct r1_added_tok *added; /* sorted by length, longest first */
     size_t n_added;
-    uint8_t added_first[256];   /* 1 if some added token starts with the byte */
+    uint8_t added_first[256]; /* 1 if some added token starts with the byte */
 
-    int nfc;                    /* normalizer NFC */
+    int nfc;                              /* normalizer NFC */
     pcre2_code *split[R1_TOK_MAX_SPLITS]; /* regex splits, applied in order */
     int n_split;
-    int add_prefix_space;       /* ByteLevel add_prefix_space */
+    int add_prefix_space; /* ByteLevel add_prefix_space */
 
     int32_t post_prefix[4], post_suffix[4]; /* post-processor ids */
     int n_post_prefix, n_post_suffix;
 
     int32_t bos, eos;
-    char *bos_text;             /* bos_token string for the chat template */
+    char *bos_text; /* bos_token string for the chat template */
     enum r1_chat_kind chat;
-    char *chat_system;          /* ChatML: the template's default system prompt, or NULL */
+    char *chat_system; /* ChatML: the template's default system prompt, or NULL */
 
     /* cache of encoded pieces (shared, trylock: never waits) */
     pthread_mutex_t cache_lock;
@@ -184,13 +183,12 @@ int r1_tok_set_id(r1_tokenizer_t *t, int32_t id, const void *bytes, size_t len, 
 /* Finish: sort added tokens, build first-byte table, byte ids, cache. */
 int r1_tok_finish(r1_tokenizer_t *t, const char *source);
 /* Compile a split regex (PCRE2, UTF + UCP + invalid-UTF, JIT). */
-int r1_tok_add_split(r1_tokenizer_t *t, const char *pattern, size_t len, int literal,
-                     const char *source);
+int r1_tok_add_split(r1_tokenizer_t *t, const char *pattern, size_t len, int literal, const char *source);
 /* A model (BPE) vocab entry written in the byte-level alphabet. */
 int r1_tok_add_vocab(r1_tokenizer_t *t, const char *s, size_t len, int32_t id);
 /* Merge of two vocab strings (byte-level form); rank = order in the file. */
-int r1_tok_add_merge(r1_tokenizer_t *t, const char *a, size_t alen, const char *b, size_t blen,
-                     int32_t rank, const char *source);
+int r1_tok_add_merge(r1_tokenizer_t *t, const char *a, size_t alen, const char *b, size_t blen, int32_t rank,
+                     const char *source);
 int r1_tok_add_added(r1_tokenizer_t *t, const char *text, size_t len, int32_t id, int special);
 /* Recognise a Jinja chat template (NULL = missing); warns on stderr if unknown.
  * *default_system receives a ChatML template's default system prompt

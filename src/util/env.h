@@ -30,8 +30,7 @@ extern const int r1_env_count;
 const char *r1_env(const char *name);
 /* Calls fn(suffix, value) for every variable set in the environment whose
  * name starts with `prefix` (a prefix in the table), e.g. R1_KERNEL_. */
-void r1_env_each(const char *prefix, void (*fn)(const char *suffix, const char *value, void *ctx),
-                 void *ctx);
+void r1_env_each(const char *prefix, void (*fn)(const char *suffix, const char *value, void *ctx), void *ctx);
 /* Prints one line to f for every R1_* / R1INFER_* variable set in the
  * environment that is not in the table, and for every value outside an
  * entry's choices; returns how many. */

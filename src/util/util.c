@@ -92,10 +92,10 @@ uint16_t r1_f32_to_f16(float f) {
     memcpy(&u, &f, 4);
     uint32_t sign = (u >> 16) & 0x8000;
     uint32_t absu = u & 0x7fffffffu;
-    if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00); /* NaN */
+    if (absu > 0x7f800000u) return (uint16_t)(sign | 0x7e00);  /* NaN */
     if (absu >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* overflow -> inf */
-    if (absu < 0x38800000u) { /* subnormal or zero in f16 */
-        if (absu < 0x33000000u) return (uint16_t)sign; /* < half of min subnormal */
+    if (absu < 0x38800000u) {                                  /* subnormal or zero in f16 */
+        if (absu < 0x33000000u) return (uint16_t)sign;         /* < half of min subnormal */
         uint32_t man = (absu & 0x7fffff) | 0x800000;
         int shift = 113 - (int)(absu >> 23) + 13; /* 14..24 */
         uint32_t q = man >> shift, rem = man & ((1u << shift) - 1), half = 1u << (shift - 1);

@@ -22,9 +22,9 @@ void r1_join_words(char *out, size_t cap, const char *const *items, int n, const
 
 /* Fatal internal error (a bug, not bad input): prints file:line and aborts.
  * Stays on in release builds. */
-#define R1_ASSERT(x)                                                            \
-    do {                                                                        \
-        if (!(x)) r1_fatal(__FILE__, __LINE__, #x);                             \
+#define R1_ASSERT(x)                                                                                                   \
+    do {                                                                                                               \
+        if (!(x)) r1_fatal(__FILE__, __LINE__, #x);                                                                    \
     } while (0)
 _Noreturn void r1_fatal(const char *file, int line, const char *what);
 
@@ -46,12 +46,8 @@ float r1_f16_to_f32(uint16_t h);
 uint16_t r1_f32_to_f16(float f);
 
 /* ---- checked arithmetic: return 0 on overflow ---- */
-static inline int r1_mul_ok(size_t a, size_t b, size_t *r) {
-    return !__builtin_mul_overflow(a, b, r);
-}
-static inline int r1_add_ok(size_t a, size_t b, size_t *r) {
-    return !__builtin_add_overflow(a, b, r);
-}
+static inline int r1_mul_ok(size_t a, size_t b, size_t *r) { return !__builtin_mul_overflow(a, b, r); }
+static inline int r1_add_ok(size_t a, size_t b, size_t *r) { return !__builtin_add_overflow(a, b, r); }
 
 /* ---- test and benchmark data ---- */
 /* Roughly N(0, 1): the sum of 4 uniforms of the xorshift64 generator *state

@@ -31,12 +31,14 @@
 
 #define TOKEN_BLOCK 64 /* tokens that share one pass over the weights in prefill */
 #define ROW_BLOCK 64   /* weight rows per block (a multiple of every isa->mr) */
-#define TOKEN_BLOCK_PANEL 256 /* the same for the panel GEMM (cpu.h r1_cpu_panel_fn): each
-                                 weight panel is dequantized once per this many tokens */
-#define KC 512         /* columns per slice in a batch (a multiple of 64) */
-#define KC_BLOCK 1024  /* the same for the block functions (a multiple of 256: r1_cpu_block_fn) */
-#define KC_BF16 2048   /* the same for bf16 activations (half the bytes per column) and
-                          q8x8 ones (the x8 tiles' per-call setup wants long slices) */
+#define TOKEN_BLOCK_PANEL                                                                                              \
+    256               /* the same for the panel GEMM (cpu.h r1_cpu_panel_fn): each                                     \
+                         weight panel is dequantized once per this many tokens */
+#define KC 512        /* columns per slice in a batch (a multiple of 64) */
+#define KC_BLOCK 1024 /* the same for the block functions (a multiple of 256: r1_cpu_block_fn) */
+#define KC_BF16                                                                                                        \
+    2048 /* the same for bf16 activations (half the bytes per column) and                                              \
+            q8x8 ones (the x8 tiles' per-call setup wants long slices) */
 /* Batches of at most SMALL_BATCH tokens (speculative verification, a few
  * sequences decoding together) run the decode form: the decode tiles and
  * activation form over all K at once, so each row's result is bit for bit
@@ -102,18 +104,21 @@ const struct r1_cpu_isa *r1_cpu_current(void) {
     return isa;
 }
 
-#define TUNING_DEFAULT                                                                             \
-    {.row1 = -1, .row1_act = R1_CPU_ROW1_ACT, .row_pf = 2048, .small_batch = SMALL_BATCH,             \
-     .pairs = 1, .carry = 1, .vbmi = 1, .gfni = 1, .attn_split = 1, .panel = 1}
+#define TUNING_DEFAULT                                                                                                 \
+    {                                                                                                                  \
+        .row1 = -1, .row1_act = R1_CPU_ROW1_ACT, .row_pf = 2048, .small_batch = SMALL_BATCH, .pairs = 1, .carry = 1,   \
+        .vbmi = 1, .gfni = 1, .attn_split = 1, .panel = 1                                                              \
+    }
 struct r1_cpu_tuning r1_cpu_tuning = TUNING_DEFAULT;
 static const struct r1_cpu_tuning tuning_default = TUNING_DEFAULT;
-#define TUNE(F) {#F, offsetof(struct r1_cpu_tuning, F)}
+#define TUNE(F)                                                                                                        \
+    { #F, offsetof(struct r1_cpu_tuning, F) }
 static const struct {
     const char *name;
     size_t off;
 } tunings[] = {TUNE(row1),  TUNE(row1_act),     TUNE(row_pf), TUNE(small_batch), TUNE(pairs),
                TUNE(carry), TUNE(static_split), TUNE(plain),  TUNE(q4_0_plain),  TUNE(vbmi),
-               TUNE(gfni), TUNE(attn_split), TUNE(panel)};
+               TUNE(gfni),  TUNE(attn_split),   TUNE(panel)};
 #undef TUNE
 int r1_cpu_tune(const char *name, int value) {
     if (!strcmp(name, "act_parts")) {
@@ -138,12 +143,12 @@ int r1_cpu_regroup_q4_0(void) {
 }
 
 enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols) {
-    if (dt == R1_DTYPE_Q4_0)
-        return cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0() ? R1_DTYPE_Q4_0X8 : dt;
-    static const enum r1_dtype grouped[R1_DTYPE_COUNT] = {
-        [R1_DTYPE_Q4_1] = R1_DTYPE_Q4_1X8, [R1_DTYPE_Q8_0] = R1_DTYPE_Q8_0X8,
-        [R1_DTYPE_Q4_K] = R1_DTYPE_Q4_KX8, [R1_DTYPE_Q5_K] = R1_DTYPE_Q5_KX8,
-        [R1_DTYPE_Q6_K] = R1_DTYPE_Q6_KX8};
+    if (dt == R1_DTYPE_Q4_0) return cols % R1_QK_X8 == 0 && r1_cpu_regroup_q4_0() ? R1_DTYPE_Q4_0X8 : dt;
+    static const enum r1_dtype grouped[R1_DTYPE_COUNT] = {[R1_DTYPE_Q4_1] = R1_DTYPE_Q4_1X8,
+                                                          [R1_DTYPE_Q8_0] = R1_DTYPE_Q8_0X8,
+                                                          [R1_DTYPE_Q4_K] = R1_DTYPE_Q4_KX8,
+                                                          [R1_DTYPE_Q5_K] = R1_DTYPE_Q5_KX8,
+                                                          [R1_DTYPE_Q6_K] = R1_DTYPE_Q6_KX8};
     enum r1_dtype g = (int)dt >= 0 && dt < R1_DTYPE_COUNT ? grouped[dt] : 0;
     if (!g || cols % r1_dtype_traits[g].block || r1_cpu_tuning.plain) return dt;
     return r1_cpu_current()->mm[g].tile ? g : dt;
@@ -173,8 +178,9 @@ static int cpu_init(void) {
 
 /* ---- thread-local scratch: grown on first use, then reused; freed when
  * the thread exits (a pthread key destructor) ---- */
-#define N_SCRATCH 6 /* slot 3: attention blocks, 4: the panel GEMM's result blocks,
-                       5: the carried sums of a small batch */
+#define N_SCRATCH                                                                                                      \
+    6 /* slot 3: attention blocks, 4: the panel GEMM's result blocks,                                                  \
+         5: the carried sums of a small batch */
 static _Thread_local uint8_t *tls_buf[N_SCRATCH];
 static _Thread_local size_t tls_cap[N_SCRATCH];
 _Thread_local int r1_cpu_tile_prefetch = 1;
@@ -210,9 +216,7 @@ enum store { STORE_SET, STORE_BIAS, STORE_ADD };
 
 /* Activation rows per token a tile call reads: 1 for the pair tiles, which
  * read both parts of a token as one (cpu.h r1_cpu_mm.pair_tile). */
-static int rows_per_token(const struct r1_cpu_mm *mm) {
-    return mm->pairs ? 1 : r1_cpu_act_rows(mm);
-}
+static int rows_per_token(const struct r1_cpu_mm *mm) { return mm->pairs ? 1 : r1_cpu_act_rows(mm); }
 
 /* Two-part activations on tiles without a pair form: token t's result is
  * the sum of rows 2t and 2t+1 of C (ROW_BLOCK apart), folded in place into
@@ -242,8 +246,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     if (mm->act == R1_CPU_ACT_Q8X8 && w->cols % 32) return NULL; /* a q8 tail past K % 256 */
     const int bact_ok = !(r1_cpu_act_q8(mm->batch_act) && w->cols % 32) &&
                         !(mm->batch_act == R1_CPU_ACT_Q8W && w->cols % 32) &&
-                        !(mm->batch_act == R1_CPU_ACT_F32EO && w->cols % 16) &&
-                        !(mm->batch_block && w->cols % 32);
+                        !(mm->batch_act == R1_CPU_ACT_F32EO && w->cols % 16) && !(mm->batch_block && w->cols % 32);
     *buf = *mm;
     buf->batch_block = NULL;
     const int small_max = small_batch();
@@ -263,7 +266,7 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     }
     buf->batch_panel = NULL;
     if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel && r1_cpu_tuning.panel && !buf->batch_block && /* AMX blocks first */
-        !(mm->panel_act == R1_CPU_ACT_Q16 && w->cols % 32)) { /* mm_block's panel */
+        !(mm->panel_act == R1_CPU_ACT_Q16 && w->cols % 32)) {                                    /* mm_block's panel */
         buf->act = mm->panel_act;
         buf->batch_block = NULL;
         buf->batch_panel = mm->batch_panel;
@@ -299,11 +302,11 @@ static void put_tile(float *C, const float *tile, int t, int nt, int r, int nr) 
  * nothing, when the batch's activations are at most CARRY_MIN bytes, all K
  * fits one range, or r1_cpu_tuning.carry is 0 (for comparisons). */
 #define CARRY_ACT 16384
-#define CARRY_MIN (96 << 10) /* below, whole K stays ahead: the activations stay in L2, and
-                                ranges only cost their extra passes */
-static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K,
-                       const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa,
-                       size_t xs, int t0, int tn, float *C) {
+#define CARRY_MIN                                                                                                      \
+    (96 << 10) /* below, whole K stays ahead: the activations stay in L2, and                                          \
+                  ranges only cost their extra passes */
+static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, int K, const uint8_t *base, size_t rb,
+                       int r0, int mc, const uint8_t *xa, size_t xs, int t0, int tn, float *C) {
     if (!r1_cpu_tuning.carry || (size_t)tn * xs <= CARRY_MIN) return -1;
     const int tstep = mm->pairs ? mm->pair_nt : isa->nt, ng = (tn + tstep - 1) / tstep;
     const int ck = mm->carry_k;
@@ -323,8 +326,7 @@ static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
                 const int t = g * tstep, nt = tn - t < tstep ? tn - t : tstep;
                 r1_cpu_tile_acc = a + (size_t)g * R1_CPU_ACC_BYTES;
                 r1_cpu_tile_prefetch = g == 0; /* the first pass brings the rows in */
-                mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
-                         xs, nt, tile);
+                mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs, xs, nt, tile);
                 if (k1 == K) put_tile(C, tile, t, nt, r, nr);
             }
         }
@@ -340,37 +342,33 @@ static int small_carry(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
  * the slice of ROW_BLOCK rows and of the tokens both stay in L2 while every
  * tile of them is computed; a single token streams each row group once. */
 static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, enum r1_dtype dt, int K,
-                     const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs,
-                     int t0, int tn, float *C) {
+                     const uint8_t *base, size_t rb, int r0, int mc, const uint8_t *xa, size_t xs, int t0, int tn,
+                     float *C) {
     if (mm->batch_block) { /* set only for batches past SMALL_BATCH (mm_for); long rows: block_rows */
-        R1_ASSERT(mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, xa, xs, t0, tn, C, ROW_BLOCK, 0) ==
-                  0);
+        R1_ASSERT(mm->batch_block(dt, K, 0, K, base + (size_t)r0 * rb, rb, mc, xa, xs, t0, tn, C, ROW_BLOCK, 0) == 0);
         return;
     }
     if (mm->batch_panel) {
-        mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs,
-                        tn, C, ROW_BLOCK);
+        mm->batch_panel(K, base + (size_t)r0 * rb, rb, mc, (const float *)(xa + (size_t)t0 * xs), xs, tn, C, ROW_BLOCK);
         return;
     }
     float tile[R1_CPU_MR * R1_CPU_NT];
     const int tstep = mm->pairs ? mm->pair_nt : isa->nt;
-    const int kc = mm->whole_k || tn <= rows_per_token(mm) ? K /* a token's sums in one pass */
-                   : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16 : KC;
+    const int kc = mm->whole_k || tn <= rows_per_token(mm)                    ? K /* a token's sums in one pass */
+                   : mm->act == R1_CPU_ACT_BF16 || mm->act == R1_CPU_ACT_Q8X8 ? KC_BF16
+                                                                              : KC;
     if (kc == K && tn > rows_per_token(mm)) {
         /* a small batch over all K: rows outer, so a group of isa->mr
          * rows comes from memory once and stays in L1 (L2 for long rows)
          * while every token group uses it; tokens outer streamed the
          * ROW_BLOCK rows again from L2 or memory for each token group */
-        if (mm->whole_k && mm->carry_k &&
-            small_carry(isa, mm, K, base, rb, r0, mc, xa, xs, t0, tn, C) == 0)
-            return;
+        if (mm->whole_k && mm->carry_k && small_carry(isa, mm, K, base, rb, r0, mc, xa, xs, t0, tn, C) == 0) return;
         for (int r = 0; r < mc; r += isa->mr) {
             int nr = mc - r < isa->mr ? mc - r : isa->mr;
             for (int t = 0; t < tn; t += tstep) {
                 int nt = tn - t < tstep ? tn - t : tstep;
                 r1_cpu_tile_prefetch = t == 0; /* the first pass brings the rows in */
-                mm->tile(K, 0, K, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs,
-                         xs, nt, tile);
+                mm->tile(K, 0, K, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs, xs, nt, tile);
                 put_tile(C, tile, t, nt, r, nr);
             }
         }
@@ -386,8 +384,7 @@ static void mm_block(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, e
             int nt = tn - t < tstep ? tn - t : tstep;
             for (int r = 0; r < mc; r += isa->mr) {
                 int nr = mc - r < isa->mr ? mc - r : isa->mr;
-                mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr,
-                         xa + (size_t)(t0 + t) * xs, xs, nt, tile);
+                mm->tile(K, k0, k1, base + (size_t)(r0 + r) * rb, rb, nr, xa + (size_t)(t0 + t) * xs, xs, nt, tile);
                 for (int j = 0; j < nt; j++) {
                     float *c = C + (size_t)(t + j) * ROW_BLOCK + r;
                     const float *v = tile + j * R1_CPU_MR;
@@ -459,9 +456,8 @@ static void block_rows(const struct r1_cpu_mm *mm, enum r1_dtype dt, int K, cons
 }
 
 /* out[t*ostride + r] (=, = +bias, +=) w[r,:]·x[t,:] for r in [lo, hi), t < T. */
-static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
-                    const struct r1_mat *w, const uint8_t *xa, size_t xs, int T, int lo, int hi,
-                    float *out, int ostride, const float *bias, enum store st) {
+static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, const struct r1_mat *w, const uint8_t *xa,
+                    size_t xs, int T, int lo, int hi, float *out, int ostride, const float *bias, enum store st) {
     if (mm->batch_block && w->cols >= 2 * KC_BLOCK) {
         block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, xa, xs, 0, T, lo, hi, out + lo, ostride, bias, st);
         return;
@@ -473,8 +469,7 @@ static void mm_rows(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
         int tn = T - tb < tblock ? T - tb : tblock;
         for (int r0 = lo; r0 < hi; r0 += ROW_BLOCK) {
             int mc = hi - r0 < ROW_BLOCK ? hi - r0 : ROW_BLOCK;
-            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts,
-                     tn * parts, C);
+            mm_block(isa, mm, w->dtype, w->cols, w->data, w->row_bytes, r0, mc, xa, xs, tb * parts, tn * parts, C);
             if (parts == 2) fold_parts(C, tn, mc);
             store_block(out + (size_t)tb * ostride + r0, ostride, C, tn, mc, bias ? bias + r0 : NULL, st);
         }
@@ -494,8 +489,7 @@ static int claim_rows(const struct r1_op *op, int rows, int nth, int *lo, int *h
         int left = rows - cur, n = (left / (2 * nth) + ROW_BLOCK - 1) / ROW_BLOCK * ROW_BLOCK;
         if (n < ROW_BLOCK) n = ROW_BLOCK;
         if (n > left) n = left;
-        if (__atomic_compare_exchange_n(op->claim, &cur, cur + n, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
+        if (__atomic_compare_exchange_n(op->claim, &cur, cur + n, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
             *lo = cur;
             *hi = cur + n;
             return 1;
@@ -503,8 +497,7 @@ static int claim_rows(const struct r1_op *op, int rows, int nth, int *lo, int *h
     }
 }
 
-static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float *bias,
-                          enum store st) {
+static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float *bias, enum store st) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
     struct r1_cpu_mm mmb;
     const struct r1_cpu_mm *mm = mm_for(isa, op->w, op->T, &mmb);
@@ -518,8 +511,7 @@ static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float 
     if (guided(op)) {
         if (!claim_rows(op, rows, nth, &lo, &hi)) return;
         const uint8_t *xa = r1_cpu_prep_act(isa, mm, op->x, op->T, op->w->cols, &xs);
-        do
-            mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, rows, bias, st);
+        do mm_rows(isa, mm, op->w, xa, xs, op->T, lo, hi, op->out, rows, bias, st);
         while (claim_rows(op, rows, nth, &lo, &hi));
         return;
     }
@@ -532,12 +524,8 @@ static void matmul_kernel(const struct r1_op *op, int ith, int nth, const float 
 static void k_qkv_bias(const struct r1_op *op, int ith, int nth) {
     matmul_kernel(op, ith, nth, op->b, op->b ? STORE_BIAS : STORE_SET);
 }
-static void k_matvec_add(const struct r1_op *op, int ith, int nth) {
-    matmul_kernel(op, ith, nth, NULL, STORE_ADD);
-}
-static void k_lm_head(const struct r1_op *op, int ith, int nth) {
-    matmul_kernel(op, ith, nth, NULL, STORE_SET);
-}
+static void k_matvec_add(const struct r1_op *op, int ith, int nth) { matmul_kernel(op, ith, nth, NULL, STORE_ADD); }
+static void k_lm_head(const struct r1_op *op, int ith, int nth) { matmul_kernel(op, ith, nth, NULL, STORE_SET); }
 
 static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
@@ -564,8 +552,7 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
             for (int tb = 0; tb < T; tb += TOKEN_BLOCK_PANEL) {
                 const int tn = T - tb < TOKEN_BLOCK_PANEL ? T - tb : TOKEN_BLOCK_PANEL;
                 float *o = op->out + (size_t)tb * F + lo;
-                block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, xa, xs, tb, tn, lo, hi, o, F, NULL,
-                           STORE_SET);
+                block_rows(mm, w->dtype, w->cols, w->data, w->row_bytes, xa, xs, tb, tn, lo, hi, o, F, NULL, STORE_SET);
                 block_rows(mm, w->dtype, w->cols, up, w->row_bytes, xa, xs, tb, tn, lo, hi, u, nr, NULL, STORE_SET);
                 for (int t = 0; t < tn; t++) {
                     float *ot = o + (size_t)t * F;
@@ -611,8 +598,7 @@ again:
 static void k_embedding(const struct r1_op *op, int ith, int nth) {
     int lo, hi;
     r1_split(op->T, ith, nth, &lo, &hi);
-    for (int t = lo; t < hi; t++)
-        r1_mat_row_f32(op->w, op->ids[t], op->out + (size_t)t * op->w->cols);
+    for (int t = lo; t < hi; t++) r1_mat_row_f32(op->w, op->ids[t], op->out + (size_t)t * op->w->cols);
 }
 
 static void k_rms_norm(const struct r1_op *op, int ith, int nth) {

@@ -48,12 +48,8 @@ static inline size_t r1_cpu_q8_stride(int K) { return r1_cpu_q8_qoff(K) + (((siz
  *   int16 s16[K/16]   at r1_cpu_q8_stride(K): the sum of the q of each 16 columns
  *   float fs[K/32]    at r1_cpu_q8s_foff(K): d[b] x the sum of block b's q
  * and the next token starts r1_cpu_q8s_stride(K) bytes further. */
-static inline size_t r1_cpu_q8s_foff(int K) {
-    return r1_cpu_q8_stride(K) + (((size_t)K / 8 + 63) & ~(size_t)63);
-}
-static inline size_t r1_cpu_q8s_stride(int K) {
-    return r1_cpu_q8s_foff(K) + (((size_t)K / 8 + 63) & ~(size_t)63);
-}
+static inline size_t r1_cpu_q8s_foff(int K) { return r1_cpu_q8_stride(K) + (((size_t)K / 8 + 63) & ~(size_t)63); }
+static inline size_t r1_cpu_q8s_stride(int K) { return r1_cpu_q8s_foff(K) + (((size_t)K / 8 + 63) & ~(size_t)63); }
 /* 1 for the activation forms that start with the q8 form (Q8, Q8S). */
 static inline int r1_cpu_act_q8(enum r1_cpu_act a) { return a == R1_CPU_ACT_Q8 || a == R1_CPU_ACT_Q8S; }
 /* 1 for the integer activation forms (q8 in one part or two). */
@@ -155,8 +151,8 @@ enum r1_dtype r1_cpu_layout(enum r1_dtype dt, int cols);
  * token t at x + t * xs (f32 floats or a q8 token, as the dtype's act says).
  * K = cols; k0 is a multiple of 64, k1 of 64 or K (256 for q8x8 activations:
  * cpu.c's batch slices are KC = 512 columns). */
-typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                               const uint8_t *x, size_t xs, int nt, float *out);
+typedef void (*r1_cpu_tile_fn)(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,
+                               int nt, float *out);
 
 /* A whole block of a batch at once (the AMX sets): C[(t - t0) * ldc + r]
  * = (or += when add) row r of w (dtype dt, K columns) · token t over the
@@ -173,9 +169,7 @@ typedef int (*r1_cpu_block_fn)(enum r1_dtype dt, int K, int k0, int k1, const ui
  * of 16 tokens and chunk c of 32 columns, 1 KiB whose row kk holds the
  * 32-bit column pair (2kk, 2kk+1) of chunk c of each of the 16 tokens (zero
  * for tokens past T). Bytes: r1_cpu_vnni_bytes. */
-static inline size_t r1_cpu_vnni_bytes(int K, int T) {
-    return (size_t)((T + 15) / 16) * (size_t)(K / 32) * 1024;
-}
+static inline size_t r1_cpu_vnni_bytes(int K, int T) { return (size_t)((T + 15) / 16) * (size_t)(K / 32) * 1024; }
 /* The T tokens of x (K floats each) in the three bf16 parts of a block
  * (r1_cpu_block_fn), each in the VNNI layout, part p at v + p * plane:
  * plain C (cpu.h vnni_parts gives the same bits). */
@@ -186,8 +180,8 @@ void r1_cpu_vnni_parts_c(const float *x, int T, int K, uint8_t *v, size_t plane)
  * bytes), r < mc <= ldc, t < tn, over all K columns; rows of C from mc up to
  * ldc may be overwritten. Batches of more than R1_CPU_PANEL_MIN_T tokens
  * take it where a dtype has one (smaller ones: the tiles). */
-typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs,
-                                int tn, float *C, int ldc);
+typedef void (*r1_cpu_panel_fn)(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C,
+                                int ldc);
 #define R1_CPU_PANEL_MIN_T 16
 
 /* 0 while cpu.c calls a tile on rows an earlier call of this small batch
@@ -254,16 +248,15 @@ static inline int r1_cpu_row1_fits(size_t xs) {
 }
 /* The one dispatch by token count: a tile kept as one body per token count
  * runs nt1 for one token, nt2 for two, nt4 for three or four. */
-static inline void r1_cpu_tile_nt(r1_cpu_tile_fn nt1, r1_cpu_tile_fn nt2, r1_cpu_tile_fn nt4, int K,
-                                  int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-                                  size_t xs, int nt, float *out) {
+static inline void r1_cpu_tile_nt(r1_cpu_tile_fn nt1, r1_cpu_tile_fn nt2, r1_cpu_tile_fn nt4, int K, int k0, int k1,
+                                  const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
+                                  float *out) {
     (nt == 1 ? nt1 : nt == 2 ? nt2 : nt4)(K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 /* The tile f (a one-row form) on nr rows, one call a row: out[t *
  * R1_CPU_MR + r] as one call on the nr rows would write it. */
-static inline void r1_cpu_tile_by_row(r1_cpu_tile_fn f, int K, int k0, int k1, const uint8_t *w,
-                                      size_t ws, int nr, const uint8_t *x, size_t xs, int nt,
-                                      float *out) {
+static inline void r1_cpu_tile_by_row(r1_cpu_tile_fn f, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                                      const uint8_t *x, size_t xs, int nt, float *out) {
     for (int r = 0; r < nr; r++) f(K, k0, k1, w + (size_t)r * ws, ws, 1, x, xs, nt, out + r);
 }
 
@@ -320,7 +313,7 @@ struct r1_cpu_isa {
     int emulated;           /* 1: a software model of an ISA (tests); never the default */
     int mr, nt;             /* tile shape, <= R1_CPU_MR, R1_CPU_NT */
     struct r1_cpu_mm mm[R1_DTYPE_ALL];
-    void (*quant_q8)(const float *x, uint8_t *dst, int K); /* one token, K % 32 == 0 */
+    void (*quant_q8)(const float *x, uint8_t *dst, int K);   /* one token, K % 32 == 0 */
     void (*quant_q8x8)(const float *x, uint8_t *dst, int K); /* one token, K % 256 == 0; NULL: C */
     /* Optional: one token in two parts (r1_cpu_act_parts() == 2), hi = the
      * q8 (or q8x8) form of x, lo = that of x - hi dequantized (each
@@ -372,15 +365,15 @@ struct r1_cpu_isa {
 };
 
 extern const struct r1_cpu_isa r1_cpu_generic;
-extern const struct r1_cpu_isa r1_cpu_avx2;   /* x86-64 only, else name NULL */
+extern const struct r1_cpu_isa r1_cpu_avx2;      /* x86-64 only, else name NULL */
 extern const struct r1_cpu_isa r1_cpu_avx2_vnni; /* x86-64 only: AVX2 + AVX-VNNI (or AVX512-VNNI/VL) */
-extern const struct r1_cpu_isa r1_cpu_avx512; /* x86-64 only */
+extern const struct r1_cpu_isa r1_cpu_avx512;    /* x86-64 only */
 /* x86-64 only: the avx512 table with AMX blocks for batches, on the
  * hardware's tiles and on a software model of them (emulated; amx_blocks.h).
  * Filled by their first successful availability check. */
 extern struct r1_cpu_isa r1_cpu_avx512_amx;
 extern struct r1_cpu_isa r1_cpu_avx512_amx_emu;
-extern const struct r1_cpu_isa r1_cpu_neon;   /* aarch64 only */
+extern const struct r1_cpu_isa r1_cpu_neon; /* aarch64 only */
 extern const struct r1_cpu_isa r1_cpu_neon_dot;
 
 /* Every ISA table built into this binary, best first, NULL-terminated
@@ -422,8 +415,8 @@ int r1_cpu_act_rows(const struct r1_cpu_mm *mm);
  * bytes from one token to the next (a pair tile's token: both parts). For
  * a batch that blocks take (mm->batch_block): the three bf16 parts in the
  * VNNI layout (r1_cpu_block_fn's xv), *xs the bytes of one part. */
-const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
-                               const float *x, int T, int K, size_t *xs);
+const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, const float *x, int T, int K,
+                               size_t *xs);
 
 /* The attention kernels of the suite (cpu_attn.c), in cpu.c's kernel table. */
 void r1_cpu_k_kv_append(const struct r1_op *op, int ith, int nth);

@@ -39,8 +39,7 @@ static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
 
 /* x's two q8 parts (r1_cpu_set_act_parts) in q8 form into h and l; r: room
  * for K floats when the ISA has no quant_q8_2. */
-static void quant_parts(const struct r1_cpu_isa *isa, const float *x, uint8_t *h, uint8_t *l, int K,
-                        float *r) {
+static void quant_parts(const struct r1_cpu_isa *isa, const float *x, uint8_t *h, uint8_t *l, int K, float *r) {
     if (isa->quant_q8_2) {
         isa->quant_q8_2(x, h, l, K);
         return;
@@ -132,8 +131,8 @@ void r1_cpu_vnni_parts_c(const float *x, int T, int K, uint8_t *v, size_t plane)
         }
 }
 
-const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm,
-                               const float *x, int T, int K, size_t *xs) {
+const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu_mm *mm, const float *x, int T, int K,
+                               size_t *xs) {
     if (mm->act == R1_CPU_ACT_F32) {
         *xs = (size_t)K * sizeof(float);
         return (const uint8_t *)x;

@@ -34,10 +34,10 @@ static void tile_c(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, c
     }
 }
 
-#define TILE_C(DT, NAME)                                                                           \
-    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
-                     int nt, float *out) {                                                         \
-        tile_c(K, k0, k1, w, ws, nr, x, xs, nt, out, DT);                                                  \
+#define TILE_C(DT, NAME)                                                                                               \
+    static void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,  \
+                     float *out) {                                                                                     \
+        tile_c(K, k0, k1, w, ws, nr, x, xs, nt, out, DT);                                                              \
     }
 TILE_C(R1_DTYPE_F32, tile_f32)
 TILE_C(R1_DTYPE_F16, tile_f16)
@@ -68,8 +68,7 @@ static void q8x8_from_q8(const float *d, const int8_t *qs, uint8_t *o) {
 void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K) {
     const float *d = (const float *)q8;
     const int8_t *qs = (const int8_t *)(q8 + r1_cpu_q8_qoff(K));
-    for (int s = 0; s < K / 256; s++)
-        q8x8_from_q8(d + 8 * s, qs + 256 * s, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
+    for (int s = 0; s < K / 256; s++) q8x8_from_q8(d + 8 * s, qs + 256 * s, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
     const int G = K / 256, Kt = K % 256;
     if (Kt) { /* the tail in q8 form: its scales, then its quants */
         uint8_t *t = dst + (size_t)G * R1_CPU_Q8X8_BYTES;
@@ -85,8 +84,7 @@ void r1_cpu_quant_q8x8_c(const float *x, uint8_t *dst, int K) {
         q8x8_from_q8((const float *)q8, (const int8_t *)(q8 + 64), dst + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
     if (K % 256) /* the tail in q8 form */
-        r1_cpu_quant_q8_c(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
-                          K % 256);
+        r1_cpu_quant_q8_c(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES, K % 256);
 }
 
 void r1_cpu_q8s_sums(uint8_t *tok, int K) {

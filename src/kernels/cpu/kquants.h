@@ -19,9 +19,8 @@
 
 #include "kernels/cpu/cpu.h"
 
-#define R1_KQ_TILE_ARGS                                                                            \
-    int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,       \
-        int nt, float *out
+#define R1_KQ_TILE_ARGS                                                                                                \
+    int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out
 
 /* plain C, any nr <= R1_CPU_MR, nt <= R1_CPU_NT */
 void r1_kq_tile_q4_K_c(R1_KQ_TILE_ARGS);

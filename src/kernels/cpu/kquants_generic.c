@@ -93,8 +93,8 @@ static uint32_t u32_at(const uint8_t *p) {
 }
 
 /* the 32-weight formats: block layout (bytes, offsets of m/qh/qs, -1 = none) */
-static void dec_q32(const uint8_t *row, int c, int n, uint8_t *q, float *a, float *b, int bs,
-                    int moff, int qhoff, int qsoff) {
+static void dec_q32(const uint8_t *row, int c, int n, uint8_t *q, float *a, float *b, int bs, int moff, int qhoff,
+                    int qsoff) {
     for (int i = 0; i < n / 32; i++) {
         const uint8_t *blk = row + (size_t)(c / 32 + i) * bs;
         const uint8_t *qs = blk + qsoff;
@@ -162,7 +162,7 @@ static void tile_kq(R1_KQ_TILE_ARGS, dec_fn dec) {
         for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = acc[r][t];
 }
 
-#define KQ_TILE(NAME, DEC)                                                                         \
+#define KQ_TILE(NAME, DEC)                                                                                             \
     void NAME(R1_KQ_TILE_ARGS) { tile_kq(K, k0, k1, w, ws, nr, x, xs, nt, out, DEC); }
 KQ_TILE(r1_kq_tile_q4_K_c, dec_q4_K)
 KQ_TILE(r1_kq_tile_q5_K_c, dec_q5_K)

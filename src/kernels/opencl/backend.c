@@ -259,12 +259,9 @@ static int cache_path(char *out, size_t cap, uint64_t key, int mkdirs) {
     if (env && !strcmp(env, "0")) return -1;
     const char *xdg = r1_env("XDG_CACHE_HOME"), *home = r1_env("HOME");
     char dir[512];
-    if (xdg && *xdg)
-        snprintf(dir, sizeof dir, "%s/r1infer", xdg);
-    else if (home && *home)
-        snprintf(dir, sizeof dir, "%s/.cache/r1infer", home);
-    else
-        return -1;
+    if (xdg && *xdg) snprintf(dir, sizeof dir, "%s/r1infer", xdg);
+    else if (home && *home) snprintf(dir, sizeof dir, "%s/.cache/r1infer", home);
+    else return -1;
     if (mkdirs) {
         char parent[512];
         snprintf(parent, sizeof parent, "%.*s", (int)(strrchr(dir, '/') - dir), dir);
@@ -473,8 +470,8 @@ static int opencl_init_locked(void) {
         make_kernel(&r1cl.k_matmul_item, "matmul_item", 1) ||
         make_kernel(&r1cl.k_gate_up_item, "gate_up_silu_item", 1) || make_kernel(&r1cl.k_embedding, "embedding", 1) ||
         make_kernel(&r1cl.k_rms_norm, "rms_norm", R1CL_NORM_WG) || make_kernel(&r1cl.k_rope, "rope_qk", 1) ||
-        make_kernel(&r1cl.k_kv_append, "kv_append", 1) ||
-        make_kernel(&r1cl.k_kv_append_q8, "kv_append_q8", 1) || make_kernel(&r1cl.k_attention, "attention", R1CL_ATT_WG) ||
+        make_kernel(&r1cl.k_kv_append, "kv_append", 1) || make_kernel(&r1cl.k_kv_append_q8, "kv_append_q8", 1) ||
+        make_kernel(&r1cl.k_attention, "attention", R1CL_ATT_WG) ||
         make_kernel(&r1cl.k_argmax, "argmax", R1CL_NORM_WG) || make_kernel(&r1cl.k_dequant, "dequant_f32", 1))
         return take_failure();
     r1cl.ready = 1;

@@ -59,8 +59,8 @@ static int rows_per_group(int rows) {
  * gate_up 1: out = silu(gate x) * (up x) over w = [gate; up] (bias, mode unused). */
 static void matmul(const struct r1_op *op, const float *bias, int mode, int gate_up, const char *name) {
     if (op->T > R1CL_NT && r1cl.clblast && r1cl_blas_matmul(op, bias, mode, gate_up)) return;
-    cl_kernel k = gate_up ? (r1cl.item ? r1cl.k_gate_up_item : r1cl.k_gate_up)
-                          : (r1cl.item ? r1cl.k_matmul_item : r1cl.k_matmul);
+    cl_kernel k =
+        gate_up ? (r1cl.item ? r1cl.k_gate_up_item : r1cl.k_gate_up) : (r1cl.item ? r1cl.k_matmul_item : r1cl.k_matmul);
     const int out_rows = gate_up ? op->w->rows / 2 : op->w->rows;
     const size_t tgroups = (size_t)(op->T + R1CL_NT - 1) / R1CL_NT;
     cl_uint i = 0;
@@ -140,9 +140,7 @@ static void arg_kv(cl_kernel k, cl_uint *i, const struct r1_op *op) {
 }
 
 /* the cache dtype as kernels.cl's kvt: 0 f32, 1 f16, 2 q8_0 */
-static int kv_code(const struct r1_kv_cache *kv) {
-    return kv->dtype == R1_DTYPE_Q8_0 ? 2 : kv->dtype == R1_DTYPE_F16;
-}
+static int kv_code(const struct r1_kv_cache *kv) { return kv->dtype == R1_DTYPE_Q8_0 ? 2 : kv->dtype == R1_DTYPE_F16; }
 
 static void op_kv_append(const struct r1_op *op) {
     const int q8 = op->kv->dtype == R1_DTYPE_Q8_0;
@@ -158,7 +156,8 @@ static void op_kv_append(const struct r1_op *op) {
     r1cl_arg_int(k, &i, op->layer);
     r1cl_arg_int(k, &i, op->T);
     arg_pos(k, &i, op);
-    size_t items = q8 ? (size_t)op->head_dim / 32 * op->n_kv_head * op->T * 2 : (size_t)op->head_dim * op->n_kv_head * op->T;
+    size_t items =
+        q8 ? (size_t)op->head_dim / 32 * op->n_kv_head * op->T * 2 : (size_t)op->head_dim * op->n_kv_head * op->T;
     size_t gl[1] = {round_up(items, 64)}, lo[1] = {64};
     r1cl_launch(k, q8 ? "kv_append_q8" : "kv_append", 1, gl, lo);
 }

@@ -15,8 +15,8 @@
 #define TB 64     /* tokens accumulated at a time in batched matmuls */
 
 /* out[t*ostride + r] (=|+=) w[r,:]·x[t,:] (+ bias[r]) for rows [r0, r1) */
-static void matmul_rows(const struct r1_mat *w, const float *x, int T, float *out, int ostride,
-                        const float *bias, int accumulate, int r0, int r1) {
+static void matmul_rows(const struct r1_mat *w, const float *x, int T, float *out, int ostride, const float *bias,
+                        int accumulate, int r0, int r1) {
     float buf[CHUNK], acc[TB];
     const int K = w->cols;
     for (int r = r0; r < r1; r++) {
@@ -47,8 +47,7 @@ static void matmul_rows(const struct r1_mat *w, const float *x, int T, float *ou
 static void k_embedding(const struct r1_op *op, int ith, int nth) {
     int lo, hi;
     r1_split(op->T, ith, nth, &lo, &hi);
-    for (int t = lo; t < hi; t++)
-        r1_mat_row_f32(op->w, op->ids[t], op->out + (size_t)t * op->w->cols);
+    for (int t = lo; t < hi; t++) r1_mat_row_f32(op->w, op->ids[t], op->out + (size_t)t * op->w->cols);
 }
 
 static void k_rms_norm(const struct r1_op *op, int ith, int nth) {
@@ -92,8 +91,7 @@ static void k_gate_up_silu(const struct r1_op *op, int ith, int nth) {
             const float *xt = op->x + (size_t)t * K;
             float g = 0.0f, u = 0.0f;
             for (int half = 0; half < 2; half++) {
-                const uint8_t *row =
-                    (const uint8_t *)op->w->data + (size_t)(j + half * F) * op->w->row_bytes;
+                const uint8_t *row = (const uint8_t *)op->w->data + (size_t)(j + half * F) * op->w->row_bytes;
                 const struct r1_dtype_traits *tr = &r1_dtype_traits[op->w->dtype];
                 float acc = 0.0f;
                 for (int c = 0; c < K; c += CHUNK) {
@@ -203,15 +201,9 @@ static void k_argmax(const struct r1_op *op, int ith, int nth) {
 }
 
 const r1_kernel_fn r1_ref_kernels[R1_K_COUNT] = {
-    [R1_K_EMBEDDING] = k_embedding,
-    [R1_K_RMS_NORM] = k_rms_norm,
-    [R1_K_QKV_BIAS] = k_qkv_bias,
-    [R1_K_ROPE_QK] = k_rope_qk,
-    [R1_K_KV_APPEND] = k_kv_append,
-    [R1_K_ATTENTION_GQA] = k_attention_gqa,
-    [R1_K_MATVEC_ADD] = k_matvec_add,
-    [R1_K_GATE_UP_SILU] = k_gate_up_silu,
-    [R1_K_LM_HEAD] = k_lm_head,
+    [R1_K_EMBEDDING] = k_embedding,   [R1_K_RMS_NORM] = k_rms_norm,         [R1_K_QKV_BIAS] = k_qkv_bias,
+    [R1_K_ROPE_QK] = k_rope_qk,       [R1_K_KV_APPEND] = k_kv_append,       [R1_K_ATTENTION_GQA] = k_attention_gqa,
+    [R1_K_MATVEC_ADD] = k_matvec_add, [R1_K_GATE_UP_SILU] = k_gate_up_silu, [R1_K_LM_HEAD] = k_lm_head,
     [R1_K_ARGMAX] = k_argmax,
 };
 

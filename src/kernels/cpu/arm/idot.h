@@ -62,8 +62,8 @@ ARM_INL int32x4_t dot_g16(const int8x16_t *W, const int8x16_t *X) {
     return vpaddq_s32(vpaddq_s32(g0, g1), vpaddq_s32(g2, g3));
 }
 
-ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh,
-                         const int8x16_t *Xl, const int8x16_t *Xh) {
+ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh, const int8x16_t *Xl,
+                         const int8x16_t *Xh) {
     _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
         nx = vdotq_s32(nx, Wl[i], Xl[i]);
         nx = vdotq_s32(nx, Wh[i], Xh[i]);
@@ -113,10 +113,9 @@ ARM_INL int32x4_t dot_g16(const int8x16_t *W, const int8x16_t *X) {
 
 /* bytes 0..7 are groups 0, 1 and bytes 8..15 groups 2, 3: 8 products per
  * int16 lane of each half */
-ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh,
-                         const int8x16_t *Xl, const int8x16_t *Xh) {
-    int16x8_t lo = vmull_s8(vget_low_s8(Wl[0]), vget_low_s8(Xl[0])),
-              hi = vmull_high_s8(Wl[0], Xl[0]);
+ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh, const int8x16_t *Xl,
+                         const int8x16_t *Xh) {
+    int16x8_t lo = vmull_s8(vget_low_s8(Wl[0]), vget_low_s8(Xl[0])), hi = vmull_high_s8(Wl[0], Xl[0]);
     lo = vmlal_s8(lo, vget_low_s8(Wh[0]), vget_low_s8(Xh[0]));
     hi = vmlal_high_s8(hi, Wh[0], Xh[0]);
     _Pragma("GCC unroll 4") for (int i = 1; i < 4; i++) {
@@ -130,9 +129,7 @@ ARM_INL int32x4_t dot_x8(int32x4_t nx, const int8x16_t *Wl, const int8x16_t *Wh,
 
 ARM_INL int32x4_t xsum_g32(const int8x16_t *X) {
     int16x8_t s[4];
-    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) {
-        s[i] = vpadalq_s8(vpaddlq_s8(X[2 * i]), X[2 * i + 1]);
-    }
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) { s[i] = vpadalq_s8(vpaddlq_s8(X[2 * i]), X[2 * i + 1]); }
     return vpaddlq_s16(vpaddq_s16(vpaddq_s16(s[0], s[1]), vpaddq_s16(s[2], s[3])));
 }
 #endif

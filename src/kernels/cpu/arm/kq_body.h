@@ -41,11 +41,9 @@ ARM_INL float f16_at(const uint8_t *p) {
  * (v0-3 >> 6) << 4, m0-3 = v4-7 & 63, m4-7 = (v8-11 >> 4) | (v4-7 >> 6) << 4. */
 ARM_INL void kq_scales(const uint8_t *blk, float *A, float *B) {
     static const uint8_t lo_at[16] = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11};
-    static const uint8_t hi_at[16] = {255, 255, 255, 255, 0, 1, 2, 3,
-                                      255, 255, 255, 255, 4, 5, 6, 7};
+    static const uint8_t hi_at[16] = {255, 255, 255, 255, 0, 1, 2, 3, 255, 255, 255, 255, 4, 5, 6, 7};
     static const int8_t lo_sh[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, -4, -4, -4, -4};
-    static const uint8_t lo_mask[16] = {63, 63, 63, 63, 15, 15, 15, 15,
-                                        63, 63, 63, 63, 15, 15, 15, 15};
+    static const uint8_t lo_mask[16] = {63, 63, 63, 63, 15, 15, 15, 15, 63, 63, 63, 63, 15, 15, 15, 15};
     const uint8x16_t v = vld1q_u8(blk + 4); /* 12 scale bytes and 4 of what follows */
     uint8x16_t lo = vshlq_u8(vqtbl1q_u8(v, vld1q_u8(lo_at)), vld1q_s8(lo_sh));
     lo = vandq_u8(lo, vld1q_u8(lo_mask));
@@ -75,8 +73,7 @@ ARM_INL void kq_decode(const int F, const uint8_t *blk, unsigned j, int8x16_t *W
     /* q5_K: bit 2j of qh[l] is the fifth bit of sub-block 2j's weight l,
      * bit 2j+1 that of sub-block 2j+1 */
     const uint8x16_t h0 = vld1q_u8(blk + 16), h1 = vld1q_u8(blk + 32);
-    const uint8x16_t b0 = vdupq_n_u8((uint8_t)(1u << (2 * j))),
-                     b1 = vdupq_n_u8((uint8_t)(2u << (2 * j)));
+    const uint8x16_t b0 = vdupq_n_u8((uint8_t)(1u << (2 * j))), b1 = vdupq_n_u8((uint8_t)(2u << (2 * j)));
     const uint8x16_t x10 = vdupq_n_u8(0x10);
     W[0] = vreinterpretq_s8_u8(vsliq_n_u8(l0, vshrq_n_u8(vtstq_u8(h0, b0), 7), 4));
     W[1] = vreinterpretq_s8_u8(vsliq_n_u8(l1, vshrq_n_u8(vtstq_u8(h1, b0), 7), 4));
@@ -86,18 +83,14 @@ ARM_INL void kq_decode(const int F, const uint8_t *blk, unsigned j, int8x16_t *W
 
 /* Columns [c, c + 128) (half: [c, c + 64)) at chunk j of the super-blocks
  * blk[r]; A[r], B[r] that super-block's scales, padded with zeros. */
-ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *const *blk,
-                     unsigned j, float (*A)[16], float (*B)[16], const int8_t *const *xp,
-                     const float *const *dp, float32x4_t (*acc)[4]) {
+ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *const *blk, unsigned j, float (*A)[16],
+                     float (*B)[16], const int8_t *const *xp, const float *const *dp, float32x4_t (*acc)[4]) {
     const int8x16_t z = vdupq_n_s8(0);
     float dx[4][4], gs[4][4]; /* per token, of each sub-block; read back row by row */
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
         int8x16_t X[8];
-        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {
-            X[i] = half && i >= 4 ? z : vld1q_s8(xp[t] + 16 * i);
-        }
-        const float32x4_t d =
-            half ? vcombine_f32(vld1_f32(dp[t]), vdup_n_f32(0.0f)) : vld1q_f32(dp[t]);
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) { X[i] = half && i >= 4 ? z : vld1q_s8(xp[t] + 16 * i); }
+        const float32x4_t d = half ? vcombine_f32(vld1_f32(dp[t]), vdup_n_f32(0.0f)) : vld1q_f32(dp[t]);
         vst1q_f32(dx[t], d);
         vst1q_f32(gs[t], vmulq_f32(vcvtq_f32_s32(xsum_g32(X)), d));
     }
@@ -105,10 +98,8 @@ ARM_INL void kq_step(const int F, const int NT, const int half, const uint8_t *c
         if (NT > 1 || F == F_Q5_K) ARM_BARRIER(); /* a row at a time: no spills */
         int8x16_t W[8];
         kq_decode(F, blk[r], j, W);
-        if (half)
-            W[4] = W[5] = W[6] = W[7] = z;
-        else
-            kq_decode(F, blk[r], j + 1, W + 4);
+        if (half) W[4] = W[5] = W[6] = W[7] = z;
+        else kq_decode(F, blk[r], j + 1, W + 4);
         const float32x4_t a = vld1q_f32(A[r] + 2 * j), b = vld1q_f32(B[r] + 2 * j);
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             int8x16_t X[8];
@@ -140,8 +131,7 @@ ARM_INL void q6_scales(const uint8_t *blk, float *A) {
  * 2, 3 of the chunk). */
 ARM_INL void q6_decode(const int two, const uint8_t *blk, unsigned j, int8x16_t *W) {
     const uint8_t *ql = blk + 64 * (j / 2), *qh = blk + 128 + 32 * (j / 2);
-    const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32),
-                     l3 = vld1q_u8(ql + 48);
+    const uint8x16_t l0 = vld1q_u8(ql), l1 = vld1q_u8(ql + 16), l2 = vld1q_u8(ql + 32), l3 = vld1q_u8(ql + 48);
     const uint8x16_t h0 = vld1q_u8(qh), h1 = vld1q_u8(qh + 16);
     const uint8x16_t h2 = vshrq_n_u8(h0, 2), h3 = vshrq_n_u8(h1, 2);
     const int8x16_t o = vdupq_n_s8(32);
@@ -161,20 +151,16 @@ ARM_INL void q6_decode(const int two, const uint8_t *blk, unsigned j, int8x16_t 
         q[n++] = vsriq_n_u8(vandq_u8(h2, m30), l2, 4);
         q[n++] = vsriq_n_u8(vandq_u8(h3, m30), l3, 4);
     }
-    _Pragma("GCC unroll 8") for (int g = 0; g < 4 + 4 * two; g++) {
-        W[g] = vsubq_s8(vreinterpretq_s8_u8(q[g]), o);
-    }
+    _Pragma("GCC unroll 8") for (int g = 0; g < 4 + 4 * two; g++) { W[g] = vsubq_s8(vreinterpretq_s8_u8(q[g]), o); }
 }
 
 /* Columns [c, c + 64) (two: [c, c + 128)) at chunk j of the super-blocks
  * blk[r]; A[r] their scales. */
-ARM_INL void q6_step(const int NT, const int two, const uint8_t *const *blk, unsigned j,
-                     float (*A)[16], const int8_t *const *xp, const float *const *dp,
-                     float32x4_t (*acc)[4]) {
+ARM_INL void q6_step(const int NT, const int two, const uint8_t *const *blk, unsigned j, float (*A)[16],
+                     const int8_t *const *xp, const float *const *dp, float32x4_t (*acc)[4]) {
     float dx[4][2][4]; /* one scale per group of 16: dx0 dx0 dx1 dx1 (dx2 dx2 dx3 dx3) */
     _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-        const float32x4_t d =
-            two ? vld1q_f32(dp[t]) : vcombine_f32(vld1_f32(dp[t]), vld1_f32(dp[t]));
+        const float32x4_t d = two ? vld1q_f32(dp[t]) : vcombine_f32(vld1_f32(dp[t]), vld1_f32(dp[t]));
         vst1q_f32(dx[t][0], vzip1q_f32(d, d));
         vst1q_f32(dx[t][1], vzip2q_f32(d, d));
     }
@@ -185,14 +171,11 @@ ARM_INL void q6_step(const int NT, const int two, const uint8_t *const *blk, uns
         const float32x4_t a0 = vld1q_f32(A[r] + 4 * j), a1 = two ? vld1q_f32(A[r] + 4 * j + 4) : a0;
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             int8x16_t X[8];
-            _Pragma("GCC unroll 8") for (int i = 0; i < 4 + 4 * two; i++) {
-                X[i] = vld1q_s8(xp[t] + 16 * i);
-            }
-            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W, X)),
-                                  vmulq_f32(a0, vld1q_f32(dx[t][0])));
+            _Pragma("GCC unroll 8") for (int i = 0; i < 4 + 4 * two; i++) { X[i] = vld1q_s8(xp[t] + 16 * i); }
+            acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W, X)), vmulq_f32(a0, vld1q_f32(dx[t][0])));
             if (two)
-                acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W + 4, X + 4)),
-                                      vmulq_f32(a1, vld1q_f32(dx[t][1])));
+                acc[r][t] =
+                    vfmaq_f32(acc[r][t], vcvtq_f32_s32(dot_g16(W + 4, X + 4)), vmulq_f32(a1, vld1q_f32(dx[t][1])));
         }
     }
 }
@@ -200,28 +183,23 @@ ARM_INL void q6_step(const int NT, const int two, const uint8_t *const *blk, uns
 /* F: F_Q4_K, F_Q5_K, or -1 for q6_K */
 ARM_INL void kq_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
     const size_t bs = F == F_Q4_K ? 144 : F == F_Q5_K ? 176 : 210, qoff = r1_cpu_q8_qoff(K);
-    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
-                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[4];
-    for (int t = 0; t < NT; t++)
-        xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     float32x4_t acc[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        vdupq_n_f32(0.0f);
     float A[4][16], B[4][16]; /* lanes past the super-block's stay 0 */
     memset(A, 0, sizeof A);
     memset(B, 0, sizeof B);
     int c = k0;
     while (c < k1) {
-        const int sb = (int)((unsigned)c / R1_QK_K),
-                  send = k1 < (sb + 1) * R1_QK_K ? k1 : (sb + 1) * R1_QK_K;
+        const int sb = (int)((unsigned)c / R1_QK_K), send = k1 < (sb + 1) * R1_QK_K ? k1 : (sb + 1) * R1_QK_K;
         const uint8_t *blk[4];
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             blk[r] = wr[r] + (size_t)sb * bs;
-            if (F < 0)
-                q6_scales(blk[r], A[r]);
-            else
-                kq_scales(blk[r], A[r], B[r]);
+            if (F < 0) q6_scales(blk[r], A[r]);
+            else kq_scales(blk[r], A[r], B[r]);
         }
         while (c < send) {
             const unsigned j = (unsigned)c % R1_QK_K / 64;
@@ -234,41 +212,27 @@ ARM_INL void kq_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
             }
             if (NT <= 2) { /* decode: fetch the next 4 rows' bytes of this step ahead (not
                             * measured on ARM hardware; the x86 tiles gained from it) */
-                const size_t off =
-                    F < 0 ? (size_t)64 * (j / 2) : (size_t)(F == F_Q4_K ? 16 : 48) + 32 * j;
-                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-                    __builtin_prefetch(blk[r] + 4 * ws + off);
+                const size_t off = F < 0 ? (size_t)64 * (j / 2) : (size_t)(F == F_Q4_K ? 16 : 48) + 32 * j;
+                _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) __builtin_prefetch(blk[r] + 4 * ws + off);
             }
-            if (F < 0 && n == 128)
-                q6_step(NT, 1, blk, j, A, xp, dp, acc);
-            else if (F < 0)
-                q6_step(NT, 0, blk, j, A, xp, dp, acc);
-            else if (n == 128)
-                kq_step(F, NT, 0, blk, j, A, B, xp, dp, acc);
-            else
-                kq_step(F, NT, 1, blk, j, A, B, xp, dp, acc);
+            if (F < 0 && n == 128) q6_step(NT, 1, blk, j, A, xp, dp, acc);
+            else if (F < 0) q6_step(NT, 0, blk, j, A, xp, dp, acc);
+            else if (n == 128) kq_step(F, NT, 0, blk, j, A, B, xp, dp, acc);
+            else kq_step(F, NT, 1, blk, j, A, B, xp, dp, acc);
             c += n;
         }
     }
     float res[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = vaddvq_f32(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] =
+        vaddvq_f32(acc[r][t]);
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++)
-            out[t * R1_CPU_MR + r] = res[r][t];
+        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
 }
 
-#define KQ_TILE(NAME, F)                                                                           \
-    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) {                                              \
-        kq_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-    }                                                                                              \
-    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) {                                              \
-        kq_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-    }                                                                                              \
-    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) {                                              \
-        kq_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-    }                                                                                              \
-    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                           \
-        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4,                                          \
-            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
+#define KQ_TILE(NAME, F)                                                                                               \
+    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) { kq_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }           \
+    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) { kq_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); }           \
+    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) { kq_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); }           \
+    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                                               \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);                      \
     }

@@ -52,14 +52,12 @@ enum { FT_F32, FT_F16, FT_BF16 };
 
 /* Rows past nr and tokens past nt repeat the first (computed, not stored).
  * One token keeps two accumulators per row (8 independent fmla chains). */
-INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws,
-               int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+               size_t xs, int nt, float *out) {
     (void)K;
-    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
-                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const float *xt[4];
-    for (int t = 0; t < NT; t++)
-        xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);
+    for (int t = 0; t < NT; t++) xt[t] = (const float *)(x + (size_t)(t < nt ? t : 0) * xs);
     float32x4_t acc[4][4];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
@@ -73,12 +71,9 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
             float32x4_t lo, hi;
-            if (DT == FT_F32)
-                ld8_f32(wr[r], k, &lo, &hi);
-            else if (DT == FT_F16)
-                ld8_f16(wr[r], k, &lo, &hi);
-            else
-                ld8_bf16(wr[r], k, &lo, &hi);
+            if (DT == FT_F32) ld8_f32(wr[r], k, &lo, &hi);
+            else if (DT == FT_F16) ld8_f16(wr[r], k, &lo, &hi);
+            else ld8_bf16(wr[r], k, &lo, &hi);
             /* one chain per token, the same for every NT: a token's sum
              * must not depend on how many tokens share the tile (a batch of
              * up to 16 rows is bit for bit that many decode steps) */
@@ -88,10 +83,9 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
         }
     }
     float res[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
-            res[r][t] = vaddvq_f32(acc[r][t]);
-        }
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
+        res[r][t] = vaddvq_f32(acc[r][t]);
+    }
     for (int t = 0; t < nt; t++)
         for (int r = 0; r < nr; r++) {
             float s = res[r][t];
@@ -104,19 +98,12 @@ INL void ftile(const int DT, const int NT, int K, int k0, int k1, const uint8_t 
         }
 }
 
-#define FTILE(NAME, DT)                                                                            \
-    static void NAME##_nt1(R1_KQ_TILE_ARGS) {                                                      \
-        ftile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
-    }                                                                                              \
-    static void NAME##_nt2(R1_KQ_TILE_ARGS) {                                                      \
-        ftile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
-    }                                                                                              \
-    static void NAME##_nt4(R1_KQ_TILE_ARGS) {                                                      \
-        ftile(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
-    }                                                                                              \
-    static void NAME(R1_KQ_TILE_ARGS) {                                                            \
-        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4,                                          \
-            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
+#define FTILE(NAME, DT)                                                                                                \
+    static void NAME##_nt1(R1_KQ_TILE_ARGS) { ftile(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }                    \
+    static void NAME##_nt2(R1_KQ_TILE_ARGS) { ftile(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); }                    \
+    static void NAME##_nt4(R1_KQ_TILE_ARGS) { ftile(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); }                    \
+    static void NAME(R1_KQ_TILE_ARGS) {                                                                                \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);                      \
     }
 FTILE(tile_f32, FT_F32)
 FTILE(tile_f16, FT_F16)
@@ -146,9 +133,7 @@ static void quant_q8(const float *x, uint8_t *dst, int K) {
 }
 
 /* 4 f16 values at b + i as f32 */
-INL float32x4_t ld4_f16(const uint16_t *b, int i) {
-    return vcvt_f32_f16(vld1_f16((const float16_t *)b + i));
-}
+INL float32x4_t ld4_f16(const uint16_t *b, int i) { return vcvt_f32_f16(vld1_f16((const float16_t *)b + i)); }
 
 /* q8x8 activations (cpu.h): the q8 form of each 256 columns, rearranged */
 static void quant_q8x8(const float *x, uint8_t *dst, int K) {
@@ -162,49 +147,39 @@ static void quant_q8x8(const float *x, uint8_t *dst, int K) {
 static float dot_f32(const float *a, const float *b, int n) {
     float32x4_t s = vdupq_n_f32(0.0f);
     int i = 0;
-    for (; i + 4 <= n; i += 4)
-        s = vfmaq_f32(s, vld1q_f32(a + i), vld1q_f32(b + i));
+    for (; i + 4 <= n; i += 4) s = vfmaq_f32(s, vld1q_f32(a + i), vld1q_f32(b + i));
     float r = vaddvq_f32(s);
-    for (; i < n; i++)
-        r += a[i] * b[i];
+    for (; i < n; i++) r += a[i] * b[i];
     return r;
 }
 static float dot_f16(const float *a, const uint16_t *b, int n) {
     float32x4_t s = vdupq_n_f32(0.0f);
     int i = 0;
-    for (; i + 4 <= n; i += 4)
-        s = vfmaq_f32(s, vld1q_f32(a + i), ld4_f16(b, i));
+    for (; i + 4 <= n; i += 4) s = vfmaq_f32(s, vld1q_f32(a + i), ld4_f16(b, i));
     float r = vaddvq_f32(s);
-    for (; i < n; i++)
-        r += a[i] * r1_f16_to_f32(b[i]);
+    for (; i < n; i++) r += a[i] * r1_f16_to_f32(b[i]);
     return r;
 }
 static void axpy_f32(float a, const float *x, float *y, int n) {
     int i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
-    for (; i < n; i++)
-        y[i] += a * x[i];
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i < n; i++) y[i] += a * x[i];
 }
 static void axpy_f16(float a, const uint16_t *x, float *y, int n) {
     int i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), ld4_f16(x, i), a));
-    for (; i < n; i++)
-        y[i] += a * r1_f16_to_f32(x[i]);
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), ld4_f16(x, i), a));
+    for (; i < n; i++) y[i] += a * r1_f16_to_f32(x[i]);
 }
 static void f32_to_f16(const float *x, uint16_t *y, int n) {
     int i = 0;
-    for (; i + 4 <= n; i += 4)
-        vst1_f16((float16_t *)y + i, vcvt_f16_f32(vld1q_f32(x + i)));
-    for (; i < n; i++)
-        y[i] = r1_f32_to_f16(x[i]);
+    for (; i + 4 <= n; i += 4) vst1_f16((float16_t *)y + i, vcvt_f16_f32(vld1q_f32(x + i)));
+    for (; i < n; i++) y[i] = r1_f32_to_f16(x[i]);
 }
 
 /* The fields the two tables share: everything but the quantized tiles */
-#define NEON_COMMON                                                                                \
-    .quant_q8 = quant_q8, .quant_q8x8 = quant_q8x8, .dot_f32 = dot_f32, .dot_f16 = dot_f16,        \
-    .axpy_f32 = axpy_f32, .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16
+#define NEON_COMMON                                                                                                    \
+    .quant_q8 = quant_q8, .quant_q8x8 = quant_q8x8, .dot_f32 = dot_f32, .dot_f16 = dot_f16, .axpy_f32 = axpy_f32,      \
+    .axpy_f16 = axpy_f16, .f32_to_f16 = f32_to_f16
 
 const struct r1_cpu_isa r1_cpu_neon = {
     .name = "neon",

@@ -35,8 +35,7 @@
 
 enum { F_Q8_0, F_Q4_0, F_Q4_1, F_Q5_0, F_Q5_1 };
 
-#define Q32_BS(F)                                                                                  \
-    ((F) == F_Q8_0 ? 34 : (F) == F_Q4_0 ? 18 : (F) == F_Q4_1 ? 20 : (F) == F_Q5_0 ? 22 : 24)
+#define Q32_BS(F) ((F) == F_Q8_0 ? 34 : (F) == F_Q4_0 ? 18 : (F) == F_Q4_1 ? 20 : (F) == F_Q5_0 ? 22 : 24)
 #define Q32_MIN(F) ((F) == F_Q4_1 || (F) == F_Q5_1) /* w = d*q + m */
 #define Q32_CLS(F) ((F) == F_Q8_0 ? WCLS_Q8 : (F) == F_Q5_1 ? WCLS_WIDE : WCLS_NARROW)
 
@@ -51,8 +50,7 @@ ARM_INL float32x4_t f16x4(const uint8_t *p, size_t stride) {
 
 /* The 4 blocks at p: W[2i], W[2i+1] = block i's weights 0..15, 16..31;
  * *a = the d of each block, *b = its m (_1 formats). */
-ARM_INL void q32_decode(const int F, const uint8_t *p, int8x16_t *W, float32x4_t *a,
-                        float32x4_t *b) {
+ARM_INL void q32_decode(const int F, const uint8_t *p, int8x16_t *W, float32x4_t *a, float32x4_t *b) {
     static const uint8_t idx[2][16] = {{0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
                                        {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
     static const uint8_t bit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
@@ -67,10 +65,7 @@ ARM_INL void q32_decode(const int F, const uint8_t *p, int8x16_t *W, float32x4_t
             W[2 * i + 1] = vld1q_s8((const int8_t *)blk + 18);
             continue;
         }
-        const uint8x16_t q = vld1q_u8(blk + (F == F_Q4_0   ? 2
-                                             : F == F_Q4_1 ? 4
-                                             : F == F_Q5_0 ? 6
-                                                           : 8));
+        const uint8x16_t q = vld1q_u8(blk + (F == F_Q4_0 ? 2 : F == F_Q4_1 ? 4 : F == F_Q5_0 ? 6 : 8));
         uint8x16_t lo, hi;
         if (F == F_Q4_0 || F == F_Q4_1) {
             lo = vandq_u8(q, m4);
@@ -129,14 +124,12 @@ ARM_INL void q32_step(const int F, const int NT, const uint8_t *const *wp, const
 ARM_INL void q32_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
     const size_t bs = Q32_BS(F), qoff = r1_cpu_q8_qoff(K);
     /* rows past nr and tokens past nt repeat the first (computed, not stored) */
-    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
-                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[4];
-    for (int t = 0; t < NT; t++)
-        xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     float32x4_t acc[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        vdupq_n_f32(0.0f);
     int c = k0;
     for (; c + 128 <= k1; c += 128) {
         const uint8_t *wp[4];
@@ -178,11 +171,10 @@ ARM_INL void q32_tile(const int F, const int NT, R1_KQ_TILE_ARGS) {
         q32_step(F, NT, wp, xp, dp, acc);
     }
     float res[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = vaddvq_f32(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] =
+        vaddvq_f32(acc[r][t]);
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++)
-            out[t * R1_CPU_MR + r] = res[r][t];
+        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
 }
 
 /* Super-block s of q4_0x8 rows (wr[r]) against q8x8 tokens (xt[t]). */
@@ -215,8 +207,7 @@ ARM_INL void x8_step(const int NT, const uint8_t *const *wr, const uint8_t *cons
                     Xh[i] = vld1q_s8(xp + 128 + 32 * i);
                 }
                 const int32x4_t si = dot_x8(vld1q_s32(nx[t][p]), Wl, Wh, Xl, Xh);
-                const float32x4_t dx =
-                    vld1q_f32((const float *)(xt[t] + s * R1_CPU_Q8X8_BYTES + 320) + 4 * p);
+                const float32x4_t dx = vld1q_f32((const float *)(xt[t] + s * R1_CPU_Q8X8_BYTES + 320) + 4 * p);
                 acc[r][t] = vfmaq_f32(acc[r][t], vcvtq_f32_s32(si), vmulq_f32(dw[p], dx));
             }
         }
@@ -226,14 +217,12 @@ ARM_INL void x8_step(const int NT, const uint8_t *const *wr, const uint8_t *cons
 /* k0, k1: multiples of 256 (q8x8 activations) */
 ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
     (void)K;
-    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
-                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[4];
-    for (int t = 0; t < NT; t++)
-        xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
+    for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     float32x4_t acc[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = vdupq_n_f32(0.0f);
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        vdupq_n_f32(0.0f);
     for (size_t s = (size_t)k0 / 256; s < (size_t)k1 / 256; s++) {
         if (NT <= 2) { /* decode: the next 4 rows' super-block ahead (as above) */
             _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
@@ -244,38 +233,24 @@ ARM_INL void x8_tile(const int NT, R1_KQ_TILE_ARGS) {
         x8_step(NT, wr, xt, s, acc);
     }
     float res[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] = vaddvq_f32(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r][t] =
+        vaddvq_f32(acc[r][t]);
     for (int t = 0; t < nt; t++)
-        for (int r = 0; r < nr; r++)
-            out[t * R1_CPU_MR + r] = res[r][t];
+        for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] = res[r][t];
 }
 
 /* One function per token count (1, 2, 4: nt = 3 runs the 4-token one). */
-#define Q32_TILE(NAME, F)                                                                          \
-    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) {                                              \
-        q32_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-    }                                                                                              \
-    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) {                                              \
-        q32_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-    }                                                                                              \
-    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) {                                              \
-        q32_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-    }                                                                                              \
-    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                           \
-        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4,                                          \
-            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
+#define Q32_TILE(NAME, F)                                                                                              \
+    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) { q32_tile(F, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }          \
+    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) { q32_tile(F, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); }          \
+    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) { q32_tile(F, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); }          \
+    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                                               \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);                      \
     }
-#define X8_TILE(NAME)                                                                              \
-    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) {                                              \
-        x8_tile(1, K, k0, k1, w, ws, nr, x, xs, nt, out);                                          \
-    }                                                                                              \
-    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) {                                              \
-        x8_tile(2, K, k0, k1, w, ws, nr, x, xs, nt, out);                                          \
-    }                                                                                              \
-    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) {                                              \
-        x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                          \
-    }                                                                                              \
-    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                           \
-        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);   \
+#define X8_TILE(NAME)                                                                                                  \
+    static ARM_TGT void NAME##_nt1(R1_KQ_TILE_ARGS) { x8_tile(1, K, k0, k1, w, ws, nr, x, xs, nt, out); }              \
+    static ARM_TGT void NAME##_nt2(R1_KQ_TILE_ARGS) { x8_tile(2, K, k0, k1, w, ws, nr, x, xs, nt, out); }              \
+    static ARM_TGT void NAME##_nt4(R1_KQ_TILE_ARGS) { x8_tile(4, K, k0, k1, w, ws, nr, x, xs, nt, out); }              \
+    ARM_TGT void NAME(R1_KQ_TILE_ARGS) {                                                                               \
+        r1_cpu_tile_nt(NAME##_nt1, NAME##_nt2, NAME##_nt4, K, k0, k1, w, ws, nr, x, xs, nt, out);                      \
     }

@@ -66,7 +66,7 @@ static int amx_probe(void) {
  * stored tile (weight rows by tokens) into C (tokens by rows), transposed
  * in registers so that each token's part is one masked vector. */
 static inline __attribute__((always_inline)) TGTA void tile_out(const float *tmp, float *C, int ldc, int ni, int nj,
-                                                               int add) {
+                                                                int add) {
     __m512 row[16], col[16];
     for (int i = 0; i < 16; i++) row[i] = _mm512_loadu_ps(tmp + 16 * i);
     r1_x86_transpose16(row, col);
@@ -130,10 +130,18 @@ static TGTA void amx_core(int nk, const uint8_t *const *A, size_t ws, int mc, in
                 const int rq = r + 16 * (q / 2), gq = g + q % 2;
                 if ((q / 2 && !two_r) || (q % 2 && !two_g)) continue;
                 switch (q) { /* the tile number must be a constant */
-                case 0: AMX_STORED(0, tmp, 64); break;
-                case 1: AMX_STORED(1, tmp, 64); break;
-                case 2: AMX_STORED(2, tmp, 64); break;
-                default: AMX_STORED(3, tmp, 64); break;
+                case 0:
+                    AMX_STORED(0, tmp, 64);
+                    break;
+                case 1:
+                    AMX_STORED(1, tmp, 64);
+                    break;
+                case 2:
+                    AMX_STORED(2, tmp, 64);
+                    break;
+                default:
+                    AMX_STORED(3, tmp, 64);
+                    break;
                 }
                 const int ni = mr - rq < 16 ? mr - rq : 16, j0 = gq * 16 - t0; /* token of column 0 */
                 const int nj = tn - j0 < 16 ? tn - j0 : 16;
@@ -149,10 +157,9 @@ static const int pairs_f16[][2] = {{1, 0}, {1, 1}, {0, 1}, {0, 0}, {0, 2}};
 static const int pairs_q[][2] = {{1, 0}, {0, 0}, {0, 1}};
 
 /* r1_cpu_block_fn for every dtype with a panel (amx_panel.c) */
-static int amx_block(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws, int mc,
-                     const uint8_t *xv, size_t xplane, int t0, int tn, float *C, int ldc, int add) {
-    if (K % 32 || k0 % 256 || k0 >= k1 || k1 > K || (k1 % 256 && k1 != K) || t0 % 16 || mc > 64)
-        return -1;
+static int amx_block(enum r1_dtype dt, int K, int k0, int k1, const uint8_t *w, size_t ws, int mc, const uint8_t *xv,
+                     size_t xplane, int t0, int tn, float *C, int ldc, int add) {
+    if (K % 32 || k0 % 256 || k0 >= k1 || k1 > K || (k1 % 256 && k1 != K) || t0 % 16 || mc > 64) return -1;
     const size_t gb = (size_t)(K / 32) * 1024, xo = (size_t)(k0 / 32) * 1024;
     const int nk = (k1 - k0) / 32, ks = k1 - k0;
     const uint8_t *B[3] = {xv + xo, xv + xplane + xo, xv + 2 * xplane + xo};
@@ -189,8 +196,7 @@ static const enum r1_dtype amx_dtypes[] = {
 };
 static int amx_available(void);
 #if defined(R1_AMX_EMU)
-struct r1_cpu_isa r1_cpu_avx512_amx_emu = {.name = "avx512-amx-emu", .available = amx_available,
-                                           .emulated = 1};
+struct r1_cpu_isa r1_cpu_avx512_amx_emu = {.name = "avx512-amx-emu", .available = amx_available, .emulated = 1};
 #define AMX_TABLE r1_cpu_avx512_amx_emu
 #else
 struct r1_cpu_isa r1_cpu_avx512_amx = {.name = "avx512-amx", .available = amx_available};

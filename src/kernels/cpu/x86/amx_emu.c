@@ -68,8 +68,7 @@ void r1_amx_emu_zero(int t) {
 void r1_amx_emu_loadd(int t, const void *base, long stride) {
     check_tile(t, "TILELOADD");
     memset(st.t[t], 0, sizeof st.t[t]);
-    for (int r = 0; r < st.rows[t]; r++)
-        memcpy(st.t[t][r], (const uint8_t *)base + r * stride, st.colsb[t]);
+    for (int r = 0; r < st.rows[t]; r++) memcpy(st.t[t][r], (const uint8_t *)base + r * stride, st.colsb[t]);
 }
 
 void r1_amx_emu_stored(int t, void *base, long stride) {

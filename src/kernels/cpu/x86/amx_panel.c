@@ -180,7 +180,7 @@ TGTS void r1_x86_x8_row_f32(enum r1_dtype dt, const uint8_t *row, int k0, int k1
 }
 
 static TGTB void x8_rows(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *dst,
-                        uint16_t *dlo) {
+                         uint16_t *dlo) {
     const size_t gb = dt == R1_DTYPE_Q4_1X8 ? 160 : dt == R1_DTYPE_Q8_0X8 ? 272 : r1_dtype_traits[dt].block_size;
     const size_t tbs = dt == R1_DTYPE_Q4_1X8 ? 20 : 34; /* a plain tail block */
     const __m512i idx0 = natural_idx();
@@ -290,8 +290,7 @@ TGTB void r1_x86_vnni_parts(const float *x, int T, int K, uint8_t *v, size_t pla
         }
 }
 
-int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi,
-                     uint16_t *lo) {
+int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi, uint16_t *lo) {
     if (ps < K) return -1;
     if (K % 32) return -1;
     switch ((int)dt) { /* int: the x8 layouts lie past the public enum */

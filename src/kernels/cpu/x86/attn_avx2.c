@@ -18,8 +18,7 @@
 
 TGT void r1_x86_f16_to_f32_avx2(const uint16_t *x, float *y, int n) {
     int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i))));
     for (; i < n; i++) y[i] = _cvtsh_ss(x[i]);
 }
 
@@ -39,18 +38,29 @@ TGT void r1_x86_q8_0_to_f32_avx2(const uint8_t *x, float *y, int n) {
 
 /* Rows [0, M) of a helper in passes of up to 6: ROWS(NR, m, ...) does rows
  * m .. m + NR - 1, NR a constant, so each count is its own unrolled body. */
-#define BY_SIX(M, ROWS, ...)                                                                       \
-    do {                                                                                           \
-        int m_ = 0;                                                                                \
-        for (; m_ + 6 <= (M); m_ += 6) ROWS(6, m_, __VA_ARGS__);                                   \
-        switch ((M) - m_) {                                                                        \
-        case 5: ROWS(5, m_, __VA_ARGS__); break;                                                   \
-        case 4: ROWS(4, m_, __VA_ARGS__); break;                                                   \
-        case 3: ROWS(3, m_, __VA_ARGS__); break;                                                   \
-        case 2: ROWS(2, m_, __VA_ARGS__); break;                                                   \
-        case 1: ROWS(1, m_, __VA_ARGS__); break;                                                   \
-        default: break;                                                                            \
-        }                                                                                          \
+#define BY_SIX(M, ROWS, ...)                                                                                           \
+    do {                                                                                                               \
+        int m_ = 0;                                                                                                    \
+        for (; m_ + 6 <= (M); m_ += 6) ROWS(6, m_, __VA_ARGS__);                                                       \
+        switch ((M)-m_) {                                                                                              \
+        case 5:                                                                                                        \
+            ROWS(5, m_, __VA_ARGS__);                                                                                  \
+            break;                                                                                                     \
+        case 4:                                                                                                        \
+            ROWS(4, m_, __VA_ARGS__);                                                                                  \
+            break;                                                                                                     \
+        case 3:                                                                                                        \
+            ROWS(3, m_, __VA_ARGS__);                                                                                  \
+            break;                                                                                                     \
+        case 2:                                                                                                        \
+            ROWS(2, m_, __VA_ARGS__);                                                                                  \
+            break;                                                                                                     \
+        case 1:                                                                                                        \
+            ROWS(1, m_, __VA_ARGS__);                                                                                  \
+            break;                                                                                                     \
+        default:                                                                                                       \
+            break;                                                                                                     \
+        }                                                                                                              \
     } while (0)
 
 /* Scores of up to 6 query rows (NQ) against 2 cache rows at a time: 12
@@ -73,40 +83,38 @@ INL __m256 ld_q8(const uint8_t *row, int d) {
     return _mm256_mul_ps(_mm256_set1_ps(_cvtsh_ss(h)), q);
 }
 #define LD_Q8(p, d) ld_q8(p, d)
-#define RB_F(hd) ((size_t)(hd))           /* a row, in elements of the cache type */
+#define RB_F(hd) ((size_t)(hd))            /* a row, in elements of the cache type */
 #define RB_Q8(hd) ((size_t)(hd) / 32 * 34) /* a q8_0 row, in bytes */
-#define ATTN_QK(NAME, KT, LD, CLAMP, RB)                                                           \
-    INL void NAME##_rows(const int NQ, int m, const float *q, const KT *k, int P, int hd,          \
-                         float *s, int ss) {                                                       \
-        q += (size_t)m * hd, s += (size_t)m * ss;                                                  \
-        for (int p = 0; p < P; p += 2) {                                                           \
-            const KT *k0 = k + (size_t)p * RB(hd);                                                 \
-            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * RB(hd);             \
-            __m256 a[6][2];                                                                        \
-            _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] =               \
-                _mm256_setzero_ps();                                                               \
-            for (int d = 0; d < hd; d += 8) {                                                      \
-                __m256 x0 = LD(k0, d), x1 = LD(k1, d);                                             \
-                _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) {                             \
-                    __m256 qv = _mm256_loadu_ps(q + (size_t)i * hd + d);                           \
-                    __asm__("" : "+x"(qv)); /* one load, not one folded into each FMA */        \
-                    a[i][0] = _mm256_fmadd_ps(qv, x0, a[i][0]);                                    \
-                    a[i][1] = _mm256_fmadd_ps(qv, x1, a[i][1]);                                    \
-                }                                                                                  \
-            }                                                                                      \
-            /* rows i, i + 1: [s(i, p), s(i, p + 1), s(i + 1, p), s(i + 1, p + 1)] */             \
-            _Pragma("GCC unroll 3") for (int i = 0; i < NQ; i += 2) {                              \
-                __m256 h0 = _mm256_hadd_ps(a[i][0], a[i][1]);                                      \
-                __m256 h1 = i + 1 < NQ ? _mm256_hadd_ps(a[i + 1][0], a[i + 1][1]) : h0;            \
-                __m256 g = _mm256_hadd_ps(h0, h1);                                                 \
-                __m128 r = _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));     \
-                _mm_storel_pi((__m64 *)(s + (size_t)i * ss + p), r);                               \
-                if (i + 1 < NQ) _mm_storeh_pi((__m64 *)(s + (size_t)(i + 1) * ss + p), r);         \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {           \
-        BY_SIX(M, NAME##_rows, q, k, P, hd, s, ss);                                                \
+#define ATTN_QK(NAME, KT, LD, CLAMP, RB)                                                                               \
+    INL void NAME##_rows(const int NQ, int m, const float *q, const KT *k, int P, int hd, float *s, int ss) {          \
+        q += (size_t)m * hd, s += (size_t)m * ss;                                                                      \
+        for (int p = 0; p < P; p += 2) {                                                                               \
+            const KT *k0 = k + (size_t)p * RB(hd);                                                                     \
+            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * RB(hd);                                 \
+            __m256 a[6][2];                                                                                            \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] = _mm256_setzero_ps();              \
+            for (int d = 0; d < hd; d += 8) {                                                                          \
+                __m256 x0 = LD(k0, d), x1 = LD(k1, d);                                                                 \
+                _Pragma("GCC unroll 6") for (int i = 0; i < NQ; i++) {                                                 \
+                    __m256 qv = _mm256_loadu_ps(q + (size_t)i * hd + d);                                               \
+                    __asm__("" : "+x"(qv)); /* one load, not one folded into each FMA */                               \
+                    a[i][0] = _mm256_fmadd_ps(qv, x0, a[i][0]);                                                        \
+                    a[i][1] = _mm256_fmadd_ps(qv, x1, a[i][1]);                                                        \
+                }                                                                                                      \
+            }                                                                                                          \
+            /* rows i, i + 1: [s(i, p), s(i, p + 1), s(i + 1, p), s(i + 1, p + 1)] */                                  \
+            _Pragma("GCC unroll 3") for (int i = 0; i < NQ; i += 2) {                                                  \
+                __m256 h0 = _mm256_hadd_ps(a[i][0], a[i][1]);                                                          \
+                __m256 h1 = i + 1 < NQ ? _mm256_hadd_ps(a[i + 1][0], a[i + 1][1]) : h0;                                \
+                __m256 g = _mm256_hadd_ps(h0, h1);                                                                     \
+                __m128 r = _mm_add_ps(_mm256_castps256_ps128(g), _mm256_extractf128_ps(g, 1));                         \
+                _mm_storel_pi((__m64 *)(s + (size_t)i * ss + p), r);                                                   \
+                if (i + 1 < NQ) _mm_storeh_pi((__m64 *)(s + (size_t)(i + 1) * ss + p), r);                             \
+            }                                                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
+    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {                               \
+        BY_SIX(M, NAME##_rows, q, k, P, hd, s, ss);                                                                    \
     }
 ATTN_QK(r1_x86_attn_qk_avx2, float, LD_F32, 0, RB_F)
 ATTN_QK(r1_x86_attn_qk_f16_avx2, uint16_t, LD_F16, 1, RB_F)
@@ -114,33 +122,32 @@ ATTN_QK(r1_x86_attn_qk_q8_avx2, uint8_t, LD_Q8, 1, RB_Q8)
 
 /* o rows += the score-weighted cache rows: up to 6 query rows (NR) x 16
  * columns at a time (12 accumulators), each cache vector feeding NR FMAs. */
-#define ATTN_PV(NAME, VT, LD, RB)                                                                  \
-    INL void NAME##_rows(const int NR, int m, const float *s, int ss, const VT *v, int P, int hd,  \
-                         float *o) {                                                               \
-        s += (size_t)m * ss, o += (size_t)m * hd;                                                  \
-        for (int d = 0; d < hd; d += 16) {                                                         \
-            __m256 acc[6][2];                                                                      \
-            _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                 \
-                acc[i][0] = _mm256_loadu_ps(o + (size_t)i * hd + d);                               \
-                acc[i][1] = _mm256_loadu_ps(o + (size_t)i * hd + d + 8);                           \
-            }                                                                                      \
-            for (int p = 0; p < P; p++) {                                                          \
-                const VT *vr = v + (size_t)p * RB(hd);                                             \
-                __m256 v0 = LD(vr, d), v1 = LD(vr, d + 8);                                         \
-                _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                             \
-                    __m256 a = _mm256_broadcast_ss(s + (size_t)i * ss + p);                        \
-                    acc[i][0] = _mm256_fmadd_ps(a, v0, acc[i][0]);                                 \
-                    acc[i][1] = _mm256_fmadd_ps(a, v1, acc[i][1]);                                 \
-                }                                                                                  \
-            }                                                                                      \
-            _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                 \
-                _mm256_storeu_ps(o + (size_t)i * hd + d, acc[i][0]);                               \
-                _mm256_storeu_ps(o + (size_t)i * hd + d + 8, acc[i][1]);                           \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
-    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {           \
-        BY_SIX(M, NAME##_rows, s, ss, v, P, hd, o);                                                \
+#define ATTN_PV(NAME, VT, LD, RB)                                                                                      \
+    INL void NAME##_rows(const int NR, int m, const float *s, int ss, const VT *v, int P, int hd, float *o) {          \
+        s += (size_t)m * ss, o += (size_t)m * hd;                                                                      \
+        for (int d = 0; d < hd; d += 16) {                                                                             \
+            __m256 acc[6][2];                                                                                          \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                                     \
+                acc[i][0] = _mm256_loadu_ps(o + (size_t)i * hd + d);                                                   \
+                acc[i][1] = _mm256_loadu_ps(o + (size_t)i * hd + d + 8);                                               \
+            }                                                                                                          \
+            for (int p = 0; p < P; p++) {                                                                              \
+                const VT *vr = v + (size_t)p * RB(hd);                                                                 \
+                __m256 v0 = LD(vr, d), v1 = LD(vr, d + 8);                                                             \
+                _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                                 \
+                    __m256 a = _mm256_broadcast_ss(s + (size_t)i * ss + p);                                            \
+                    acc[i][0] = _mm256_fmadd_ps(a, v0, acc[i][0]);                                                     \
+                    acc[i][1] = _mm256_fmadd_ps(a, v1, acc[i][1]);                                                     \
+                }                                                                                                      \
+            }                                                                                                          \
+            _Pragma("GCC unroll 6") for (int i = 0; i < NR; i++) {                                                     \
+                _mm256_storeu_ps(o + (size_t)i * hd + d, acc[i][0]);                                                   \
+                _mm256_storeu_ps(o + (size_t)i * hd + d + 8, acc[i][1]);                                               \
+            }                                                                                                          \
+        }                                                                                                              \
+    }                                                                                                                  \
+    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {                               \
+        BY_SIX(M, NAME##_rows, s, ss, v, P, hd, o);                                                                    \
     }
 ATTN_PV(r1_x86_attn_pv_avx2, float, LD_F32, RB_F)
 ATTN_PV(r1_x86_attn_pv_f16_avx2, uint16_t, LD_F16, RB_F)

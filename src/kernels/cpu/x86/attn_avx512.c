@@ -18,8 +18,7 @@
 /* ---- blocked attention helpers (cpu.h) ---- */
 TGT void r1_x86_f16_to_f32_avx512(const uint16_t *x, float *y, int n) {
     int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i))));
     if (i < n) {
         __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
         _mm512_mask_storeu_ps(y + i, k, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, x + i)));
@@ -43,13 +42,11 @@ TGT void r1_x86_q8_0_to_f32_avx512(const uint8_t *x, float *y, int n) {
 /* Lane j of the result = the sum of the lanes of v[j]. */
 INL __m512 hsum16(const __m512 *v) {
     __m512 t[8], u[4], w0, w1, a, b;
-    _Pragma("GCC unroll 16") for (int i = 0; i < 8; i++)
-        t[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
-                             _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    _Pragma("GCC unroll 16") for (int i = 0; i < 8; i++) t[i] =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
     _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {
         __m512d c = _mm512_castps_pd(t[2 * i]), d = _mm512_castps_pd(t[2 * i + 1]);
-        u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)),
-                             _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
+        u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)), _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
     }
     w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
     w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x88), _mm512_shuffle_f32x4(u[2], u[3], 0xdd));
@@ -89,7 +86,7 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
 #define LD2_Q8(p, d, a, b) ld2_q8(p, d, a, b)
 #define LD2_F32(p, d, a, b) (*(a) = LD_F32(p, d), *(b) = LD_F32(p, (d) + 16))
 #define LD2_F16(p, d, a, b) (*(a) = LD_F16(p, d), *(b) = LD_F16(p, (d) + 16))
-#define RB_F(hd) ((size_t)(hd))           /* a row, in elements of the cache type */
+#define RB_F(hd) ((size_t)(hd))            /* a row, in elements of the cache type */
 #define RB_Q8(hd) ((size_t)(hd) / 32 * 34) /* a q8_0 row, in bytes */
 /* 5 to 8 queries (a GQA group in decode: 6 on the R1 Qwen shapes) in one
  * pass over the rows, 2 rows at a time: each row is loaded (and converted)
@@ -98,64 +95,64 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
  * caller zeroes the scores of rows past M). Each score is the same sum as the
  * 4 x 4 form's (the same FMAs over d in order, the same hsum16 tree), so
  * a row's scores do not depend on how many queries share the call. */
-#define ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                         \
-    INL void NAME##_8(const int MR, const float *q, const KT *k, int P, int hd, float *s, int ss) { \
-        for (int p = 0; p < P; p += 2) {                                                           \
-            const KT *k0 = k + (size_t)p * RB(hd);                                                 \
-            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * RB(hd);             \
-            __m512 acc[16];                                                                        \
-            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();    \
-            for (int d = 0; d < hd; d += 32) {                                                     \
-                __m512 ka[2], kb[2];                                                               \
-                LD2(k0, d, &ka[0], &ka[1]);                                                        \
-                LD2(k1, d, &kb[0], &kb[1]);                                                        \
-                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)                                \
-                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                        \
-                        __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d + 16 * h);              \
-                        acc[2 * i] = _mm512_fmadd_ps(qv, ka[h], acc[2 * i]);                       \
-                        acc[2 * i + 1] = _mm512_fmadd_ps(qv, kb[h], acc[2 * i + 1]);               \
-                    }                                                                              \
-            }                                                                                      \
-            float r[16]; /* lane 2m + j: query m, row p + j */                                     \
-            _mm512_storeu_ps(r, hsum16(acc));                                                      \
-            _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                 \
-                s[(size_t)i * ss + p] = r[2 * i];                                                  \
-                s[(size_t)i * ss + p + 1] = r[2 * i + 1];                                          \
-            }                                                                                      \
-        }                                                                                          \
+#define ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                                             \
+    INL void NAME##_8(const int MR, const float *q, const KT *k, int P, int hd, float *s, int ss) {                    \
+        for (int p = 0; p < P; p += 2) {                                                                               \
+            const KT *k0 = k + (size_t)p * RB(hd);                                                                     \
+            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * RB(hd);                                 \
+            __m512 acc[16];                                                                                            \
+            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();                        \
+            for (int d = 0; d < hd; d += 32) {                                                                         \
+                __m512 ka[2], kb[2];                                                                                   \
+                LD2(k0, d, &ka[0], &ka[1]);                                                                            \
+                LD2(k1, d, &kb[0], &kb[1]);                                                                            \
+                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)                                                    \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                            \
+                    __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d + 16 * h);                                      \
+                    acc[2 * i] = _mm512_fmadd_ps(qv, ka[h], acc[2 * i]);                                               \
+                    acc[2 * i + 1] = _mm512_fmadd_ps(qv, kb[h], acc[2 * i + 1]);                                       \
+                }                                                                                                      \
+            }                                                                                                          \
+            float r[16]; /* lane 2m + j: query m, row p + j */                                                         \
+            _mm512_storeu_ps(r, hsum16(acc));                                                                          \
+            _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                                     \
+                s[(size_t)i * ss + p] = r[2 * i];                                                                      \
+                s[(size_t)i * ss + p + 1] = r[2 * i + 1];                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
     }
-#define ATTN_QK(NAME, KT, LD, LD2, CLAMP, RB)                                                      \
-    ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                             \
-    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {          \
-        if (M > 4 && M <= 8 && hd % 32 == 0) {                                                     \
-            if (M <= 6) NAME##_8(6, q, k, P, hd, s, ss);                                           \
-            else NAME##_8(8, q, k, P, hd, s, ss);                                                  \
-            return;                                                                                \
-        }                                                                                          \
-        for (int m = 0; m < M; m += 4) {                                                           \
-            const float *q0 = q + (size_t)m * hd;                                                  \
-            for (int p = 0; p < P; p += 4) {                                                       \
-                const KT *kr[4];                                                                   \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                        \
-                    k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * RB(hd);                    \
-                __m512 acc[16];                                                                    \
-                _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps(); \
-                for (int d = 0; d < hd; d += 16) {                                                 \
-                    __m512 kv[4];                                                                  \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) kv[j] = LD(kr[j], d);     \
-                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                         \
-                        __m512 qv = _mm512_loadu_ps(q0 + (size_t)i * hd + d);                      \
-                        _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =      \
-                            _mm512_fmadd_ps(qv, kv[j], acc[i * 4 + j]);                            \
-                    }                                                                              \
-                }                                                                                  \
-                __m512 r = hsum16(acc);                                                            \
-                _mm_storeu_ps(s + (size_t)(m + 0) * ss + p, _mm512_extractf32x4_ps(r, 0));         \
-                _mm_storeu_ps(s + (size_t)(m + 1) * ss + p, _mm512_extractf32x4_ps(r, 1));         \
-                _mm_storeu_ps(s + (size_t)(m + 2) * ss + p, _mm512_extractf32x4_ps(r, 2));         \
-                _mm_storeu_ps(s + (size_t)(m + 3) * ss + p, _mm512_extractf32x4_ps(r, 3));         \
-            }                                                                                      \
-        }                                                                                          \
+#define ATTN_QK(NAME, KT, LD, LD2, CLAMP, RB)                                                                          \
+    ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                                                 \
+    TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {                               \
+        if (M > 4 && M <= 8 && hd % 32 == 0) {                                                                         \
+            if (M <= 6) NAME##_8(6, q, k, P, hd, s, ss);                                                               \
+            else NAME##_8(8, q, k, P, hd, s, ss);                                                                      \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int m = 0; m < M; m += 4) {                                                                               \
+            const float *q0 = q + (size_t)m * hd;                                                                      \
+            for (int p = 0; p < P; p += 4) {                                                                           \
+                const KT *kr[4];                                                                                       \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                                            \
+                    k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * RB(hd);                                        \
+                __m512 acc[16];                                                                                        \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();                    \
+                for (int d = 0; d < hd; d += 16) {                                                                     \
+                    __m512 kv[4];                                                                                      \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) kv[j] = LD(kr[j], d);                         \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                                             \
+                        __m512 qv = _mm512_loadu_ps(q0 + (size_t)i * hd + d);                                          \
+                        _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =                          \
+                            _mm512_fmadd_ps(qv, kv[j], acc[i * 4 + j]);                                                \
+                    }                                                                                                  \
+                }                                                                                                      \
+                __m512 r = hsum16(acc);                                                                                \
+                _mm_storeu_ps(s + (size_t)(m + 0) * ss + p, _mm512_extractf32x4_ps(r, 0));                             \
+                _mm_storeu_ps(s + (size_t)(m + 1) * ss + p, _mm512_extractf32x4_ps(r, 1));                             \
+                _mm_storeu_ps(s + (size_t)(m + 2) * ss + p, _mm512_extractf32x4_ps(r, 2));                             \
+                _mm_storeu_ps(s + (size_t)(m + 3) * ss + p, _mm512_extractf32x4_ps(r, 3));                             \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, LD2_F32, 0, RB_F)
 ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, LD2_F16, 1, RB_F)
@@ -165,74 +162,74 @@ ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, LD2_Q8, 1, RB_Q8)
  * time, so each row's values are loaded (and converted) once instead of
  * once per 4 queries; the same FMAs over p in order as the 4-query form, so
  * the same bits. */
-#define ATTN_PV8(NAME, VT, LD2, RB)                                                                \
-    INL void NAME##_8(const int MR, const float *s, int ss, const VT *v, int P, int hd, float *o) { \
-        for (int d = 0; d < hd; d += 32) {                                                         \
-            __m512 acc[16];                                                                        \
-            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                \
-                acc[2 * i] = _mm512_loadu_ps(o + (size_t)i * hd + d);                              \
-                acc[2 * i + 1] = _mm512_loadu_ps(o + (size_t)i * hd + d + 16);                     \
-            }                                                                                      \
-            for (int p = 0; p < P; p++) {                                                          \
-                const VT *vr = v + (size_t)p * RB(hd);                                             \
-                __m512 va, vb;                                                                     \
-                LD2(vr, d, &va, &vb);                                                              \
-                _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                            \
-                    __m512 a = _mm512_set1_ps(s[(size_t)i * ss + p]);                              \
-                    acc[2 * i] = _mm512_fmadd_ps(a, va, acc[2 * i]);                               \
-                    acc[2 * i + 1] = _mm512_fmadd_ps(a, vb, acc[2 * i + 1]);                       \
-                }                                                                                  \
-            }                                                                                      \
-            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                \
-                _mm512_storeu_ps(o + (size_t)i * hd + d, acc[2 * i]);                              \
-                _mm512_storeu_ps(o + (size_t)i * hd + d + 16, acc[2 * i + 1]);                     \
-            }                                                                                      \
-        }                                                                                          \
+#define ATTN_PV8(NAME, VT, LD2, RB)                                                                                    \
+    INL void NAME##_8(const int MR, const float *s, int ss, const VT *v, int P, int hd, float *o) {                    \
+        for (int d = 0; d < hd; d += 32) {                                                                             \
+            __m512 acc[16];                                                                                            \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                                    \
+                acc[2 * i] = _mm512_loadu_ps(o + (size_t)i * hd + d);                                                  \
+                acc[2 * i + 1] = _mm512_loadu_ps(o + (size_t)i * hd + d + 16);                                         \
+            }                                                                                                          \
+            for (int p = 0; p < P; p++) {                                                                              \
+                const VT *vr = v + (size_t)p * RB(hd);                                                                 \
+                __m512 va, vb;                                                                                         \
+                LD2(vr, d, &va, &vb);                                                                                  \
+                _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                                \
+                    __m512 a = _mm512_set1_ps(s[(size_t)i * ss + p]);                                                  \
+                    acc[2 * i] = _mm512_fmadd_ps(a, va, acc[2 * i]);                                                   \
+                    acc[2 * i + 1] = _mm512_fmadd_ps(a, vb, acc[2 * i + 1]);                                           \
+                }                                                                                                      \
+            }                                                                                                          \
+            _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                                    \
+                _mm512_storeu_ps(o + (size_t)i * hd + d, acc[2 * i]);                                                  \
+                _mm512_storeu_ps(o + (size_t)i * hd + d + 16, acc[2 * i + 1]);                                         \
+            }                                                                                                          \
+        }                                                                                                              \
     }
-#define ATTN_PV(NAME, VT, LD, LD2, RB)                                                             \
-    ATTN_PV8(NAME, VT, LD2, RB)                                                                    \
-    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {          \
-        if (M > 4 && M <= 8 && hd % 32 == 0) {                                                     \
-            if (M <= 6) NAME##_8(6, s, ss, v, P, hd, o);                                           \
-            else NAME##_8(8, s, ss, v, P, hd, o);                                                  \
-            return;                                                                                \
-        }                                                                                          \
-        for (int m = 0; m < M; m += 4) {                                                           \
-            const float *s0 = s + (size_t)m * ss;                                                  \
-            float *o0 = o + (size_t)m * hd;                                                        \
-            int d = 0;                                                                             \
-            for (; d + 64 <= hd; d += 64) {                                                        \
-                __m512 acc[16];                                                                    \
-                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                               \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =          \
-                        _mm512_loadu_ps(o0 + (size_t)i * hd + d + 16 * j);                         \
-                for (int p = 0; p < P; p++) {                                                      \
-                    const VT *vr = v + (size_t)p * RB(hd);                                         \
-                    __m512 vv[4];                                                                  \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) vv[j] = LD(vr, d + 16 * j); \
-                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                         \
-                        __m512 a = _mm512_set1_ps(s0[(size_t)i * ss + p]);                         \
-                        _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =      \
-                            _mm512_fmadd_ps(a, vv[j], acc[i * 4 + j]);                             \
-                    }                                                                              \
-                }                                                                                  \
-                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                               \
-                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++)                           \
-                        _mm512_storeu_ps(o0 + (size_t)i * hd + d + 16 * j, acc[i * 4 + j]);        \
-            }                                                                                      \
-            for (; d < hd; d += 16) {                                                              \
-                __m512 acc[4];                                                                     \
-                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                      \
-                    _mm512_loadu_ps(o0 + (size_t)i * hd + d);                                      \
-                for (int p = 0; p < P; p++) {                                                      \
-                    __m512 vv = LD(v + (size_t)p * RB(hd), d);                                     \
-                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                  \
-                        _mm512_fmadd_ps(_mm512_set1_ps(s0[(size_t)i * ss + p]), vv, acc[i]);       \
-                }                                                                                  \
-                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                               \
-                    _mm512_storeu_ps(o0 + (size_t)i * hd + d, acc[i]);                             \
-            }                                                                                      \
-        }                                                                                          \
+#define ATTN_PV(NAME, VT, LD, LD2, RB)                                                                                 \
+    ATTN_PV8(NAME, VT, LD2, RB)                                                                                        \
+    TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {                               \
+        if (M > 4 && M <= 8 && hd % 32 == 0) {                                                                         \
+            if (M <= 6) NAME##_8(6, s, ss, v, P, hd, o);                                                               \
+            else NAME##_8(8, s, ss, v, P, hd, o);                                                                      \
+            return;                                                                                                    \
+        }                                                                                                              \
+        for (int m = 0; m < M; m += 4) {                                                                               \
+            const float *s0 = s + (size_t)m * ss;                                                                      \
+            float *o0 = o + (size_t)m * hd;                                                                            \
+            int d = 0;                                                                                                 \
+            for (; d + 64 <= hd; d += 64) {                                                                            \
+                __m512 acc[16];                                                                                        \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                                                   \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =                              \
+                        _mm512_loadu_ps(o0 + (size_t)i * hd + d + 16 * j);                                             \
+                for (int p = 0; p < P; p++) {                                                                          \
+                    const VT *vr = v + (size_t)p * RB(hd);                                                             \
+                    __m512 vv[4];                                                                                      \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) vv[j] = LD(vr, d + 16 * j);                   \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) {                                             \
+                        __m512 a = _mm512_set1_ps(s0[(size_t)i * ss + p]);                                             \
+                        _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++) acc[i * 4 + j] =                          \
+                            _mm512_fmadd_ps(a, vv[j], acc[i * 4 + j]);                                                 \
+                    }                                                                                                  \
+                }                                                                                                      \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                                                   \
+                    _Pragma("GCC unroll 16") for (int j = 0; j < 4; j++)                                               \
+                        _mm512_storeu_ps(o0 + (size_t)i * hd + d + 16 * j, acc[i * 4 + j]);                            \
+            }                                                                                                          \
+            for (; d < hd; d += 16) {                                                                                  \
+                __m512 acc[4];                                                                                         \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                                          \
+                    _mm512_loadu_ps(o0 + (size_t)i * hd + d);                                                          \
+                for (int p = 0; p < P; p++) {                                                                          \
+                    __m512 vv = LD(v + (size_t)p * RB(hd), d);                                                         \
+                    _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++) acc[i] =                                      \
+                        _mm512_fmadd_ps(_mm512_set1_ps(s0[(size_t)i * ss + p]), vv, acc[i]);                           \
+                }                                                                                                      \
+                _Pragma("GCC unroll 16") for (int i = 0; i < 4; i++)                                                   \
+                    _mm512_storeu_ps(o0 + (size_t)i * hd + d, acc[i]);                                                 \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 ATTN_PV(r1_x86_attn_pv_avx512, float, LD_F32, LD2_F32, RB_F)
 ATTN_PV(r1_x86_attn_pv_f16_avx512, uint16_t, LD_F16, LD2_F16, RB_F)

@@ -45,8 +45,7 @@ static int avx2_vnni_available(void) {
      * __builtin_cpu_supports, so read it directly. */
     unsigned a, b, c, d;
     if (__get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 4))) r1_x86_avx2_vnni = 1;
-    else if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
-        r1_x86_avx2_vnni = 2;
+    else if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) r1_x86_avx2_vnni = 2;
     else return 0;
     return 1;
 }
@@ -74,32 +73,29 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * even columns by a shift and the odd ones by a mask, one in-lane op per 8
  * weights where vpmovzxwd + shift took two. The K % 32 tail runs the same
  * step on copies padded with zeros. ---- */
-#define GRP_F32(P, V)                                                                              \
-    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] =                                 \
-        _mm256_loadu_ps((const float *)(P) + 8 * j_)
-#define GRP_F16(P, V)                                                                              \
-    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] =                                 \
-        ld_f16((const uint8_t *)(P), 8 * j_)
-#define GRP_BF16(P, V)                                                                             \
-    do {                                                                                           \
-        const __m256i hi_ = _mm256_set1_epi32((int)0xffff0000u);                                   \
-        __m256i d0_ = _mm256_loadu_si256((const __m256i *)(P));                                    \
-        __m256i d1_ = _mm256_loadu_si256((const __m256i *)(P) + 1);                                \
-        V[0] = _mm256_castsi256_ps(_mm256_slli_epi32(d0_, 16));                                    \
-        V[1] = _mm256_castsi256_ps(_mm256_and_si256(d0_, hi_));                                    \
-        V[2] = _mm256_castsi256_ps(_mm256_slli_epi32(d1_, 16));                                    \
-        V[3] = _mm256_castsi256_ps(_mm256_and_si256(d1_, hi_));                                    \
+#define GRP_F32(P, V)                                                                                                  \
+    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] = _mm256_loadu_ps((const float *)(P) + 8 * j_)
+#define GRP_F16(P, V)                                                                                                  \
+    _Pragma("GCC unroll 4") for (int j_ = 0; j_ < 4; j_++) V[j_] = ld_f16((const uint8_t *)(P), 8 * j_)
+#define GRP_BF16(P, V)                                                                                                 \
+    do {                                                                                                               \
+        const __m256i hi_ = _mm256_set1_epi32((int)0xffff0000u);                                                       \
+        __m256i d0_ = _mm256_loadu_si256((const __m256i *)(P));                                                        \
+        __m256i d1_ = _mm256_loadu_si256((const __m256i *)(P) + 1);                                                    \
+        V[0] = _mm256_castsi256_ps(_mm256_slli_epi32(d0_, 16));                                                        \
+        V[1] = _mm256_castsi256_ps(_mm256_and_si256(d0_, hi_));                                                        \
+        V[2] = _mm256_castsi256_ps(_mm256_slli_epi32(d1_, 16));                                                        \
+        V[3] = _mm256_castsi256_ps(_mm256_and_si256(d1_, hi_));                                                        \
     } while (0)
 
-#define ROW_STEP(GRP, NR, P, XP, NT)                                                               \
-    do {                                                                                           \
-        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {                                     \
-            __m256 v_[4];                                                                          \
-            GRP(P[r], v_);                                                                         \
-            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++)                                   \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[r * NT + t][j] =           \
-                    _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(XP[t] + xo[j]), acc[r * NT + t][j]);    \
-        }                                                                                          \
+#define ROW_STEP(GRP, NR, P, XP, NT)                                                                                   \
+    do {                                                                                                               \
+        _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {                                                         \
+            __m256 v_[4];                                                                                              \
+            GRP(P[r], v_);                                                                                             \
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)   \
+                acc[r * NT + t][j] = _mm256_fmadd_ps(v_[j], _mm256_loadu_ps(XP[t] + xo[j]), acc[r * NT + t][j]);       \
+        }                                                                                                              \
     } while (0)
 
 /* NR rows (wr) against NT tokens (xt) over [k0, k1): res[r NT + t]. ES: bytes a
@@ -115,42 +111,40 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * form): 4 rows on is 12 KiB ahead at K = 1536 and 70 KiB at K = 8960,
  * past the 32 KiB L1 it prefetches into, and decoded slower. */
 #define FLOAT_PF_AHEAD 2048
-#define ROW_TILE(NAME, NR, NT, GRP, ES, EO)                                                        \
-    static TGT void NAME(const uint8_t *const *wr, const float *const *xt, int k0, int k1, int pf, \
-                         float *res) {                                                             \
-        static const int xo[4] = {0, EO ? 16 : 8, EO ? 8 : 16, 24};                                \
-        __m256 acc[NR * NT][4];                                                                    \
-        _Pragma("GCC unroll 2") for (int i = 0; i < NR * NT; i++)                                  \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[i][j] = _mm256_setzero_ps();   \
-        const float *xk[NT];                                                                       \
-        const uint8_t *wk[NR];                                                                     \
-        int k = k0;                                                                                \
-        for (; k + 32 <= k1; k += 32) {                                                            \
-            _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {                                 \
-                wk[r] = wr[r] + (size_t)k * ES;                                                    \
-                if (pf)                                                                            \
-                    _Pragma("GCC unroll 2") for (int i = 0; i < 32 * ES; i += 64)                  \
-                        _mm_prefetch((const char *)wk[r] + FLOAT_PF_AHEAD + i, _MM_HINT_T0);       \
-            }                                                                                      \
-            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;                \
-            ROW_STEP(GRP, NR, wk, xk, NT);                                                         \
-        }                                                                                          \
-        if (k < k1) {                                                                              \
-            _Alignas(32) uint8_t wt[NR][32 * ES] = {{0}};                                          \
-            _Alignas(32) float xtl[NT][32] = {{0}};                                                \
-            for (int r = 0; r < NR; r++) {                                                         \
-                memcpy(wt[r], wr[r] + (size_t)k * ES, (size_t)(k1 - k) * ES);                      \
-                wk[r] = wt[r];                                                                     \
-            }                                                                                      \
-            for (int t = 0; t < NT; t++) {                                                         \
-                memcpy(xtl[t], xt[t] + k, (size_t)(EO ? 32 : k1 - k) * sizeof(float));             \
-                xk[t] = xtl[t];                                                                    \
-            }                                                                                      \
-            ROW_STEP(GRP, NR, wk, xk, NT);                                                         \
-        }                                                                                          \
-        _Pragma("GCC unroll 2") for (int i = 0; i < NR * NT; i++)                                  \
-            res[i] = hsum(_mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]),                       \
-                                        _mm256_add_ps(acc[i][2], acc[i][3])));                     \
+#define ROW_TILE(NAME, NR, NT, GRP, ES, EO)                                                                            \
+    static TGT void NAME(const uint8_t *const *wr, const float *const *xt, int k0, int k1, int pf, float *res) {       \
+        static const int xo[4] = {0, EO ? 16 : 8, EO ? 8 : 16, 24};                                                    \
+        __m256 acc[NR * NT][4];                                                                                        \
+        _Pragma("GCC unroll 2") for (int i = 0; i < NR * NT; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)  \
+            acc[i][j] = _mm256_setzero_ps();                                                                           \
+        const float *xk[NT];                                                                                           \
+        const uint8_t *wk[NR];                                                                                         \
+        int k = k0;                                                                                                    \
+        for (; k + 32 <= k1; k += 32) {                                                                                \
+            _Pragma("GCC unroll 2") for (int r = 0; r < NR; r++) {                                                     \
+                wk[r] = wr[r] + (size_t)k * ES;                                                                        \
+                if (pf)                                                                                                \
+                    _Pragma("GCC unroll 2") for (int i = 0; i < 32 * ES; i += 64)                                      \
+                        _mm_prefetch((const char *)wk[r] + FLOAT_PF_AHEAD + i, _MM_HINT_T0);                           \
+            }                                                                                                          \
+            _Pragma("GCC unroll 2") for (int t = 0; t < NT; t++) xk[t] = xt[t] + k;                                    \
+            ROW_STEP(GRP, NR, wk, xk, NT);                                                                             \
+        }                                                                                                              \
+        if (k < k1) {                                                                                                  \
+            _Alignas(32) uint8_t wt[NR][32 * ES] = {{0}};                                                              \
+            _Alignas(32) float xtl[NT][32] = {{0}};                                                                    \
+            for (int r = 0; r < NR; r++) {                                                                             \
+                memcpy(wt[r], wr[r] + (size_t)k * ES, (size_t)(k1 - k) * ES);                                          \
+                wk[r] = wt[r];                                                                                         \
+            }                                                                                                          \
+            for (int t = 0; t < NT; t++) {                                                                             \
+                memcpy(xtl[t], xt[t] + k, (size_t)(EO ? 32 : k1 - k) * sizeof(float));                                 \
+                xk[t] = xtl[t];                                                                                        \
+            }                                                                                                          \
+            ROW_STEP(GRP, NR, wk, xk, NT);                                                                             \
+        }                                                                                                              \
+        _Pragma("GCC unroll 2") for (int i = 0; i < NR * NT; i++) res[i] =                                             \
+            hsum(_mm256_add_ps(_mm256_add_ps(acc[i][0], acc[i][1]), _mm256_add_ps(acc[i][2], acc[i][3])));             \
     }
 
 /* Rows outer, tokens in pairs inner (8 sums and 4 weight vectors fill the
@@ -160,38 +154,37 @@ INL __m256 ld_f16(const uint8_t *p, int k) {
  * L2 once per four rows; 16 sums spill some to the stack, which a decode
  * bound by memory affords (at K = 8960 four rows a pass read faster than
  * one or two). */
-#define ROW_TILES(NAME, GRP, ES, EO)                                                               \
-    ROW_TILE(NAME##_r1, 1, 1, GRP, ES, EO)                                                         \
-    ROW_TILE(NAME##_r2, 1, 2, GRP, ES, EO)                                                         \
-    ROW_TILE(NAME##_r4, 4, 1, GRP, ES, EO)                                                         \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
-                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        (void)K;                                                                                   \
-        const int pf = r1_cpu_tile_prefetch;                                                       \
-        int r = 0;                                                                                 \
-        if (nt == 1 && !r1_cpu_row1_fits(xs))                                                     \
-            for (; r + 4 <= nr; r += 4) {                                                          \
-                const uint8_t *wr[4] = {w + (size_t)r * ws, w + (size_t)(r + 1) * ws,              \
-                                        w + (size_t)(r + 2) * ws, w + (size_t)(r + 3) * ws};       \
-                const float *xt[1] = {(const float *)x};                                           \
-                NAME##_r4(wr, xt, k0, k1, pf, out + r);                                            \
-            }                                                                                      \
-        for (; r < nr; r++) {                                                                      \
-            const uint8_t *wr[1] = {w + (size_t)r * ws};                                           \
-            int t = 0;                                                                             \
-            for (; t + 2 <= nt; t += 2) {                                                          \
-                const float *xt[2] = {(const float *)(x + (size_t)t * xs),                         \
-                                      (const float *)(x + (size_t)(t + 1) * xs)};                  \
-                float res[2];                                                                      \
-                NAME##_r2(wr, xt, k0, k1, pf && t == 0, res);                                      \
-                out[t * R1_CPU_MR + r] = res[0];                                                   \
-                out[(t + 1) * R1_CPU_MR + r] = res[1];                                             \
-            }                                                                                      \
-            if (t < nt) {                                                                          \
-                const float *xt[1] = {(const float *)(x + (size_t)t * xs)};                        \
-                NAME##_r1(wr, xt, k0, k1, pf && t == 0, &out[t * R1_CPU_MR + r]);                  \
-            }                                                                                      \
-        }                                                                                          \
+#define ROW_TILES(NAME, GRP, ES, EO)                                                                                   \
+    ROW_TILE(NAME##_r1, 1, 1, GRP, ES, EO)                                                                             \
+    ROW_TILE(NAME##_r2, 1, 2, GRP, ES, EO)                                                                             \
+    ROW_TILE(NAME##_r4, 4, 1, GRP, ES, EO)                                                                             \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
+                         int nt, float *out) {                                                                         \
+        (void)K;                                                                                                       \
+        const int pf = r1_cpu_tile_prefetch;                                                                           \
+        int r = 0;                                                                                                     \
+        if (nt == 1 && !r1_cpu_row1_fits(xs))                                                                          \
+            for (; r + 4 <= nr; r += 4) {                                                                              \
+                const uint8_t *wr[4] = {w + (size_t)r * ws, w + (size_t)(r + 1) * ws, w + (size_t)(r + 2) * ws,        \
+                                        w + (size_t)(r + 3) * ws};                                                     \
+                const float *xt[1] = {(const float *)x};                                                               \
+                NAME##_r4(wr, xt, k0, k1, pf, out + r);                                                                \
+            }                                                                                                          \
+        for (; r < nr; r++) {                                                                                          \
+            const uint8_t *wr[1] = {w + (size_t)r * ws};                                                               \
+            int t = 0;                                                                                                 \
+            for (; t + 2 <= nt; t += 2) {                                                                              \
+                const float *xt[2] = {(const float *)(x + (size_t)t * xs), (const float *)(x + (size_t)(t + 1) * xs)}; \
+                float res[2];                                                                                          \
+                NAME##_r2(wr, xt, k0, k1, pf &&t == 0, res);                                                           \
+                out[t * R1_CPU_MR + r] = res[0];                                                                       \
+                out[(t + 1) * R1_CPU_MR + r] = res[1];                                                                 \
+            }                                                                                                          \
+            if (t < nt) {                                                                                              \
+                const float *xt[1] = {(const float *)(x + (size_t)t * xs)};                                            \
+                NAME##_r1(wr, xt, k0, k1, pf &&t == 0, &out[t * R1_CPU_MR + r]);                                       \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 ROW_TILES(tile_f32, GRP_F32, 4, 0)
@@ -201,8 +194,8 @@ ROW_TILES(tile_bf16, GRP_BF16, 2, 1)
 /* bf16 weights in a batch, against f32eo activations (cpu.h): a 32-byte load
  * of 16 bf16 weights gives the even ones by a shift and the odd ones by a
  * mask, one integer op per 8 weights; two rows x 4 tokens a pass. */
-static TGT void tile_bf16_eo(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                             const uint8_t *x, size_t xs, int nt, float *out) {
+static TGT void tile_bf16_eo(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,
+                             int nt, float *out) {
     (void)K;
     const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
     const float *xt[4];
@@ -211,8 +204,8 @@ static TGT void tile_bf16_eo(int K, int k0, int k1, const uint8_t *w, size_t ws,
         const uint16_t *wr[2] = {(const uint16_t *)(w + (size_t)r0 * ws),
                                  (const uint16_t *)(w + (size_t)(r0 + 1 < nr ? r0 + 1 : r0) * ws)};
         __m256 acc[2][4];
-        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) acc[r][t] = _mm256_setzero_ps();
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            acc[r][t] = _mm256_setzero_ps();
         for (int k = k0; k < k1; k += 16) {
             __m256i d0 = _mm256_loadu_si256((const __m256i *)(wr[0] + k));
             __m256i d1 = _mm256_loadu_si256((const __m256i *)(wr[1] + k));
@@ -227,8 +220,8 @@ static TGT void tile_bf16_eo(int K, int k0, int k1, const uint8_t *w, size_t ws,
             }
         }
         float res[2][4];
-        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++)
-            _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++) res[r][t] = hsum(acc[r][t]);
+        _Pragma("GCC unroll 2") for (int r = 0; r < 2; r++) _Pragma("GCC unroll 4") for (int t = 0; t < 4; t++)
+            res[r][t] = hsum(acc[r][t]);
         for (int r = 0; r < 2 && r0 + r < nr; r++)
             for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r0 + r] = res[r][t];
     }
@@ -383,24 +376,20 @@ TGT void r1_x86_f32_to_f16_avx2(const float *x, uint16_t *y, int n) {
  * VNNI q4_K and q5_K widen their quants to int16 against q8ws activations
  * (both parts in one vpmaddwd, kquants_avx2.c), with VNNI vpdpbusd on q8s
  * pairs. */
-#define AVX2_COMMON                                                                                \
-    .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2,                        \
-    .quant_q16 = r1_x86_quant_q16_avx2, .quant_q8_2 = r1_x86_quant_q8_2_avx2,                      \
-    .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2, .q8w_fold = r1_x86_q8w_fold_avx2,                    \
-    .dot_f32 = r1_x86_dot_f32_avx2, .dot_f16 = r1_x86_dot_f16_avx2,                                \
-    .axpy_f32 = r1_x86_axpy_f32_avx2, .axpy_f16 = r1_x86_axpy_f16_avx2,                            \
-    .f32_to_f16 = r1_x86_f32_to_f16_avx2, .f16_to_f32 = r1_x86_f16_to_f32_avx2,                    \
-    .attn_qk = r1_x86_attn_qk_avx2, .attn_pv = r1_x86_attn_pv_avx2,                                \
-    .attn_softmax = r1_x86_attn_softmax_avx2, .attn_qk_f16 = r1_x86_attn_qk_f16_avx2,              \
-    .attn_pv_f16 = r1_x86_attn_pv_f16_avx2, .silu_mul = r1_x86_silu_mul_avx2,                      \
-    .q8_0_to_f32 = r1_x86_q8_0_to_f32_avx2, .attn_qk_q8 = r1_x86_attn_qk_q8_avx2,                  \
-    .attn_pv_q8 = r1_x86_attn_pv_q8_avx2
+#define AVX2_COMMON                                                                                                    \
+    .quant_q8 = r1_x86_quant_q8_avx2, .quant_q8x8 = r1_x86_quant_q8x8_avx2, .quant_q16 = r1_x86_quant_q16_avx2,        \
+    .quant_q8_2 = r1_x86_quant_q8_2_avx2, .quant_q8x8_2 = r1_x86_quant_q8x8_2_avx2, .q8w_fold = r1_x86_q8w_fold_avx2,  \
+    .dot_f32 = r1_x86_dot_f32_avx2, .dot_f16 = r1_x86_dot_f16_avx2, .axpy_f32 = r1_x86_axpy_f32_avx2,                  \
+    .axpy_f16 = r1_x86_axpy_f16_avx2, .f32_to_f16 = r1_x86_f32_to_f16_avx2, .f16_to_f32 = r1_x86_f16_to_f32_avx2,      \
+    .attn_qk = r1_x86_attn_qk_avx2, .attn_pv = r1_x86_attn_pv_avx2, .attn_softmax = r1_x86_attn_softmax_avx2,          \
+    .attn_qk_f16 = r1_x86_attn_qk_f16_avx2, .attn_pv_f16 = r1_x86_attn_pv_f16_avx2, .silu_mul = r1_x86_silu_mul_avx2,  \
+    .q8_0_to_f32 = r1_x86_q8_0_to_f32_avx2, .attn_qk_q8 = r1_x86_attn_qk_q8_avx2, .attn_pv_q8 = r1_x86_attn_pv_q8_avx2
 
 /* The float formats, the same in both tables */
-#define AVX2_FLOAT_TILES                                                                           \
-    [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, .batch_panel = r1_x86_panel_avx2_f32},             \
-    [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, .batch_panel = r1_x86_panel_avx2_f16},             \
-    [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,              \
+#define AVX2_FLOAT_TILES                                                                                               \
+    [R1_DTYPE_F32] = {R1_CPU_ACT_F32, tile_f32, .batch_panel = r1_x86_panel_avx2_f32},                                 \
+    [R1_DTYPE_F16] = {R1_CPU_ACT_F32, tile_f16, .batch_panel = r1_x86_panel_avx2_f16},                                 \
+    [R1_DTYPE_BF16] = {R1_CPU_ACT_F32EO32, tile_bf16, R1_CPU_ACT_F32EO, tile_bf16_eo,                                  \
                        .batch_panel = r1_x86_panel_avx2_bf16}
 
 const struct r1_cpu_isa r1_cpu_avx2 = {
@@ -411,32 +400,25 @@ const struct r1_cpu_isa r1_cpu_avx2 = {
     .mm =
         {
             AVX2_FLOAT_TILES,
-            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2,
-                               .batch_panel = r1_x86_panel_q16_avx2_q8_0, .panel_act = R1_CPU_ACT_Q16},
-            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2,
-                               .batch_panel = r1_x86_panel_q16_avx2_q4_0, .panel_act = R1_CPU_ACT_Q16,
-                               .pair_tile = r1_x86_tile_q4_0_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8W, r1_x86_tile_q8_0_q8w_avx2, .batch_panel = r1_x86_panel_q16_avx2_q8_0,
+                               .panel_act = R1_CPU_ACT_Q16},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2, .batch_panel = r1_x86_panel_q16_avx2_q4_0,
+                               .panel_act = R1_CPU_ACT_Q16, .pair_tile = r1_x86_tile_q4_0_pair_avx2, .pair_nt = 2},
             [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_avx2, .batch_panel = r1_x86_panel_avx2_q4_1,
                                .pair_tile = r1_x86_tile_q4_1_pair_avx2, .pair_nt = 2},
             [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_avx2, .batch_panel = r1_x86_panel_avx2_q5_0,
                                .pair_tile = r1_x86_tile_q5_0_pair_avx2, .pair_nt = 2},
             [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_avx2, .batch_panel = r1_x86_panel_avx2_q5_1,
                                .pair_tile = r1_x86_tile_q5_1_pair_avx2, .pair_nt = 2},
-            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q4_K_q8ws_avx2,
-                               .batch_panel = r1_x86_panel_avx2_q4_K},
-            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q5_K_q8ws_avx2,
-                               .batch_panel = r1_x86_panel_avx2_q5_K},
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q4_K_q8ws_avx2, .batch_panel = r1_x86_panel_avx2_q4_K},
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8WS, r1_kq_tile_q5_K_q8ws_avx2, .batch_panel = r1_x86_panel_avx2_q5_K},
             [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_avx2, .batch_panel = r1_x86_panel_avx2_q6_K,
                                .pair_tile = r1_kq_tile_q6_K_pair_avx2, .pair_nt = 2},
-            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx2,
-                                 .batch_panel = r1_x86_panel_q16_avx2_q4_0x8,
-                                 .panel_act = R1_CPU_ACT_Q16,
-                                 .pair_tile = r1_x86_tile_q4_0x8_pair_avx2, .pair_nt = 2},
-            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2,
-                                 .batch_panel = r1_x86_panel_avx2_q4_Kx8,
+            [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx2, .batch_panel = r1_x86_panel_q16_avx2_q4_0x8,
+                                 .panel_act = R1_CPU_ACT_Q16, .pair_tile = r1_x86_tile_q4_0x8_pair_avx2, .pair_nt = 2},
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2, .batch_panel = r1_x86_panel_avx2_q4_Kx8,
                                  .pair_tile = r1_x86_tile_q4_Kx8_pair_avx2, .pair_nt = 2},
-            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2,
-                                 .batch_panel = r1_x86_panel_avx2_q6_Kx8,
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2, .batch_panel = r1_x86_panel_avx2_q6_Kx8,
                                  .pair_tile = r1_kq_tile_q6_Kx8_pair_avx2, .pair_nt = 2},
         },
     AVX2_COMMON,
@@ -450,37 +432,27 @@ const struct r1_cpu_isa r1_cpu_avx2_vnni = {
     .mm =
         {
             AVX2_FLOAT_TILES,
-            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni,
-                               .batch_panel = r1_x86_panel_q16_avx2_q8_0, .panel_act = R1_CPU_ACT_Q16,
-                               .pair_tile = r1_x86_tile_q8_0_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2vnni,
-                               .batch_panel = r1_x86_panel_q16_avx2_q4_0, .panel_act = R1_CPU_ACT_Q16,
-                               .pair_tile = r1_x86_tile_q4_0_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_avx2vnni,
-                               .batch_panel = r1_x86_panel_avx2_q4_1,
+            [R1_DTYPE_Q8_0] = {R1_CPU_ACT_Q8, r1_x86_tile_q8_0_avx2vnni, .batch_panel = r1_x86_panel_q16_avx2_q8_0,
+                               .panel_act = R1_CPU_ACT_Q16, .pair_tile = r1_x86_tile_q8_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_0_avx2vnni, .batch_panel = r1_x86_panel_q16_avx2_q4_0,
+                               .panel_act = R1_CPU_ACT_Q16, .pair_tile = r1_x86_tile_q4_0_pair_avx2vnni, .pair_nt = 2},
+            [R1_DTYPE_Q4_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q4_1_avx2vnni, .batch_panel = r1_x86_panel_avx2_q4_1,
                                .pair_tile = r1_x86_tile_q4_1_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_avx2vnni,
-                               .batch_panel = r1_x86_panel_avx2_q5_0,
+            [R1_DTYPE_Q5_0] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_0_avx2vnni, .batch_panel = r1_x86_panel_avx2_q5_0,
                                .pair_tile = r1_x86_tile_q5_0_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_avx2vnni,
-                               .batch_panel = r1_x86_panel_avx2_q5_1,
+            [R1_DTYPE_Q5_1] = {R1_CPU_ACT_Q8S, r1_x86_tile_q5_1_avx2vnni, .batch_panel = r1_x86_panel_avx2_q5_1,
                                .pair_tile = r1_x86_tile_q5_1_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_avx2vnni,
-                               .batch_panel = r1_x86_panel_avx2_q4_K,
+            [R1_DTYPE_Q4_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q4_K_avx2vnni, .batch_panel = r1_x86_panel_avx2_q4_K,
                                .pair_tile = r1_kq_tile_q4_K_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_avx2vnni,
-                               .batch_panel = r1_x86_panel_avx2_q5_K,
+            [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q5_K_avx2vnni, .batch_panel = r1_x86_panel_avx2_q5_K,
                                .pair_tile = r1_kq_tile_q5_K_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_avx2vnni,
-                               .batch_panel = r1_x86_panel_avx2_q6_K,
+            [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8S, r1_kq_tile_q6_K_avx2vnni, .batch_panel = r1_x86_panel_avx2_q6_K,
                                .pair_tile = r1_kq_tile_q6_K_pair_avx2vnni, .pair_nt = 2},
             [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx2vnni, .batch_panel = NULL,
                                  .pair_tile = r1_x86_tile_q4_0x8_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2vnni,
-                                 .batch_panel = r1_x86_panel_avx2_q4_Kx8,
+            [R1_DTYPE_Q4_KX8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_Kx8_avx2vnni, .batch_panel = r1_x86_panel_avx2_q4_Kx8,
                                  .pair_tile = r1_x86_tile_q4_Kx8_pair_avx2vnni, .pair_nt = 2},
-            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2vnni,
-                                 .batch_panel = r1_x86_panel_avx2_q6_Kx8,
+            [R1_DTYPE_Q6_KX8] = {R1_CPU_ACT_Q8X8, r1_kq_tile_q6_Kx8_avx2vnni, .batch_panel = r1_x86_panel_avx2_q6_Kx8,
                                  .pair_tile = r1_kq_tile_q6_Kx8_pair_avx2vnni, .pair_nt = 2},
         },
     AVX2_COMMON,

@@ -27,9 +27,9 @@
 #define TGT __attribute__((target(R1_AVX2_TGT)))
 #define INL R1_AVX2_INL
 
-#define KP 512 /* columns per panel slice */
-#define GR 16  /* rows per group (two ymm) */
-#define NTP 6  /* tokens per pass */
+#define KP 512    /* columns per panel slice */
+#define GR 16     /* rows per group (two ymm) */
+#define NTP 6     /* tokens per pass */
 #define PF_ROWS 2 /* rows fetched ahead while dequantizing */
 
 /* A row's columns [k0, k1) as f32 into dst (k0 a multiple of 512, k1 of the
@@ -152,14 +152,12 @@ INL void deq_x8(const int KQ, const uint8_t *row, int k0, int k1, float *dst) {
     const __m128i m4 = _mm_set1_epi8(0x0f);
     for (int s = k0 / 256; s < k1 / 256; s++, dst += 256) {
         const uint8_t *p = row + (size_t)s * 144;
-        __m256i q0 = _mm256_loadu_si256((const __m256i *)(p + 16)),
-                q1 = _mm256_loadu_si256((const __m256i *)(p + 48)),
-                q2 = _mm256_loadu_si256((const __m256i *)(p + 80)),
-                q3 = _mm256_loadu_si256((const __m256i *)(p + 112));
+        __m256i q0 = _mm256_loadu_si256((const __m256i *)(p + 16)), q1 = _mm256_loadu_si256((const __m256i *)(p + 48)),
+                q2 = _mm256_loadu_si256((const __m256i *)(p + 80)), q3 = _mm256_loadu_si256((const __m256i *)(p + 112));
         __m256i a = _mm256_unpacklo_epi32(q0, q1), b = _mm256_unpacklo_epi32(q2, q3);
         __m256i c = _mm256_unpackhi_epi32(q0, q1), e = _mm256_unpackhi_epi32(q2, q3);
-        __m256i blk[4] = {_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b),
-                          _mm256_unpacklo_epi64(c, e), _mm256_unpackhi_epi64(c, e)};
+        __m256i blk[4] = {_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b), _mm256_unpacklo_epi64(c, e),
+                          _mm256_unpackhi_epi64(c, e)};
         _Alignas(32) float dv[8], mv[8];
         if (KQ) {
             kq_scale_min(p + 4, f16(p), f16(p + 2), dv, mv);
@@ -261,15 +259,16 @@ static TGT void deq_q6_Kx8(const uint8_t *row, int k0, int k1, float *dst) {
 /* Rows [0, nr) of w, columns [k0, k1), into the panel group pg (pg[k * GR +
  * i] = row i, column k0 + k), rows past nr and columns past k1 (up to a
  * multiple of 8) zero. stage: GR x KP floats. */
-static TGT void fill_group(deq_fn deq, int K, const uint8_t *w, size_t ws, int nr, int k0, int k1,
-                           float *stage, float *pg) {
+static TGT void fill_group(deq_fn deq, int K, const uint8_t *w, size_t ws, int nr, int k0, int k1, float *stage,
+                           float *pg) {
     const int kn = k1 - k0, kn8 = (kn + 7) & ~7;
     /* the slice's bytes in a row (k0 and k1 on block boundaries or K) */
     const size_t b0 = (size_t)((double)ws * k0 / K), b1 = (size_t)((double)ws * k1 / K);
     for (int i = 0; i < GR; i++) {
         float *s = stage + (size_t)i * KP;
         if (i + PF_ROWS < nr) /* rows are short streams: fetch ahead of the loads */
-            for (size_t o = b0; o < b1; o += 64) _mm_prefetch((const char *)(w + (size_t)(i + PF_ROWS) * ws + o), _MM_HINT_T0);
+            for (size_t o = b0; o < b1; o += 64)
+                _mm_prefetch((const char *)(w + (size_t)(i + PF_ROWS) * ws + o), _MM_HINT_T0);
         if (i < nr) deq(w + (size_t)i * ws, k0, k1, s);
         else memset(s, 0, (size_t)kn * sizeof(float));
         for (int k = kn; k < kn8; k++) s[k] = 0.0f;
@@ -290,11 +289,11 @@ INL void gemm_pass(const int NT, const float *pg, int kn, const float *const *xt
     const float *x0 = xt[0], *x1 = xt[1], *x2 = xt[2], *x3 = xt[3], *x4 = xt[4], *x5 = xt[5];
     _Pragma("GCC unroll 4") for (int k = 0; k < kn; k++) {
         __m256 a0 = _mm256_load_ps(pg), a1 = _mm256_load_ps(pg + 8), b;
-#define GEMM_TOK(T_, X_)                                                                           \
-    if (NT > T_) {                                                                                 \
-        b = _mm256_broadcast_ss(X_++);                                                             \
-        acc[T_][0] = _mm256_fmadd_ps(a0, b, acc[T_][0]);                                           \
-        acc[T_][1] = _mm256_fmadd_ps(a1, b, acc[T_][1]);                                           \
+#define GEMM_TOK(T_, X_)                                                                                               \
+    if (NT > T_) {                                                                                                     \
+        b = _mm256_broadcast_ss(X_++);                                                                                 \
+        acc[T_][0] = _mm256_fmadd_ps(a0, b, acc[T_][0]);                                                               \
+        acc[T_][1] = _mm256_fmadd_ps(a1, b, acc[T_][1]);                                                               \
     }
         GEMM_TOK(0, x0)
         GEMM_TOK(1, x1)
@@ -318,18 +317,30 @@ INL void gemm_pass(const int NT, const float *pg, int kn, const float *const *xt
 
 static TGT void gemm_n(int nt, const float *pg, int kn, const float *const *xt, float *C, int ldc, int add) {
     switch (nt) {
-    case 6: gemm_pass(6, pg, kn, xt, C, ldc, add); break;
-    case 5: gemm_pass(5, pg, kn, xt, C, ldc, add); break;
-    case 4: gemm_pass(4, pg, kn, xt, C, ldc, add); break;
-    case 3: gemm_pass(3, pg, kn, xt, C, ldc, add); break;
-    case 2: gemm_pass(2, pg, kn, xt, C, ldc, add); break;
-    default: gemm_pass(1, pg, kn, xt, C, ldc, add); break;
+    case 6:
+        gemm_pass(6, pg, kn, xt, C, ldc, add);
+        break;
+    case 5:
+        gemm_pass(5, pg, kn, xt, C, ldc, add);
+        break;
+    case 4:
+        gemm_pass(4, pg, kn, xt, C, ldc, add);
+        break;
+    case 3:
+        gemm_pass(3, pg, kn, xt, C, ldc, add);
+        break;
+    case 2:
+        gemm_pass(2, pg, kn, xt, C, ldc, add);
+        break;
+    default:
+        gemm_pass(1, pg, kn, xt, C, ldc, add);
+        break;
     }
 }
 
 /* r1_cpu_panel_fn for one format */
-static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs,
-                          int tn, float *C, int ldc) {
+static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,
+                          float *C, int ldc) {
     const int ng = (mc + GR - 1) / GR;
     float *panel = (float *)r1_cpu_scratch(2, (size_t)(ng + 1) * KP * GR * sizeof(float));
     float *stage = panel + (size_t)ng * KP * GR;
@@ -353,10 +364,9 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
 }
 
 /* FN: the panel GEMM on the weights DEQ unpacks */
-#define PANEL(FN, DEQ)                                                                             \
-    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
-                float *C, int ldc) {                                                               \
-        panel_run(DEQ, K, w, ws, mc, x, xs, tn, C, ldc);                                           \
+#define PANEL(FN, DEQ)                                                                                                 \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C, int ldc) {    \
+        panel_run(DEQ, K, w, ws, mc, x, xs, tn, C, ldc);                                                               \
     }
 PANEL(r1_x86_panel_avx2_f32, r1_x86_row_f32_f32)
 PANEL(r1_x86_panel_avx2_f16, r1_x86_row_f16_f32)

@@ -45,8 +45,8 @@ typedef void (*deq_fn)(const uint8_t *row, int k0, int k1, float *dst);
 /* Rows [0, nr) of w, columns [k0, k1) (kn = k1 - k0 <= KP), into the group
  * pg (pg[k * GR + i] = row i, column k0 + k), rows past nr and columns from
  * kn to kn rounded up to 8 zero. stage: GR x KP floats. */
-static TGT void fill_group(deq_fn deq, int K, const uint8_t *w, size_t ws, int nr, int k0, int k1,
-                           float *stage, float *pg) {
+static TGT void fill_group(deq_fn deq, int K, const uint8_t *w, size_t ws, int nr, int k0, int k1, float *stage,
+                           float *pg) {
     const int kn = k1 - k0, kn8 = (kn + 7) & ~7;
     /* the slice's bytes of a row (about: the formats' blocks are whole) */
     const size_t b0 = (size_t)((double)ws * k0 / K), b1 = (size_t)((double)ws * k1 / K);
@@ -68,15 +68,14 @@ static TGT void fill_group(deq_fn deq, int K, const uint8_t *w, size_t ws, int n
 INL void gemm_pass(const int NT, const float *pg, int kn, const float *const *xt, float *C, int ldc, int add) {
     __m512 acc[NTP][2];
     _Pragma("GCC unroll 8") for (int t = 0; t < NT; t++) acc[t][0] = acc[t][1] = _mm512_setzero_ps();
-    const float *x0 = xt[0], *x1 = xt[1], *x2 = xt[2], *x3 = xt[3], *x4 = xt[4], *x5 = xt[5], *x6 = xt[6],
-                *x7 = xt[7];
+    const float *x0 = xt[0], *x1 = xt[1], *x2 = xt[2], *x3 = xt[3], *x4 = xt[4], *x5 = xt[5], *x6 = xt[6], *x7 = xt[7];
     _Pragma("GCC unroll 2") for (int k = 0; k < kn; k++) {
         __m512 a0 = _mm512_load_ps(pg), a1 = _mm512_load_ps(pg + 16), b;
-#define GEMM_TOK(T_, X_)                                                                           \
-    if (NT > T_) {                                                                                 \
-        b = _mm512_set1_ps(*X_++);                                                                 \
-        acc[T_][0] = _mm512_fmadd_ps(a0, b, acc[T_][0]);                                           \
-        acc[T_][1] = _mm512_fmadd_ps(a1, b, acc[T_][1]);                                           \
+#define GEMM_TOK(T_, X_)                                                                                               \
+    if (NT > T_) {                                                                                                     \
+        b = _mm512_set1_ps(*X_++);                                                                                     \
+        acc[T_][0] = _mm512_fmadd_ps(a0, b, acc[T_][0]);                                                               \
+        acc[T_][1] = _mm512_fmadd_ps(a1, b, acc[T_][1]);                                                               \
     }
         GEMM_TOK(0, x0)
         GEMM_TOK(1, x1)
@@ -102,20 +101,36 @@ INL void gemm_pass(const int NT, const float *pg, int kn, const float *const *xt
 
 static TGT void gemm_n(int nt, const float *pg, int kn, const float *const *xt, float *C, int ldc, int add) {
     switch (nt) {
-    case 8: gemm_pass(8, pg, kn, xt, C, ldc, add); break;
-    case 7: gemm_pass(7, pg, kn, xt, C, ldc, add); break;
-    case 6: gemm_pass(6, pg, kn, xt, C, ldc, add); break;
-    case 5: gemm_pass(5, pg, kn, xt, C, ldc, add); break;
-    case 4: gemm_pass(4, pg, kn, xt, C, ldc, add); break;
-    case 3: gemm_pass(3, pg, kn, xt, C, ldc, add); break;
-    case 2: gemm_pass(2, pg, kn, xt, C, ldc, add); break;
-    default: gemm_pass(1, pg, kn, xt, C, ldc, add); break;
+    case 8:
+        gemm_pass(8, pg, kn, xt, C, ldc, add);
+        break;
+    case 7:
+        gemm_pass(7, pg, kn, xt, C, ldc, add);
+        break;
+    case 6:
+        gemm_pass(6, pg, kn, xt, C, ldc, add);
+        break;
+    case 5:
+        gemm_pass(5, pg, kn, xt, C, ldc, add);
+        break;
+    case 4:
+        gemm_pass(4, pg, kn, xt, C, ldc, add);
+        break;
+    case 3:
+        gemm_pass(3, pg, kn, xt, C, ldc, add);
+        break;
+    case 2:
+        gemm_pass(2, pg, kn, xt, C, ldc, add);
+        break;
+    default:
+        gemm_pass(1, pg, kn, xt, C, ldc, add);
+        break;
     }
 }
 
 /* r1_cpu_panel_fn on the rows deq unpacks */
-static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs,
-                          int tn, float *C, int ldc) {
+static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,
+                          float *C, int ldc) {
     const int ng = (mc + GR - 1) / GR;
     float *panel = (float *)r1_cpu_scratch(2, (size_t)(ng + 1) * KP * GR * sizeof(float));
     float *stage = panel + (size_t)ng * KP * GR;
@@ -136,10 +151,8 @@ static TGT void panel_run(deq_fn deq, int K, const uint8_t *w, size_t ws, int mc
 }
 
 /* the regrouped K-quants' rows (K % 256 == 0) */
-#define X8_ROW(NAME, DT)                                                                           \
-    static TGT void NAME(const uint8_t *row, int k0, int k1, float *dst) {                        \
-        r1_x86_x8_row_f32(DT, row, k0, k1, dst);                                                   \
-    }
+#define X8_ROW(NAME, DT)                                                                                               \
+    static TGT void NAME(const uint8_t *row, int k0, int k1, float *dst) { r1_x86_x8_row_f32(DT, row, k0, k1, dst); }
 X8_ROW(row_q4_Kx8, R1_DTYPE_Q4_KX8)
 X8_ROW(row_q5_Kx8, R1_DTYPE_Q5_KX8)
 X8_ROW(row_q6_Kx8, R1_DTYPE_Q6_KX8)
@@ -154,10 +167,9 @@ static TGT void row_q8_0x8(const uint8_t *row, int k0, int k1, float *dst) {
 }
 
 /* FN: the panel GEMM on the rows DEQ unpacks */
-#define PANEL(FN, DEQ)                                                                             \
-    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
-                float *C, int ldc) {                                                               \
-        panel_run(DEQ, K, w, ws, mc, x, xs, tn, C, ldc);                                           \
+#define PANEL(FN, DEQ)                                                                                                 \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C, int ldc) {    \
+        panel_run(DEQ, K, w, ws, mc, x, xs, tn, C, ldc);                                                               \
     }
 PANEL(r1_x86_panel_avx512_f32, r1_x86_row_f32_f32)
 PANEL(r1_x86_panel_avx512_f16, r1_x86_row_f16_f32)

@@ -80,10 +80,8 @@ static TGT void deq16_q4_0(const uint8_t *row, int k0, int k1, int16_t *q, float
 static TGT void deq16_q4_0x8(const uint8_t *row, int k0, int k1, int16_t *q, float *d) {
     for (int s = k0 / 256; s < k1 / 256; s++, q += 256, d += 8) {
         const uint8_t *p = row + (size_t)s * 144;
-        __m256i q0 = _mm256_loadu_si256((const __m256i *)(p + 16)),
-                q1 = _mm256_loadu_si256((const __m256i *)(p + 48)),
-                q2 = _mm256_loadu_si256((const __m256i *)(p + 80)),
-                q3 = _mm256_loadu_si256((const __m256i *)(p + 112));
+        __m256i q0 = _mm256_loadu_si256((const __m256i *)(p + 16)), q1 = _mm256_loadu_si256((const __m256i *)(p + 48)),
+                q2 = _mm256_loadu_si256((const __m256i *)(p + 80)), q3 = _mm256_loadu_si256((const __m256i *)(p + 112));
         __m256i a = _mm256_unpacklo_epi32(q0, q1), b = _mm256_unpacklo_epi32(q2, q3);
         __m256i c = _mm256_unpackhi_epi32(q0, q1), e = _mm256_unpackhi_epi32(q2, q3);
         __m256i blk[4] = {_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b), _mm256_unpacklo_epi64(c, e),
@@ -102,8 +100,8 @@ static TGT void deq16_q4_0x8(const uint8_t *row, int k0, int k1, int16_t *q, flo
 /* Rows [0, nr) of w, columns [k0, k1), into the group at pg: column pair j
  * of row i at dword j * GR + i, block b's scales at ps[b * GR + i]; rows past
  * nr zero. stage: GR x KP int16 and GR x NB floats (in L1). */
-static TGT void fill_group(deq16_fn deq, int K, const uint8_t *w, size_t ws, int nr, int k0, int k1,
-                           int16_t *stage, float *sst, int32_t *pg, float *ps) {
+static TGT void fill_group(deq16_fn deq, int K, const uint8_t *w, size_t ws, int nr, int k0, int k1, int16_t *stage,
+                           float *sst, int32_t *pg, float *ps) {
     const int kn = k1 - k0, nb = kn / 32;
     const size_t b0 = (size_t)((double)ws * k0 / K), b1 = (size_t)((double)ws * k1 / K);
     for (int i = 0; i < GR; i++) {
@@ -123,8 +121,8 @@ static TGT void fill_group(deq16_fn deq, int K, const uint8_t *w, size_t ws, int
 
 /* C[t * ldc + i] (= or +=) sum over the nb blocks from block bb of the
  * group's rows i < 8 times token t < NT (q16 form at xt[t]). */
-INL void ipass(const int NT, const int32_t *pg, const float *ps, int nb, int bb, size_t qoff,
-               const uint8_t *const *xt, float *C, int ldc, int add) {
+INL void ipass(const int NT, const int32_t *pg, const float *ps, int nb, int bb, size_t qoff, const uint8_t *const *xt,
+               float *C, int ldc, int add) {
     __m256 acc[NTP];
     const int32_t *q[NTP];
     const float *d[NTP];
@@ -147,7 +145,8 @@ INL void ipass(const int NT, const int32_t *pg, const float *ps, int nb, int bb,
         }
         const __m256 dw = _mm256_load_ps(ps + b * GR);
         _Pragma("GCC unroll 6") for (int t = 0; t < NT; t++) {
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[t] + b)), acc[t]);
+            acc[t] =
+                _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[t]), _mm256_mul_ps(dw, _mm256_broadcast_ss(d[t] + b)), acc[t]);
             q[t] += 16;
         }
         pg += 16 * GR;
@@ -162,18 +161,30 @@ INL void ipass(const int NT, const int32_t *pg, const float *ps, int nb, int bb,
 static TGT void ipass_n(int nt, const int32_t *pg, const float *ps, int nb, int bb, size_t qoff,
                         const uint8_t *const *xt, float *C, int ldc, int add) {
     switch (nt) {
-    case 6: ipass(6, pg, ps, nb, bb, qoff, xt, C, ldc, add); break;
-    case 5: ipass(5, pg, ps, nb, bb, qoff, xt, C, ldc, add); break;
-    case 4: ipass(4, pg, ps, nb, bb, qoff, xt, C, ldc, add); break;
-    case 3: ipass(3, pg, ps, nb, bb, qoff, xt, C, ldc, add); break;
-    case 2: ipass(2, pg, ps, nb, bb, qoff, xt, C, ldc, add); break;
-    default: ipass(1, pg, ps, nb, bb, qoff, xt, C, ldc, add); break;
+    case 6:
+        ipass(6, pg, ps, nb, bb, qoff, xt, C, ldc, add);
+        break;
+    case 5:
+        ipass(5, pg, ps, nb, bb, qoff, xt, C, ldc, add);
+        break;
+    case 4:
+        ipass(4, pg, ps, nb, bb, qoff, xt, C, ldc, add);
+        break;
+    case 3:
+        ipass(3, pg, ps, nb, bb, qoff, xt, C, ldc, add);
+        break;
+    case 2:
+        ipass(2, pg, ps, nb, bb, qoff, xt, C, ldc, add);
+        break;
+    default:
+        ipass(1, pg, ps, nb, bb, qoff, xt, C, ldc, add);
+        break;
     }
 }
 
 /* r1_cpu_panel_fn for one format; x: tn tokens in q16 form, xs bytes apart */
-static TGT void ipanel_run(deq16_fn deq, int K, const uint8_t *w, size_t ws, int mc, const uint8_t *x,
-                           size_t xs, int tn, float *C, int ldc) {
+static TGT void ipanel_run(deq16_fn deq, int K, const uint8_t *w, size_t ws, int mc, const uint8_t *x, size_t xs,
+                           int tn, float *C, int ldc) {
     const int ng = (mc + GR - 1) / GR;
     uint8_t *buf = r1_cpu_scratch(2, (size_t)ng * GROUP_BYTES + (size_t)GR * KP * 2 + (size_t)GR * NB * 4);
     int16_t *stage = (int16_t *)(buf + (size_t)ng * GROUP_BYTES);
@@ -183,8 +194,8 @@ static TGT void ipanel_run(deq16_fn deq, int K, const uint8_t *w, size_t ws, int
         const int k1 = K - k0 < KP ? K : k0 + KP, nb = (k1 - k0) / 32;
         for (int g = 0; g < ng; g++) {
             int32_t *pg = (int32_t *)(buf + (size_t)g * GROUP_BYTES);
-            fill_group(deq, K, w + (size_t)g * GR * ws, ws, mc - g * GR < GR ? mc - g * GR : GR, k0, k1, stage, sst,
-                       pg, (float *)(pg + KP / 2 * GR));
+            fill_group(deq, K, w + (size_t)g * GR * ws, ws, mc - g * GR < GR ? mc - g * GR : GR, k0, k1, stage, sst, pg,
+                       (float *)(pg + KP / 2 * GR));
         }
         /* a group's panel (8 KiB) stays in L1 while the tokens pass */
         for (int g = 0; g < ng; g++) {
@@ -193,18 +204,17 @@ static TGT void ipanel_run(deq16_fn deq, int K, const uint8_t *w, size_t ws, int
                 const int nt = tn - t < NTP ? tn - t : NTP;
                 const uint8_t *xt[NTP];
                 for (int j = 0; j < NTP; j++) xt[j] = x + (size_t)(t + (j < nt ? j : 0)) * xs;
-                ipass_n(nt, pg, (const float *)(pg + KP / 2 * GR), nb, k0 / 32, qoff, xt,
-                        C + (size_t)t * ldc + g * GR, ldc, k0 > 0);
+                ipass_n(nt, pg, (const float *)(pg + KP / 2 * GR), nb, k0 / 32, qoff, xt, C + (size_t)t * ldc + g * GR,
+                        ldc, k0 > 0);
             }
         }
     }
 }
 
 /* FN: the integer panel GEMM on the weights DEQ unpacks */
-#define IPANEL(FN, DEQ)                                                                            \
-    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,    \
-                float *C, int ldc) {                                                               \
-        ipanel_run(DEQ, K, w, ws, mc, (const uint8_t *)x, xs, tn, C, ldc);                         \
+#define IPANEL(FN, DEQ)                                                                                                \
+    TGT void FN(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C, int ldc) {    \
+        ipanel_run(DEQ, K, w, ws, mc, (const uint8_t *)x, xs, tn, C, ldc);                                             \
     }
 IPANEL(r1_x86_panel_q16_avx2_q8_0, deq16_q8_0)
 IPANEL(r1_x86_panel_q16_avx2_q4_0, deq16_q4_0)
@@ -227,8 +237,10 @@ TGT void r1_x86_quant_q16_avx2(const float *x, uint8_t *dst, int K) {
         const float amax = _mm_cvtss_f32(h);
         d[b] = amax / 32767.0f;
         const __m256 id = _mm256_set1_ps(amax > 0.0f ? 32767.0f / amax : 0.0f);
-        __m256i a = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), _mm256_cvtps_epi32(_mm256_mul_ps(v1, id)));
-        __m256i c = _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), _mm256_cvtps_epi32(_mm256_mul_ps(v3, id)));
+        __m256i a =
+            _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v0, id)), _mm256_cvtps_epi32(_mm256_mul_ps(v1, id)));
+        __m256i c =
+            _mm256_packs_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(v2, id)), _mm256_cvtps_epi32(_mm256_mul_ps(v3, id)));
         _mm256_storeu_si256((__m256i *)q, _mm256_permute4x64_epi64(a, 0xd8));
         _mm256_storeu_si256((__m256i *)(q + 16), _mm256_permute4x64_epi64(c, 0xd8));
     }

@@ -60,8 +60,7 @@ INL void kq_prefetch(const uint8_t *blk, size_t bs) {
 INL __m256 lane_mask(int lo, int hi) {
     const __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(hi), i),
-                                 _mm256_cmpgt_epi32(_mm256_add_epi32(i, _mm256_set1_epi32(1)),
-                                                    _mm256_set1_epi32(lo)));
+                                 _mm256_cmpgt_epi32(_mm256_add_epi32(i, _mm256_set1_epi32(1)), _mm256_set1_epi32(lo)));
     return _mm256_castsi256_ps(m);
 }
 
@@ -69,10 +68,14 @@ INL __m256 lane_mask(int lo, int hi) {
  * a switch, so that unoptimized builds see constant immediates too) */
 INL __m256 kq_elem(__m256 v, const int i) {
     switch (i) {
-    case 0: return _mm256_permute_ps(v, 0x00);
-    case 1: return _mm256_permute_ps(v, 0x55);
-    case 2: return _mm256_permute_ps(v, 0xaa);
-    default: return _mm256_permute_ps(v, 0xff);
+    case 0:
+        return _mm256_permute_ps(v, 0x00);
+    case 1:
+        return _mm256_permute_ps(v, 0x55);
+    case 2:
+        return _mm256_permute_ps(v, 0xaa);
+    default:
+        return _mm256_permute_ps(v, 0xff);
     }
 }
 
@@ -92,51 +95,50 @@ INL void kq_fma2(__m256 *a, __m256 *a2, __m256i p0, __m256i p1, const float *s) 
 /* Chunk J (columns 64J..64J+63 of the super-block at blk) of a q4_K/q5_K row:
  * its two sub-blocks' quants, then into each token's two sums: the even
  * sub-block into acc[t], the odd one into acc2[t] (two FMA chains). */
-#define KQ45_CHUNK(J)                                                                              \
-    do {                                                                                           \
-        __m256i q = ld(blk + (DT == F_Q4K ? 16 : 48) + 32 * (J));                                  \
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);  \
-        if (DT == F_Q5K) {                                                                         \
-            __m256i qh = ld(blk + 16);                                                             \
-            lo = _mm256_or_si256(lo, q5_hi(qh, 2 * (J)));                                           \
-            hi = _mm256_or_si256(hi, q5_hi(qh, 2 * (J) + 1));                                       \
-        }                                                                                          \
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
-            const uint8_t *xb = xq[t] + 64 * (J);                                                  \
-            __m256i p0 = PAIR ? r1_avx2_dotz_pair(V, lo, ld(xb), lo, ld(xb + lp))                 \
-                              : r1_avx2_dotz(V, lo, ld(xb));                                       \
-            __m256i p1 = PAIR ? r1_avx2_dotz_pair(V, hi, ld(xb + 32), hi, ld(xb + lp + 32))       \
-                              : r1_avx2_dotz(V, hi, ld(xb + 32));                                  \
-            kq_fma2(&acc[t], &acc2[t], p0, p1, &scm[t][2 * (J)]);                                  \
-        }                                                                                          \
+#define KQ45_CHUNK(J)                                                                                                  \
+    do {                                                                                                               \
+        __m256i q = ld(blk + (DT == F_Q4K ? 16 : 48) + 32 * (J));                                                      \
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);                      \
+        if (DT == F_Q5K) {                                                                                             \
+            __m256i qh = ld(blk + 16);                                                                                 \
+            lo = _mm256_or_si256(lo, q5_hi(qh, 2 * (J)));                                                              \
+            hi = _mm256_or_si256(hi, q5_hi(qh, 2 * (J) + 1));                                                          \
+        }                                                                                                              \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                         \
+            const uint8_t *xb = xq[t] + 64 * (J);                                                                      \
+            __m256i p0 = PAIR ? r1_avx2_dotz_pair(V, lo, ld(xb), lo, ld(xb + lp)) : r1_avx2_dotz(V, lo, ld(xb));       \
+            __m256i p1 =                                                                                               \
+                PAIR ? r1_avx2_dotz_pair(V, hi, ld(xb + 32), hi, ld(xb + lp + 32)) : r1_avx2_dotz(V, hi, ld(xb + 32)); \
+            kq_fma2(&acc[t], &acc2[t], p0, p1, &scm[t][2 * (J)]);                                                      \
+        }                                                                                                              \
     } while (0)
 
 /* Chunk J of a q6_K row: quants from ql (64 bytes per half h = J / 2, nibble
  * J % 2) and qh (bit pairs), then the two 32-column blocks, each the groups
  * 4J + 2i and 4J + 2i + 1 (16 columns each) with their own scales; the
  * first block into acc[t], the second into acc2[t]. */
-#define Q6_BLOCK(QV, XB, A)                                                                        \
-    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
-        const uint8_t *xb = xq[t] + 32 * (XB);                                                     \
-        __m256i p = PAIR ? r1_avx2_dotz_pair(V, QV, ld(xb), QV, ld(xb + lp)) : r1_avx2_dotz(V, QV, ld(xb)); \
-        __m256 f = kq_elem(_mm256_load_ps(&scm[t][8 * ((XB) / 4)]), (XB) % 4);                    \
-        A[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, A[t]);                                    \
+#define Q6_BLOCK(QV, XB, A)                                                                                            \
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                             \
+        const uint8_t *xb = xq[t] + 32 * (XB);                                                                         \
+        __m256i p = PAIR ? r1_avx2_dotz_pair(V, QV, ld(xb), QV, ld(xb + lp)) : r1_avx2_dotz(V, QV, ld(xb));            \
+        __m256 f = kq_elem(_mm256_load_ps(&scm[t][8 * ((XB) / 4)]), (XB) % 4);                                         \
+        A[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), f, A[t]);                                                        \
     }
-#define Q6_CHUNK(J)                                                                                \
-    do {                                                                                           \
-        const uint8_t *ql = blk + 64 * ((J) / 2);                                                  \
-        __m256i a = ld(ql), b = ld(ql + 32), h = ld(blk + 128 + 32 * ((J) / 2));                   \
-        __m256i q0, q1;                                                                            \
-        if ((J) % 2 == 0) {                                                                        \
-            q0 = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30)); \
-            q1 = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30)); \
-        } else {                                                                                   \
-            q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30)); \
-            q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),                    \
-                                 _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));                  \
-        }                                                                                          \
-        Q6_BLOCK(q0, 2 * (J), acc)                                                                 \
-        Q6_BLOCK(q1, 2 * (J) + 1, acc2)                                                            \
+#define Q6_CHUNK(J)                                                                                                    \
+    do {                                                                                                               \
+        const uint8_t *ql = blk + 64 * ((J) / 2);                                                                      \
+        __m256i a = ld(ql), b = ld(ql + 32), h = ld(blk + 128 + 32 * ((J) / 2));                                       \
+        __m256i q0, q1;                                                                                                \
+        if ((J) % 2 == 0) {                                                                                            \
+            q0 = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));             \
+            q1 = _mm256_or_si256(_mm256_and_si256(b, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));             \
+        } else {                                                                                                       \
+            q0 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(h, m30));             \
+            q1 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(b, 4), m4),                                        \
+                                 _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));                                      \
+        }                                                                                                              \
+        Q6_BLOCK(q0, 2 * (J), acc)                                                                                     \
+        Q6_BLOCK(q1, 2 * (J) + 1, acc2)                                                                                \
     } while (0)
 
 /* Super-block sb of sb0 .. sb1 - 1 (columns [k0, k1)): its chunks j0 .. j1 -
@@ -148,21 +150,21 @@ INL int kq_span(unsigned sb, unsigned sb0, unsigned sb1, int k0, int k1, int *j0
 }
 /* CHUNK(j) for the chunks of the span: whole super-blocks (decode: all of
  * them) without range tests */
-#define KQ_CHUNKS(CHUNK)                                                                           \
-    do {                                                                                           \
-        if (!part) {                                                                               \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) CHUNK(j);                          \
-        } else {                                                                                   \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                  \
-                if (j < j0 || j >= j1) continue;                                                   \
-                CHUNK(j);                                                                          \
-            }                                                                                      \
-        }                                                                                          \
+#define KQ_CHUNKS(CHUNK)                                                                                               \
+    do {                                                                                                               \
+        if (!part) {                                                                                                   \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) CHUNK(j);                                              \
+        } else {                                                                                                       \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) {                                                      \
+                if (j < j0 || j >= j1) continue;                                                                       \
+                CHUNK(j);                                                                                              \
+            }                                                                                                          \
+        }                                                                                                              \
     } while (0)
-#define KQ_RUN_CHUNK(J)                                                                            \
-    do {                                                                                           \
-        if (DT == F_Q6K) Q6_CHUNK(J);                                                              \
-        else KQ45_CHUNK(J);                                                                        \
+#define KQ_RUN_CHUNK(J)                                                                                                \
+    do {                                                                                                               \
+        if (DT == F_Q6K) Q6_CHUNK(J);                                                                                  \
+        else KQ45_CHUNK(J);                                                                                            \
     } while (0)
 
 /* One row w x NT tokens (xt) over columns [k0, k1): res[t]. pf: fetch the
@@ -172,8 +174,8 @@ INL int kq_span(unsigned sb, unsigned sb0, unsigned sb1, int k0, int k1, int *j0
  * d_hi / 256: each 32-column block's dot is (w·hi << 8) + w·lo in int32
  * (avx2_dot.h), converted and multiplied by d sc d_lo once; the sums fold
  * the same way (q6_K: s16_hi << 8 + s16_lo; the mins: fs_hi + fs_lo). */
-INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, int k0, int k1,
-                const uint8_t *w, const uint8_t *const *xt, int pf, float *res) {
+INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, int k0, int k1, const uint8_t *w,
+                const uint8_t *const *xt, int pf, float *res) {
     const size_t bs = DT == F_Q4K ? 144 : DT == F_Q5K ? 176 : 210;
     const size_t lp = PAIR ? r1_cpu_q8s_stride(K) : 0;
     (void)lp;
@@ -206,7 +208,8 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, 
                 /* q6_K: dx per 16-column group (dx2: groups 8..15) */
                 dx2[t] = _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(4, 4, 5, 5, 6, 6, 7, 7));
                 dx[t] = _mm256_permutevar8x32_ps(dx[t], _mm256_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3));
-                __m256i s0 = _mm256_cvtepi16_epi32(_mm_loadu_si128(s)), s1 = _mm256_cvtepi16_epi32(_mm_loadu_si128(s + 1));
+                __m256i s0 = _mm256_cvtepi16_epi32(_mm_loadu_si128(s)),
+                        s1 = _mm256_cvtepi16_epi32(_mm_loadu_si128(s + 1));
                 if (PAIR) { /* hi x 256 + lo, at d_lo (|s16| <= 16 x 127) */
                     const __m128i *l = (const __m128i *)((const uint8_t *)s + lp);
                     s0 = _mm256_add_epi32(_mm256_slli_epi32(s0, 8), _mm256_cvtepi16_epi32(_mm_loadu_si128(l)));
@@ -262,27 +265,27 @@ INL void kq_run(const int DT, const int V, const int PAIR, const int NT, int K, 
  * q8s tiles' (the avx2-vnni table, the AVX-512 ones), by float rounding
  * only: the integers are the same. Bounds: |q| <= 32639, quants <= 31: a
  * lane's 4 products stay below 2^22. */
-#define KQW_CHUNK(J)                                                                               \
-    do {                                                                                           \
-        const uint8_t *qb = blk + (DT == F_Q4K ? 16 : 48) + 32 * (J);                              \
-        __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)qb));                    \
-        __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(qb + 16)));             \
-        __m256i a0 = _mm256_and_si256(a, m4), a1 = _mm256_and_si256(_mm256_srli_epi16(a, 4), m4);  \
-        __m256i b0 = _mm256_and_si256(b, m4), b1 = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);  \
-        if (DT == F_Q5K) { /* bit s of each qh byte: sub-block s's fifth bit, as 16 */             \
-            a0 = _mm256_or_si256(a0, q5_hi16(ha, 2 * (J)));                                        \
-            b0 = _mm256_or_si256(b0, q5_hi16(hb, 2 * (J)));                                        \
-            a1 = _mm256_or_si256(a1, q5_hi16(ha, 2 * (J) + 1));                                    \
-            b1 = _mm256_or_si256(b1, q5_hi16(hb, 2 * (J) + 1));                                    \
-        }                                                                                          \
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
-            const __m256i *xb = (const __m256i *)(xq[t] + 64 * (J));                               \
-            __m256i p0 = _mm256_add_epi32(_mm256_madd_epi16(a0, _mm256_loadu_si256(xb)),            \
-                                          _mm256_madd_epi16(b0, _mm256_loadu_si256(xb + 1)));       \
-            __m256i p1 = _mm256_add_epi32(_mm256_madd_epi16(a1, _mm256_loadu_si256(xb + 2)),        \
-                                          _mm256_madd_epi16(b1, _mm256_loadu_si256(xb + 3)));       \
-            kq_fma2(&acc[t], &acc2[t], p0, p1, &scm[t][2 * (J)]);                                  \
-        }                                                                                          \
+#define KQW_CHUNK(J)                                                                                                   \
+    do {                                                                                                               \
+        const uint8_t *qb = blk + (DT == F_Q4K ? 16 : 48) + 32 * (J);                                                  \
+        __m256i a = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)qb));                                        \
+        __m256i b = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(qb + 16)));                                 \
+        __m256i a0 = _mm256_and_si256(a, m4), a1 = _mm256_and_si256(_mm256_srli_epi16(a, 4), m4);                      \
+        __m256i b0 = _mm256_and_si256(b, m4), b1 = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);                      \
+        if (DT == F_Q5K) { /* bit s of each qh byte: sub-block s's fifth bit, as 16 */                                 \
+            a0 = _mm256_or_si256(a0, q5_hi16(ha, 2 * (J)));                                                            \
+            b0 = _mm256_or_si256(b0, q5_hi16(hb, 2 * (J)));                                                            \
+            a1 = _mm256_or_si256(a1, q5_hi16(ha, 2 * (J) + 1));                                                        \
+            b1 = _mm256_or_si256(b1, q5_hi16(hb, 2 * (J) + 1));                                                        \
+        }                                                                                                              \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                         \
+            const __m256i *xb = (const __m256i *)(xq[t] + 64 * (J));                                                   \
+            __m256i p0 = _mm256_add_epi32(_mm256_madd_epi16(a0, _mm256_loadu_si256(xb)),                               \
+                                          _mm256_madd_epi16(b0, _mm256_loadu_si256(xb + 1)));                          \
+            __m256i p1 = _mm256_add_epi32(_mm256_madd_epi16(a1, _mm256_loadu_si256(xb + 2)),                           \
+                                          _mm256_madd_epi16(b1, _mm256_loadu_si256(xb + 3)));                          \
+            kq_fma2(&acc[t], &acc2[t], p0, p1, &scm[t][2 * (J)]);                                                      \
+        }                                                                                                              \
     } while (0)
 
 /* q5_K on int16 lanes: the fifth bit of sub-block s (bit s of each qh
@@ -294,8 +297,8 @@ INL __m256i q5_hi16(__m256i qh, const int s) {
 
 /* One row w x NT tokens (q8ws at xt[t]) over columns [k0, k1): res[t]; pf:
  * fetch the row ahead (r1_cpu_tile_prefetch). */
-INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_t *w,
-                 const uint8_t *const *xt, int pf, float *res) {
+INL void kqw_run(const int DT, const int NT, int K, int k0, int k1, const uint8_t *w, const uint8_t *const *xt, int pf,
+                 float *res) {
     const size_t bs = DT == F_Q4K ? 144 : 176;
     const size_t qoff = r1_cpu_q8_qoff(K), foff = r1_cpu_q8ws_foff(K);
     const __m256i m4 = _mm256_set1_epi16(0x0f);
@@ -368,8 +371,8 @@ INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K,
     /* the 16 int8 scales, even ones (a group's first 16 weights) then odd */
     const __m128i eo = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
     __m256 acc[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm256_setzero_ps();
     for (int s = k0 / 256; s < k1 / 256; s++) {
         _Alignas(32) int32_t st[4][2][8]; /* per token: the two halves' start values */
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
@@ -397,8 +400,8 @@ INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K,
                 _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) v[i] = r1_avx2_q6x8_quants(bp, 4 * h + i);
                 _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                     const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES + 128 * h;
-                    __m256i d = _mm256_add_epi32(q6x8_dot2(V, PAIR, v[0], xp, v[1]),
-                                                 q6x8_dot2(V, PAIR, v[2], xp + 64, v[3]));
+                    __m256i d =
+                        _mm256_add_epi32(q6x8_dot2(V, PAIR, v[0], xp, v[1]), q6x8_dot2(V, PAIR, v[2], xp + 64, v[3]));
                     if (PAIR)
                         d = _mm256_add_epi32(d, _mm256_add_epi32(q6x8_dot2(V, 0, v[0], xp + lp, v[1]),
                                                                  q6x8_dot2(V, 0, v[2], xp + lp + 64, v[3])));
@@ -411,14 +414,14 @@ INL void q6x8_run(const int V, const int PAIR, const int R, const int NT, int K,
             __m256 so = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_unpackhi_epi64(s8, s8))), d);
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const float *dx = (const float *)(xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES + lp + 320);
-                __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(di[t][1]), so,
-                                           _mm256_mul_ps(_mm256_cvtepi32_ps(di[t][0]), se));
+                __m256 f =
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(di[t][1]), so, _mm256_mul_ps(_mm256_cvtepi32_ps(di[t][0]), se));
                 acc[r][t] = _mm256_fmadd_ps(f, _mm256_loadu_ps(dx), acc[r][t]);
             }
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+        res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 /* Decode (nt == 1: a token, or PAIR's one token): 4 rows a pass, each
  * super-block's activations and start values shared by them while in L1
@@ -458,8 +461,10 @@ INL void kq_tile(const int DT, const int V, const int PAIR, const int W, R1_KQ_T
     for (int r = 0; r < nr; r++) {
         const uint8_t *wr = w + (size_t)r * ws;
         float res[4];
-        if (nt == 1) W ? kqw_run(DT, 1, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, PAIR, 1, K, k0, k1, wr, xt, pf, res);
-        else if (nt == 2) W ? kqw_run(DT, 2, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, PAIR, 2, K, k0, k1, wr, xt, pf, res);
+        if (nt == 1)
+            W ? kqw_run(DT, 1, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, PAIR, 1, K, k0, k1, wr, xt, pf, res);
+        else if (nt == 2)
+            W ? kqw_run(DT, 2, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, PAIR, 2, K, k0, k1, wr, xt, pf, res);
         else W ? kqw_run(DT, 4, K, k0, k1, wr, xt, pf, res) : kq_run(DT, V, 0, 4, K, k0, k1, wr, xt, pf, res);
         for (int t = 0; t < nt; t++) out[t * R1_CPU_MR + r] = res[t];
     }
@@ -472,21 +477,21 @@ TGT void r1_kq_tile_q5_K_q8ws_avx2(R1_KQ_TILE_ARGS) { kq_tile(F_Q5K, 0, 0, 1, K,
  * pair form on two-part tokens (cpu.h r1_cpu_mm.pair_tile, nt <= 2), each
  * choosing {vex} or {evex} vpdpbusd by r1_x86_avx2_vnni. AVX2 adds the plain
  * AVX2 forms (q6_K only: q4_K and q5_K run on q8ws there, kqw_run). */
-#define KQ_VNNI(DT, TILE, PAIR)                                                                    \
-    static TGT void TILE##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void TILE##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
-        if (r1_x86_avx2_vnni == 1) TILE##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
-        else TILE##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
-    }                                                                                              \
-    static TGT void PAIR##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void PAIR##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
-        if (r1_x86_avx2_vnni == 1) PAIR##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);               \
-        else PAIR##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
+#define KQ_VNNI(DT, TILE, PAIR)                                                                                        \
+    static TGT void TILE##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
+    static TGT void TILE##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }       \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                                       \
+        if (r1_x86_avx2_vnni == 1) TILE##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
+        else TILE##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                                        \
+    }                                                                                                                  \
+    static TGT void PAIR##_vex(R1_KQ_TILE_ARGS) { kq_tile(DT, 1, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }        \
+    static TGT void PAIR##_evex(R1_KQ_TILE_ARGS) { kq_tile(DT, 2, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }       \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                                       \
+        if (r1_x86_avx2_vnni == 1) PAIR##_vex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
+        else PAIR##_evex(K, k0, k1, w, ws, nr, x, xs, nt, out);                                                        \
     }
-#define KQ_AVX2(DT, TILE, PAIR)                                                                    \
-    TGT void TILE(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
+#define KQ_AVX2(DT, TILE, PAIR)                                                                                        \
+    TGT void TILE(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }                     \
     TGT void PAIR(R1_KQ_TILE_ARGS) { kq_tile(DT, 0, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 
 /* q6_Kx8 (q6x8_tile): the same four forms */

@@ -45,9 +45,7 @@ INL uint32_t u32(const uint8_t *p) {
     return v;
 }
 /* lanes 0-7 a, lanes 8-15 b */
-INL __m512 pair_ps(float a, float b) {
-    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
-}
+INL __m512 pair_ps(float a, float b) { return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1); }
 
 /* q4_K/q5_K super-block scales: lanes 0-7 d*sc[s], lanes 8-15 dmin*m[s]
  * (avx2_dot.h's vector unpacking) */
@@ -97,8 +95,8 @@ INL __m512i q32_quants(const int DT, const uint8_t *p, __m512 *fa, __m512 *fb) {
     const int bs = DT == F_Q41 ? 20 : DT == F_Q50 ? 22 : 24;
     const int qso = DT == F_Q41 ? 4 : DT == F_Q50 ? 6 : 8;
     const uint8_t *p1 = p + bs;
-    __m256i v = _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(p1 + qso)),
-                                 _mm_loadu_si128((const __m128i *)(p + qso)));
+    __m256i v =
+        _mm256_set_m128i(_mm_loadu_si128((const __m128i *)(p1 + qso)), _mm_loadu_si128((const __m128i *)(p + qso)));
     __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(v), _mm256_srli_epi16(v, 4), 1);
     z = _mm512_shuffle_i64x2(z, z, _MM_SHUFFLE(3, 1, 2, 0)); /* qa, qa>>4, qb, qb>>4 */
     z = _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
@@ -119,41 +117,39 @@ INL __m512i q32_quants(const int DT, const uint8_t *p, __m512 *fa, __m512 *fb) {
 
 /* Per token of a chunk at column c: quants, dx pair, and the mins' sums or
  * the offset's start value. */
-#define TOKEN_PREP(DT, NT)                                                                         \
-    __m512i xq[R1_CPU_NT], xo[R1_CPU_NT];                                                          \
-    __m512 dx[R1_CPU_NT], gs[R1_CPU_NT];                                                           \
-    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
-        xq[t] = _mm512_loadu_si512(xt[t] + qoff + c);                                              \
-        const float *d = (const float *)xt[t] + c / 32;                                            \
-        dx[t] = pair_ps(d[0], d[1]);                                                               \
-        if (MINS(DT)) {                                                                            \
-            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), xq[t]);   \
-            gs[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(s), dx[t]);                                   \
-            xo[t] = _mm512_setzero_si512();                                                        \
-        } else {                                                                                   \
-            xo[t] = _mm512_sub_epi32(                                                              \
-                _mm512_setzero_si512(),                                                            \
-                _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(OFFS(DT)), xq[t]));   \
-            gs[t] = _mm512_setzero_ps();                                                           \
-        }                                                                                          \
+#define TOKEN_PREP(DT, NT)                                                                                             \
+    __m512i xq[R1_CPU_NT], xo[R1_CPU_NT];                                                                              \
+    __m512 dx[R1_CPU_NT], gs[R1_CPU_NT];                                                                               \
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                             \
+        xq[t] = _mm512_loadu_si512(xt[t] + qoff + c);                                                                  \
+        const float *d = (const float *)xt[t] + c / 32;                                                                \
+        dx[t] = pair_ps(d[0], d[1]);                                                                                   \
+        if (MINS(DT)) {                                                                                                \
+            __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), xq[t]);                       \
+            gs[t] = _mm512_mul_ps(_mm512_cvtepi32_ps(s), dx[t]);                                                       \
+            xo[t] = _mm512_setzero_si512();                                                                            \
+        } else {                                                                                                       \
+            xo[t] = _mm512_sub_epi32(_mm512_setzero_si512(),                                                           \
+                                     _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(OFFS(DT)), xq[t]));  \
+            gs[t] = _mm512_setzero_ps();                                                                               \
+        }                                                                                                              \
     }
 
-#define ROW_ACC(DT, NT, R, Q, FA, FB)                                                              \
-    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                         \
-        __m512i p = _mm512_dpbusd_epi32(xo[t], Q, xq[t]);                                          \
-        acc[R][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(FA, dx[t]), acc[R][t]);  \
-        if (MINS(DT)) acc[R][t] = _mm512_fnmadd_ps(FB, gs[t], acc[R][t]);                         \
+#define ROW_ACC(DT, NT, R, Q, FA, FB)                                                                                  \
+    _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                             \
+        __m512i p = _mm512_dpbusd_epi32(xo[t], Q, xq[t]);                                                              \
+        acc[R][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(FA, dx[t]), acc[R][t]);                       \
+        if (MINS(DT)) acc[R][t] = _mm512_fnmadd_ps(FB, gs[t], acc[R][t]);                                              \
     }
 
 INL void kq_body(const int DT, const int NT, R1_KQ_TILE_ARGS) {
-    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
-                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const size_t qoff = r1_cpu_q8_qoff(K);
     __m512 acc[4][R1_CPU_NT];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm512_setzero_ps();
     const int base2[16] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1};
     const int base4[16] = {0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3};
     const __m512i i2 = _mm512_loadu_si512(base2), i4 = _mm512_loadu_si512(base4);
@@ -217,14 +213,13 @@ static void q32_tail(void (*c_tile)(R1_KQ_TILE_ARGS), R1_KQ_TILE_ARGS) {
         for (int r = 0; r < nr; r++) out[t * R1_CPU_MR + r] += o2[t * R1_CPU_MR + r];
 }
 
-#define KQ_AVX512(NAME, DT, CT)                                                                    \
-    static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kq_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kq_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kq_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void NAME(R1_KQ_TILE_ARGS) {                                                                   \
-        r1_cpu_tile_nt(NAME##_1, NAME##_2, NAME##_4,                                                \
-            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
-        q32_tail(CT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
+#define KQ_AVX512(NAME, DT, CT)                                                                                        \
+    static TGT void NAME##_1(R1_KQ_TILE_ARGS) { kq_body(DT, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }                \
+    static TGT void NAME##_2(R1_KQ_TILE_ARGS) { kq_body(DT, 2, K, k0, k1, w, ws, nr, x, xs, nt, out); }                \
+    static TGT void NAME##_4(R1_KQ_TILE_ARGS) { kq_body(DT, 4, K, k0, k1, w, ws, nr, x, xs, nt, out); }                \
+    void NAME(R1_KQ_TILE_ARGS) {                                                                                       \
+        r1_cpu_tile_nt(NAME##_1, NAME##_2, NAME##_4, K, k0, k1, w, ws, nr, x, xs, nt, out);                            \
+        q32_tail(CT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                                            \
     }
 
 KQ_AVX512(r1_kq_tile_q4_K_avx512, F_Q4K, NULL)
@@ -275,8 +270,7 @@ INL void q6_starts(const uint8_t *xp, __m512i *nlo, __m512i *nhi) {
 
 INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_KQ_TILE_ARGS) {
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
-    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
-                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
@@ -285,14 +279,14 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
     const __m512i idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
     const size_t bs = DT == X_Q4K ? 144 : DT == X_Q5K ? 176 : 210;
     __m512 acc[4][R1_CPU_NT];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm512_setzero_ps();
     for (int s = k0 / 256; s < k1 / 256; s++) {
         __m512 dx[R1_CPU_NT], sx[R1_CPU_NT];
         __m512i nlo[R1_CPU_NT], nhi[R1_CPU_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
-            __m512i nx = _mm512_loadu_si512(xp + 256); /* -8 x the lane sums */
+            __m512i nx = _mm512_loadu_si512(xp + 256);               /* -8 x the lane sums */
             dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320)); /* PAIR: the lo part's */
             if (DT == X_Q6K) {
                 q6_starts(xp, &nlo[t], &nhi[t]);
@@ -375,34 +369,30 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
 }
 
 /* NAME: kx8_body with NR rows, NT tokens, PAIR */
-#define KX8_V(NAME, DT, NR, NT, PAIR)                                                              \
-    static TGT void NAME(R1_KQ_TILE_ARGS) {                                                        \
-        kx8_body(DT, NR, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
-    }
+#define KX8_V(NAME, DT, NR, NT, PAIR)                                                                                  \
+    static TGT void NAME(R1_KQ_TILE_ARGS) { kx8_body(DT, NR, NT, PAIR, K, k0, k1, w, ws, nr, x, xs, nt, out); }
 /* TILE: one activation row per token; PAIR: two-part pairs (cpu.h
  * r1_cpu_mm.pair_tile), 1 or 2 tokens a call. One token runs 4 rows in
  * lockstep, a row at a time only where r1_cpu_tuning.row1 is 1 (cpu.h). */
-#define KX8_AVX512(DT, TILE, PAIR)                                                                 \
-    KX8_V(TILE##_1, DT, 4, 1, 0)                                                                   \
-    KX8_V(TILE##_2, DT, 4, 2, 0)                                                                   \
-    KX8_V(TILE##_4, DT, 4, 4, 0)                                                                   \
-    KX8_V(TILE##_1r, DT, 1, 1, 0)                                                                  \
-    KX8_V(TILE##_2r, DT, 1, 2, 0)                                                                  \
-    KX8_V(PAIR##_1, DT, 4, 1, 1)                                                                   \
-    KX8_V(PAIR##_2, DT, 4, 2, 1)                                                                   \
-    KX8_V(PAIR##_1r, DT, 1, 1, 1)                                                                  \
-    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
-        if (nt == 1 && r1_cpu_tuning.row1 == 1)                                                    \
-            r1_cpu_tile_by_row(PAIR##_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                   \
-        else if (nt == 1) PAIR##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                          \
-        else PAIR##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                       \
-    }                                                                                              \
-    /* a token (its two parts: nt == 2) as the pairs, cpu.h r1_cpu_tuning.row1 */                 \
-    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
-        if (nt <= 2 && r1_cpu_tuning.row1 == 1)                                                    \
-            r1_cpu_tile_by_row(nt == 1 ? TILE##_1r : TILE##_2r, K, k0, k1, w, ws, nr, x, xs, nt, out); \
-        else r1_cpu_tile_nt(TILE##_1, TILE##_2, TILE##_4,                                           \
-            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
+#define KX8_AVX512(DT, TILE, PAIR)                                                                                     \
+    KX8_V(TILE##_1, DT, 4, 1, 0)                                                                                       \
+    KX8_V(TILE##_2, DT, 4, 2, 0)                                                                                       \
+    KX8_V(TILE##_4, DT, 4, 4, 0)                                                                                       \
+    KX8_V(TILE##_1r, DT, 1, 1, 0)                                                                                      \
+    KX8_V(TILE##_2r, DT, 1, 2, 0)                                                                                      \
+    KX8_V(PAIR##_1, DT, 4, 1, 1)                                                                                       \
+    KX8_V(PAIR##_2, DT, 4, 2, 1)                                                                                       \
+    KX8_V(PAIR##_1r, DT, 1, 1, 1)                                                                                      \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                                       \
+        if (nt == 1 && r1_cpu_tuning.row1 == 1) r1_cpu_tile_by_row(PAIR##_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);   \
+        else if (nt == 1) PAIR##_1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                              \
+        else PAIR##_2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                                           \
+    }                                                                                                                  \
+    /* a token (its two parts: nt == 2) as the pairs, cpu.h r1_cpu_tuning.row1 */                                      \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                                       \
+        if (nt <= 2 && r1_cpu_tuning.row1 == 1)                                                                        \
+            r1_cpu_tile_by_row(nt == 1 ? TILE##_1r : TILE##_2r, K, k0, k1, w, ws, nr, x, xs, nt, out);                 \
+        else r1_cpu_tile_nt(TILE##_1, TILE##_2, TILE##_4, K, k0, k1, w, ws, nr, x, xs, nt, out);                       \
     }
 KX8_AVX512(X_Q4K, r1_kq_tile_q4_Kx8_avx512, r1_kq_tile_q4_Kx8_avx512_pair)
 KX8_AVX512(X_Q5K, r1_kq_tile_q5_Kx8_avx512, r1_kq_tile_q5_Kx8_avx512_pair)

@@ -130,14 +130,14 @@ INL void q32_prefetch(const uint8_t *p, size_t ws) {
  * d_hi / 256: each block's dot is (w·hi << 8) + w·lo in int32 (avx2_dot.h),
  * converted and multiplied by d d_lo once; offsets and mins take fs_hi +
  * fs_lo. */
-INL void q32_run(const int DT, const int V, const int PAIR, const int R, const int NT, int K, int k0,
-                 int k1, const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
+INL void q32_run(const int DT, const int V, const int PAIR, const int R, const int NT, int K, int k0, int k1,
+                 const uint8_t *const *wr, size_t ws, const uint8_t *const *xt, float *res) {
     const size_t bs = BS(DT), qoff = r1_cpu_q8_qoff(K), foff = r1_cpu_q8s_foff(K);
     const size_t lp = !PAIR ? 0 : DT == F_Q80 ? r1_cpu_q8_stride(K) : r1_cpu_q8s_stride(K);
     __m256 acc[4][4];
     _Alignas(32) float scm[4][4][8];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm256_setzero_ps();
     const int b1 = k1 / 32;
     for (int b0 = k0 / 32; b0 < b1; b0 += 8) {
         const int n = b1 - b0 < 8 ? b1 - b0 : 8;
@@ -181,14 +181,13 @@ INL void q32_run(const int DT, const int V, const int PAIR, const int R, const i
                     else
                         dp = DT == F_Q80 ? r1_avx2_dotz(V, ax[t], _mm256_sign_epi8(q, xq[t]))
                                          : r1_avx2_dotz(V, q, xq[t]);
-                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_broadcast_ss(&scm[r][t][i]),
-                                                acc[r][t]);
+                    acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dp), _mm256_broadcast_ss(&scm[r][t][i]), acc[r][t]);
                 }
             }
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+        res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
 /* q4_0x8 weights, q8x8 activations (cpu.h), superblocks [k0/256, k1/256).
@@ -232,8 +231,8 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
     const size_t lp = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256 acc[4][4];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm256_setzero_ps();
     for (int s = k0 / 256; s < k1 / 256; s++) {
         const uint8_t *xp[4];
         __m256i nx[4];
@@ -257,18 +256,16 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
                     __m256i xl = _mm256_loadu_si256((const __m256i *)(xp[t] + 32 * part));
                     __m256i xh = _mm256_loadu_si256((const __m256i *)(xp[t] + 128 + 32 * part));
                     if (V == 0) /* int16 sums, widened once per superblock */
-                        di[t] = _mm256_add_epi16(di[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl),
-                                                                         _mm256_maddubs_epi16(hi, xh)));
-                    else
-                        di[t] = r1_avx2_dot4(V, r1_avx2_dot4(V, di[t], lo, xl), hi, xh);
+                        di[t] = _mm256_add_epi16(
+                            di[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, xl), _mm256_maddubs_epi16(hi, xh)));
+                    else di[t] = r1_avx2_dot4(V, r1_avx2_dot4(V, di[t], lo, xl), hi, xh);
                     if (PAIR) {
                         __m256i ll = _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 32 * part));
                         __m256i lh = _mm256_loadu_si256((const __m256i *)(xp[t] + lp + 128 + 32 * part));
                         if (V == 0)
-                            dl[t] = _mm256_add_epi16(dl[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, ll),
-                                                                             _mm256_maddubs_epi16(hi, lh)));
-                        else
-                            dl[t] = r1_avx2_dot4(V, r1_avx2_dot4(V, dl[t], lo, ll), hi, lh);
+                            dl[t] = _mm256_add_epi16(
+                                dl[t], _mm256_add_epi16(_mm256_maddubs_epi16(lo, ll), _mm256_maddubs_epi16(hi, lh)));
+                        else dl[t] = r1_avx2_dot4(V, r1_avx2_dot4(V, dl[t], lo, ll), hi, lh);
                     }
                 }
             }
@@ -283,8 +280,8 @@ INL void x8_run(const int DT, const int V, const int R, const int NT, const int 
             }
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+        res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
 /* Decode of NT <= 2 tokens on q4_0x8 (PAIR: each one's two parts) on plain
@@ -348,13 +345,13 @@ INL void x8_row(const int DT, const int PAIR, const int NT, size_t lp, int k0, i
  * x NT tokens over blocks [k0/32, k1/32): res[r * NT + t]; a (row, token)'s
  * sum is the same bits whatever R and NT. PF: fetch the same block of the
  * rows 4 and 8 on ahead (decode, and a batch's first pass over its rows). */
-INL void q8w_run(const int R, const int NT, int PF, int K, int k0, int k1, const uint8_t *const *wr,
-                 size_t ws, const uint8_t *const *xt, float *res) {
+INL void q8w_run(const int R, const int NT, int PF, int K, int k0, int k1, const uint8_t *const *wr, size_t ws,
+                 const uint8_t *const *xt, float *res) {
     const size_t qoff = r1_cpu_q8_qoff(K);
     __m256 acc[4][4];
     _Alignas(32) float scm[4][4][8];
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm256_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm256_setzero_ps();
     const int b1 = k1 / 32;
     for (int b0 = k0 / 32; b0 < b1; b0 += 8) {
         const int n = b1 - b0 < 8 ? b1 - b0 : 8;
@@ -386,8 +383,8 @@ INL void q8w_run(const int R, const int NT, int PF, int K, int k0, int k1, const
             }
         }
     }
-    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
+    _Pragma("GCC unroll 4") for (int r = 0; r < R; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+        res[r * NT + t] = r1_avx2_hsum(acc[r][t]);
 }
 
 /* Decode (one token): a row at a time (cpu.h r1_cpu_tuning.row1; else 2
@@ -460,8 +457,7 @@ TGT void r1_x86_quant_q8x8_avx2(const float *x, uint8_t *dst, int K) {
         group_to_x8(q8, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
     if (K % 256) /* the last K % 256 columns in q8 form (cpu.h) */
-        r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
-                             K % 256);
+        r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES, K % 256);
 }
 
 /* Two-part activations in q8x8 form (cpu.h quant_q8x8_2): both parts of
@@ -483,8 +479,8 @@ TGT void r1_x86_quant_q8x8_2_avx2(const float *x, uint8_t *hi, uint8_t *lo, int 
 /* Decode (nt <= 2: a token or its two parts; PAIR: one or two tokens,
  * both parts each): 4 rows (past nr: row 0 again). Batches: each row
  * against 2 or 4 tokens (tokens past nt repeat token 0), one row at a time. */
-INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1, const uint8_t *w,
-                size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
+INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
+                const uint8_t *x, size_t xs, int nt, float *out) {
     const uint8_t *xt[4];
     for (int t = 0; t < 4; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     if (nt <= 2) { /* decode: one token, or its two activation parts */
@@ -543,23 +539,23 @@ INL void q_tile(const int DT, const int V, const int PAIR, int K, int k0, int k1
  * choosing {vex} or {evex} vpdpbusd by r1_x86_avx2_vnni. AVX2 adds the plain
  * AVX2 forms. q8_0 has only the VNNI forms: plain AVX2 multiplies it on q8w
  * (r1_x86_tile_q8_0_q8w_avx2). */
-#define Q_AVX2_VNNI(DT, TILE, PAIR)                                                                \
-    static TGT void TILE##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void TILE##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void TILE(R1_KQ_TILE_ARGS) {                                                                   \
-        if (r1_x86_avx2_vnni == 1) TILE##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
-        else TILE##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-    }                                                                                              \
-    static TGT void PAIR##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    static TGT void PAIR##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void PAIR(R1_KQ_TILE_ARGS) {                                                                   \
-        if (r1_x86_avx2_vnni == 1) PAIR##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                \
-        else PAIR##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+#define Q_AVX2_VNNI(DT, TILE, PAIR)                                                                                    \
+    static TGT void TILE##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }             \
+    static TGT void TILE##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }             \
+    void TILE(R1_KQ_TILE_ARGS) {                                                                                       \
+        if (r1_x86_avx2_vnni == 1) TILE##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
+        else TILE##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                                          \
+    }                                                                                                                  \
+    static TGT void PAIR##_v1(R1_KQ_TILE_ARGS) { q_tile(DT, 1, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }             \
+    static TGT void PAIR##_v2(R1_KQ_TILE_ARGS) { q_tile(DT, 2, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }             \
+    void PAIR(R1_KQ_TILE_ARGS) {                                                                                       \
+        if (r1_x86_avx2_vnni == 1) PAIR##_v1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                    \
+        else PAIR##_v2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                                          \
     }
-#define Q_AVX2(DT, TILE, PAIR, TILE_VNNI, PAIR_VNNI)                                               \
-    static TGT void TILE##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); } \
-    void TILE(R1_KQ_TILE_ARGS) { TILE##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }                \
-    TGT void PAIR(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }     \
+#define Q_AVX2(DT, TILE, PAIR, TILE_VNNI, PAIR_VNNI)                                                                   \
+    static TGT void TILE##_v0(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 0, K, k0, k1, w, ws, nr, x, xs, nt, out); }             \
+    void TILE(R1_KQ_TILE_ARGS) { TILE##_v0(K, k0, k1, w, ws, nr, x, xs, nt, out); }                                    \
+    TGT void PAIR(R1_KQ_TILE_ARGS) { q_tile(DT, 0, 1, K, k0, k1, w, ws, nr, x, xs, nt, out); }                         \
     Q_AVX2_VNNI(DT, TILE_VNNI, PAIR_VNNI)
 
 Q_AVX2_VNNI(F_Q80, r1_x86_tile_q8_0_avx2vnni, r1_x86_tile_q8_0_pair_avx2vnni)

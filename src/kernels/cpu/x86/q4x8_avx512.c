@@ -35,8 +35,8 @@ static TGT void group_to_x8(const uint8_t *q8, uint8_t *o) {
     const __m512i eight = _mm512_set1_epi8(8);
     __m512i nx = _mm512_setzero_si512();
     for (int r = 0; r < 4; r++) {
-        __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(2 * r)),
-                                           (const void *)(q8 + 64), 4);
+        __m512i v =
+            _mm512_i32gather_epi32(_mm512_add_epi32(base, _mm512_set1_epi32(2 * r)), (const void *)(q8 + 64), 4);
         _mm512_storeu_si512(o + 64 * r, v);
         nx = _mm512_dpbusd_epi32(nx, eight, v);
     }
@@ -52,8 +52,7 @@ TGT void r1_x86_quant_q8x8_avx512(const float *x, uint8_t *dst, int K) {
         group_to_x8(q8, dst + (size_t)s * R1_CPU_Q8X8_BYTES);
     }
     if (K % 256) /* the tail in q8 form */
-        r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES,
-                             K % 256);
+        r1_x86_quant_q8_avx2(x + (size_t)K / 256 * 256, dst + (size_t)K / 256 * R1_CPU_Q8X8_BYTES, K % 256);
 }
 
 /* r = x - d q for n columns (n % 32 == 0) of a token in q8 form q8 (scales
@@ -132,51 +131,50 @@ TGT void r1_x86_quant_q8_2_avx512(const float *x, uint8_t *hi, uint8_t *lo, int 
  * short for the hardware prefetcher: the same bytes of the next 4 rows are
  * fetched ahead into L1 and of the 4 after those into L2 (both make decode
  * faster). */
-#define X8_ROW(NT, R, WP)                                                                          \
-    do {                                                                                           \
-        const uint8_t *bp = (WP) + (size_t)s * 144;                                                \
-        _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);                                    \
-        _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);                               \
-        _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T0);                              \
-        _mm_prefetch((const char *)(bp + 8 * ws), _MM_HINT_T1);                                    \
-        _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);                               \
-        _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);                              \
-        __m512i q0 = _mm512_loadu_si512(bp + 16), q1 = _mm512_loadu_si512(bp + 80);                \
-        __m512 dw = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bp))); \
-        __m512i l0 = _mm512_and_si512(q0, lo4), h0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4); \
-        __m512i l1 = _mm512_and_si512(q1, lo4), h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4); \
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                     \
-            const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;                             \
-            __m512i di = _mm512_loadu_si512(xp + 256);                                             \
-            di = _mm512_dpbusd_epi32(di, l0, _mm512_loadu_si512(xp));                              \
-            di = _mm512_dpbusd_epi32(di, l1, _mm512_loadu_si512(xp + 64));                         \
-            di = _mm512_dpbusd_epi32(di, h0, _mm512_loadu_si512(xp + 128));                        \
-            di = _mm512_dpbusd_epi32(di, h1, _mm512_loadu_si512(xp + 192));                        \
-            acc[R][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di),                                    \
-                                        _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(xp + 320))), \
-                                        acc[R][t]);                                                \
-        }                                                                                          \
+#define X8_ROW(NT, R, WP)                                                                                              \
+    do {                                                                                                               \
+        const uint8_t *bp = (WP) + (size_t)s * 144;                                                                    \
+        _mm_prefetch((const char *)(bp + 4 * ws), _MM_HINT_T0);                                                        \
+        _mm_prefetch((const char *)(bp + 4 * ws + 64), _MM_HINT_T0);                                                   \
+        _mm_prefetch((const char *)(bp + 4 * ws + 143), _MM_HINT_T0);                                                  \
+        _mm_prefetch((const char *)(bp + 8 * ws), _MM_HINT_T1);                                                        \
+        _mm_prefetch((const char *)(bp + 8 * ws + 64), _MM_HINT_T1);                                                   \
+        _mm_prefetch((const char *)(bp + 8 * ws + 143), _MM_HINT_T1);                                                  \
+        __m512i q0 = _mm512_loadu_si512(bp + 16), q1 = _mm512_loadu_si512(bp + 80);                                    \
+        __m512 dw = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)bp)));                \
+        __m512i l0 = _mm512_and_si512(q0, lo4), h0 = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);                  \
+        __m512i l1 = _mm512_and_si512(q1, lo4), h1 = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);                  \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                         \
+            const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;                                                 \
+            __m512i di = _mm512_loadu_si512(xp + 256);                                                                 \
+            di = _mm512_dpbusd_epi32(di, l0, _mm512_loadu_si512(xp));                                                  \
+            di = _mm512_dpbusd_epi32(di, l1, _mm512_loadu_si512(xp + 64));                                             \
+            di = _mm512_dpbusd_epi32(di, h0, _mm512_loadu_si512(xp + 128));                                            \
+            di = _mm512_dpbusd_epi32(di, h1, _mm512_loadu_si512(xp + 192));                                            \
+            acc[R][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di),                                                        \
+                                        _mm512_mul_ps(dw, _mm512_loadu_ps((const float *)(xp + 320))), acc[R][t]);     \
+        }                                                                                                              \
     } while (0)
 
-#define X8_TILE(NAME, NT)                                                                          \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,              \
-                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        (void)K;                                                                                   \
-        const uint8_t *w0 = w, *w1 = w + (nr > 1 ? ws : 0), *w2 = w + (nr > 2 ? 2 * ws : 0),       \
-                      *w3 = w + (nr > 3 ? 3 * ws : 0);                                             \
-        const uint8_t *xt[NT];                                                                     \
-        for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;                    \
-        const __m512i lo4 = _mm512_set1_epi8(0x0f);                                                \
-        __m512 acc[4][NT];                                                                         \
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)                                        \
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();  \
-        for (int s = k0 / 256; s < k1 / 256; s++) {                                                \
-            X8_ROW(NT, 0, w0);                                                                     \
-            X8_ROW(NT, 1, w1);                                                                     \
-            X8_ROW(NT, 2, w2);                                                                     \
-            X8_ROW(NT, 3, w3);                                                                     \
-        }                                                                                          \
-        R1_X86_TILE_OUT(NT);                                                               \
+#define X8_TILE(NAME, NT)                                                                                              \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
+                         int nt, float *out) {                                                                         \
+        (void)K;                                                                                                       \
+        const uint8_t *w0 = w, *w1 = w + (nr > 1 ? ws : 0), *w2 = w + (nr > 2 ? 2 * ws : 0),                           \
+                      *w3 = w + (nr > 3 ? 3 * ws : 0);                                                                 \
+        const uint8_t *xt[NT];                                                                                         \
+        for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;                                        \
+        const __m512i lo4 = _mm512_set1_epi8(0x0f);                                                                    \
+        __m512 acc[4][NT];                                                                                             \
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)       \
+            acc[r][t] = _mm512_setzero_ps();                                                                           \
+        for (int s = k0 / 256; s < k1 / 256; s++) {                                                                    \
+            X8_ROW(NT, 0, w0);                                                                                         \
+            X8_ROW(NT, 1, w1);                                                                                         \
+            X8_ROW(NT, 2, w2);                                                                                         \
+            X8_ROW(NT, 3, w3);                                                                                         \
+        }                                                                                                              \
+        R1_X86_TILE_OUT(NT);                                                                                           \
     }
 
 X8_TILE(tile_x8_1, 1)
@@ -189,24 +187,25 @@ X8_TILE(tile_x8_4, 4)
  * plus lo lane sums), then one conversion and one FMA with d_w d_lo. Bounds
  * per lane: |w·hi| <= 16 x 15 x 127 (< 2^15, << 8 < 2^23), the offset
  * < 2^24: no int32 overflow. Prefetch as X8_ROW. */
-static inline __attribute__((always_inline, target(TGT_S))) void
-pair_body(const int NR, const int NT, int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
-          size_t xs, int nt, float *out) {
+static inline __attribute__((always_inline, target(TGT_S))) void pair_body(const int NR, const int NT, int K, int k0,
+                                                                           int k1, const uint8_t *w, size_t ws, int nr,
+                                                                           const uint8_t *x, size_t xs, int nt,
+                                                                           float *out) {
     const size_t lo = r1_cpu_q8x8_stride(K);
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
     __m512 acc[4][R1_CPU_NT];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm512_setzero_ps();
     for (int s = k0 / 256; s < k1 / 256; s++) {
         __m512i off[R1_CPU_NT];
         __m512 dx[R1_CPU_NT];
         _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
             const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
-            off[t] = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 8),
-                                      _mm512_loadu_si512(xp + lo + 256));
+            off[t] =
+                _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 8), _mm512_loadu_si512(xp + lo + 256));
             dx[t] = _mm512_loadu_ps((const float *)(xp + lo + 320));
         }
         _Pragma("GCC unroll 4") for (int r = 0; r < NR; r++) {
@@ -238,10 +237,10 @@ pair_body(const int NR, const int NT, int K, int k0, int k1, const uint8_t *w, s
     }
     R1_X86_TILE_OUT(NT);
 }
-#define PAIR_VARIANT(NAME, NR, NT)                                                                 \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
-                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        pair_body(NR, NT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                   \
+#define PAIR_VARIANT(NAME, NR, NT)                                                                                     \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
+                         int nt, float *out) {                                                                         \
+        pair_body(NR, NT, K, k0, k1, w, ws, nr, x, xs, nt, out);                                                       \
     }
 PAIR_VARIANT(tile_pair_1, 4, 1)
 PAIR_VARIANT(tile_pair_1r, 1, 1) /* cpu.h r1_cpu_tuning.row1 */
@@ -251,8 +250,8 @@ PAIR_VARIANT(tile_pair_4h, 2, 4)
 /* 3 or 4 tokens: 2 rows at a time with all tokens. 4 rows x 4 tokens spill
  * (16 accumulators and the tokens' offsets and scales), and 2 + 2 tokens
  * unpacked every row's weights twice. */
-void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                                    const uint8_t *x, size_t xs, int nt, float *out) {
+void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,
+                                    size_t xs, int nt, float *out) {
     if (nt == 1 && r1_cpu_tuning.row1) r1_cpu_tile_by_row(tile_pair_1r, K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 1) tile_pair_1(K, k0, k1, w, ws, nr, x, xs, nt, out);
     else if (nt == 2) tile_pair_2(K, k0, k1, w, ws, nr, x, xs, nt, out);
@@ -264,8 +263,8 @@ void r1_x86_tile_q4_0x8_avx512_pair(int K, int k0, int k1, const uint8_t *w, siz
     }
 }
 
-void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,
-                               const uint8_t *x, size_t xs, int nt, float *out) {
+void r1_x86_tile_q4_0x8_avx512(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,
+                               int nt, float *out) {
     r1_cpu_tile_nt(tile_x8_1, tile_x8_2, tile_x8_4, K, k0, k1, w, ws, nr, x, xs, nt, out);
 }
 

@@ -16,10 +16,9 @@ int r1_x86_has_f16c(void);
 extern int r1_x86_avx2_vnni;
 /* The parameters of a tile (cpu.h r1_cpu_tile_fn) and of a panel GEMM
  * (cpu.h r1_cpu_panel_fn), for the declarations below */
-#define R1_X86_TILE_ARGS                                                                           \
-    int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,       \
-        int nt, float *out
-#define R1_X86_PANEL_ARGS                                                                          \
+#define R1_X86_TILE_ARGS                                                                                               \
+    int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out
+#define R1_X86_PANEL_ARGS                                                                                              \
     int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C, int ldc
 
 /* AVX2 tiles of the 32-weight block formats (q32_avx2.c): q8_0 on q8
@@ -114,8 +113,7 @@ void r1_x86_attn_pv_q8_avx512(const float *s, int ss, int M, const uint8_t *v, i
  * (amx_panel.c): hi = bf16(w), and for every dtype but bf16 lo = bf16(w -
  * hi), K values a row each, rows ps >= K values apart. Returns -1, writing
  * nothing, for a dtype, K or ps it has no panel for. */
-int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi,
-                     uint16_t *lo);
+int r1_x86_amx_panel(enum r1_dtype dt, const uint8_t *w, size_t ws, int nr, int K, int ps, uint16_t *hi, uint16_t *lo);
 /* cpu.h quant_bf16 and vnni_parts on AVX512_BF16 (amx_panel.c) */
 void r1_x86_quant_bf16(const float *x, uint16_t *dst, int K);
 void r1_x86_vnni_parts(const float *x, int T, int K, uint8_t *v, size_t plane);
@@ -150,18 +148,15 @@ void r1_x86_tile_q4_1x8_avx512_pair(R1_X86_TILE_ARGS);
 void r1_x86_tile_q4_0x8_avx512_pair(R1_X86_TILE_ARGS);
 void r1_x86_tile_q8_0x8_avx512_pair(R1_X86_TILE_ARGS);
 void r1_x86_silu_mul_avx512(const float *g, const float *u, float *o, int n);
-void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, int hd, float *s,
-                               int ss);
-void r1_x86_attn_pv_f16_avx512(const float *s, int ss, int M, const uint16_t *v, int P, int hd,
-                               float *o);
+void r1_x86_attn_qk_f16_avx512(const float *q, int M, const uint16_t *k, int P, int hd, float *s, int ss);
+void r1_x86_attn_pv_f16_avx512(const float *s, int ss, int M, const uint16_t *v, int P, int hd, float *o);
 /* 8 rows of 8 floats (src, row stride ss floats) transposed: column j of
  * them to dst + j * ds (32-byte aligned), the panel GEMMs' fill (gemm_*.c) */
 static inline __attribute__((always_inline, target("avx,avx2"))) void r1_x86_tr8(const float *src, size_t ss,
                                                                                  float *dst, size_t ds) {
     __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + ss), r2 = _mm256_loadu_ps(src + 2 * ss),
-           r3 = _mm256_loadu_ps(src + 3 * ss), r4 = _mm256_loadu_ps(src + 4 * ss),
-           r5 = _mm256_loadu_ps(src + 5 * ss), r6 = _mm256_loadu_ps(src + 6 * ss),
-           r7 = _mm256_loadu_ps(src + 7 * ss);
+           r3 = _mm256_loadu_ps(src + 3 * ss), r4 = _mm256_loadu_ps(src + 4 * ss), r5 = _mm256_loadu_ps(src + 5 * ss),
+           r6 = _mm256_loadu_ps(src + 6 * ss), r7 = _mm256_loadu_ps(src + 7 * ss);
     __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1), t2 = _mm256_unpacklo_ps(r2, r3),
            t3 = _mm256_unpackhi_ps(r2, r3), t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
            t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
@@ -181,7 +176,7 @@ static inline __attribute__((always_inline, target("avx,avx2"))) void r1_x86_tr8
 /* col[j] element i = row[i] element j: a 16 x 16 transpose of 32-bit
  * values in registers (unpacks within 128-bit lanes, then lane shuffles) */
 static inline __attribute__((always_inline, target("avx512f"))) void r1_x86_transpose16(const __m512 *row,
-                                                                                      __m512 *col) {
+                                                                                        __m512 *col) {
     __m512 t[16], u[16];
     for (int k = 0; k < 8; k++) {
         t[2 * k] = _mm512_unpacklo_ps(row[2 * k], row[2 * k + 1]);     /* per 128-bit lane: a0 b0 a1 b1 */
@@ -205,9 +200,8 @@ static inline __attribute__((always_inline, target("avx512f"))) void r1_x86_tran
 }
 
 /* the 32 bf16 of h as f32: *lo16 the first 16, *hi16 the last 16 */
-static inline __attribute__((always_inline, target("avx512f,avx512bw"))) void r1_x86_bf16_widen(__m512i h,
-                                                                                              __m512 *lo16,
-                                                                                              __m512 *hi16) {
+static inline __attribute__((always_inline, target("avx512f,avx512bw"))) void r1_x86_bf16_widen(__m512i h, __m512 *lo16,
+                                                                                                __m512 *hi16) {
     *lo16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
     *hi16 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
 }
@@ -230,8 +224,8 @@ r1_x86_bf16_split_store(__m512 lo16, __m512 hi16, uint16_t *o, uint16_t *olo) {
  * chunk holding the 4 rows' partial sums, then the chunks of the tokens are
  * transposed and added (about 10 ops per token instead of 4 full
  * reductions), one zmm of 16 sums in the order out wants. */
-static inline __attribute__((always_inline, target("avx512f"))) __m512
-r1_x86_sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+static inline __attribute__((always_inline, target("avx512f"))) __m512 r1_x86_sum4(__m512 a0, __m512 a1, __m512 a2,
+                                                                                   __m512 a3) {
     __m512 t0 = _mm512_add_ps(_mm512_unpacklo_ps(a0, a1), _mm512_unpackhi_ps(a0, a1));
     __m512 t1 = _mm512_add_ps(_mm512_unpacklo_ps(a2, a3), _mm512_unpackhi_ps(a2, a3));
     return _mm512_add_ps(_mm512_shuffle_ps(t0, t1, _MM_SHUFFLE(1, 0, 1, 0)),
@@ -239,8 +233,8 @@ r1_x86_sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
 }
 /* u[t]: chunk c lane r = a part of row r's sum of token t -> one zmm, lane
  * 4t + r = row r's sum of token t */
-static inline __attribute__((always_inline, target("avx512f"))) __m512
-r1_x86_sum_chunks(__m512 u0, __m512 u1, __m512 u2, __m512 u3) {
+static inline __attribute__((always_inline, target("avx512f"))) __m512 r1_x86_sum_chunks(__m512 u0, __m512 u1,
+                                                                                         __m512 u2, __m512 u3) {
     __m512 v01 = _mm512_add_ps(_mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0)),
                                _mm512_shuffle_f32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2)));
     __m512 v23 = _mm512_add_ps(_mm512_shuffle_f32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0)),
@@ -252,44 +246,44 @@ r1_x86_sum_chunks(__m512 u0, __m512 u1, __m512 u2, __m512 u3) {
  * (vector r NT + t there): ACC_IN continues from the range before, ACC_OUT
  * leaves them for the next range and returns (before the tile's output)
  * unless this range ends the row. */
-#define R1_X86_ACC_IN(NR, NT)                                                                      \
-    do {                                                                                           \
-        __m512 *s_ = (__m512 *)r1_cpu_tile_acc;                                                    \
-        if (s_ && k0 > 0)                                                                          \
-            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (NR); r_++)                              \
-                _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++) acc[r_][t_] =              \
-                    _mm512_load_ps((const float *)(s_ + r_ * (NT) + t_));                          \
+#define R1_X86_ACC_IN(NR, NT)                                                                                          \
+    do {                                                                                                               \
+        __m512 *s_ = (__m512 *)r1_cpu_tile_acc;                                                                        \
+        if (s_ && k0 > 0)                                                                                              \
+            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (NR); r_++)                                                  \
+                _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++) acc[r_][t_] =                                  \
+                    _mm512_load_ps((const float *)(s_ + r_ * (NT) + t_));                                              \
     } while (0)
-#define R1_X86_ACC_OUT(NR, NT)                                                                     \
-    do {                                                                                           \
-        __m512 *s_ = (__m512 *)r1_cpu_tile_acc;                                                    \
-        if (s_ && k1 < K) {                                                                        \
-            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (NR); r_++)                              \
-                _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++)                            \
-                    _mm512_store_ps((float *)(s_ + r_ * (NT) + t_), acc[r_][t_]);                  \
-            return;                                                                                \
-        }                                                                                          \
+#define R1_X86_ACC_OUT(NR, NT)                                                                                         \
+    do {                                                                                                               \
+        __m512 *s_ = (__m512 *)r1_cpu_tile_acc;                                                                        \
+        if (s_ && k1 < K) {                                                                                            \
+            _Pragma("GCC unroll 4") for (int r_ = 0; r_ < (NR); r_++)                                                  \
+                _Pragma("GCC unroll 4") for (int t_ = 0; t_ < NT; t_++)                                                \
+                    _mm512_store_ps((float *)(s_ + r_ * (NT) + t_), acc[r_][t_]);                                      \
+            return;                                                                                                    \
+        }                                                                                                              \
     } while (0)
-#define R1_X86_TILE_OUT(NT)                                                                        \
-    do {                                                                                           \
-        if (NT == 1) { /* the same sums as below without the other tokens' zero chunks */          \
-            __m512 u_ = r1_x86_sum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0]);                   \
-            __m256 hi_ = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u_), 1));       \
-            __m256 h_ = _mm256_add_ps(_mm512_castps512_ps256(u_), hi_);                            \
-            __m128 q_ = _mm_add_ps(_mm256_castps256_ps128(h_), _mm256_extractf128_ps(h_, 1));      \
-            _mm512_mask_storeu_ps(out, (__mmask16)((1u << nr) - 1), _mm512_castps128_ps512(q_));   \
-            break;                                                                                 \
-        }                                                                                          \
-        __m512 u_[4];                                                                              \
-        _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) u_[t_] =                           \
-            t_ < NT ? r1_x86_sum4(acc[0][t_ < NT ? t_ : 0], acc[1][t_ < NT ? t_ : 0],              \
-                                  acc[2][t_ < NT ? t_ : 0], acc[3][t_ < NT ? t_ : 0])              \
-                    : _mm512_setzero_ps();                                                         \
-        __m512 s_ = r1_x86_sum_chunks(u_[0], u_[1], u_[2], u_[3]);                                 \
-        /* lane 4t + r is out[t * R1_CPU_MR + r]: one masked store of the nr x nt sums */       \
-        _Static_assert(R1_CPU_MR == 4, "the tile sums' lanes are out's layout");                   \
-        const unsigned m_ = ((1u << nr) - 1) * (0x1111u & ((1u << 4 * nt) - 1));                  \
-        _mm512_mask_storeu_ps(out, (__mmask16)m_, s_);                                             \
+#define R1_X86_TILE_OUT(NT)                                                                                            \
+    do {                                                                                                               \
+        if (NT == 1) { /* the same sums as below without the other tokens' zero chunks */                              \
+            __m512 u_ = r1_x86_sum4(acc[0][0], acc[1][0], acc[2][0], acc[3][0]);                                       \
+            __m256 hi_ = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u_), 1));                            \
+            __m256 h_ = _mm256_add_ps(_mm512_castps512_ps256(u_), hi_);                                                \
+            __m128 q_ = _mm_add_ps(_mm256_castps256_ps128(h_), _mm256_extractf128_ps(h_, 1));                          \
+            _mm512_mask_storeu_ps(out, (__mmask16)((1u << nr) - 1), _mm512_castps128_ps512(q_));                       \
+            break;                                                                                                     \
+        }                                                                                                              \
+        __m512 u_[4];                                                                                                  \
+        _Pragma("GCC unroll 4") for (int t_ = 0; t_ < 4; t_++) u_[t_] =                                                \
+            t_ < NT ? r1_x86_sum4(acc[0][t_ < NT ? t_ : 0], acc[1][t_ < NT ? t_ : 0], acc[2][t_ < NT ? t_ : 0],        \
+                                  acc[3][t_ < NT ? t_ : 0])                                                            \
+                    : _mm512_setzero_ps();                                                                             \
+        __m512 s_ = r1_x86_sum_chunks(u_[0], u_[1], u_[2], u_[3]);                                                     \
+        /* lane 4t + r is out[t * R1_CPU_MR + r]: one masked store of the nr x nt sums */                              \
+        _Static_assert(R1_CPU_MR == 4, "the tile sums' lanes are out's layout");                                       \
+        const unsigned m_ = ((1u << nr) - 1) * (0x1111u & ((1u << 4 * nt) - 1));                                       \
+        _mm512_mask_storeu_ps(out, (__mmask16)m_, s_);                                                                 \
     } while (0)
 
 #endif

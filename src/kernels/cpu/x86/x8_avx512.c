@@ -36,9 +36,7 @@ enum { F_Q41, F_Q80 };
 #define BLK(DT) ((DT) == F_Q41 ? 20 : 34)     /* a plain block */
 
 /* lanes 0-7 a, lanes 8-15 b */
-INL __m512 pair_ps(float a, float b) {
-    return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1);
-}
+INL __m512 pair_ps(float a, float b) { return _mm512_insertf32x8(_mm512_set1_ps(a), _mm256_set1_ps(b), 1); }
 
 /* Decode streams 4 rows at a time, too short for the hardware prefetcher:
  * the same bytes of the next 4 rows into L1, of the 4 after those into L2
@@ -62,9 +60,8 @@ INL void prefetch_rows(const uint8_t *p, size_t ws, int len) {
 INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m512 *fb) {
     const int bs = BLK(DT);
     /* word w of the block pair: block 1's scale at word bs / 2 */
-    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-                                           bs / 2, bs / 2, bs / 2, bs / 2, bs / 2, bs / 2, bs / 2,
-                                           bs / 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i idx_d = _mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, bs / 2, bs / 2, bs / 2,
+                                           bs / 2, bs / 2, bs / 2, bs / 2, bs / 2, 0, 0, 0, 0, 0, 0, 0, 0);
     if (DT == F_Q80) {
         __m512i raw = _mm512_maskz_loadu_epi8(two ? ~0ull : (1ull << bs) - 1, p);
         *fa = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx_d, raw)));
@@ -74,14 +71,14 @@ INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m51
         return _mm512_xor_si512(q, _mm512_set1_epi8((char)0x80));
     }
     /* q4_1: d at word 0, m at 1, quants at words 2-9 (block 0), 12-19 (block 1) */
-    const __m512i idx_q = _mm512_set_epi16(19, 18, 17, 16, 15, 14, 13, 12, 19, 18, 17, 16, 15, 14, 13,
-                                           12, 9, 8, 7, 6, 5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2);
-    const __m512i sh = _mm512_set_epi16(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4,
-                                        4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i idx_q = _mm512_set_epi16(19, 18, 17, 16, 15, 14, 13, 12, 19, 18, 17, 16, 15, 14, 13, 12, 9, 8, 7, 6,
+                                           5, 4, 3, 2, 9, 8, 7, 6, 5, 4, 3, 2);
+    const __m512i sh = _mm512_set_epi16(4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0, 0, 0, 0, 0, 0, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0,
+                                        0, 0, 0, 0, 0);
     __m512i raw = _mm512_maskz_loadu_epi8(two ? (1ull << (2 * bs)) - 1 : (1ull << bs) - 1, p);
     *fa = _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi16(idx_d, raw)));
-    *fb = _mm512_cvtph_ps(_mm512_castsi512_si256(
-        _mm512_permutexvar_epi16(_mm512_add_epi16(idx_d, _mm512_set1_epi16(1)), raw)));
+    *fb = _mm512_cvtph_ps(
+        _mm512_castsi512_si256(_mm512_permutexvar_epi16(_mm512_add_epi16(idx_d, _mm512_set1_epi16(1)), raw)));
     __m512i z = _mm512_srlv_epi16(_mm512_permutexvar_epi16(idx_q, raw), sh);
     return _mm512_and_si512(z, _mm512_set1_epi8(0x0f));
 }
@@ -92,12 +89,10 @@ INL __m512i tail_pair(const int DT, const uint8_t *p, int two, __m512 *fa, __m51
  * Bounds per 32-bit lane (16 products): q8_0 |w·hi| <= 16 x 255 x 127 before
  * its offset, << 8 < 2^27, the offset -128 x (the lanes' sums, hi << 8 plus
  * lo) < 2^26; q4_1 smaller. No int32 overflow. */
-INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const int ROWS4, int K,
-                 int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,
-                 int nt, float *out) {
+INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const int ROWS4, int K, int k0, int k1,
+                 const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt, float *out) {
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
-    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0),
-                            w + (nr > 3 ? 3 * ws : 0)};
+    const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
     const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
@@ -105,15 +100,15 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
     const __m512i idx_m = _mm512_add_epi32(idx_d, _mm512_set1_epi32(8));
     const int gb = GROUP(DT), bs = BLK(DT);
     __m512 acc[4][R1_CPU_NT];
-    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = _mm512_setzero_ps();
+    _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
+        _mm512_setzero_ps();
     R1_X86_ACC_IN(NR, NT); /* cpu.h r1_cpu_tile_acc: column ranges of whole groups */
     const int G = K / 256, s1 = k1 / 256 < G ? k1 / 256 : G, pf = r1_cpu_tile_prefetch;
     const int R4 = ROWS4 && PAIR && DT == F_Q80; /* the form below the rows' loop */
-    __m512 am[R4 ? 4 : 1][R4 ? R1_CPU_NT : 1]; /* its accumulators, in memory */
+    __m512 am[R4 ? 4 : 1][R4 ? R1_CPU_NT : 1];   /* its accumulators, in memory */
     if (R4)
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) am[r][t] = acc[r][t];
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+            am[r][t] = acc[r][t];
     for (int s = k0 / 256; s < s1; s++) {
         __m512 dx[R1_CPU_NT], sx[R1_CPU_NT];
         __m512i d0[R1_CPU_NT]; /* where each token's dot products start */
@@ -185,8 +180,7 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
                 if (pf) prefetch_rows(bp, ws, gb);
                 const __m128i d16 = _mm_loadu_si128((const __m128i *)bp);
                 dd[r] = _mm512_cvtph_ps(_mm256_broadcastsi128_si256(d16));
-                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++)
-                    q[r][p] = _mm512_loadu_si512(bp + 16 + 64 * p);
+                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) q[r][p] = _mm512_loadu_si512(bp + 16 + 64 * p);
             }
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
@@ -204,16 +198,15 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
                 /* the same operations, in the same order, as the loop above: the same bits */
                 _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) {
                     const __m512i di = _mm512_add_epi32(_mm512_slli_epi32(h[r], 8), l[r]);
-                    am[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), _mm512_mul_ps(dd[r], dx[t]),
-                                               am[r][t]);
+                    am[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(di), _mm512_mul_ps(dd[r], dx[t]), am[r][t]);
                 }
             }
         }
     }
     if (R4) {
         __asm__("" : : "r"(am) : "memory");
-        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++)
-            _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] = am[r][t];
+        _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++)
+            acc[r][t] = am[r][t];
     }
     R1_X86_ACC_OUT(NR, NT);
     const int tb = (K % 256) / 32; /* the plain tail, in the last slice */
@@ -260,10 +253,10 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
     R1_X86_TILE_OUT(NT);
 }
 
-#define X8_VARIANT(NAME, DT, NR, NT, PAIR, ROWS4)                                                  \
-    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr,               \
-                         const uint8_t *x, size_t xs, int nt, float *out) {                        \
-        x8_body(DT, NR, NT, PAIR, ROWS4, K, k0, k1, w, ws, nr, x, xs, nt, out);                    \
+#define X8_VARIANT(NAME, DT, NR, NT, PAIR, ROWS4)                                                                      \
+    static TGT void NAME(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs,      \
+                         int nt, float *out) {                                                                         \
+        x8_body(DT, NR, NT, PAIR, ROWS4, K, k0, k1, w, ws, nr, x, xs, nt, out);                                        \
     }
 /* TILE: one activation row per token; PAIR: two-part pairs (cpu.h
  * r1_cpu_mm.pair_tile). Pairs of 3 or 4 tokens run 2 rows at a time with
@@ -274,40 +267,39 @@ INL void x8_body(const int DT, const int NR, const int NT, const int PAIR, const
  * longer stay in L1 between the two 2-row calls; below it the 2-row form
  * is faster. */
 #define X8_ROWS4_K 3072
-#define X8_TILE(DT, TILE, PAIR)                                                                    \
-    X8_VARIANT(TILE##_1, DT, 4, 1, 0, 0)                                                           \
-    X8_VARIANT(TILE##_2, DT, 4, 2, 0, 0)                                                           \
-    X8_VARIANT(TILE##_4, DT, 4, 4, 0, 0)                                                           \
-    X8_VARIANT(PAIR##_p1, DT, 4, 1, 1, 0)                                                          \
-    X8_VARIANT(PAIR##_p1r, DT, 1, 1, 1, 0)                                                         \
-    X8_VARIANT(PAIR##_p2, DT, 4, 2, 1, 0)                                                          \
-    X8_VARIANT(PAIR##_p3h, DT, 2, 3, 1, 0)                                                         \
-    X8_VARIANT(PAIR##_p4h, DT, 2, 4, 1, 0)                                                         \
-    X8_VARIANT(PAIR##_p4q, DT, DT == F_Q80 ? 4 : 2, 4, 1, 1) /* q4_1: p4h, unused */               \
-    void TILE(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
-              size_t xs, int nt, float *out) {                                                     \
-        r1_cpu_tile_nt(TILE##_1, TILE##_2, TILE##_4,                                                \
-            K, k0, k1, w, ws, nr, x, xs, nt, out);                                                  \
-    }                                                                                              \
-    void PAIR(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x,        \
-              size_t xs, int nt, float *out) {                                                     \
-        if (nt == 1 && r1_cpu_tuning.row1 && !r1_cpu_tile_acc) /* cpu.h: a row at a time */        \
-            r1_cpu_tile_by_row(PAIR##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                  \
-        else if (nt == 1) PAIR##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
-        else if (nt == 2) PAIR##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                         \
-        else if (nt == 4 && DT == F_Q80 && K >= X8_ROWS4_K && !r1_cpu_tile_acc)                    \
-            PAIR##_p4q(K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
-        else {                                                                                     \
-            void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int,   \
-                      float *) = nt == 3 ? PAIR##_p3h : PAIR##_p4h;                                \
-            f(K, k0, k1, w, ws, nr < 2 ? nr : 2, x, xs, nt, out);                                  \
-            if (nr > 2) { /* rows 2 and 3: their carried sums 2 nt vectors on */                   \
-                void *a = r1_cpu_tile_acc;                                                         \
-                if (a) r1_cpu_tile_acc = (uint8_t *)a + (size_t)2 * nt * 64;                       \
-                f(K, k0, k1, w + 2 * ws, ws, nr - 2, x, xs, nt, out + 2);                          \
-                r1_cpu_tile_acc = a;                                                               \
-            }                                                                                      \
-        }                                                                                          \
+#define X8_TILE(DT, TILE, PAIR)                                                                                        \
+    X8_VARIANT(TILE##_1, DT, 4, 1, 0, 0)                                                                               \
+    X8_VARIANT(TILE##_2, DT, 4, 2, 0, 0)                                                                               \
+    X8_VARIANT(TILE##_4, DT, 4, 4, 0, 0)                                                                               \
+    X8_VARIANT(PAIR##_p1, DT, 4, 1, 1, 0)                                                                              \
+    X8_VARIANT(PAIR##_p1r, DT, 1, 1, 1, 0)                                                                             \
+    X8_VARIANT(PAIR##_p2, DT, 4, 2, 1, 0)                                                                              \
+    X8_VARIANT(PAIR##_p3h, DT, 2, 3, 1, 0)                                                                             \
+    X8_VARIANT(PAIR##_p4h, DT, 2, 4, 1, 0)                                                                             \
+    X8_VARIANT(PAIR##_p4q, DT, DT == F_Q80 ? 4 : 2, 4, 1, 1) /* q4_1: p4h, unused */                                   \
+    void TILE(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,         \
+              float *out) {                                                                                            \
+        r1_cpu_tile_nt(TILE##_1, TILE##_2, TILE##_4, K, k0, k1, w, ws, nr, x, xs, nt, out);                            \
+    }                                                                                                                  \
+    void PAIR(int K, int k0, int k1, const uint8_t *w, size_t ws, int nr, const uint8_t *x, size_t xs, int nt,         \
+              float *out) {                                                                                            \
+        if (nt == 1 && r1_cpu_tuning.row1 && !r1_cpu_tile_acc) /* cpu.h: a row at a time */                            \
+            r1_cpu_tile_by_row(PAIR##_p1r, K, k0, k1, w, ws, nr, x, xs, nt, out);                                      \
+        else if (nt == 1) PAIR##_p1(K, k0, k1, w, ws, nr, x, xs, nt, out);                                             \
+        else if (nt == 2) PAIR##_p2(K, k0, k1, w, ws, nr, x, xs, nt, out);                                             \
+        else if (nt == 4 && DT == F_Q80 && K >= X8_ROWS4_K && !r1_cpu_tile_acc)                                        \
+            PAIR##_p4q(K, k0, k1, w, ws, nr, x, xs, nt, out);                                                          \
+        else {                                                                                                         \
+            void (*f)(int, int, int, const uint8_t *, size_t, int, const uint8_t *, size_t, int, float *) =            \
+                nt == 3 ? PAIR##_p3h : PAIR##_p4h;                                                                     \
+            f(K, k0, k1, w, ws, nr < 2 ? nr : 2, x, xs, nt, out);                                                      \
+            if (nr > 2) { /* rows 2 and 3: their carried sums 2 nt vectors on */                                       \
+                void *a = r1_cpu_tile_acc;                                                                             \
+                if (a) r1_cpu_tile_acc = (uint8_t *)a + (size_t)2 * nt * 64;                                           \
+                f(K, k0, k1, w + 2 * ws, ws, nr - 2, x, xs, nt, out + 2);                                              \
+                r1_cpu_tile_acc = a;                                                                                   \
+            }                                                                                                          \
+        }                                                                                                              \
     }
 
 X8_TILE(F_Q41, r1_x86_tile_q4_1x8_avx512, r1_x86_tile_q4_1x8_avx512_pair)
