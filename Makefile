@@ -10,7 +10,7 @@
 #   make OPENCL=0|1  without / with the OpenCL backend (default: built when the
 #                    OpenCL headers and ICD loader are installed; CLBlast is
 #                    used for prefill when clblast_c.h is there, CLBLAST=0 not)
-#   make format      clang-format every C source
+#   make format      clang-format every C source (.clang-format); make format-check: CI's check
 
 # `make` with no target builds the CLI and the library (the rules below
 # start with generated headers, which must not become the default goal)
@@ -100,7 +100,7 @@ $(BUILD)/gen/version.h: FORCE
 $(BUILD)/src/cli/version.o: $(BUILD)/gen/version.h
 $(BUILD)/src/cli/version.o: CPPFLAGS += -I$(BUILD)/gen
 
-.PHONY: all test demo bench format clean tests fuzz deps FORCE
+.PHONY: all test demo bench format format-check clean tests fuzz deps FORCE
 all: $(BIN) $(LIB)
 	@echo "built $(BIN) (CUDA=$(CUDA) MPI=$(MPI) NCCL=$(NCCL) OPENCL=$(OPENCL) CLBLAST=$(CLBLAST) SAN=$(SAN))"
 
@@ -195,8 +195,13 @@ bench: $(BIN)
 fuzz:
 	bash scripts/fuzz.sh 60
 
+FORMAT_FILES = $$(find src include tests tools -name '*.[ch]' | sort)
 format:
-	clang-format -i $$(find src include tests -name '*.[ch]')
+	clang-format -i --style=file $(FORMAT_FILES)
+# every C source as .clang-format writes it (CI); the files that differ are named
+format-check:
+	@bad=0; for f in $(FORMAT_FILES); do clang-format --style=file "$$f" | cmp -s "$$f" - || { echo "not formatted: $$f (make format)"; bad=$$((bad + 1)); }; done; \
+	n=$$(find src include tests tools -name '*.[ch]' | wc -l); echo "format: $$((n - bad)) passed, $$bad failed"; [ $$bad -eq 0 ]
 
 clean:
 	rm -rf build build-san build-fuzz

@@ -15,7 +15,7 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 APT_PKGS="build-essential make pkg-config libpcre2-dev libutf8proc-dev libjansson-dev \
-libmicrohttpd-dev clang libclang-rt-dev librsvg2-bin curl python3 python3-pip \
+libmicrohttpd-dev clang clang-format libclang-rt-dev librsvg2-bin curl python3 python3-pip \
 gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user debian-faq \
 ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers pocl-opencl-icd clinfo libclblast-dev \
 chromium openmpi-bin libopenmpi-dev"
