@@ -7,8 +7,9 @@ first over the time after the first), and the aggregate decode rate:
 the tokens streamed once every client had its first (every prompt is in)
 over the time from then to the last token; and end to end, every token
 over the time from the first request sent to the last token (prefill
-included). Any OpenAI-compatible server (llama-server too). Standard
-library only.
+included). Then time to first token and the time between tokens (inter-
+token latency), p50 and p99. Any OpenAI-compatible server (llama-server
+too). Standard library only.
 
   tools/serve_bench.py --base http://127.0.0.1:8080 --clients 8 --max-tokens 64
 """
@@ -60,9 +61,17 @@ for t in th:
     t.start()
 for t in th:
     t.join()
-rates, ttft = [], []
+def pct(xs, p):
+    xs = sorted(xs)
+    k = (len(xs) - 1) * p / 100
+    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+
+
+rates, ttft, gaps = [], [], []
 for t0, times in res:
     ttft.append(times[0] - t0)
+    gaps += [b - a for a, b in zip(times, times[1:])]
     if len(times) > 1:
         rates.append((len(times) - 1) / (times[-1] - times[0]))
 t_sent = min(t[0] for t in res)
@@ -73,3 +82,5 @@ print(f"serve_bench: {args.clients} clients x {args.max_tokens} tokens: aggregat
       f"per client {statistics.median(rates):.2f} tok/s (median), time to first token "
       f"{statistics.median(ttft):.2f} s (median); end to end {sum(len(t[1]) for t in res) / (last - t_sent):.2f} "
       f"tok/s (every token over the time from the first request to the last token)")
+print(f"  time to first token p50 {pct(ttft, 50):.2f} s, p99 {pct(ttft, 99):.2f} s; between tokens p50 "
+      f"{pct(gaps, 50) * 1e3:.0f} ms, p99 {pct(gaps, 99) * 1e3:.0f} ms" if gaps else "  (one token each)")
