@@ -19,7 +19,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--base", required=True)
 ap.add_argument("--cases", required=True, help="llama.cpp's tests/test-json-schema-to-grammar.cpp")
 ap.add_argument("--seeds", type=int, default=2)
-ap.add_argument("--max-tokens", type=int, default=160)
+ap.add_argument("--max-tokens", type=int, default=112)
 args = ap.parse_args()
 srv = Server(args.base)
 srv.timeout = 300

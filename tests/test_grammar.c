@@ -366,6 +366,7 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
         {"\"minimum\":3,\"exclusiveMinimum\":true,\"maximum\":3.05", 3, 3.05, 1, 0},
         {"\"exclusiveMinimum\":0.999,\"exclusiveMaximum\":1.001", 0.999, 1.001, 1, 1},
     };
+    const size_t fstep = step > 1 ? 2 : 1; /* quick: every other fraction */
     static const char *fracs[] = {
         "",      ".0",  ".000",  ".5",  ".25",   ".2500", ".2499",  ".2501",  ".999",  ".001",
         ".0010", ".75", ".7499", ".05", ".0501", ".1",    ".09999", ".10001", ".9991", ".0000000000000001"};
@@ -381,7 +382,7 @@ static void test_schema_keywords(const r1_gvocab_t *v) {
         if (!g) continue;
         for (int ip = 0; ip <= 1200; ip += ip < 12 ? 1 : step)
             for (int neg = 0; neg < 2; neg++)
-                for (size_t f = 0; f < sizeof fracs / sizeof *fracs; f++) {
+                for (size_t f = 0; f < sizeof fracs / sizeof *fracs; f += fstep) {
                     char text[48];
                     snprintf(text, sizeof text, "%s%d%s", neg ? "-" : "", ip, fracs[f]);
                     const double x = strtod(text, NULL);

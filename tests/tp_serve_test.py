@@ -11,11 +11,10 @@ from server_common import Server, check, run_groups
 ap = argparse.ArgumentParser()
 ap.add_argument("--one", required=True, help="the one-process server")
 ap.add_argument("--ranks", action="append", required=True, help="a server under mpirun (repeatable): LABEL=URL")
-ap.add_argument("--max-tokens", type=int, default=32)
+ap.add_argument("--max-tokens", type=int, default=20)
 args = ap.parse_args()
 
-PROMPTS = ["The capital of France is", "Write a haiku about the sea.", "List three prime numbers.",
-           "What does a compiler do?"]
+PROMPTS = ["The capital of France is", "List three prime numbers.", "What does a compiler do?"]
 
 
 def requests():
