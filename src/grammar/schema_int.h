@@ -1,6 +1,6 @@
 /*
  * schema_int.h - what the pieces of the JSON-schema converter share
- * (schema.c, schema_pattern.c, schema_range.c): the grammar text being
+ * (schema.c, schema_allof.c, schema_pattern.c, schema_range.c): the grammar text being
  * written, the conversion's state and its first error, and the
  * converters of one keyword each. Not part of the library's interface.
  */
@@ -43,6 +43,12 @@ void sch_literal(struct out *o, const char *s, size_t n);
 /* The conversion's first error (later ones are dropped); returns -1. */
 int sch_err(struct conv *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* schema.c: the grammar of schema s into o (depth: its nesting); the value
+ * at a JSON pointer "#/..." of root, or NULL */
+int sch_value(struct conv *c, struct out *o, const json_t *s, int depth);
+const json_t *sch_json_pointer(const json_t *root, const char *ref);
+/* schema_allof.c: a schema with allOf */
+int sch_all_of(struct conv *c, struct out *o, const json_t *s, int depth);
 /* schema_pattern.c: a pattern as the grammar of a JSON string */
 int sch_pattern(struct conv *c, struct out *o, const char *pat);
 /* schema_range.c: integers and numbers within minimum / maximum */
