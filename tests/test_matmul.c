@@ -94,7 +94,7 @@ static void test_matmul(const struct r1_cpu_isa *isa) {
             int q = r1_dtype_traits[dt].block > 1;
             char what[48];
             snprintf(what, sizeof what, "%s/%s", r1_kernel_names[k], r1_dtype_name(dt));
-            int gu = k == R1_K_GATE_UP_SILU, one = r1_cpu_act_parts() == 1;
+            int gu = k == R1_K_GATE_UP_SILU, one = r1_cpu_mm_parts(&isa->mm[dt]) == 1;
             int gguf = dt > R1_DTYPE_Q4_0 && dt != R1_DTYPE_Q4_0X8;
             double lim = one ? (gu ? (gguf ? NMSE_GATE_UP_Q8ACT_GGUF : NMSE_GATE_UP_Q8ACT)
                                    : (gguf ? NMSE_MATMUL_Q8ACT_GGUF : NMSE_MATMUL_Q8ACT))
@@ -492,8 +492,10 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
     static const int shapes[][2] = {{5, 32}, {70, 256},  {33, 576}, {17, 1536},
                                     {9, 7},  {21, 3100}, {9, 3104}, {7, 4616}};
     /* 13: three calls of 4 tokens and one of 1 */
-    static const int Ts[] = {2, 3, 5, 8, 13, 16};
-    const int nT = quick ? 3 : (int)(sizeof Ts / sizeof Ts[0]);
+    /* 13: three calls of 4 tokens and one of 1; past 16: the entries with a
+     * gemm (one part) give every batch a single row's bits */
+    static const int Ts[] = {2, 3, 5, 8, 13, 16, 27, 40};
+    const int nT_all = quick ? 3 : 6;
     int cases = 0, bad = 0, ncase = 0;
     for (size_t ki = 0; ki < sizeof mm_kernels / sizeof mm_kernels[0]; ki++)
         for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
@@ -506,8 +508,10 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
                 int on = k == R1_K_GATE_UP_SILU ? rows / 2 : rows;
                 struct mat w = mat_new(dt, rows, cols);
                 float *bias = frand_buf((size_t)rows);
+                const int gemm = isa->mm[dt].gemm && r1_cpu_mm_parts(&isa->mm[dt]) == 1 && cols % 256 == 0;
+                const int nT = gemm ? nT_all + 2 : nT_all;
                 for (int ti = 0; ti < nT; ti++) {
-                    int T = Ts[ti], nth = 1 + ncase++ % 3;
+                    int T = Ts[ti < nT_all ? ti : 6 + ti - nT_all], nth = 1 + ncase++ % 3;
                     float *x = frand_buf((size_t)T * cols), *a = frand_buf((size_t)T * on);
                     float *b = malloc((size_t)T * on * 4);
                     memcpy(b, a, (size_t)T * on * 4); /* matvec_add adds to out */
@@ -542,7 +546,7 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
         int nh = acfg[ai / 3][0], nkv = acfg[ai / 3][1], hd = ai < 3 ? 64 : 128, nctx = 80;
         int stride = (nh + 2 * nkv) * hd;
         struct r1_kv_cache kv = kv_new(kdt, 1, nkv, nctx, hd);
-        for (int ti = 0; ti < (int)(sizeof Ts / sizeof Ts[0]); ti++) {
+        for (int ti = 0; ti < 6; ti++) { /* T <= 16 */
             int T = Ts[ti], pos0 = 3 + 11 * ti, nth = 1 + ti % 3;
             float *x = frand_buf((size_t)T * stride), *sc = malloc((size_t)3 * nctx * 4);
             float *a = malloc((size_t)T * nh * hd * 4), *b = malloc((size_t)T * nh * hd * 4);

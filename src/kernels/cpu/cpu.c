@@ -107,7 +107,7 @@ const struct r1_cpu_isa *r1_cpu_current(void) {
 #define TUNING_DEFAULT                                                                                                 \
     {                                                                                                                  \
         .row1 = -1, .row1_act = R1_CPU_ROW1_ACT, .row_pf = 2048, .small_batch = SMALL_BATCH, .pairs = 1, .carry = 1,   \
-        .vbmi = 1, .gfni = 1, .attn_split = 1, .panel = 1                                                              \
+        .vbmi = 1, .gfni = 1, .attn_split = 1, .panel = 1, .gemm = 1                                                   \
     }
 struct r1_cpu_tuning r1_cpu_tuning = TUNING_DEFAULT;
 static const struct r1_cpu_tuning tuning_default = TUNING_DEFAULT;
@@ -118,7 +118,7 @@ static const struct {
     size_t off;
 } tunings[] = {TUNE(row1),  TUNE(row1_act),     TUNE(row_pf), TUNE(small_batch), TUNE(pairs),
                TUNE(carry), TUNE(static_split), TUNE(plain),  TUNE(q4_0_plain),  TUNE(vbmi),
-               TUNE(gfni),  TUNE(attn_split),   TUNE(panel)};
+               TUNE(gfni),  TUNE(attn_split),   TUNE(panel),  TUNE(gemm)};
 #undef TUNE
 int r1_cpu_tune(const char *name, int value) {
     if (!strcmp(name, "act_parts")) {
@@ -260,11 +260,22 @@ static const struct r1_cpu_mm *mm_for(const struct r1_cpu_isa *isa, const struct
     }
     buf->pairs = 0;
     if ((buf->act == R1_CPU_ACT_Q8X8 || r1_cpu_act_q8(buf->act)) && buf->tile == mm->tile && mm->pair_tile &&
-        r1_cpu_act_parts() == 2 && r1_cpu_tuning.pairs) {
+        r1_cpu_mm_parts(mm) == 2 && r1_cpu_tuning.pairs) {
         buf->tile = mm->pair_tile;
         buf->pairs = 1;
     }
     buf->batch_panel = NULL;
+    if (T >= 2 && mm->gemm && r1_cpu_tuning.gemm && r1_cpu_mm_parts(mm) == 1 && w->cols % 256 == 0 &&
+        !(T > small_max && buf->batch_block)) {
+        /* one GEMM from 2 tokens up, each token's sums its decode step's
+         * (the AMX blocks keep the batches past small_max) */
+        buf->act = mm->act;
+        buf->tile = mm->tile;
+        buf->pairs = 0;
+        buf->batch_block = NULL;
+        buf->batch_panel = mm->gemm;
+        return buf;
+    }
     if (T > R1_CPU_PANEL_MIN_T && mm->batch_panel && r1_cpu_tuning.panel && !buf->batch_block && /* AMX blocks first */
         !(mm->panel_act == R1_CPU_ACT_Q16 && w->cols % 32)) {                                    /* mm_block's panel */
         buf->act = mm->panel_act;

@@ -135,7 +135,13 @@ void r1_cpu_q8_to_q8x8(const uint8_t *q8, uint8_t *dst, int K);
  * so a tile may fold both parts in int32: (w·q_hi << 8) + w·q_lo, times d_lo.
  * Any other value of parts: R1_CPU_ACT's choice again, read at the next use. */
 void r1_cpu_set_act_parts(int parts);
+/* The parts of a format without a choice of its own: R1_CPU_ACT's (or
+ * r1_cpu_set_act_parts') when set, else 2. */
 int r1_cpu_act_parts(void);
+/* The parts this entry's activations take: the forced choice, else 1 where
+ * the entry sets one_part, else 2. */
+struct r1_cpu_mm;
+int r1_cpu_mm_parts(const struct r1_cpu_mm *mm);
 /* 1 if the cpu kernels want q4_0 weights regrouped as q4_0x8 (their
  * kernel set has a tile for it, and r1_cpu_tuning.q4_0_plain is 0). */
 int r1_cpu_regroup_q4_0(void);
@@ -225,12 +231,15 @@ extern _Thread_local int r1_cpu_tile_prefetch;
  *     heads only.
  *   panel: batches past R1_CPU_PANEL_MIN_T tokens run a dtype's panel GEMM
  *     where its entry has one (batch_panel); 0: the tiles (for
- *     comparisons). */
+ *     comparisons).
+ *   gemm: batches of 2+ tokens on one-part activations run the entry's
+ *     gemm where it has one; 0: the decode tiles and the panel. */
 struct r1_cpu_tuning {
     int row1, row1_act, row_pf, small_batch, pairs, carry, static_split, plain, q4_0_plain;
     int vbmi, gfni;
     int attn_split;
     int panel;
+    int gemm;
 };
 extern struct r1_cpu_tuning r1_cpu_tuning;
 #define R1_CPU_ROW1_ACT 16384 /* row1_act's default */
@@ -305,6 +314,15 @@ struct r1_cpu_mm {
      * r1_cpu_tile_acc on column ranges that start and end at multiples of
      * carry_k (or at K); 0: it does not. */
     int carry_k;
+    /* 1: this weight type takes one-part int8 activations unless R1_CPU_ACT
+     * forces two (a measured precision choice, docs/quality.md), so that
+     * `gemm` serves every batch. */
+    int one_part;
+    /* Optional, for act R1_CPU_ACT_Q8X8 on one-part activations: the GEMM of
+     * batches of 2 or more tokens (r1_cpu_panel_fn's arguments, x at the
+     * tokens in act form), each token's sums bit for bit the decode tile's,
+     * the weights unpacked once per 16 tokens instead of once per 4. */
+    r1_cpu_panel_fn gemm;
 };
 
 struct r1_cpu_isa {

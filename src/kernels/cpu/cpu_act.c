@@ -17,20 +17,30 @@
 
 static uint8_t *scratch(size_t bytes) { return r1_cpu_scratch(0, bytes); }
 
-/* Integer activations in 1 or 2 parts (cpu.h); -1 until first read. */
+/* Integer activations in 1 or 2 parts (cpu.h): 1 or 2 when R1_CPU_ACT or
+ * r1_cpu_set_act_parts forces it on every format, 0 for each format's own
+ * (r1_cpu_mm.one_part), -1 until first read. */
 static _Atomic int act_parts = -1;
 void r1_cpu_set_act_parts(int parts) { act_parts = parts == 1 ? 1 : parts == 2 ? 2 : -1; }
-int r1_cpu_act_parts(void) {
+static int act_forced(void) {
     int p = act_parts;
     if (p < 0) {
         const char *e = r1_env("R1_CPU_ACT");
-        p = e && !strcmp(e, "q8") ? 1 : 2;
+        p = e && !strcmp(e, "q8") ? 1 : e && !strcmp(e, "q8x2") ? 2 : 0;
         act_parts = p;
     }
     return p;
 }
+int r1_cpu_act_parts(void) {
+    int p = act_forced();
+    return p ? p : 2;
+}
+int r1_cpu_mm_parts(const struct r1_cpu_mm *mm) {
+    int p = act_forced();
+    return p ? p : mm->one_part ? 1 : 2;
+}
 int r1_cpu_act_rows(const struct r1_cpu_mm *mm) {
-    return r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8 ? r1_cpu_act_parts() : 1;
+    return r1_cpu_act_q8(mm->act) || mm->act == R1_CPU_ACT_Q8X8 ? r1_cpu_mm_parts(mm) : 1;
 }
 /* A q8 token (quantized in place) completed into its form: the sums of q8s. */
 static void act_finish(const struct r1_cpu_mm *mm, uint8_t *tok, int K) {
@@ -184,7 +194,7 @@ const uint8_t *r1_cpu_prep_act(const struct r1_cpu_isa *isa, const struct r1_cpu
         const size_t s = sums ? r1_cpu_q8ws_stride(K) : r1_cpu_q8w_stride(K), s8 = r1_cpu_q8_stride(K);
         uint8_t *buf = scratch((size_t)T * s + 2 * s8 + (size_t)K * sizeof(float));
         uint8_t *h = buf + (size_t)T * s, *l = h + s8;
-        const int two = r1_cpu_act_parts() == 2;
+        const int two = r1_cpu_mm_parts(mm) == 2;
         void (*fold)(const uint8_t *, const uint8_t *, uint8_t *, int, int) =
             isa->q8w_fold ? isa->q8w_fold : r1_cpu_q8w_fold_c;
         for (int t = 0; t < T; t++) {

@@ -68,6 +68,15 @@ void r1_kq_tile_q6_Kx8_avx512(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q4_Kx8_avx512_pair(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q5_Kx8_avx512_pair(R1_KQ_TILE_ARGS);
 void r1_kq_tile_q6_Kx8_avx512_pair(R1_KQ_TILE_ARGS);
+/* the regrouped K-quants' GEMM (r1_cpu_panel_fn, cpu.h r1_cpu_mm.gemm) on
+ * one-part q8x8 activations, K % 256 == 0, any tn: token t's sums are bit for
+ * bit the one-part tile's; the reference is the tile (tests/test_matmul.c) */
+void r1_gemm_q4_Kx8_q8x8_avx512(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C,
+                                int ldc);
+void r1_gemm_q5_Kx8_q8x8_avx512(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C,
+                                int ldc);
+void r1_gemm_q6_Kx8_q8x8_avx512(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn, float *C,
+                                int ldc);
 #endif
 
 #endif

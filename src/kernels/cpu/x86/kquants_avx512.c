@@ -398,4 +398,155 @@ KX8_AVX512(X_Q4K, r1_kq_tile_q4_Kx8_avx512, r1_kq_tile_q4_Kx8_avx512_pair)
 KX8_AVX512(X_Q5K, r1_kq_tile_q5_Kx8_avx512, r1_kq_tile_q5_Kx8_avx512_pair)
 KX8_AVX512(X_Q6K, r1_kq_tile_q6_Kx8_avx512, r1_kq_tile_q6_Kx8_avx512_pair)
 
+/* ---- the regrouped K-quants' GEMM on one-part q8x8 activations (kquants.h
+ * r1_gemm_*x8_q8x8_avx512): 2 to any number of tokens. The per-lane
+ * arithmetic of kx8_body's one-part tile (the same unpacking, the same
+ * vpdpbusd, cvt, multiplies and FMAs in the same order, the lanes summed by
+ * the same tree at the end), so each token's sums are bit for bit its
+ * decode step's; only the loops differ. A register tile is one row x KG_NT
+ * tokens: the row's super-block is unpacked once for KG_NT tokens (the
+ * decode tile: once for 4). K is walked in slices of KG_SL super-blocks,
+ * whose KG_NT tokens' activations (KG_SL x 6 KB) stay in L1 while every
+ * row of the block passes over them; the lane sums wait in scratch between
+ * slices. ---- */
+#define KG_NT 16
+#define KG_SL 4
+
+/* The per-token terms of super-block s (tile: before its rows): sx (q4_K,
+ * q5_K) or the two q6_K start values. */
+INL void kg_prep(const int DT, const uint8_t *xp, __m512 *sx, __m512i *nlo, __m512i *nhi) {
+    if (DT == X_Q6K) {
+        q6_starts(xp, nlo, nhi);
+    } else {
+        __m512 dx = _mm512_loadu_ps((const float *)(xp + 320));
+        *sx =
+            _mm512_mul_ps(_mm512_mul_ps(dx, _mm512_set1_ps(-0.125f)), _mm512_cvtepi32_ps(_mm512_loadu_si512(xp + 256)));
+    }
+}
+
+/* acc[t] += row blk's super-block · token t's (xp[t]), t < NT */
+INL void kg_row(const int DT, const int NT, const uint8_t *blk, const uint8_t *const *xp, const __m512 *sx,
+                const __m512i *nlo, const __m512i *nhi, __m512 *acc) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
+    const __m512i idx_e = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
+    const uint8_t *qp = blk + (DT == X_Q4K ? 16 : DT == X_Q5K ? 48 : 0);
+    __m512i q0 = _mm512_loadu_si512(qp), q1 = _mm512_loadu_si512(qp + 64), q[4];
+    q[0] = _mm512_and_si512(q0, lo4), q[2] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
+    q[1] = _mm512_and_si512(q1, lo4), q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+    __m512 fa, fb;
+    if (DT == X_Q5K) {
+        const __m512i c16 = _mm512_set1_epi8(16);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            uint64_t mk;
+            memcpy(&mk, blk + 16 + 8 * p, 8);
+            q[p] = _mm512_mask_add_epi8(q[p], (__mmask64)mk, q[p], c16);
+        }
+    }
+    if (DT == X_Q6K) {
+        const __m512i c30 = _mm512_set1_epi8(0x30);
+        __m512i h = _mm512_loadu_si512(blk + 128);
+        q[0] = _mm512_ternarylogic_epi32(q[0], _mm512_slli_epi16(h, 4), c30, 0xF8);
+        q[1] = _mm512_ternarylogic_epi32(q[1], _mm512_slli_epi16(h, 2), c30, 0xF8);
+        q[2] = _mm512_ternarylogic_epi32(q[2], h, c30, 0xF8);
+        q[3] = _mm512_ternarylogic_epi32(q[3], _mm512_srli_epi16(h, 2), c30, 0xF8);
+        __m512 sc = q6_scales(blk);
+        fa = _mm512_permutexvar_ps(idx_e, sc), fb = _mm512_permutexvar_ps(idx_o, sc);
+    } else {
+        __m256 sc, mn;
+        r1_avx2_kq_scales(blk, &sc, &mn);
+        fa = _mm512_broadcast_f32x8(sc), fb = _mm512_broadcast_f32x8(mn);
+    }
+    _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++) {
+        const __m512 dx = _mm512_loadu_ps((const float *)(xp[t] + 320));
+        if (DT == X_Q6K) {
+            __m512i a = dp2(nlo[t], q[0], q[1], xp[t]);
+            __m512i b = dp2(nhi[t], q[2], q[3], xp[t] + 128);
+            __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(a), fa);
+            v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(b), fb, v);
+            acc[t] = _mm512_fmadd_ps(v, dx, acc[t]);
+        } else {
+            __m512i di = dp2(dp2(zero, q[0], q[1], xp[t]), q[2], q[3], xp[t] + 128);
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(di), fa), dx, acc[t]);
+            acc[t] = _mm512_fnmadd_ps(fb, sx[t], acc[t]);
+        }
+    }
+}
+
+/* Tokens [0, nt) (nt <= NT) of x against rows [0, mc) of w: the lane sums
+ * of row r, token t in sums[(r * KG_NT + t) * 16 ..] */
+INL void kg_tokens(const int DT, const int NT, int K, const uint8_t *w, size_t ws, int mc, const uint8_t *x, size_t xs,
+                   int nt, float *sums) {
+    const size_t bs = DT == X_Q4K ? 144 : DT == X_Q5K ? 176 : 210;
+    const int S = K / 256;
+    for (int s0 = 0; s0 < S; s0 += KG_SL) {
+        const int s1 = S - s0 < KG_SL ? S : s0 + KG_SL;
+        __m512 sx[KG_SL][NT];
+        __m512i nlo[KG_SL][NT], nhi[KG_SL][NT];
+        const uint8_t *xp[KG_SL][NT];
+        for (int s = s0; s < s1; s++) _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++) {
+                xp[s - s0][t] = x + (size_t)(t < nt ? t : 0) * xs + (size_t)s * R1_CPU_Q8X8_BYTES;
+                kg_prep(DT, xp[s - s0][t], &sx[s - s0][t], &nlo[s - s0][t], &nhi[s - s0][t]);
+            }
+        for (int r = 0; r < mc; r++) {
+            const uint8_t *row = w + (size_t)r * ws;
+            float *sr = sums + (size_t)r * KG_NT * 16;
+            /* the row after next's slice on its way while this one runs */
+            if (r + 2 < mc)
+                for (size_t o = (size_t)s0 * bs; o < (size_t)s1 * bs; o += 64)
+                    _mm_prefetch((const char *)(row + 2 * ws + o), _MM_HINT_T0);
+            __m512 acc[NT];
+            _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++) acc[t] =
+                s0 ? _mm512_load_ps(sr + 16 * t) : _mm512_setzero_ps();
+            for (int s = s0; s < s1; s++)
+                kg_row(DT, NT, row + (size_t)s * bs, xp[s - s0], sx[s - s0], nlo[s - s0], nhi[s - s0], acc);
+            _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++) _mm512_store_ps(sr + 16 * t, acc[t]);
+        }
+    }
+}
+
+INL void kg_gemm(const int DT, int K, const uint8_t *w, size_t ws, int mc, const float *xf, size_t xs, int tn, float *C,
+                 int ldc) {
+    const uint8_t *x = (const uint8_t *)xf;
+    float *sums = (float *)r1_cpu_scratch(2, (size_t)(mc + 3) * KG_NT * 16 * sizeof(float));
+    for (int t0 = 0; t0 < tn; t0 += KG_NT) {
+        const int nt = tn - t0 < KG_NT ? tn - t0 : KG_NT;
+        const uint8_t *xt = x + (size_t)t0 * xs;
+        if (nt > 8) kg_tokens(DT, 16, K, w, ws, mc, xt, xs, nt, sums);
+        else if (nt > 4) kg_tokens(DT, 8, K, w, ws, mc, xt, xs, nt, sums);
+        else if (nt > 2) kg_tokens(DT, 4, K, w, ws, mc, xt, xs, nt, sums);
+        else kg_tokens(DT, 2, K, w, ws, mc, xt, xs, nt, sums);
+        /* the decode tile's lane sums (R1_X86_TILE_OUT), 4 rows at a time */
+        for (int r = 0; r < mc; r += 4) {
+            const int nr = mc - r < 4 ? mc - r : 4;
+            for (int t = 0; t < nt; t++) {
+                __m512 a[4];
+                for (int i = 0; i < 4; i++)
+                    a[i] = _mm512_load_ps(sums + ((size_t)(r + (i < nr ? i : 0)) * KG_NT + t) * 16);
+                __m512 u = r1_x86_sum4(a[0], a[1], a[2], a[3]);
+                __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(u), 1));
+                __m256 h = _mm256_add_ps(_mm512_castps512_ps256(u), hi);
+                __m128 qs = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+                float v[4];
+                _mm_storeu_ps(v, qs);
+                float *c = C + (size_t)(t0 + t) * ldc + r;
+                for (int i = 0; i < nr; i++) c[i] = v[i];
+            }
+        }
+    }
+}
+
+TGT void r1_gemm_q4_Kx8_q8x8_avx512(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,
+                                    float *C, int ldc) {
+    kg_gemm(X_Q4K, K, w, ws, mc, x, xs, tn, C, ldc);
+}
+TGT void r1_gemm_q5_Kx8_q8x8_avx512(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,
+                                    float *C, int ldc) {
+    kg_gemm(X_Q5K, K, w, ws, mc, x, xs, tn, C, ldc);
+}
+TGT void r1_gemm_q6_Kx8_q8x8_avx512(int K, const uint8_t *w, size_t ws, int mc, const float *x, size_t xs, int tn,
+                                    float *C, int ldc) {
+    kg_gemm(X_Q6K, K, w, ws, mc, x, xs, tn, C, ldc);
+}
+
 #endif /* __x86_64__ */
