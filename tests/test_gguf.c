@@ -24,7 +24,8 @@
 #include <unistd.h>
 
 #include "kernels/dtype.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
+#include "tokenizer/gguf_tok.h"
 #include "model/model.h"
 #include "r1infer.h"
 #include "test.h"

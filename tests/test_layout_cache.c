@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/cpu.h"
 #include "model/model.h"
+#include "synth/synth.h"
 #include "r1infer.h"
 #include "test.h"
 

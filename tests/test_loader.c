@@ -16,6 +16,7 @@
 #include "kernels/dtype.h"
 #include "util/util.h"
 #include "model/model.h"
+#include "runtime/job.h"
 #include "test.h"
 
 static char tmp[256];

@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "kernels/cpu/cpu.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "model/model.h"
 #include "r1infer.h"
 #include "test.h"

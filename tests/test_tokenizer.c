@@ -21,7 +21,8 @@
 
 #include "r1infer.h"
 #include "test.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
+#include "tokenizer/gguf_tok.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "util/util.h"
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "runtime/job.h"
 #include "model/tp.h"
 #include "test.h"
 

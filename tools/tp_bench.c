@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "runtime/job.h"
 #include "runtime/comm.h"
 #include "runtime/session.h"
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "bench/bench.h"
+#include "runtime/job.h"
 #ifdef R1_OPENCL
 #include "kernels/opencl/opencl.h"
 #endif

@@ -22,6 +22,7 @@
 #include "util/env.h"
 #include "bench/bench.h"
 #include "model/model.h"
+#include "runtime/job.h"
 #include "util/util.h"
 
 #define MAX_PROMPTS 16

@@ -16,7 +16,8 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "kernels/dtype.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
+#include "tokenizer/gguf_tok.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 

@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/opts.h"
 #include "model/model.h"
+#include "synth/synth.h"
 
 static void help(FILE *f) {
     fprintf(f, "usage: r1infer synth --config tiny|1.5b|7b|14b|32b|llama-8b|llama-70b -o DIR|FILE.gguf\n"

@@ -14,7 +14,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/cpu/cpu.h"
 #include "model/model.h"
 
 #define NAMELEN 128
@@ -454,7 +453,7 @@ int r1_model_build(struct r1_model *m, const struct r1_tensor_source *src, enum 
         return -1;
 
     /* pass 0 sizes the arena, pass 1 fills it */
-    struct planner p = {.layout = m->file_layout ? NULL : m->layout_for ? m->layout_for->weight_layout : r1_cpu_layout};
+    struct planner p = {.layout = m->file_layout || !m->layout_for ? NULL : m->layout_for->weight_layout};
     struct r1_layout_cache lc = {.fd = -1, .lock_fd = -1};
     struct progress pr = {.tty = progress && isatty(2), .path = src->path};
     char name[NAMELEN];

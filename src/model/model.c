@@ -8,14 +8,13 @@
 
 #include "model/model.h"
 #include "model/tp.h"
-#include "runtime/comm.h"
 
 static int ends_with(const char *s, const char *suffix) {
     size_t a = strlen(s), b = strlen(suffix);
     return a >= b && strcasecmp(s + a - b, suffix) == 0;
 }
 
-r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts) {
+r1_model_t *r1_model_load_ranks(const char *path, const struct r1_load_opts *opts, int rank, int size) {
     struct r1_load_opts def = {.dtype = R1_DTYPE_AUTO, .progress = 0};
     if (!opts) opts = &def;
     if (!path || !*path) {
@@ -33,12 +32,12 @@ r1_model_t *r1_model_load(const char *path, const struct r1_load_opts *opts) {
         r1_model_free(m);
         return NULL;
     }
-    m->file_layout = r1_comm_size() > 1; /* the share is regrouped, not the whole model */
+    m->file_layout = size > 1; /* the share is regrouped, not the whole model */
     int rc;
     if (r1_path_is_dir(path)) rc = r1_model_load_hf(m, path, opts);
     else if (ends_with(path, ".gguf")) rc = r1_model_load_gguf(m, path, opts);
     else rc = r1_err("%s: not a model directory (config.json + *.safetensors) or a .gguf file", path);
-    if (rc || r1_tp_split(m)) {
+    if (rc || (size > 1 && r1_tp_apply(m, rank, size))) {
         r1_model_free(m);
         return NULL;
     }

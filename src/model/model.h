@@ -169,16 +169,18 @@ void r1_layout_cache_close(struct r1_layout_cache *c);
 
 /* Synthetic models (synth.c). */
 int r1_synth_config(const char *name, struct r1_config *c);
-r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress);
+/* A random-weight model of config c in dtype; cut to rank `rank`'s share
+ * when size > 1. r1_model_synthetic (runtime/job.h) passes this process's
+ * place in its job. */
+r1_model_t *r1_model_synthetic_ranks(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress,
+                                     int rank, int size);
+/* r1_model_load (r1infer.h; runtime/job.c) for rank `rank` of `size`:
+ * a rank of several keeps the file's layout and regroups only its share. */
+r1_model_t *r1_model_load_ranks(const char *path, const struct r1_load_opts *opts, int rank, int size);
 /* The same with the file's layout kept (struct r1_model.file_layout), as a
  * tensor-parallel rank loads; no cut is made. */
 r1_model_t *r1_model_synthetic_file_layout(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed);
 int r1_synth_write(const char *dir, const struct r1_config *c, enum r1_dtype file_dtype, uint64_t seed,
                    const char *tokdir, int progress);
-/* A random-weight GGUF of config c (qwen2 shapes) at path, matrices in dt
- * (any dtype a GGUF holds that r1infer quantizes to), written tensor by
- * tensor (synth_gguf.c); the tokenizer of tokdir when given. -1 with an error. */
-int r1_synth_write_gguf(const char *path, const struct r1_config *c, enum r1_dtype dt, uint64_t seed,
-                        const char *tokdir, int progress);
 
 #endif

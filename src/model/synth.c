@@ -13,7 +13,6 @@
 
 #include "model/model.h"
 #include "model/tp.h"
-#include "runtime/comm.h"
 
 struct synth_cfg {
     const char *name;
@@ -176,6 +175,7 @@ static r1_model_t *synthetic(const struct r1_config *c, enum r1_dtype dtype, uin
     m->cfg = *c;
     m->path = strdup("synthetic");
     m->file_layout = file_layout;
+    m->layout_for = r1_backend_find("cpu"); /* as r1_model_load's default */
     struct gen_src g = {.c = c, .list = list, .n = n, .seed = seed, .buf = buf};
     struct r1_tensor_source src = {.ctx = &g, .path = "synthetic", .find = gen_find};
     int rc = r1_model_build(m, &src, dtype == R1_DTYPE_AUTO ? R1_DTYPE_BF16 : dtype, progress);
@@ -188,11 +188,12 @@ static r1_model_t *synthetic(const struct r1_config *c, enum r1_dtype dtype, uin
     return m;
 }
 
-r1_model_t *r1_model_synthetic(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress) {
+r1_model_t *r1_model_synthetic_ranks(const struct r1_config *c, enum r1_dtype dtype, uint64_t seed, int progress,
+                                     int rank, int size) {
     /* as r1_model_load: a tensor-parallel rank keeps the file's layout and
      * regroups only its share */
-    r1_model_t *m = synthetic(c, dtype, seed, progress, r1_comm_size() > 1);
-    if (m && r1_tp_split(m)) {
+    r1_model_t *m = synthetic(c, dtype, seed, progress, size > 1);
+    if (m && size > 1 && r1_tp_apply(m, rank, size)) {
         r1_model_free(m);
         return NULL;
     }

@@ -9,10 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cpu/cpu.h"
 #include "model/model.h"
 #include "model/tp.h"
-#include "runtime/comm.h"
 
 void r1_tp_share(int n, int r, int N, int *lo, int *hi) {
     int base = n / N, extra = n % N;
@@ -60,8 +58,13 @@ int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int 
 
 struct planner {
     size_t off;
-    uint8_t *base; /* NULL while sizing */
+    uint8_t *base;                                       /* NULL while sizing */
+    enum r1_dtype (*layout)(enum r1_dtype dt, int cols); /* the bound backend's (struct r1_backend), or NULL */
 };
+/* The layout the bound backend's kernels read dt in at this width. */
+static enum r1_dtype kernel_layout(const struct planner *p, enum r1_dtype dt, int cols) {
+    return p->layout ? p->layout(dt, cols) : dt;
+}
 static void *take(struct planner *p, size_t bytes) {
     size_t at = (p->off + 63) & ~(size_t)63;
     p->off = at + bytes;
@@ -97,7 +100,7 @@ static int cut_row(const struct r1_mat *w, const uint8_t *row, enum r1_dtype pl,
  * regrouping is refused (it should not be). */
 static int cut_rows(struct planner *p, const struct r1_mat *w, int n, const int *lo, const int *hi, uint8_t *tmp,
                     struct r1_mat *o) {
-    const enum r1_dtype pl = plain(w->dtype), nt = r1_cpu_layout(pl, w->cols);
+    const enum r1_dtype pl = plain(w->dtype), nt = kernel_layout(p, pl, w->cols);
     *o = *w;
     o->dtype = nt;
     o->row_bytes = r1_dtype_row_bytes(nt, w->cols);
@@ -126,7 +129,7 @@ static int cut_rows(struct planner *p, const struct r1_mat *w, int n, const int 
 static int cut_cols(struct planner *p, const struct r1_mat *w, int c0, int c1, uint8_t *tmp, struct r1_mat *o) {
     const enum r1_dtype pl = plain(w->dtype);
     const int n = c1 - c0;
-    const enum r1_dtype nt = r1_cpu_layout(pl, n);
+    const enum r1_dtype nt = kernel_layout(p, pl, n);
     *o = (struct r1_mat){.dtype = nt, .rows = w->rows, .cols = n, .row_bytes = r1_dtype_row_bytes(nt, n)};
     uint8_t *d = take(p, (size_t)o->rows * o->row_bytes);
     o->data = d;
@@ -175,7 +178,7 @@ static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *
     nm->out_norm = take_copy(p, m->out_norm, (size_t)D * 4);
     nm->rope_inv_freq = take_copy(p, m->rope_inv_freq, (size_t)hd / 2 * 4);
     const int vlo[1] = {tp->v0}, vhi[1] = {tp->v1};
-    if (m->lm_head.data == m->emb.data && r1_cpu_layout(plain(m->emb.dtype), D) == m->emb.dtype) {
+    if (m->lm_head.data == m->emb.data && kernel_layout(p, plain(m->emb.dtype), D) == m->emb.dtype) {
         /* tied, and the table in the kernels' layout: this rank's rows of it */
         nm->lm_head = m->emb;
         nm->lm_head.rows = tp->v1 - tp->v0;
@@ -186,8 +189,6 @@ static int cut(struct planner *p, const struct r1_model *m, const struct r1_tp *
     cut_done(p, m, &m->lm_head);
     return 0;
 }
-
-int r1_tp_split(struct r1_model *m) { return r1_comm_size() == 1 ? 0 : r1_tp_apply(m, r1_comm_rank(), r1_comm_size()); }
 
 int r1_tp_apply(struct r1_model *m, int rank, int size) {
     if (m->tp) return r1_err("the model is already one rank's share");
@@ -223,12 +224,12 @@ int r1_tp_apply(struct r1_model *m, int rank, int size) {
         r1_tp_share(c->vocab, r, size, &lo, &hi);
         tp->v_counts[r] = hi - lo, tp->v_displs[r] = lo;
     }
-    struct planner p = {0};
+    struct planner p = {.layout = m->layout_for ? m->layout_for->weight_layout : NULL};
     if (cut(&p, m, tp, &nm, tmp)) goto fail;
     nm.arena_size = p.off;
     nm.arena = r1_pages_alloc(p.off, "this rank's share of the weights");
     if (!nm.arena) goto fail;
-    p = (struct planner){.base = nm.arena};
+    p = (struct planner){.base = nm.arena, .layout = p.layout};
     if (cut(&p, m, tp, &nm, tmp)) {
         r1_pages_free(nm.arena, nm.arena_size);
         goto fail;
@@ -262,20 +263,3 @@ void r1_tp_free(struct r1_tp *tp) {
     free(tp->v_displs);
     free(tp);
 }
-
-/* ---- the exchanges of the forward pass ---- */
-
-void r1_tp_partial_begin(const struct r1_tp *tp, float *x, size_t n) {
-    if (tp->rank != 0) memset(x, 0, n * sizeof *x);
-}
-
-void r1_tp_partial_end(const struct r1_tp *tp, float *x, size_t n) {
-    (void)tp;
-    r1_comm_allreduce_sum_f32(x, n);
-}
-
-void r1_tp_gather_logits_root(const struct r1_tp *tp, float *row) {
-    r1_comm_gather_f32(row, tp->v_counts, tp->v_displs, 0);
-}
-
-void r1_tp_gather_logits(const struct r1_tp *tp, float *row) { r1_comm_allgather_f32(row, tp->v_counts, tp->v_displs); }

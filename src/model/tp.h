@@ -39,25 +39,12 @@ void r1_tp_share(int n, int r, int N, int *lo, int *hi);
  * head group not a whole number of blocks). */
 int r1_tp_plan(const struct r1_config *c, int rank, int size, int wo_block, int down_block, struct r1_tp *tp);
 
-/* When this process is one rank of a job of several (r1_comm_size() > 1):
- * replace m's weights with this rank's share (one new arena; the old one is
- * freed), set m->cfg to the share's shape (n_head, n_kv_head, ffn; vocab
- * stays whole) and m->tp. Alone: nothing. Every rank checks every rank's
- * cut, so all fail alike. 0, or -1 with an error. */
-int r1_tp_split(struct r1_model *m);
-/* The cut itself, for rank `rank` of `size` whatever the job (tests). */
+/* Replace m's weights with rank `rank`'s share of `size` ranks (one new
+ * arena; the old one is freed), set m->cfg to the share's shape (n_head,
+ * n_kv_head, ffn; vocab stays whole) and m->tp. Every rank checks every
+ * rank's cut, so all fail alike. 0, or -1 with an error. The exchanges of
+ * the forward pass are runtime's (runtime/tp_comm.h). */
 int r1_tp_apply(struct r1_model *m, int rank, int size);
 void r1_tp_free(struct r1_tp *tp);
-
-/* Around a matvec_add whose result is a partial sum (o_proj, down_proj) into
- * the residual x (n floats): begin zeroes x on ranks other than 0 (so the
- * residual is added once), end sums x over the ranks. */
-void r1_tp_partial_begin(const struct r1_tp *tp, float *x, size_t n);
-void r1_tp_partial_end(const struct r1_tp *tp, float *x, size_t n);
-/* One row of full-vocabulary logits of which this rank wrote [v0, v1):
- * every rank's part to every rank, so all sample the same token. */
-void r1_tp_gather_logits(const struct r1_tp *tp, float *row);
-/* The same on rank 0 only (a server's rank 0 samples; the others need none). */
-void r1_tp_gather_logits_root(const struct r1_tp *tp, float *row);
 
 #endif

@@ -26,6 +26,7 @@
 #include "runtime/device.h"
 #include "runtime/pool.h"
 #include "runtime/session.h"
+#include "runtime/job.h"
 
 #define MAX_BATCH 512
 

@@ -12,7 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
+#include "tokenizer/gguf_tok.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "util/util.h"
 

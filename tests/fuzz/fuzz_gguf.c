@@ -1,5 +1,5 @@
 /*
- * fuzz_gguf.c - libFuzzer target for the GGUF parser (src/model/gguf.c): any
+ * fuzz_gguf.c - libFuzzer target for the GGUF parser (src/gguf/gguf.c): any
  * byte string must parse or be rejected with an error, never crash or read
  * out of bounds; on success every accessor is exercised on every key and
  * tensor. Build and run with scripts/fuzz.sh [SECONDS] fuzz_gguf.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 static volatile uint8_t sink;
 

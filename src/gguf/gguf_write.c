@@ -10,8 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/dtype.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 #include "util/util.h"
 
 struct buf {
@@ -133,12 +132,23 @@ int r1_gguf_w_arr_i32(struct r1_gguf_writer *w, const char *k, const int32_t *va
 
 static size_t align_up(size_t x) { return (x + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
 
+/* The ggml type that holds dtype t, or NULL (the kernels' private layouts). */
+static const struct r1_ggml_type *ggml_type_for(enum r1_dtype t) {
+    for (uint32_t i = 0; i < 64; i++) {
+        const struct r1_ggml_type *g = r1_ggml_type_info(i);
+        if (g && g->dtype == (int)t) return g;
+    }
+    return NULL;
+}
+
 int r1_gguf_w_tensor(struct r1_gguf_writer *w, const char *name, enum r1_dtype dtype, int ndim, const int64_t *shape) {
     if (ndim < 1 || ndim > R1_GGUF_MAX_DIMS) return r1_err("tensor '%s': %d dimensions", name, ndim);
-    size_t size = r1_dtype_row_bytes(dtype, shape[ndim - 1]);
-    if (size == 0 && shape[ndim - 1] != 0)
-        return r1_err("tensor '%s': %lld columns cannot be stored as %s", name, (long long)shape[ndim - 1],
-                      r1_dtype_name(dtype));
+    const struct r1_ggml_type *g = ggml_type_for(dtype);
+    const int64_t cols = shape[ndim - 1];
+    if (!g) return r1_err("tensor '%s': dtype %d has no GGUF type", name, (int)dtype);
+    if (cols < 0 || cols % g->block)
+        return r1_err("tensor '%s': %lld columns cannot be stored as %s", name, (long long)cols, g->name);
+    size_t size = (size_t)(cols / g->block) * (size_t)g->block_bytes;
     for (int d = 0; d < ndim - 1; d++)
         if (shape[d] < 0 || !r1_mul_ok(size, (size_t)shape[d], &size))
             return r1_err("tensor '%s': shape overflows", name);

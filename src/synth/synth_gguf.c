@@ -14,8 +14,10 @@
 #include <string.h>
 
 #include "kernels/dtype.h"
-#include "model/gguf.h"
+#include "gguf/gguf.h"
+#include "tokenizer/gguf_tok.h"
 #include "model/model.h"
+#include "synth/synth.h"
 
 #define POOL_ROWS 64
 #define MAX_POOLS 4

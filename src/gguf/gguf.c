@@ -4,7 +4,7 @@
  * checks the remaining length first; every count is bounded by the bytes
  * left before anything is allocated. No I/O, no copies of file data.
  */
-#include "model/gguf.h"
+#include "gguf/gguf.h"
 
 #include <stdio.h>
 #include <stdlib.h>

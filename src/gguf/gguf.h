@@ -137,11 +137,6 @@ int r1_gguf_w_copy(struct r1_gguf_writer *w, const struct r1_gguf_kv *kv);
  * fill(ctx, index, dst, size), index = order of registration. */
 typedef int (*r1_gguf_fill_fn)(void *ctx, int index, uint8_t *dst, size_t size);
 int r1_gguf_w_tensor(struct r1_gguf_writer *w, const char *name, enum r1_dtype dtype, int ndim, const int64_t *shape);
-/* The tokenizer.ggml.* keys (and tokenizer.chat_template) from a model
- * directory's tokenizer.json + tokenizer_config.json, the token list padded
- * to `vocab` with unused "[PADn]" entries. bos/eos: ids, or -1 to take them
- * from tokenizer_config.json. Defined in src/tokenizer/gguf_tok.c. */
-int r1_gguf_w_tokenizer(struct r1_gguf_writer *w, const char *dir, int vocab, int bos, int eos);
 /* Write the file (header, metadata, tensor infos, aligned data). */
 int r1_gguf_w_write(struct r1_gguf_writer *w, const char *path, r1_gguf_fill_fn fill, void *ctx, int progress);
 
