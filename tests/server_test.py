@@ -9,6 +9,7 @@ Prints "server: P passed, F failed" last.
 """
 import argparse
 import json
+import re
 import socket
 import sys
 import threading
@@ -141,6 +142,35 @@ def test_keep_alive(srv):
             break
     check(c.sock is sock and sock.getsockname()[1] == port, "keep-alive: all requests on one connection")
     c.close()
+
+
+def connections(srv):
+    """The server's r1_http_connections_total (read on a connection of its own, counted)."""
+    st, _, body = srv.request("GET", "/metrics")
+    m = re.search(rb"^r1_http_connections_total (\d+)$", body, re.M)
+    check(st == 200 and m is not None, f"/metrics has r1_http_connections_total: {st} {body[-300:]!r}")
+    return int(m.group(1)) if m else -1
+
+
+def test_sdk_connection(srv, base):
+    # the openai SDK (httpx underneath) keeps one connection for a client's
+    # requests: the server counts one connection for them (and one for each
+    # /metrics read). The stream goes last: the sync client closes its
+    # connection itself once it has read a stream's [DONE].
+    c0 = connections(srv)
+    cl = openai.OpenAI(base_url=base + "/v1", api_key=KEY, max_retries=0, timeout=60)
+    ids = [m.id for m in cl.models.list().data]
+    cl.models.retrieve(ids[0])
+    for _ in range(2):
+        r = cl.chat.completions.create(model=ids[0], messages=USER, max_tokens=3)
+        check(r.choices[0].message.content is not None, "sdk: an answer")
+    cl.models.list()
+    with cl.chat.completions.create(model=ids[0], messages=USER, max_tokens=3, stream=True) as st:
+        parts = [ch for ch in st]
+    check(len(parts) >= 1, "sdk: a stream")
+    cl.close()
+    c1 = connections(srv)
+    check(c1 - c0 == 2, f"sdk: 6 requests on one connection (connections {c0} -> {c1}: want +2, one of them /metrics)")
 
 
 def test_completion(srv, client):
@@ -367,6 +397,7 @@ def main():
     client = openai.OpenAI(base_url=a.base + "/v1", api_key=a.key, max_retries=0, timeout=60)
     return run_groups("server", [
         ("basic", lambda: test_basic(srv, client)), ("keep-alive", lambda: test_keep_alive(srv)),
+        ("sdk connection", lambda: test_sdk_connection(srv, a.base)),
         ("chat", lambda: test_chat(srv, client)),
         ("completion+stop", lambda: test_stop(srv, client, test_completion(srv, client))),
         ("auth", lambda: test_auth(srv, a.base)), ("bad input", lambda: test_bad_input(srv)),

@@ -36,6 +36,7 @@ struct server {
     struct guard *guard; /* request deadlines, the access log's status */
     struct front *front; /* accepts, and vets each connection's first request head */
     int lfd;             /* the listening socket */
+    _Atomic long conns;  /* connections accepted (/metrics r1_http_connections_total) */
 };
 
 enum route {
@@ -379,8 +380,20 @@ static enum MHD_Result route_head(struct server *srv, struct MHD_Connection *c, 
     case ROUTE_METRICS: {
         char *t = sched_metrics_text(srv->sched);
         if (!t) return MHD_NO;
-        return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), MHD_RESPMEM_MUST_FREE, NULL,
-                         NULL);
+        char line[160];
+        int n = snprintf(line, sizeof line,
+                         "# HELP r1_http_connections_total TCP connections accepted.\n"
+                         "# TYPE r1_http_connections_total counter\nr1_http_connections_total %ld\n",
+                         (long)srv->conns);
+        size_t tl = strlen(t);
+        char *all = realloc(t, tl + (size_t)n + 1);
+        if (!all) {
+            free(t);
+            return MHD_NO;
+        }
+        memcpy(all + tl, line, (size_t)n + 1);
+        return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", all, tl + (size_t)n,
+                         MHD_RESPMEM_MUST_FREE, NULL, NULL);
     }
     case ROUTE_MODELS:
         return do_models(srv, c);
@@ -483,6 +496,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
                           enum MHD_ConnectionNotificationCode code) {
     struct server *srv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        srv->conns++;
         const union MHD_ConnectionInfo *ai = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         const struct sockaddr *sa = ai ? ai->client_addr : NULL;
         socklen_t len = !sa ? 0 : sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
