@@ -392,8 +392,8 @@ static enum MHD_Result route_head(struct server *srv, struct MHD_Connection *c, 
             return MHD_NO;
         }
         memcpy(all + tl, line, (size_t)n + 1);
-        return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", all, tl + (size_t)n,
-                         MHD_RESPMEM_MUST_FREE, NULL, NULL);
+        return send_body(c, 200, "text/plain; version=0.0.4; charset=utf-8", all, tl + (size_t)n, MHD_RESPMEM_MUST_FREE,
+                         NULL, NULL);
     }
     case ROUTE_MODELS:
         return do_models(srv, c);
