@@ -217,6 +217,12 @@ static void amx_fill(void) {
         struct r1_cpu_mm *mm = &t.mm[amx_dtypes[i]];
         mm->batch_act = R1_CPU_ACT_BF16;
         mm->batch_block = amx_block;
+        /* two-part decode beside the f32-exact blocks: a sequence decoding
+         * in a step with a prompt's rows gets the tokens it gets alone only
+         * if its rows' form does not depend on the step's size (the one-part
+         * GEMM is the avx512 set's, whose batches all take it) */
+        mm->one_part = 0;
+        mm->gemm = NULL;
     }
     AMX_TABLE = t;
 }
