@@ -4,8 +4,12 @@
 # fraction of the bandwidth ceiling) for each model given, as one Markdown
 # table headed by the machine, the date, the commit and the commands.
 #
-#   tools/perf_table.sh [-t THREADS] [-r RUNS] [-u FILE]... [MODEL_ARGS ...]
+#   tools/perf_table.sh [-t THREADS] [-r RUNS] [-w LOAD] [-u FILE]... [MODEL_ARGS ...]
 #
+# Before the first run it waits (up to 10 minutes, saying so every 30 s)
+# until the 1-minute load average is below LOAD (default 0.5): a table made
+# beside other work shows a fraction of what the machine does alone. The
+# load it started at is printed in the table's heading.
 # -u FILE replaces the table between the lines <!-- perf:begin --> and
 # <!-- perf:end --> of FILE (README.md, docs/performance.md) instead of
 # printing it.
@@ -15,11 +19,12 @@
 # Default: the default model. Output on stdout; R1_BIN picks the binary.
 set -euo pipefail
 BIN=${R1_BIN:-build/r1infer}
-threads=$(nproc) runs=5 update=()
-while [ $# -gt 1 ] && { [ "$1" = -t ] || [ "$1" = -r ] || [ "$1" = -u ]; }; do
+threads=$(nproc) runs=5 update=() max_load=0.5
+while [ $# -gt 1 ] && { [ "$1" = -t ] || [ "$1" = -r ] || [ "$1" = -w ] || [ "$1" = -u ]; }; do
     case $1 in
     -t) threads=$2 ;;
     -r) runs=$2 ;;
+    -w) max_load=$2 ;;
     -u) grep -q '^<!-- perf:begin -->$' "$2" || { echo "$0: $2 has no <!-- perf:begin --> line" >&2; exit 2; }
         update+=("$2") ;;
     esac
@@ -30,6 +35,17 @@ done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# a quiet machine first: the 1-minute load average below max_load
+waited=0
+while [ -r /proc/loadavg ] && awk -v m="$max_load" '{ exit !($1 >= m) }' /proc/loadavg; do
+    if [ "$waited" -ge 600 ]; then
+        echo "$0: load average still $(cut -d' ' -f1 /proc/loadavg) after 10 minutes; measuring anyway" >&2
+        break
+    fi
+    [ $((waited % 30)) -eq 0 ] && echo "$0: waiting for the load average ($(cut -d' ' -f1 /proc/loadavg)) to fall below $max_load" >&2
+    sleep 5
+    waited=$((waited + 5))
+done
 load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 i=0
 for args in "$@"; do
