@@ -268,15 +268,50 @@ INL void q6_starts(const uint8_t *xp, __m512i *nlo, __m512i *nhi) {
     *nhi = _mm512_add_epi32(_mm512_slli_epi32(_mm512_loadu_si512(xp + 256), 2), l);
 }
 
+/* A super-block of a regrouped K-quant row (blk) unpacked: its quants as
+ * four vectors of unsigned bytes in the q8x8 lanes, and the per-lane scale
+ * factors fa, fb (q4_K/q5_K: d*sc and dmin*m; q6_K: d*sc of each group's
+ * first and second 16 weights). Shared by the tiles and the GEMM, so both
+ * compute the same bits. */
+INL void kx8_unpack(const int DT, const uint8_t *blk, __m512i *q, __m512 *fa, __m512 *fb) {
+    const __m512i lo4 = _mm512_set1_epi8(0x0f);
+    /* q6_K: lane i takes scale 2 (i % 8) (idx_e) or 2 (i % 8) + 1 (idx_o) */
+    const __m512i idx_e = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
+    const __m512i idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
+    const uint8_t *qp = blk + (DT == X_Q4K ? 16 : DT == X_Q5K ? 48 : 0);
+    __m512i q0 = _mm512_loadu_si512(qp), q1 = _mm512_loadu_si512(qp + 64);
+    q[0] = _mm512_and_si512(q0, lo4), q[2] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
+    q[1] = _mm512_and_si512(q1, lo4), q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+    if (DT == X_Q5K) {
+        const __m512i c16 = _mm512_set1_epi8(16);
+        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
+            uint64_t mk;
+            memcpy(&mk, blk + 16 + 8 * p, 8);
+            q[p] = _mm512_mask_add_epi8(q[p], (__mmask64)mk, q[p], c16);
+        }
+    }
+    if (DT == X_Q6K) {
+        const __m512i c30 = _mm512_set1_epi8(0x30);
+        __m512i h = _mm512_loadu_si512(blk + 128);
+        q[0] = _mm512_ternarylogic_epi32(q[0], _mm512_slli_epi16(h, 4), c30, 0xF8);
+        q[1] = _mm512_ternarylogic_epi32(q[1], _mm512_slli_epi16(h, 2), c30, 0xF8);
+        q[2] = _mm512_ternarylogic_epi32(q[2], h, c30, 0xF8);
+        q[3] = _mm512_ternarylogic_epi32(q[3], _mm512_srli_epi16(h, 2), c30, 0xF8);
+        __m512 sc = q6_scales(blk); /* d * sc[16] */
+        *fa = _mm512_permutexvar_ps(idx_e, sc), *fb = _mm512_permutexvar_ps(idx_o, sc);
+    } else {
+        __m256 sc, mn; /* vector unpacking (avx2_dot.h), each spread to both halves */
+        r1_avx2_kq_scales(blk, &sc, &mn);
+        *fa = _mm512_broadcast_f32x8(sc), *fb = _mm512_broadcast_f32x8(mn);
+    }
+}
+
 INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_KQ_TILE_ARGS) {
     const size_t lo = PAIR ? r1_cpu_q8x8_stride(K) : 0;
     const uint8_t *wr[4] = {w, w + (nr > 1 ? ws : 0), w + (nr > 2 ? 2 * ws : 0), w + (nr > 3 ? 3 * ws : 0)};
     const uint8_t *xt[R1_CPU_NT];
     for (int t = 0; t < NT; t++) xt[t] = x + (size_t)(t < nt ? t : 0) * xs;
-    const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
-    /* q6_K: lane i takes scale 2 (i % 8) (idx_e) or 2 (i % 8) + 1 (idx_o) */
-    const __m512i idx_e = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
+    const __m512i zero = _mm512_setzero_si512();
     const size_t bs = DT == X_Q4K ? 144 : DT == X_Q5K ? 176 : 210;
     __m512 acc[4][R1_CPU_NT];
     _Pragma("GCC unroll 4") for (int r = 0; r < 4; r++) _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) acc[r][t] =
@@ -313,33 +348,9 @@ INL void kx8_body(const int DT, const int NR, const int NT, const int PAIR, R1_K
                 _mm_prefetch((const char *)(blk + 4 * ws + bs - 1), _MM_HINT_T0);
                 _mm_prefetch((const char *)(blk + 8 * ws + bs - 1), _MM_HINT_T1);
             }
-            const uint8_t *qp = blk + (DT == X_Q4K ? 16 : DT == X_Q5K ? 48 : 0);
-            __m512i q0 = _mm512_loadu_si512(qp), q1 = _mm512_loadu_si512(qp + 64), q[4];
-            q[0] = _mm512_and_si512(q0, lo4), q[2] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
-            q[1] = _mm512_and_si512(q1, lo4), q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+            __m512i q[4];
             __m512 fa, fb;
-            if (DT == X_Q5K) {
-                const __m512i c16 = _mm512_set1_epi8(16);
-                _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-                    uint64_t mk;
-                    memcpy(&mk, blk + 16 + 8 * p, 8);
-                    q[p] = _mm512_mask_add_epi8(q[p], (__mmask64)mk, q[p], c16);
-                }
-            }
-            if (DT == X_Q6K) {
-                const __m512i c30 = _mm512_set1_epi8(0x30);
-                __m512i h = _mm512_loadu_si512(blk + 128);
-                q[0] = _mm512_ternarylogic_epi32(q[0], _mm512_slli_epi16(h, 4), c30, 0xF8);
-                q[1] = _mm512_ternarylogic_epi32(q[1], _mm512_slli_epi16(h, 2), c30, 0xF8);
-                q[2] = _mm512_ternarylogic_epi32(q[2], h, c30, 0xF8);
-                q[3] = _mm512_ternarylogic_epi32(q[3], _mm512_srli_epi16(h, 2), c30, 0xF8);
-                __m512 sc = q6_scales(blk); /* d * sc[16] */
-                fa = _mm512_permutexvar_ps(idx_e, sc), fb = _mm512_permutexvar_ps(idx_o, sc);
-            } else {
-                __m256 sc, mn; /* vector unpacking (avx2_dot.h), each spread to both halves */
-                r1_avx2_kq_scales(blk, &sc, &mn);
-                fa = _mm512_broadcast_f32x8(sc), fb = _mm512_broadcast_f32x8(mn);
-            }
+            kx8_unpack(DT, blk, q, &fa, &fb);
             _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {
                 const uint8_t *xp = xt[t] + (size_t)s * R1_CPU_Q8X8_BYTES;
                 if (DT == X_Q6K) { /* a and b: each group's first and second 16 weights */
@@ -427,36 +438,10 @@ INL void kg_prep(const int DT, const uint8_t *xp, __m512 *sx, __m512i *nlo, __m5
 /* acc[t] += row blk's super-block · token t's (xp[t]), t < NT */
 INL void kg_row(const int DT, const int NT, const uint8_t *blk, const uint8_t *const *xp, const __m512 *sx,
                 const __m512i *nlo, const __m512i *nhi, __m512 *acc) {
-    const __m512i lo4 = _mm512_set1_epi8(0x0f), zero = _mm512_setzero_si512();
-    const __m512i idx_e = _mm512_set_epi32(14, 12, 10, 8, 6, 4, 2, 0, 14, 12, 10, 8, 6, 4, 2, 0);
-    const __m512i idx_o = _mm512_add_epi32(idx_e, _mm512_set1_epi32(1));
-    const uint8_t *qp = blk + (DT == X_Q4K ? 16 : DT == X_Q5K ? 48 : 0);
-    __m512i q0 = _mm512_loadu_si512(qp), q1 = _mm512_loadu_si512(qp + 64), q[4];
-    q[0] = _mm512_and_si512(q0, lo4), q[2] = _mm512_and_si512(_mm512_srli_epi16(q0, 4), lo4);
-    q[1] = _mm512_and_si512(q1, lo4), q[3] = _mm512_and_si512(_mm512_srli_epi16(q1, 4), lo4);
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i q[4];
     __m512 fa, fb;
-    if (DT == X_Q5K) {
-        const __m512i c16 = _mm512_set1_epi8(16);
-        _Pragma("GCC unroll 4") for (int p = 0; p < 4; p++) {
-            uint64_t mk;
-            memcpy(&mk, blk + 16 + 8 * p, 8);
-            q[p] = _mm512_mask_add_epi8(q[p], (__mmask64)mk, q[p], c16);
-        }
-    }
-    if (DT == X_Q6K) {
-        const __m512i c30 = _mm512_set1_epi8(0x30);
-        __m512i h = _mm512_loadu_si512(blk + 128);
-        q[0] = _mm512_ternarylogic_epi32(q[0], _mm512_slli_epi16(h, 4), c30, 0xF8);
-        q[1] = _mm512_ternarylogic_epi32(q[1], _mm512_slli_epi16(h, 2), c30, 0xF8);
-        q[2] = _mm512_ternarylogic_epi32(q[2], h, c30, 0xF8);
-        q[3] = _mm512_ternarylogic_epi32(q[3], _mm512_srli_epi16(h, 2), c30, 0xF8);
-        __m512 sc = q6_scales(blk);
-        fa = _mm512_permutexvar_ps(idx_e, sc), fb = _mm512_permutexvar_ps(idx_o, sc);
-    } else {
-        __m256 sc, mn;
-        r1_avx2_kq_scales(blk, &sc, &mn);
-        fa = _mm512_broadcast_f32x8(sc), fb = _mm512_broadcast_f32x8(mn);
-    }
+    kx8_unpack(DT, blk, q, &fa, &fb);
     _Pragma("GCC unroll 16") for (int t = 0; t < NT; t++) {
         const __m512 dx = _mm512_loadu_ps((const float *)(xp[t] + 320));
         if (DT == X_Q6K) {
