@@ -191,9 +191,14 @@ void r1_session_profile_reset(r1_session_t *s);
 typedef struct r1_batch r1_batch_t;
 
 struct r1_batch_opts {
-    int n_seq;           /* sequences (KV caches) in the pool, >= 1 (--parallel) */
-    int n_ctx;           /* positions per sequence; 0 = r1_ctx_default's (--ctx) */
-    int n_batch;         /* most rows in one step; 0 = 512 (--batch-tokens) */
+    int n_seq;   /* sequences (KV caches) in the pool, >= 1 (--parallel) */
+    int n_ctx;   /* positions per sequence; 0 = r1_ctx_default's (--ctx) */
+    int n_batch; /* most rows in one step; 0 = 512 (--batch-tokens) */
+    /* Host backends (cpu, ref): the sequences share one KV pool of this
+     * many positions, taken in blocks of R1_KV_PAGE (64) as they grow, up
+     * to n_ctx each; memory is committed as blocks are first used.
+     * 0 = n_seq x n_ctx. Device backends give each sequence n_ctx. */
+    long pool_pos;
     const char *backend; /* as in r1_session_opts */
     int n_threads;
     enum r1_dtype kv_dtype;
@@ -218,6 +223,15 @@ int r1_batch_n_seq(const r1_batch_t *b);
 int r1_batch_n_ctx(const r1_batch_t *b);
 int r1_batch_n_batch(const r1_batch_t *b);
 const char *r1_batch_backend(const r1_batch_t *b);
+/* The paged pool: its blocks in all and free; returns the positions per
+ * block, or 0 when the batch has no paged pool (a device backend). */
+int r1_batch_pool(r1_batch_t *b, int *total, int *free_blocks);
+/* Blocks sequence seq would take from the pool to append n positions (0
+ * without a paged pool), or -1 with an error. */
+int r1_batch_seq_need(r1_batch_t *b, int seq, int n);
+/* Blocks that emptying seq would give back (those no other sequence
+ * shares), or -1 with an error. */
+int r1_batch_seq_own(r1_batch_t *b, int seq);
 /* Positions cached for sequence seq, or -1 with an error. */
 int r1_batch_seq_n_past(const r1_batch_t *b, int seq);
 /* Keep only the first n cached positions of seq (0 empties it). */
@@ -227,13 +241,16 @@ int r1_batch_seq_truncate(r1_batch_t *b, int seq, int n);
  * measuring speed at depth (bench --batch --depth). */
 int r1_batch_seq_skip(r1_batch_t *b, int seq, int n);
 /* Make dst's cache the first n positions of src's (a shared prompt: several
- * choices prefilled once, or a prefix computed by another slot). */
+ * choices prefilled once, or a prefix computed by another slot). With a
+ * paged pool the blocks are shared, not copied: a shared block is copied
+ * only when one of its holders writes into it. */
 int r1_batch_seq_copy(r1_batch_t *b, int dst, int src, int n);
 /* One forward pass over n rows (1..n_batch): row t is token ids[t] of
  * sequence seq[t]. Logits (vocab floats each, caller-provided) of the rows
  * with want[t] != 0 go to logits in row order; want NULL means the last row
  * of each sequence's run. Returns the number of logits rows written, or -1
- * with an error: a sequence that would pass n_ctx ("sequence 3 is full"),
+ * with an error: a sequence that would pass n_ctx ("sequence 3 is full"), a
+ * pool without the free blocks the rows need ("the KV pool is full"),
  * rows of one sequence that are not contiguous, a bad id. On error no
  * sequence advances. */
 int r1_batch_step(r1_batch_t *b, int n, const int32_t *ids, const int32_t *seq, const uint8_t *want, float *logits);

@@ -17,6 +17,13 @@
  *     sequences where they were.
  * Then the same with a q8_0 KV cache on the cpu backend for the fixtures
  * whose head_dim it takes (alone and batched quantize the same K/V rows).
+ * And the paged pool (run_pool): prompts across several blocks, a prefix
+ * shared by r1_batch_seq_copy (blocks counted, not copied) and continued by
+ * both holders (each copies the shared block it writes into), a cache cut
+ * back into a shared block and refilled, a pool too small for a step (an
+ * error that moves nothing, until another sequence gives its blocks back),
+ * every block free again at the end; tokens always those of a sequence
+ * alone.
  */
 #include <dirent.h>
 #include <stdlib.h>
@@ -52,19 +59,23 @@ static void make_prompt(int q, int vocab, int32_t *ids) {
     }
 }
 
-/* Prefill + N_GEN greedy tokens alone; 0 or -1. */
-static int alone(r1_model_t *m, const char *be, const int32_t *prompt, int n, int32_t *gen) {
-    r1_session_t *s =
-        r1_session_new(m, &(struct r1_session_opts){.n_ctx = N_CTX, .backend = be, .n_threads = 2, .kv_dtype = kv_dt});
+/* Prefill + k greedy tokens alone; 0 or -1. */
+static int alone_k(r1_model_t *m, const char *be, const int32_t *prompt, int n, int32_t *gen, int k) {
+    r1_session_t *s = r1_session_new(
+        m, &(struct r1_session_opts){.n_ctx = 2 * N_CTX, .backend = be, .n_threads = 2, .kv_dtype = kv_dt});
     if (!s) return -1;
     int vocab = r1_model_config(m)->vocab;
     const float *l = r1_session_forward(s, prompt, n, NULL);
-    for (int i = 0; l && i < N_GEN; i++) {
+    for (int i = 0; l && i < k; i++) {
         gen[i] = argmax(l, vocab);
-        if (i + 1 < N_GEN) l = r1_session_forward(s, &gen[i], 1, NULL);
+        if (i + 1 < k) l = r1_session_forward(s, &gen[i], 1, NULL);
     }
     r1_session_free(s);
     return l ? 0 : -1;
+}
+
+static int alone(r1_model_t *m, const char *be, const int32_t *prompt, int n, int32_t *gen) {
+    return alone_k(m, be, prompt, n, gen, N_GEN);
 }
 
 static void run_model(const char *name, const char *path, const char *be) {
@@ -169,6 +180,114 @@ static void run_model(const char *name, const char *path, const char *be) {
     r1_model_free(m);
 }
 
+/* The paged pool (see the top): prompt A of POOL_A tokens, POOL_GEN greedy. */
+#define POOL_A 150
+#define POOL_GEN 14
+#define POOL_BLOCKS 6
+
+/* Steps of sequence q from its cache on: ids[0..n) in chunks of 50, then
+ * greedy tokens into gen[0..k); 0 or -1. */
+static int pool_run(r1_batch_t *b, int q, const int32_t *ids, int n, int32_t *gen, int k, float *logits, int vocab) {
+    int32_t seq[50];
+    for (int i = 0; i < 50; i++) seq[i] = q;
+    for (int at = 0; at < n; at += 50) {
+        int c = n - at < 50 ? n - at : 50;
+        if (r1_batch_step(b, c, ids + at, seq, NULL, logits) != 1) return -1;
+    }
+    for (int i = 0; i < k; i++) {
+        gen[i] = argmax(logits, vocab);
+        if (i + 1 < k && r1_batch_step(b, 1, &gen[i], seq, NULL, logits) != 1) return -1;
+    }
+    return 0;
+}
+
+static void run_pool(const char *name, const char *path, const char *be, enum r1_dtype kv) {
+    r1_model_t *m = r1_model_load(path, &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
+    CHECK(m, "%s: load: %s", name, r1_last_error());
+    if (!m) return;
+    const int vocab = r1_model_config(m)->vocab;
+    int32_t a[POOL_A + POOL_GEN], a2[POOL_A], ref[POOL_GEN + 1], ref2[POOL_GEN], got[POOL_GEN + 1];
+    uint32_t r = 99u;
+    for (int i = 0; i < POOL_A; i++)
+        r = r * 1664525u + 1013904223u, a[i] = a2[i] = (int32_t)((r >> 8) % (uint32_t)vocab);
+    for (int i = 100; i < POOL_A; i++) a2[i] = (a[i] + 1) % vocab; /* A's first 100, then others */
+    enum r1_dtype keep = kv_dt;
+    kv_dt = kv;
+    CHECK(!alone_k(m, be, a, POOL_A, ref, POOL_GEN) && !alone_k(m, be, a2, POOL_A, ref2, POOL_GEN), "%s: alone: %s",
+          name, r1_last_error());
+    kv_dt = keep;
+    r1_batch_t *b = r1_batch_new(m, &(struct r1_batch_opts){.n_seq = 4,
+                                                            .n_ctx = 256,
+                                                            .n_batch = 64,
+                                                            .pool_pos = POOL_BLOCKS * 64,
+                                                            .backend = be,
+                                                            .n_threads = 2,
+                                                            .kv_dtype = kv});
+    CHECK(b, "%s: r1_batch_new: %s", name, r1_last_error());
+    if (!b) {
+        r1_model_free(m);
+        return;
+    }
+    float *logits = malloc((size_t)64 * vocab * sizeof(float));
+    int total = 0, nfree = 0, per = r1_batch_pool(b, &total, &nfree);
+    CHECK(per == 64 && total == POOL_BLOCKS && nfree == total, "%s: pool of %d blocks of %d, %d free", name, total, per,
+          nfree);
+    /* sequence 0: A across three blocks, 8 greedy tokens (157 positions: 3 blocks) */
+    int ok = !pool_run(b, 0, a, POOL_A, got, 8, logits, vocab);
+    CHECK(ok && !memcmp(got, ref, 8 * sizeof *got), "%s: a prompt across blocks differs from alone (%s)", name,
+          r1_last_error());
+    r1_batch_pool(b, NULL, &nfree);
+    CHECK(nfree == POOL_BLOCKS - 3, "%s: 157 positions hold %d blocks", name, POOL_BLOCKS - nfree);
+    /* sequence 1 = A's first 130 positions, shared: no block taken */
+    CHECK(!r1_batch_seq_copy(b, 1, 0, 130), "%s: copy: %s", name, r1_last_error());
+    r1_batch_pool(b, NULL, &nfree);
+    CHECK(nfree == POOL_BLOCKS - 3 && r1_batch_seq_own(b, 1) == 0 && r1_batch_seq_own(b, 0) == 0,
+          "%s: a shared prefix took blocks (%d free, seq 1 owns %d, seq 0 owns %d)", name, nfree,
+          r1_batch_seq_own(b, 1), r1_batch_seq_own(b, 0));
+    CHECK(r1_batch_seq_need(b, 1, 1) == 1 && r1_batch_seq_need(b, 0, 1) == 1,
+          "%s: a write into a shared block needs a block of its own", name);
+    /* both write into the shared third block in one step: each its own copy */
+    int32_t two[2] = {a[130], got[7]}, seq2[2] = {1, 0};
+    uint8_t want2[2] = {0, 1};
+    ok = r1_batch_step(b, 2, two, seq2, want2, logits) == 1;
+    got[8] = argmax(logits, vocab);
+    ok = ok && !pool_run(b, 0, NULL, 0, got + 8, POOL_GEN - 8, logits, vocab) &&
+         !memcmp(got, ref, POOL_GEN * sizeof *got);
+    CHECK(ok, "%s: sequence 0 after sharing its prefix differs from alone (%s)", name, r1_last_error());
+    ok = !pool_run(b, 1, a + 131, POOL_A - 131, got, POOL_GEN, logits, vocab) &&
+         !memcmp(got, ref, sizeof got[0] * POOL_GEN);
+    CHECK(ok, "%s: a shared prefix continued differs from alone (%s)", name, r1_last_error());
+    /* sequence 2 = sequence 0 cut back into a shared block, then other tokens */
+    CHECK(!r1_batch_seq_copy(b, 2, 0, 150) && !r1_batch_seq_truncate(b, 2, 100), "%s: copy/truncate: %s", name,
+          r1_last_error());
+    r1_batch_pool(b, NULL, &nfree);
+    ok = nfree == 2 && !pool_run(b, 2, a2 + 100, POOL_A - 100, got, POOL_GEN, logits, vocab) &&
+         !memcmp(got, ref2, sizeof ref2);
+    CHECK(ok, "%s: a cache cut into a shared block and refilled differs from alone (%d free; %s)", name, nfree,
+          r1_last_error());
+    /* the pool is full now: a step that needs a block fails and moves nothing */
+    int past = r1_batch_seq_n_past(b, 3);
+    r1_batch_pool(b, NULL, &nfree);
+    int32_t fill[64], fseq[64];
+    for (int i = 0; i < 64; i++) fill[i] = a[i], fseq[i] = 3;
+    CHECK(nfree == 0 && r1_batch_step(b, 64, fill, fseq, NULL, logits) < 0 &&
+              strstr(r1_last_error(), "KV pool is full") && r1_batch_seq_n_past(b, 3) == past,
+          "%s: a step past the pool: %d free, '%s'", name, nfree, r1_last_error());
+    int own = r1_batch_seq_own(b, 1);
+    CHECK(!r1_batch_seq_truncate(b, 1, 0), "%s: truncate: %s", name, r1_last_error());
+    r1_batch_pool(b, NULL, &nfree);
+    CHECK(own > 0 && nfree == own && r1_batch_step(b, 64, fill, fseq, NULL, logits) == 1,
+          "%s: blocks given back (%d of %d) and used: %s", name, nfree, own, r1_last_error());
+    for (int q = 0; q < 4; q++) r1_batch_seq_truncate(b, q, 0);
+    r1_batch_pool(b, NULL, &nfree);
+    CHECK(nfree == POOL_BLOCKS, "%s: %d of %d blocks free after every sequence emptied", name, nfree, POOL_BLOCKS);
+    printf("%s/%s (%s KV): paged pool of %d blocks: shared prefixes, copies on write, a full pool == alone\n", name, be,
+           r1_dtype_name(kv), POOL_BLOCKS);
+    free(logits);
+    r1_batch_free(b);
+    r1_model_free(m);
+}
+
 static int is_model_dir(const char *dir) {
     char p[700];
     struct stat st;
@@ -205,6 +324,10 @@ int main(void) {
             snprintf(path, sizeof path, "%s/gguf/%s", FIXTURE_DIR, ggufs[i]);
             run_model(ggufs[i], path, backends[k]);
         }
+    run_pool("llama_gqa_f32", FIXTURE_DIR "/llama_gqa_f32", "ref", R1_DTYPE_F32);
+    run_pool("llama_gqa_f32", FIXTURE_DIR "/llama_gqa_f32", "cpu", R1_DTYPE_F32);
+    run_pool("llama_gqa_f32", FIXTURE_DIR "/llama_gqa_f32", "cpu", R1_DTYPE_F16);
+    run_pool("llama_gqa_f32", FIXTURE_DIR "/llama_gqa_f32", "cpu", R1_DTYPE_Q8_0);
     kv_dt = R1_DTYPE_Q8_0;
     for (int i = 0; i < n; i++) {
         char dir[8800], name[8800];

@@ -52,13 +52,29 @@ enum r1_kernel {
 /* "embedding", "rms_norm", ... as used by R1_KERNEL_<name>=ref and --profile. */
 extern const char *const r1_kernel_names[R1_K_COUNT];
 
+/* Positions per block of a paged cache (a multiple of every kernel's chunk
+ * of positions, so a chunk never straddles two blocks). */
+#define R1_KV_PAGE 64
+
 struct r1_kv_cache {
     enum r1_dtype dtype; /* R1_DTYPE_F32, R1_DTYPE_F16, or R1_DTYPE_Q8_0 (host backends) */
     int n_layer, n_kv_head, n_ctx, head_dim;
     /* (n_layer, n_kv_head, n_ctx, head_dim); a row of head_dim is
      * r1_dtype_row_bytes(dtype, head_dim) bytes (q8_0: head_dim / 32 blocks) */
     void *k, *v;
+    /* NULL: position p is row p above. Else the cache is one sequence's view
+     * of a pool shared by several (host backends): n_ctx counts the pool's
+     * rows, and position p lies in row pages[p / R1_KV_PAGE] * R1_KV_PAGE +
+     * p % R1_KV_PAGE, so R1_KV_PAGE positions from a multiple of it are
+     * consecutive rows. */
+    const int32_t *pages;
 };
+
+/* The row (in rows of head_dim) of position pos of (layer, kv head h). */
+static inline size_t r1_kv_row(const struct r1_kv_cache *kv, int layer, int h, int pos) {
+    size_t p = kv->pages ? (size_t)kv->pages[pos / R1_KV_PAGE] * R1_KV_PAGE + (size_t)(pos % R1_KV_PAGE) : (size_t)pos;
+    return ((size_t)layer * kv->n_kv_head + h) * (size_t)kv->n_ctx + p;
+}
 
 struct r1_op {
     enum r1_kernel kernel;

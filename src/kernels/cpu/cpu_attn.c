@@ -14,14 +14,14 @@
 #include "kernels/cpu/cpu.h"
 #include "util/util.h"
 
+/* The element index of position pos of (layer, h) in an f32 or f16 cache. */
 static size_t kv_index(const struct r1_kv_cache *kv, int layer, int h, int pos) {
-    return (((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos) * kv->head_dim;
+    return r1_kv_row(kv, layer, h, pos) * kv->head_dim;
 }
 
 /* Row pos of (layer, h) in base (kv->k or kv->v), any cache dtype. */
 static const uint8_t *kv_row(const struct r1_kv_cache *kv, const void *base, int layer, int h, int pos) {
-    size_t row = ((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos;
-    return (const uint8_t *)base + row * r1_dtype_row_bytes(kv->dtype, kv->head_dim);
+    return (const uint8_t *)base + r1_kv_row(kv, layer, h, pos) * r1_dtype_row_bytes(kv->dtype, kv->head_dim);
 }
 
 /* n values (whole q8_0 blocks) of a q8_0 cache to f32. */
@@ -75,10 +75,9 @@ static void attention_heads(const struct r1_cpu_isa *isa, const struct r1_op *op
         int t = i / nh, h = i % nh, kvh = h / group, n = op->pos0 + t + 1;
         const float *q = op->x + (size_t)t * stride + (size_t)h * hd;
         float *o = op->out + (size_t)t * nh * hd + (size_t)h * hd;
-        size_t base = kv_index(kv, op->layer, kvh, 0);
         float mx = -INFINITY;
         for (int p = 0; p < n; p++) {
-            size_t at = base + (size_t)p * hd;
+            size_t at = kv_index(kv, op->layer, kvh, p);
             float s;
             if (q8) {
                 q8_to_f32(isa, kv_row(kv, kv->k, op->layer, kvh, p), row, hd);
@@ -98,7 +97,7 @@ static void attention_heads(const struct r1_cpu_isa *isa, const struct r1_op *op
         float inv = 1.0f / sum;
         memset(o, 0, (size_t)hd * sizeof(float));
         for (int p = 0; p < n; p++) {
-            size_t at = base + (size_t)p * hd;
+            size_t at = kv_index(kv, op->layer, kvh, p);
             if (q8) {
                 q8_to_f32(isa, kv_row(kv, kv->v, op->layer, kvh, p), row, hd);
                 isa->axpy_f32(att[p] * inv, row, o, hd);
@@ -133,6 +132,7 @@ static void attention_heads(const struct r1_cpu_isa *isa, const struct r1_op *op
 #define ATT_SPLIT_L 2048     /* positions per span of a split (a multiple of ATT_P) */
 #define ATT_SPLIT_T 16       /* most rows (decode, verification) a split serves */
 #define ATT_SPLIT_UNITS 4096 /* most units of a split (they are counted in 16 bits) */
+_Static_assert(R1_KV_PAGE % ATT_P == 0, "a chunk's positions must lie in one block of a paged cache");
 
 /* A unit's working memory (thread-local scratch slot 3) for mmax queries. */
 struct att_buf {
@@ -171,11 +171,10 @@ static void att_unit(const struct r1_cpu_isa *isa, const struct r1_op *op, const
     memset(Q + (size_t)M * hd, 0, (size_t)(Mp - M) * hd * sizeof(float));
     memset(O, 0, (size_t)Mp * hd * sizeof(float));
     for (int m = 0; m < Mp; m++) mr[m] = -INFINITY, lr[m] = 0.0f;
-    const size_t base = kv_index(kv, op->layer, kvh, 0);
     for (int c0 = c_lo; c0 < c_hi; c0 += ATT_P) {
         const int P = c_hi - c0 < ATT_P ? c_hi - c0 : ATT_P, Pp = (P + 3) & ~3;
-        const size_t at = base + (size_t)c0 * hd;
-        if (direct && q8) { /* as f16 below, from the q8_0 rows */
+        const size_t at = kv_index(kv, op->layer, kvh, c0); /* the chunk's rows follow (one block if paged) */
+        if (direct && q8) {                                 /* as f16 below, from the q8_0 rows */
             const uint8_t *kr = kv_row(kv, kv->k, op->layer, kvh, c0);
             prefetch_bytes(kv_row(kv, kv->v, op->layer, kvh, c0), (size_t)P * r1_dtype_row_bytes(R1_DTYPE_Q8_0, hd));
             isa->attn_qk_q8(Q, M, kr, P, hd, S, ATT_P);

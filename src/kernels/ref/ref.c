@@ -128,7 +128,7 @@ static void k_rope_qk(const struct r1_op *op, int ith, int nth) {
 }
 
 static void *kv_ptr(const struct r1_kv_cache *kv, void *base, int layer, int h, int pos) {
-    size_t row = (((size_t)layer * kv->n_kv_head + h) * kv->n_ctx + pos);
+    size_t row = r1_kv_row(kv, layer, h, pos);
     return (uint8_t *)base + row * r1_dtype_row_bytes(kv->dtype, kv->head_dim);
 }
 
