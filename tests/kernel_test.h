@@ -126,7 +126,7 @@ __attribute__((unused)) static const enum r1_dtype dtypes[] = {
     R1_DTYPE_Q4_1X8, R1_DTYPE_Q8_0X8, R1_DTYPE_Q4_KX8, R1_DTYPE_Q5_KX8, R1_DTYPE_Q6_KX8};
 
 __attribute__((unused)) static struct r1_kv_cache kv_new(enum r1_dtype dt, int nl, int nkv, int nctx, int hd) {
-    struct r1_kv_cache kv = {dt, nl, nkv, nctx, hd, NULL, NULL};
+    struct r1_kv_cache kv = {dt, nl, nkv, nctx, hd, NULL, NULL, NULL};
     size_t n = (size_t)nl * nkv * nctx * hd, es = dt == R1_DTYPE_F16 ? 2 : 4;
     if (dt == R1_DTYPE_Q8_0) { /* rows of hd / 32 blocks, quantized from N(0,1) values */
         size_t rb = r1_dtype_row_bytes(dt, hd);

@@ -137,7 +137,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < nk; k++) {
         const enum r1_dtype dt = kvs[k];
         const size_t rows = (size_t)L * nkv * maxd, rb = r1_dtype_row_bytes(dt, hd);
-        struct r1_kv_cache kv = {dt, L, nkv, maxd, hd, malloc(rows * rb), malloc(rows * rb)};
+        struct r1_kv_cache kv = {dt, L, nkv, maxd, hd, malloc(rows * rb), malloc(rows * rb), NULL};
         if (!kv.k || !kv.v) return fprintf(stderr, "attn_bench: out of memory\n"), 1;
         fill(dt, kv.k, rows, hd);
         fill(dt, kv.v, rows, hd);
