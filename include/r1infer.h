@@ -151,6 +151,15 @@ struct r1_session_opts {
  * /proc/meminfo each call: pass the result on as n_ctx to keep it. */
 int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const char *backend, char *note, size_t cap);
 
+/* The positions of the KV pool n_seq sequences of up to n_ctx positions
+ * share (r1_batch_opts.pool_pos) on a host backend: budget bytes' worth
+ * when budget is not 0, else n_seq x n_ctx or, where that would not fit in
+ * the free memory (as r1_ctx_default), the most that fit; a multiple of
+ * 64 (the pool's block), at most n_seq x n_ctx (rounded up). 0 on a device backend
+ * (no shared pool). note as in r1_ctx_default. */
+long r1_kv_pool_default(const r1_model_t *m, int n_seq, int n_ctx, enum r1_dtype kv_dtype, const char *backend,
+                        unsigned long long budget, char *note, size_t cap);
+
 /* A session owns the KV cache and the scratch buffers of one conversation.
  * Everything the forward pass needs is allocated here, none per token. */
 r1_session_t *r1_session_new(r1_model_t *m, const struct r1_session_opts *opts);
@@ -195,7 +204,7 @@ struct r1_batch_opts {
     int n_ctx;   /* positions per sequence; 0 = r1_ctx_default's (--ctx) */
     int n_batch; /* most rows in one step; 0 = 512 (--batch-tokens) */
     /* Host backends (cpu, ref): the sequences share one KV pool of this
-     * many positions, taken in blocks of R1_KV_PAGE (64) as they grow, up
+     * many positions, taken in blocks of 64 (R1_KV_PAGE) as they grow, up
      * to n_ctx each; memory is committed as blocks are first used.
      * 0 = n_seq x n_ctx. Device backends give each sequence n_ctx. */
     long pool_pos;

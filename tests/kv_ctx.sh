@@ -4,7 +4,7 @@
 # 32768) and accepts a prompt past 4096 tokens, saying what it chose; --kv
 # q8_0 generates (cpu, ref, opencl and cuda alike), keeps speculative
 # decoding exact and is refused where it cannot run; serve with no --ctx
-# gives each slot the model's length.
+# gives each conversation up to the model's length from a pool of 2 x that.
 # Last line: "kv_ctx: P passed, F failed".
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -60,9 +60,9 @@ fi
 
 start_server 200 -m "$T/tiny" --parallel 2
 wait_health
-check "serve with no --ctx: the model's length per sequence, in a notice" \
-    grep -q "^r1infer: context 32768 tokens per sequence, the model's max_position_embeddings (f16 KV cache for 2 sequences" "$TMP/log"
-check "... and on the start line" grep -q "ctx 32768 per slot" "$TMP/log"
+check "serve with no --ctx: a KV pool of 2 x the model's length, in a notice" \
+    grep -q "^r1infer serve: KV pool of 65536 positions (f16, .* GB, committed as used) shared by 2 conversations of up to 32768" "$TMP/log"
+check "... and the model's length per conversation on the start line" grep -q "ctx 32768 per conversation" "$TMP/log"
 curl -s --max-time 60 "http://127.0.0.1:$PORT/v1/completions" -H 'Content-Type: application/json' \
     -d "{\"prompt\": [$ids], \"max_tokens\": 2, \"temperature\": 0}" >"$T/long.json"
 check "... and completes a 5000-token prompt" python3 -c "

@@ -26,8 +26,10 @@ static void serve_help(FILE *f) {
                "forward pass (continuous batching); prompts go in chunks between them.\n"
                "  --host ADDR            address to bind (default 127.0.0.1)\n"
                "  --port N               port (default 8080; 0 = any free port, printed at start)\n"
-               "  --parallel N           conversations generated at once, one KV cache each (default 4);\n"
-               "                         the KV pool (--ctx x N positions) is reserved at start\n"
+               "  --parallel N           conversations generated at once (default 4)\n"
+               "  --kv-budget SIZE       memory of the KV pool all conversations share, in blocks of 64\n"
+               "                         positions taken as they grow (bytes, or with K, M, G: 8G);\n"
+               "                         default: N x --ctx positions, or what fits in the free memory\n"
                "  --batch-tokens N       rows in one forward pass: a decode row per busy slot plus chunks\n"
                "                         of waiting prompts (default 512)\n"
                "  --queue N              requests that may wait for a free slot; more get 503 (default 64)\n"
@@ -39,7 +41,11 @@ static void serve_help(FILE *f) {
                "                         --max-conns, 0 = no limit)\n"
                "  --request-deadline S   a request's headers and body must arrive within S seconds (default 30)\n"
                "  --no-access-log        no line per request on stderr\n"
-               "The context (--ctx) is per slot; the threads (-t) are the engine's, which all slots share.\n"
+               "The context (--ctx, default the model's) is the most one conversation may hold; a prefix\n"
+               "another conversation computed (a system prompt, tool list, earlier turn) is shared, not\n"
+               "recomputed. When every block is taken, idle caches are emptied first; if running ones hold\n"
+               "them all, the youngest request ends (503 for a prompt, finish_reason length for an answer).\n"
+               "The threads (-t) are the engine's, which all slots share.\n"
                "Speculative decoding (--lookup N, --draft MODEL [--draft-n K]) applies to every request\n"
                "without logprobs: each slot drafts (n-gram lookup over its prompt and output, or the draft\n"
                "model in a session of its own) and its last token + drafts are verified as rows of the\n"
@@ -50,13 +56,31 @@ static void serve_help(FILE *f) {
     cli_opts_help(f, CLI_OPT_MODEL | CLI_OPT_CTX | CLI_OPT_SAMPLING | CLI_OPT_SPEC);
 }
 
-static const char *const serve_flags[] = {
-    "--host",          "--port",     "--parallel", "-np",         "--batch-tokens",     "--queue",
-    "--api-key",       "--max-body", "--timeout",  "--max-conns", "--max-conns-per-ip", "--request-deadline",
-    "--no-access-log", "--help",     NULL};
+static const char *const serve_flags[] = {"--host",          "--port",      "--parallel",         "-np",
+                                          "--batch-tokens",  "--queue",     "--api-key",          "--max-body",
+                                          "--timeout",       "--max-conns", "--max-conns-per-ip", "--request-deadline",
+                                          "--no-access-log", "--help",      "--kv-budget",        NULL};
 
 static int int_arg(const char *flag, const char *v, long lo, long hi, long *out) {
     return cli_int("serve", flag, v, lo, hi, out);
+}
+
+/* A size in bytes: digits, optionally a fraction, then K, M, G or T (powers of 1024); 0 or -1 with a message. */
+static int size_arg(const char *flag, const char *v, unsigned long long *out) {
+    char *end;
+    double x = strtod(v, &end);
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    else if (*end == 'T' || *end == 't') mul = 1024.0 * 1024 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b') end++;
+    if (end == v || *end || !(x > 0) || x * mul > 1e18) {
+        fprintf(stderr, "r1infer serve: %s wants a size such as 4G, 512M or 1000000 (bytes), not '%s'\n", flag, v);
+        return -1;
+    }
+    *out = (unsigned long long)(x * mul);
+    return 0;
 }
 
 /* "path/to/Model/" -> "Model" (malloc'ed) */
@@ -88,6 +112,7 @@ int cmd_serve(int argc, char **argv) {
     /* several conversations by default: an R1 answer thinks for thousands of
      * tokens, and one slot would keep every other client waiting that long */
     long parallel = 4, queue = 64, batch_tokens = 512, x;
+    unsigned long long kv_budget = 0;
     for (int i = 1; i < argc; i++) {
         int r = cli_opts_take(&o, argc, argv, &i);
         if (r < 0) return 2;
@@ -116,6 +141,8 @@ int cmd_serve(int argc, char **argv) {
             so.port = (int)x;
         } else if (!strcmp(a, "--parallel") || !strcmp(a, "-np")) {
             if (int_arg(a, v, 1, 256, &parallel)) return 2;
+        } else if (!strcmp(a, "--kv-budget")) {
+            if (size_arg(a, v, &kv_budget)) return 2;
         } else if (!strcmp(a, "--batch-tokens")) {
             if (int_arg(a, v, 1, 65536, &batch_tokens)) return 2;
         } else if (!strcmp(a, "--queue")) {
@@ -198,9 +225,23 @@ int cmd_serve(int argc, char **argv) {
                 batch_tokens, parallel);
         batch_tokens = parallel;
     }
+    /* host backends: one pool, each conversation up to the model's context; device backends: --ctx each */
+    char note[512];
+    int n_ctx = o.n_ctx ? o.n_ctx : r1_model_config(m)->max_pos;
+    long pool = r1_kv_pool_default(m, (int)parallel, n_ctx, o.kv_dtype, o.backend, kv_budget, note, sizeof note);
+    if (!pool && !o.n_ctx) n_ctx = cli_default_ctx(&o, m, (int)parallel);
+    if (pool) fprintf(stderr, "r1infer serve: %s\n", note);
+    if (pool && pool < 4L * 64) {
+        fprintf(stderr, "r1infer serve: --kv-budget %.0f bytes holds %ld positions; give at least 4 blocks of 64\n",
+                (double)kv_budget, pool);
+        goto out;
+    }
     struct sched_opts sco = {.n_slots = (int)parallel,
                              .queue_cap = (int)queue,
-                             .n_ctx = o.n_ctx ? o.n_ctx : cli_default_ctx(&o, m, (int)parallel),
+                             .n_ctx = n_ctx,
+                             .pool_pos = pool,
+                             /* a pool's blocks are shared: kept caches cost only what no slot holds */
+                             .n_keep = pool ? 2 * (int)parallel : 0,
                              .n_threads = cores,
                              .batch_tokens = (int)batch_tokens,
                              .backend = o.backend,
@@ -225,16 +266,17 @@ int cmd_serve(int argc, char **argv) {
     if (so.max_conns < (unsigned)(parallel + queue + 8)) so.max_conns = (unsigned)(parallel + queue + 8);
     if (so.max_conns_per_ip == ~0u) so.max_conns_per_ip = so.max_conns / 4 * 3; /* one address never takes all */
     if (!(srv = server_start(&so, s))) goto out;
-    fprintf(stderr,
-            "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s, %d thread%s, ctx %d per slot, %ld tokens "
-            "per step, queue %ld%s%s%s)\n",
-            strchr(so.host, ':') ? "[" : "", so.host, strchr(so.host, ':') ? "]" : "", server_port(srv), parallel,
-            parallel == 1 ? "" : "s", cores, cores == 1 ? "" : "s", sched_n_ctx(s), batch_tokens, queue,
-            so.api_key ? ", API key required" : "",
-            o.lookup ? ", speculative: n-gram lookup"
-            : dm     ? ", speculative: draft model "
-                     : "",
-            dm ? o.draft : "");
+    fprintf(
+        stderr,
+        "r1infer serve: listening on http://%s%s%s:%d (%ld slot%s, %d thread%s, ctx %d per conversation, %ld tokens "
+        "per step, queue %ld%s%s%s)\n",
+        strchr(so.host, ':') ? "[" : "", so.host, strchr(so.host, ':') ? "]" : "", server_port(srv), parallel,
+        parallel == 1 ? "" : "s", cores, cores == 1 ? "" : "s", sched_n_ctx(s), batch_tokens, queue,
+        so.api_key ? ", API key required" : "",
+        o.lookup ? ", speculative: n-gram lookup"
+        : dm     ? ", speculative: draft model "
+                 : "",
+        dm ? o.draft : "");
     fprintf(stderr, "r1infer serve: the chat page is at http://%s%s%s:%d/\n", strchr(so.host, ':') ? "[" : "",
             !strcmp(so.host, "0.0.0.0") ? "127.0.0.1" : so.host, strchr(so.host, ':') ? "]" : "", server_port(srv));
     fflush(stderr);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "r1infer.h"
 #include "model/model.h"
 #include "runtime/session.h"
 
@@ -76,5 +77,48 @@ int r1_ctx_default(const r1_model_t *m, int n_seq, enum r1_dtype kv_dtype, const
     else
         snprintf(note, cap, "context %d tokens%s, the model's max_position_embeddings (%s KV cache%s: %.2f GB)", n, per,
                  r1_dtype_name(kvt), pool, (double)pos_bytes * n / 1e9);
+    return n;
+}
+
+long r1_kv_pool_default(const r1_model_t *m, int n_seq, int n_ctx, enum r1_dtype kv_dtype, const char *backend,
+                        unsigned long long budget, char *note, size_t cap) {
+    const struct r1_config *c = &m->cfg;
+    const struct r1_backend *be = r1_backend_find(backend ? backend : "cpu");
+    char scratch[8];
+    if (!note) note = scratch, cap = sizeof scratch;
+    if (n_seq < 1) n_seq = 1;
+    if (n_ctx < 1) n_ctx = c->max_pos;
+    if (be && be->dev) {
+        snprintf(note, cap,
+                 "KV caches of %d positions for each of %d conversations (the %s backend has no shared pool)", n_ctx,
+                 n_seq, be->name);
+        return 0;
+    }
+    enum r1_dtype kvt = kv_dtype != R1_DTYPE_AUTO ? kv_dtype : be ? be->kv_dtype : R1_DTYPE_F16;
+    const size_t pos_bytes = r1_kv_pos_bytes(c, kvt);
+    const long want = (long)n_seq * n_ctx;
+    long n;
+    if (budget) {
+        n = (long)(budget / pos_bytes) / R1_KV_PAGE * R1_KV_PAGE;
+        if (n > want) n = (want + R1_KV_PAGE - 1) / R1_KV_PAGE * R1_KV_PAGE;
+        snprintf(note, cap,
+                 "KV pool of %ld positions (%s, %.2f GB of --kv-budget %.2f GB) shared by %d conversations of up to %d",
+                 n, r1_dtype_name(kvt), (double)n * pos_bytes / 1e9, budget / 1e9, n_seq, n_ctx);
+        return n;
+    }
+    unsigned long long avail = mem_available();
+    int capped = 0;
+    n = want;
+    if (avail) { /* the rule of r1_ctx_pick, in positions of the whole pool */
+        unsigned long long head = avail / 4 > (1ull << 30) ? avail / 4 : (1ull << 30);
+        unsigned long long fit = avail > head ? (avail - head) / pos_bytes : 0;
+        if (fit < (unsigned long long)want) n = (long)fit, capped = 1;
+    }
+    n = n / R1_KV_PAGE * R1_KV_PAGE;
+    if (n < 4 * R1_KV_PAGE) n = 4 * R1_KV_PAGE;
+    snprintf(note, cap,
+             "KV pool of %ld positions (%s, %.2f GB, committed as used) shared by %d conversations of up to %d%s", n,
+             r1_dtype_name(kvt), (double)n * pos_bytes / 1e9, n_seq, n_ctx,
+             capped ? ": what fits in the free memory (--kv-budget to choose)" : "");
     return n;
 }

@@ -64,12 +64,71 @@ static void deadline_after(struct timespec *ts, long us) {
     while (ts->tv_nsec >= 1000000000L) ts->tv_sec++, ts->tv_nsec -= 1000000000L;
 }
 
+/* The paged KV pool. Each slot's rows in a step need blocks (r1_batch_seq_need);
+ * when the free ones do not suffice, the caches of idle slots are emptied,
+ * least recently used first (the prefixes they keep for later requests are
+ * worth less than a running conversation), then the slot takes the rows
+ * that fit: fewer prompt rows, or none, and waits for blocks while the
+ * others go on. Only when no slot can step (every busy slot waits for
+ * blocks) is the youngest preempted, or, alone, ended (plan_step_locked). */
+
+/* Empty the least recently used idle cache (a kept one or an idle slot's)
+ * that holds blocks of its own; 0 when there is none. */
+static int evict_locked(struct sched *s, int *free_left) {
+    struct slot *best = NULL;
+    struct kept *kbest = NULL;
+    unsigned long used = 0;
+    int best_own = 0;
+    for (int i = 0; i < s->n_kept; i++) {
+        struct kept *k = &s->kept[i];
+        if (!k->n || k->pinned) continue;
+        int own = r1_batch_seq_own(s->batch, k->seq);
+        if (own > 0 && (!kbest || k->last_used < used)) kbest = k, used = k->last_used, best_own = own;
+    }
+    for (int i = 0; i < s->o.n_slots; i++) {
+        struct slot *o = &s->slots[i];
+        if (o->job || o->pinned || !o->n_cache) continue;
+        int own = r1_batch_seq_own(s->batch, i);
+        if (own > 0 && ((!best && !kbest) || o->last_used < used))
+            best = o, kbest = NULL, used = o->last_used, best_own = own;
+    }
+    if (kbest) {
+        kbest->n = 0;
+        if (r1_batch_seq_truncate(s->batch, kbest->seq, 0)) return 0;
+    } else if (best) {
+        best->stable = 0, best->n_cache = 0;
+        if (r1_batch_seq_truncate(s->batch, best->index, 0)) return 0;
+    } else {
+        return 0;
+    }
+    *free_left += best_own;
+    s->pool_evictions++;
+    return 1;
+}
+
+/* Rows of slot i's take of them that the pool has blocks for (0: none), the blocks counted off free_left. */
+static int fit_pool_locked(struct sched *s, int i, int take, int *free_left) {
+    if (!s->pool_page || take <= 0) return take;
+    for (;;) {
+        int need = r1_batch_seq_need(s->batch, i, take);
+        if (need >= 0 && need <= *free_left) {
+            *free_left -= need;
+            return take;
+        }
+        if (need >= 0 && evict_locked(s, free_left)) continue;
+        if (take == 1 || need < 0) return 0;
+        take = take > s->pool_page ? take - s->pool_page : 1; /* a block less, down to one row */
+    }
+}
+
 /* Rows of each waiting slot in the next step: one for every request with
  * one row left (decoding slots), then the verifications of speculating
  * slots (whole, or cut to a fair share of SPEC_ROWS: fewer drafts
- * verified, no wait), then prompt chunks within the budget. */
+ * verified, no wait), then prompt chunks within the budget; all within the
+ * KV pool's free blocks. */
 static int plan_step_locked(struct sched *s) {
-    int rows = 0, all_rows = 0;
+    int rows = 0, all_rows = 0, free_left = 0, starved = 0;
+    if (s->pool_page) r1_batch_pool(s->batch, NULL, &free_left);
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
         s->st_take[i] = 0;
@@ -87,6 +146,10 @@ static int plan_step_locked(struct sched *s) {
             continue;
         }
         if (sl->req.n - sl->req.done == 1 && rows < s->o.batch_tokens && (!sl->req.all || all_rows < ALL_ROWS_MAX)) {
+            if (!fit_pool_locked(s, i, 1, &free_left)) {
+                starved++;
+                continue;
+            }
             s->st_take[i] = 1, rows++;
             if (sl->req.all) all_rows++;
         }
@@ -102,6 +165,7 @@ static int plan_step_locked(struct sched *s) {
         if (share > s->o.batch_tokens - rows) share = s->o.batch_tokens - rows;
         if (share > ALL_ROWS_MAX - all_rows) share = ALL_ROWS_MAX - all_rows;
         int take = sl->req.n - sl->req.done < share ? sl->req.n - sl->req.done : share;
+        if (take > 0 && !(take = fit_pool_locked(s, i, take, &free_left))) starved++;
         if (take <= 0) continue;         /* the next step */
         sl->req.n = sl->req.done + take; /* the drafts beyond are not verified */
         s->st_take[i] = take, rows += take, all_rows += take;
@@ -112,9 +176,34 @@ static int plan_step_locked(struct sched *s) {
         int take = sl->req.n - sl->req.done, cap = s->o.batch_tokens - rows;
         if (sl->req.all && cap > ALL_ROWS_MAX - all_rows) cap = ALL_ROWS_MAX - all_rows;
         if (take > cap) take = cap;
+        if (take > 0 && !(take = fit_pool_locked(s, i, take, &free_left))) starved++;
         if (take <= 0) continue;
         s->st_take[i] = take, rows += take;
         if (sl->req.all) all_rows += take;
+    }
+    if (!rows && starved && s->n_pending + s->n_parked >= s->n_busy) {
+        /* every running slot waits for blocks only they could give back:
+         * the youngest (the latest dispatched) is preempted, its blocks go
+         * to the others and it computes its cache again once one of them
+         * ends; alone, it ends (a prompt fails with 503, an answer so far
+         * ends with finish_reason "length") */
+        struct slot *young = NULL;
+        for (int i = 0; i < s->o.n_slots; i++) {
+            struct slot *sl = &s->slots[i];
+            if (sl->req.pending && (!young || sl->last_used > young->last_used)) young = sl;
+        }
+        if (young) {
+            char msg[200];
+            int nfree = 0, alone = s->n_busy - s->n_parked <= 1;
+            r1_batch_pool(s->batch, NULL, &nfree);
+            snprintf(msg, sizeof msg,
+                     "the KV pool is full: %d blocks of %d positions, %d free, all held by running conversations "
+                     "(--kv-budget)",
+                     s->pool_blocks, s->pool_page, nfree);
+            young->pool_cut = alone ? 1 : 2;
+            if (alone) s->pool_cuts++;
+            req_finish_locked(s, young, msg);
+        }
     }
     int n = 0;
     for (int i = 0; i < s->o.n_slots; i++) {
@@ -194,6 +283,36 @@ char *sched_metrics_text(struct sched *s) {
     M("# HELP r1_prefix_copied_tokens_total Prompt tokens so taken from other slots.\n"
       "# TYPE r1_prefix_copied_tokens_total counter\nr1_prefix_copied_tokens_total %ld\n",
       s->prefix_copied);
+    if (s->pool_page) {
+        int nfree = 0;
+        r1_batch_pool(s->batch, NULL, &nfree);
+        M("# HELP r1_kv_pool_blocks Blocks of the KV pool all conversations share (r1_kv_pool_block_positions "
+          "positions each).\n# TYPE r1_kv_pool_blocks gauge\nr1_kv_pool_blocks %d\n",
+          s->pool_blocks);
+        M("# HELP r1_kv_pool_block_positions Positions per block.\n# TYPE r1_kv_pool_block_positions gauge\n"
+          "r1_kv_pool_block_positions %d\n",
+          s->pool_page);
+        M("# HELP r1_kv_pool_blocks_free Blocks no cache holds.\n# TYPE r1_kv_pool_blocks_free gauge\n"
+          "r1_kv_pool_blocks_free %d\n",
+          nfree);
+        M("# HELP r1_kv_pool_evictions_total Idle caches emptied to make room.\n"
+          "# TYPE r1_kv_pool_evictions_total counter\nr1_kv_pool_evictions_total %ld\n",
+          s->pool_evictions);
+        M("# HELP r1_kv_pool_preemptions_total Conversations that gave their blocks back to the others and "
+          "computed their caches again later.\n# TYPE r1_kv_pool_preemptions_total counter\n"
+          "r1_kv_pool_preemptions_total %ld\n",
+          s->pool_preempts);
+        M("# HELP r1_kv_pool_full_total Requests ended because one conversation needed more than the whole "
+          "pool.\n# TYPE r1_kv_pool_full_total counter\nr1_kv_pool_full_total %ld\n",
+          s->pool_cuts);
+    }
+    if (s->n_kept) {
+        int kept = 0;
+        for (int i = 0; i < s->n_kept; i++) kept += s->kept[i].n > 0;
+        M("# HELP r1_prefix_kept Caches of finished conversations kept beyond the slots for their prefixes.\n"
+          "# TYPE r1_prefix_kept gauge\nr1_prefix_kept %d\n",
+          kept);
+    }
     M("# HELP r1_completion_tokens_total Tokens generated.\n# TYPE r1_completion_tokens_total counter\n"
       "r1_completion_tokens_total %ld\n",
       s->tokens_out);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/logprobs.h"
 #include "server/reasoning.h"
@@ -47,6 +48,7 @@ struct gen_ctx {
     int tool_rest_calls;               /* calls found at the end in text scan did not read */
     struct tool_scan scan;
     r1_think_t *budget; /* the request's reasoning budget, or NULL */
+    int cut;            /* the KV pool ended this request (a prompt: 503) */
 };
 
 /* Streaming with tools, once a call began: what scan reads in the text so
@@ -214,6 +216,64 @@ static int is_cancelled(struct gen_ctx *g) {
     return c;
 }
 
+/* Whether the engine ended this slot's last forward request for want of
+ * KV blocks (and forget it): 1 cut (the request ends), 2 preempted (give
+ * the blocks back, wait, compute the cache again: park). */
+static int pool_cut(struct gen_ctx *g) {
+    pthread_mutex_lock(&g->s->mu);
+    int c = g->sl->pool_cut;
+    g->sl->pool_cut = 0;
+    pthread_mutex_unlock(&g->s->mu);
+    if (c == 1) g->cut = 1;
+    return c;
+}
+
+static void slot_claim(struct sched *s, struct slot *o, int keep);
+
+/* Preempted: this slot's blocks go back to the pool (its ids stay in
+ * sl->cache), and it waits until another request ends (or a second has
+ * passed, or no other slot is running) before computing them again. */
+static void park(struct gen_ctx *g) {
+    struct sched *s = g->s;
+    struct slot *sl = g->sl;
+    slot_claim(s, sl, 0); /* no copy reads its blocks */
+    r1_batch_seq_truncate(s->batch, sl->index, 0);
+    pthread_mutex_lock(&s->mu);
+    s->n_parked++;
+    s->pool_preempts++;
+    const long seen = s->n_finished;
+    const double until = r1_now() + 1.0;
+    while (s->n_finished == seen && s->n_busy > s->n_parked && !g->j->cancelled && !s->stopping && r1_now() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts);
+    }
+    s->n_parked--;
+    pthread_cond_signal(&s->engine_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* After park: sl->cache[0..n) computed again (the logits unused: the
+ * caller's next forward is the one it was refused). 0, or -1 (cancelled,
+ * cut, failed). */
+static int recompute(struct gen_ctx *g, int n) {
+    struct sched *s = g->s;
+    for (int at = 0; at < n;) {
+        if (is_cancelled(g)) return -1;
+        int k = n - at < PREFILL_CHUNK ? n - at : PREFILL_CHUNK;
+        if (engine_forward(s, g->sl, g->sl->cache + at, k, NULL)) {
+            at += k;
+            continue;
+        }
+        if (pool_cut(g) != 2) return -1;
+        park(g);
+        at = 0;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------- prefix sharing between slots */
 
 /* Before writing slot o's KV below its stable positions: wait until no
@@ -232,6 +292,51 @@ static void slot_stable(struct sched *s, struct slot *o, int n) {
 }
 
 #define PREFIX_COPY_MIN 16 /* tokens a copy must save over the slot's own cache */
+#define KEEP_MIN 64        /* tokens of a slot's cache worth keeping when it moves on (a block) */
+
+/* Before the slot's cache is cut to the keep tokens the new prompt shares:
+ * what it held, when that is KEEP_MIN tokens more and no kept cache
+ * already holds it, replaces a kept cache it extends, else the least
+ * recently used one (its blocks shared, not copied). */
+static void retain(struct gen_ctx *g, int keep) {
+    struct sched *s = g->s;
+    struct slot *sl = g->sl;
+    const int n = sl->n_cache;
+    if (!s->n_kept || n - keep < KEEP_MIN) return;
+    struct kept *e = NULL;
+    pthread_mutex_lock(&s->mu);
+    for (int i = 0; i < s->n_kept; i++) {
+        struct kept *k = &s->kept[i];
+        if (k->n >= n && common_prefix(k->ids, k->n, sl->cache, n) == n) { /* held already */
+            k->last_used = ++s->tick;
+            pthread_mutex_unlock(&s->mu);
+            return;
+        }
+        if (k->pinned) continue;
+        if (k->n && common_prefix(k->ids, k->n, sl->cache, n) == k->n) { /* ours holds it: replace it */
+            e = k;
+            break;
+        }
+        if (!e || (k->n ? k->last_used : 0) < (e->n ? e->last_used : 0)) e = k;
+    }
+    if (e) e->n = 0, e->pinned++;
+    pthread_mutex_unlock(&s->mu);
+    if (!e) return;
+    int ok = 1;
+    if (e->cap < n) {
+        int32_t *p = realloc(e->ids, (size_t)n * sizeof *p);
+        if (p) e->ids = p, e->cap = n;
+        else ok = 0;
+    }
+    ok = ok && !r1_batch_seq_copy(s->batch, e->seq, sl->index, n);
+    if (ok) memcpy(e->ids, sl->cache, (size_t)n * sizeof(int32_t));
+    else r1_batch_seq_truncate(s->batch, e->seq, 0);
+    pthread_mutex_lock(&s->mu);
+    e->n = ok ? n : 0;
+    e->last_used = ++s->tick;
+    e->pinned--;
+    pthread_mutex_unlock(&s->mu);
+}
 
 /* The prompt's start as this slot keeps it (keep tokens of its own cache),
  * or, when another slot holds a longer common prefix (a shared system
@@ -241,30 +346,42 @@ static void slot_stable(struct sched *s, struct slot *o, int n) {
 static int take_prefix(struct gen_ctx *g, int keep) {
     struct sched *s = g->s;
     struct slot *sl = g->sl, *from = NULL;
+    struct kept *kfrom = NULL;
     struct job *j = g->j;
     int got = keep;
     pthread_mutex_lock(&s->mu);
     while (sl->pinned) pthread_cond_wait(&s->idle_cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    retain(g, keep);
+    pthread_mutex_lock(&s->mu);
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *o = &s->slots[i];
         if (o == sl || !o->stable) continue;
         int lcp = common_prefix(o->cache, o->stable, j->ids, j->n_ids - 1);
         if (lcp >= got + PREFIX_COPY_MIN) got = lcp, from = o;
     }
+    for (int i = 0; i < s->n_kept; i++) {
+        struct kept *k = &s->kept[i];
+        int lcp = k->n ? common_prefix(k->ids, k->n, j->ids, j->n_ids - 1) : 0;
+        if (lcp >= got + PREFIX_COPY_MIN) got = lcp, from = NULL, kfrom = k;
+    }
     if (from) from->pinned++;
-    sl->stable = from ? 0 : keep;
+    if (kfrom) kfrom->pinned++;
+    sl->stable = from || kfrom ? 0 : keep;
     pthread_mutex_unlock(&s->mu);
     int rc = r1_batch_seq_truncate(s->batch, sl->index, keep);
     if (rc) keep = 0, r1_batch_seq_truncate(s->batch, sl->index, 0);
-    if (from && !r1_batch_seq_copy(s->batch, sl->index, from->index, got)) {
-        memcpy(sl->cache, from->cache, (size_t)got * sizeof(int32_t));
+    const int src = from ? from->index : kfrom ? kfrom->seq : -1;
+    if (src >= 0 && !r1_batch_seq_copy(s->batch, sl->index, src, got)) {
+        memcpy(sl->cache, from ? from->cache : kfrom->ids, (size_t)got * sizeof(int32_t));
     } else {
-        if (from) r1_batch_seq_truncate(s->batch, sl->index, keep); /* a failed copy changed nothing */
+        if (src >= 0) r1_batch_seq_truncate(s->batch, sl->index, keep); /* a failed copy changed nothing */
         got = keep;
     }
     pthread_mutex_lock(&s->mu);
-    if (from) {
-        from->pinned--;
+    if (from || kfrom) {
+        if (from) from->pinned--;
+        if (kfrom) kfrom->pinned--, kfrom->last_used = ++s->tick;
         pthread_cond_broadcast(&s->idle_cv);
         if (got > keep) s->prefix_copies++, s->prefix_copied += got - keep;
     }
@@ -360,6 +477,7 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     struct sched *s = g->s;
     struct slot *sl = g->sl;
     struct job *j = g->j;
+    pool_cut(g);          /* nothing left from an earlier request */
     if (sl->choice > 0) { /* the prompt comes from choice 0's slot */
         if (!wait_prompt(g)) {
             if (is_cancelled(g)) return NULL;
@@ -384,11 +502,18 @@ static const char *generate(struct gen_ctx *g, struct resp_usage *u, struct api_
     u->prompt_tokens = j->n_ids;
     u->cached_tokens = keep;
     const float *logits = NULL;
-    for (int at = keep; at < j->n_ids; at += PREFILL_CHUNK) {
+    for (int at = keep, n; at < j->n_ids; at += n) {
         if (is_cancelled(g)) return NULL;
-        int n = j->n_ids - at < PREFILL_CHUNK ? j->n_ids - at : PREFILL_CHUNK;
+        n = j->n_ids - at < PREFILL_CHUNK ? j->n_ids - at : PREFILL_CHUNK;
         logits = engine_forward(s, sl, j->ids + at, n, g->lp_rows);
         if (!logits && is_cancelled(g)) return NULL;
+        if (!logits && !g->lp_rows && pool_cut(g) == 2) { /* preempted: the prompt again once there is room */
+            park(g);
+            sl->n_cache = 0;
+            sl->n_cache = take_prefix(g, 0); /* a prefix another slot holds is still taken */
+            at = sl->n_cache, n = 0;
+            continue;
+        }
         if (!logits) goto fail;
         if (g->lp_rows) {
             if (at == 0) lp_push_none(&g->lp, j->ids[0]);
@@ -451,6 +576,10 @@ sample:;
             if (spec_at == spec_n) {
                 spec_n = r1_spec_step(spec, &spec_ids);
                 spec_at = 0;
+                if (spec_n <= 0 && pool_cut(g)) { /* no KV block for more (cut or preempted): the answer so far */
+                    sl->n_cache = r1_batch_seq_n_past(s->batch, sl->index);
+                    finish = "length";
+                }
                 if (spec_n <= 0) break; /* below: cancelled or failed */
                 for (int t = 0; t < spec_n; t++)
                     if (j->n_ids + n_gen + t < s->n_ctx) sl->cache[j->n_ids + n_gen + t] = spec_ids[t];
@@ -511,6 +640,17 @@ sample:;
         }
         if (spec) continue;
         const float *l = engine_forward(s, sl, &id, 1, NULL);
+        while (!l && !is_cancelled(g) && pool_cut(g) == 2) { /* preempted: the conversation again, then id */
+            park(g);
+            if (recompute(g, sl->n_cache)) break;
+            l = engine_forward(s, sl, &id, 1, NULL);
+        }
+        if (!l && g->cut) { /* no KV block for it: the answer so far (the row was not computed) */
+            fprintf(stderr, "r1infer serve: %s; ending an answer after %d tokens (finish_reason length)\n",
+                    r1_last_error(), n_gen);
+            finish = "length";
+            break;
+        }
         if (!l) {
             r1_sampler_free(smp);
             r1_detok_free(dt);
@@ -570,7 +710,9 @@ fail:
     /* the cache no longer matches what we know: start the slot afresh */
     r1_batch_seq_truncate(s->batch, sl->index, 0);
     sl->n_cache = 0;
-    api_error_set(err, 500, "server_error", NULL, NULL, "generation failed: %s", r1_last_error());
+    if (g->cut || pool_cut(g)) /* the prompt found no room: every block is held by running conversations */
+        api_error_set(err, 503, "server_error", NULL, "server_busy", "%s. Retry later.", r1_last_error());
+    else api_error_set(err, 500, "server_error", NULL, NULL, "generation failed: %s", r1_last_error());
     return "error";
 }
 

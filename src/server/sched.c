@@ -128,6 +128,7 @@ static void *worker_main(void *arg) {
         sl->job = NULL;
         sl->stable = sl->n_cache; /* idle: its whole cache may be taken */
         s->n_busy--;
+        s->n_finished++;
         job_unref_locked(j);
         pthread_cond_broadcast(&s->idle_cv);
         pthread_cond_signal(&s->engine_cv);
@@ -158,15 +159,24 @@ struct sched *sched_new(r1_model_t *m, const r1_tokenizer_t *tok, const struct s
     add_stop_id(s, r1_tokenizer_token_id(tok, "<|endoftext|>"));
     s->slots = calloc((size_t)s->o.n_slots, sizeof *s->slots);
     if (!s->slots) goto fail;
-    struct r1_batch_opts bo = {.n_seq = s->o.n_slots,
+    if (s->o.n_keep < 0) s->o.n_keep = 0;
+    struct r1_batch_opts bo = {.n_seq = s->o.n_slots + s->o.n_keep,
                                .n_ctx = o->n_ctx,
                                .n_batch = s->o.batch_tokens,
                                .backend = o->backend,
                                .n_threads = o->n_threads,
                                .kv_dtype = o->kv_dtype,
+                               .pool_pos = o->pool_pos,
                                .lead = o->lead};
     if (!(s->batch = r1_batch_new(m, &bo))) goto fail;
     s->n_ctx = r1_batch_n_ctx(s->batch);
+    s->pool_page = r1_batch_pool(s->batch, &s->pool_blocks, NULL);
+    if (s->o.n_keep && !(s->kept = calloc((size_t)s->o.n_keep, sizeof *s->kept))) {
+        r1_err("out of memory for the kept caches");
+        goto fail;
+    }
+    s->n_kept = s->o.n_keep;
+    for (int i = 0; i < s->n_kept; i++) s->kept[i].seq = s->o.n_slots + i;
     const size_t nb = (size_t)s->o.batch_tokens;
     s->st_ids = malloc(nb * sizeof(int32_t));
     s->st_seq = malloc(nb * sizeof(int32_t));
@@ -263,6 +273,8 @@ void sched_free(struct sched *s) {
         free(s->slots[i].draft_ids);
     }
     free(s->slots);
+    for (int i = 0; i < s->n_kept; i++) free(s->kept[i].ids);
+    free(s->kept);
     r1_batch_free(s->batch);
     free(s->st_ids);
     free(s->st_seq);
@@ -369,6 +381,12 @@ static int build_prompt(struct sched *s, struct job *j, struct api_error *err) {
                              "(and at least one must be generated). Shorten the prompt or start the server "
                              "with a larger --ctx.",
                              s->n_ctx, j->n_ids);
+    if (s->pool_page && (long)j->n_ids >= (long)s->pool_page * s->pool_blocks)
+        return api_error_set(err, 400, "invalid_request_error", param, "context_length_exceeded",
+                             "The prompt has %d tokens, but the server's KV pool holds %ld positions for all "
+                             "conversations together. Shorten the prompt or start the server with a larger "
+                             "--kv-budget.",
+                             j->n_ids, (long)s->pool_page * s->pool_blocks);
     return 0;
 }
 

@@ -32,6 +32,8 @@ struct sched_opts {
     int n_slots;         /* parallel conversations (>= 1) */
     int queue_cap;       /* jobs that may wait for a slot (>= 0) */
     int n_ctx;           /* per-slot context; 0 = the session default */
+    long pool_pos;       /* positions of the KV pool all slots share (host backends); 0 = n_slots x n_ctx */
+    int n_keep;          /* caches kept beyond the slots for their prefixes (a paged pool: they cost blocks only) */
     int n_threads;       /* of the engine, all slots together (>= 1) */
     int batch_tokens;    /* rows in one engine step (>= n_slots): decode rows + prompt chunks */
     const char *backend; /* NULL = best */

@@ -88,6 +88,23 @@ struct slot {
      * one: its prompt as far as it is computed). Whoever writes this
      * slot's KV below `stable` first waits for pinned == 0 and lowers it. */
     int stable, pinned;
+    /* The engine refused this slot's forward request for want of KV
+     * blocks (guarded by sched.mu; gen.c reads it after a failed forward):
+     * 2 preempted (its blocks go back; it computes its cache again once
+     * another request ends), 1 cut (a prompt fails with 503, an answer
+     * ends with "length"). */
+    int pool_cut;
+};
+
+/* A conversation's cache kept beyond the slots (a retained prefix): when a
+ * slot moves on to a prompt with another start, the blocks of what it held
+ * stay in sequence seq of the batch for later requests (shared, not
+ * copied). Guarded by sched.mu; n is 0 while it is empty or being written,
+ * pinned counts the copies reading it. */
+struct kept {
+    int seq, n, cap, pinned;
+    int32_t *ids; /* (cap) the cached ids, n of them */
+    unsigned long last_used;
 };
 
 struct sched {
@@ -122,6 +139,15 @@ struct sched {
     unsigned long tick, counter;
     long served, cancelled, rejected;
     long prefix_copies, prefix_copied; /* prompts that took another slot's prefix; the tokens so taken */
+    /* the paged KV pool (host backends): positions per block (0: none),
+     * blocks in all; idle caches emptied to make room; requests ended
+     * because no block could be had */
+    int pool_page, pool_blocks;
+    long pool_evictions, pool_cuts, pool_preempts;
+    int n_parked;      /* busy slots preempted, waiting to compute their caches again (gen.c park) */
+    long n_finished;   /* jobs' choices ended: a parked slot waits for this to move */
+    struct kept *kept; /* (n_kept) retained prefixes: sequences n_slots.. of the batch */
+    int n_kept;
     r1_gvocab_t *gvocab; /* the token bytes for grammars, built at the first request with one (under mu) */
 };
 
