@@ -170,15 +170,21 @@ static int plan_step_locked(struct sched *s) {
         sl->req.n = sl->req.done + take; /* the drafts beyond are not verified */
         s->st_take[i] = take, rows += take, all_rows += take;
     }
+    /* prompt rows beside answers' rows: at most PREFILL_BESIDE_DECODE, so a
+     * long prompt does not hold every answer's next token for a whole
+     * 512-row step (the prompt goes on in the steps after) */
+    const int prompt_max = rows ? PREFILL_BESIDE_DECODE : s->o.batch_tokens;
+    int prompt_rows = 0;
     for (int i = 0; i < s->o.n_slots; i++) {
         struct slot *sl = &s->slots[i];
         if (!sl->req.pending || s->st_take[i] || sl->req.verify) continue;
         int take = sl->req.n - sl->req.done, cap = s->o.batch_tokens - rows;
+        if (cap > prompt_max - prompt_rows) cap = prompt_max - prompt_rows;
         if (sl->req.all && cap > ALL_ROWS_MAX - all_rows) cap = ALL_ROWS_MAX - all_rows;
         if (take > cap) take = cap;
         if (take > 0 && !(take = fit_pool_locked(s, i, take, &free_left))) starved++;
         if (take <= 0) continue;
-        s->st_take[i] = take, rows += take;
+        s->st_take[i] = take, rows += take, prompt_rows += take;
         if (sl->req.all) all_rows += take;
     }
     if (!rows && starved && s->n_pending + s->n_parked >= s->n_busy) {

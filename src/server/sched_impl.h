@@ -17,7 +17,10 @@
 
 #define GATHER_US 2000  /* the engine waits this long for busy slots to send their next row */
 #define ALL_ROWS_MAX 64 /* rows of a request that wants every row's logits, per step */
-#define N_BUCKETS 9     /* step-time histogram buckets (engine.c STEP_BUCKETS) */
+/* Prompt rows of a step that also carries answers' next tokens: a
+ * 512-row chunk of a long prompt would hold them for seconds on a CPU */
+#define PREFILL_BESIDE_DECODE 128
+#define N_BUCKETS 9 /* step-time histogram buckets (engine.c STEP_BUCKETS) */
 /* Verification rows (speculative decoding) of all slots together in one
  * step: R1_SPEC_MAX_K + 1, the batch the cpu kernels compute bit for bit
  * like single decode steps, so a slot's tokens do not depend on speculation */
