@@ -281,6 +281,18 @@ static void run_pool(const char *name, const char *path, const char *be, enum r1
     for (int q = 0; q < 4; q++) r1_batch_seq_truncate(b, q, 0);
     r1_batch_pool(b, NULL, &nfree);
     CHECK(nfree == POOL_BLOCKS, "%s: %d of %d blocks free after every sequence emptied", name, nfree, POOL_BLOCKS);
+    /* the default pool holds every sequence at its whole context, also one that is not a multiple of a block */
+    r1_batch_t *d =
+        r1_batch_new(m, &(struct r1_batch_opts){
+                            .n_seq = 3, .n_ctx = 100, .n_batch = 64, .backend = be, .n_threads = 2, .kv_dtype = kv});
+    int full = d != NULL;
+    for (int q = 0; full && q < 3; q++) {
+        for (int i = 0; i < 64; i++) fseq[i] = q;
+        full =
+            r1_batch_step(d, 64, fill, fseq, NULL, logits) == 1 && r1_batch_step(d, 36, fill, fseq, NULL, logits) == 1;
+    }
+    CHECK(full, "%s: 3 sequences of --ctx 100 in the default pool: %s", name, r1_last_error());
+    r1_batch_free(d);
     printf("%s/%s (%s KV): paged pool of %d blocks: shared prefixes, copies on write, a full pool == alone\n", name, be,
            r1_dtype_name(kv), POOL_BLOCKS);
     free(logits);

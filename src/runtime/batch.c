@@ -72,7 +72,8 @@ r1_batch_t *r1_batch_new(r1_model_t *m, const struct r1_batch_opts *o) {
         if (!be) return free(b), NULL;
         int n_ctx = o->n_ctx > 0 ? o->n_ctx : r1_ctx_default(m, o->n_seq, o->kv_dtype, o->backend, NULL, 0);
         so.n_ctx = n_ctx;
-        rows = be->dev ? 0 : (long)o->n_seq * n_ctx;
+        rows =
+            be->dev ? 0 : (long)o->n_seq * ((n_ctx + R1_KV_PAGE - 1) / R1_KV_PAGE * R1_KV_PAGE); /* whole blocks each */
     }
     b->s = r1_session_create(m, &so, o->n_seq, o->n_batch, rows);
     pthread_mutex_init(&b->mu, NULL);

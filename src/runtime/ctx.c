@@ -96,7 +96,7 @@ long r1_kv_pool_default(const r1_model_t *m, int n_seq, int n_ctx, enum r1_dtype
     }
     enum r1_dtype kvt = kv_dtype != R1_DTYPE_AUTO ? kv_dtype : be ? be->kv_dtype : R1_DTYPE_F16;
     const size_t pos_bytes = r1_kv_pos_bytes(c, kvt);
-    const long want = (long)n_seq * n_ctx;
+    const long want = (long)n_seq * ((n_ctx + R1_KV_PAGE - 1) / R1_KV_PAGE * R1_KV_PAGE); /* whole blocks each */
     long n;
     if (budget) {
         n = (long)(budget / pos_bytes) / R1_KV_PAGE * R1_KV_PAGE;
