@@ -532,7 +532,7 @@ static void paged_split(const struct r1_cpu_isa *isa) {
         snprintf(what, sizeof what, "paged split/%s", r1_dtype_name(dt));
         struct group g = {isa->name, what, 0, 0, "", 0};
         r1_cpu_tune("attn_split", 1);
-        for (int i = 0; i < (quick ? 2 : 4); i++) {
+        for (int i = 0; i < (quick ? 1 : 4); i++) { /* quick: under qemu + ASan too */
             const int pos0 = pt[i][0], T = pt[i][1], nth = 2 + (i + di) % 2, spans = (pos0 + T + 2047) / 2048;
             const size_t n = (size_t)T * PS_NH * PS_HD;
             int claim = 0;
