@@ -15,8 +15,9 @@ token latency) p50/p99; with two servers, the ratios.
 Drive servers already running (--base URL, repeated) or start them on
 one model file (--model F with --r1 BIN and/or --llama-server BIN: both
 start with the same threads, slots and context per slot, both up at once,
-asked in turn for each client count, --rounds times). Standard library
-only.
+asked in turn for each client count, --rounds times, each round its own
+requests: a server's cache of the last round's prompts does not help it).
+Standard library only.
 
   tools/serve_bench.py --model m.gguf --r1 build/r1infer --llama-server PATH/llama-server \\
       --clients 1,8,32 --parallel 16 --threads 2
@@ -195,7 +196,7 @@ def main():
         for rnd in range(a.rounds):
             for n in [int(x) for x in a.clients.split(",")]:
                 per = a.requests or (4 if n == 1 else 2 if n <= 8 else 1)
-                work = workload(a.seed + n, n, per, a.max_prompt, a.max_answer, a.prompt_words, a.max_tokens,
+                work = workload(a.seed + n + 1000 * rnd, n, per, a.max_prompt, a.max_answer, a.prompt_words, a.max_tokens,
                                 a.shared)
                 res = {}
                 for name, base in servers:
