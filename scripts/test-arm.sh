@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-builds r1infer for aarch64 with a static gcc (the project's Makefile
 # with CC=aarch64-linux-gnu-gcc, in $BUILD/aarch64) and runs under qemu-user:
-#   - test_matmul and test_kernels (R1_TEST_QUICK: a small set of shapes)
+#   - test_matmul, test_kernels and test_kv_paged (R1_TEST_QUICK: a small set of shapes)
 #     built with ASan + UBSan on -cpu max (NEON + dotprod: the "neon-dot"
 #     and "neon" tables are both tested), test_kernels optimized there too,
 #     and both optimized on -cpu cortex-a53 (ARMv8.0, no dotprod: the
@@ -37,7 +37,7 @@ t0=$SECONDS
 # test rule links with CFLAGS and LDLIBS, so -static goes into LDLIBS)
 make --no-print-directory -j2 CC="$CC" BUILD="$out" OPT=-O2 OPENCL=0 MPI=0 \
     LDLIBS="-static -L$LIBDIR -lpcre2-8 -lutf8proc -ljansson -lm" \
-    "$out/tests/test_matmul" "$out/tests/test_kernels" "$out/tests/test_gguf" "$out/tests/test_fixtures"
+    "$out/tests/test_matmul" "$out/tests/test_kernels" "$out/tests/test_kv_paged" "$out/tests/test_gguf" "$out/tests/test_fixtures"
 SYSROOT=${ARM_SYSROOT:-/usr/aarch64-linux-gnu}
 status=0
 took() { echo "   ($((SECONDS - t0)) s)"; t0=$SECONDS; }
@@ -56,7 +56,7 @@ if [ ${#stale[@]} -gt 0 ]; then
     printf '%s\n' "${stale[@]}" | xargs -P "$(nproc)" -n 2 sh -c '$CC $SANFLAGS -c -o "$2" "$1"' _
 fi
 echo "== ASan + UBSan objects: $((SECONDS - t0)) s"; t0=$SECONDS
-for t in test_matmul test_kernels; do
+for t in test_matmul test_kernels test_kv_paged; do
     san="$out/tests/${t}_san"
     # shellcheck disable=SC2086
     "$CC" $SANFLAGS -o "$san" "${objs[@]}" tests/$t.c -lm

@@ -9,7 +9,9 @@
  */
 #ifndef R1_KERNEL_TEST_H
 #define R1_KERNEL_TEST_H
+
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,6 +156,28 @@ __attribute__((unused)) static struct r1_kv_cache kv_new(enum r1_dtype dt, int n
         }
     }
     return kv;
+}
+
+__attribute__((unused)) static const enum r1_dtype kv_dtypes[] = {R1_DTYPE_F32, R1_DTYPE_F16, R1_DTYPE_Q8_0};
+
+/* fn on nth threads at once (the split's units are claimed concurrently). */
+struct th_arg {
+    r1_kernel_fn fn;
+    const struct r1_op *op;
+    int ith, nth;
+};
+__attribute__((unused)) static void *th_main(void *p) {
+    struct th_arg *a = p;
+    a->fn(a->op, a->ith, a->nth);
+    return NULL;
+}
+__attribute__((unused)) static void run_threads(r1_kernel_fn fn, const struct r1_op *op, int nth) {
+    pthread_t th[4];
+    struct th_arg a[4];
+    for (int i = 0; i < nth; i++) a[i] = (struct th_arg){fn, op, i, nth};
+    for (int i = 1; i < nth; i++) CHECK(pthread_create(&th[i], NULL, th_main, &a[i]) == 0, "thread");
+    th_main(&a[0]);
+    for (int i = 1; i < nth; i++) pthread_join(th[i], NULL);
 }
 
 /* Reads R1_TEST_QUICK / R1_TEST_VERBOSE, starts the cpu backend and lists

@@ -35,6 +35,8 @@ import threading
 import time
 import urllib.parse
 
+from loadtest import percentile as pct  # tools/loadtest.py, beside this one
+
 WORDS = ("the of and to in is was for on that with as by at from his her an are this which be or have had not "
          "but one all were they their has been more when who will would there can out some what about into than "
          "them only other time new these two may first then do any like my now over such our man me even most "
@@ -69,15 +71,6 @@ def workload(seed, n_clients, per_client, max_prompt, max_answer, fixed_words=0,
             reqs.append((msgs, fixed_tokens or nt))
         out.append(reqs)
     return out
-
-
-def pct(xs, p):
-    if not xs:
-        return float("nan")
-    xs = sorted(xs)
-    k = (len(xs) - 1) * p / 100
-    lo, hi = int(k), min(int(k) + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
 def one_request(base, msgs, max_tokens, model):

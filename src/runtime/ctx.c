@@ -28,15 +28,19 @@ static unsigned long long mem_available(void) {
     return kb * 1024ull;
 }
 
+/* What the KV caches may take of avail free bytes: a quarter of it, at
+ * least 1 GiB, is left to the rest of the process (scratch, the server's
+ * buffers) and to the machine. */
+static unsigned long long kv_room(unsigned long long avail) {
+    unsigned long long head = avail / 4 > (1ull << 30) ? avail / 4 : (1ull << 30);
+    return avail > head ? avail - head : 0;
+}
+
 int r1_ctx_pick(int max_pos, size_t pos_bytes, unsigned long long avail, int *capped) {
     *capped = 0;
     if (max_pos < 1) max_pos = 1;
     if (!avail || !pos_bytes) return max_pos;
-    /* leave a quarter of the free memory, at least 1 GiB, to the rest of the
-     * process (scratch, the server's buffers) and to the machine */
-    unsigned long long head = avail / 4 > (1ull << 30) ? avail / 4 : (1ull << 30);
-    unsigned long long budget = avail > head ? avail - head : 0;
-    unsigned long long fit = budget / pos_bytes;
+    unsigned long long fit = kv_room(avail) / pos_bytes;
     if (fit >= (unsigned long long)max_pos) return max_pos;
     *capped = 1;
     int n = (int)(fit / CTX_STEP * CTX_STEP);
@@ -110,8 +114,7 @@ long r1_kv_pool_default(const r1_model_t *m, int n_seq, int n_ctx, enum r1_dtype
     int capped = 0;
     n = want;
     if (avail) { /* the rule of r1_ctx_pick, in positions of the whole pool */
-        unsigned long long head = avail / 4 > (1ull << 30) ? avail / 4 : (1ull << 30);
-        unsigned long long fit = avail > head ? (avail - head) / pos_bytes : 0;
+        unsigned long long fit = kv_room(avail) / pos_bytes;
         if (fit < (unsigned long long)want) n = (long)fit, capped = 1;
     }
     n = n / R1_KV_PAGE * R1_KV_PAGE;

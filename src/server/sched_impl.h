@@ -154,6 +154,18 @@ struct sched {
     r1_gvocab_t *gvocab; /* the token bytes for grammars, built at the first request with one (under mu) */
 };
 
+/* prefix.c */
+/* Before writing slot o's KV below its stable positions: wait until no
+ * copy reads them, and offer only the first keep meanwhile. */
+void slot_claim(struct sched *s, struct slot *o, int keep);
+/* The first n positions of slot o's cache are computed: others may take them. */
+void slot_stable(struct sched *s, struct slot *o, int n);
+/* The start of job j's prompt for slot sl: keep positions of its own cache,
+ * or a longer prefix another slot or a kept cache holds (shared); what the
+ * slot held beyond keep is kept for later requests first. Returns the
+ * positions the slot now holds (its cache truncated to them). */
+int prefix_take(struct sched *s, struct slot *sl, const struct job *j, int keep);
+
 /* engine.c */
 /* Worker side: n tokens continuing the slot's sequence, computed by the
  * engine over one or more steps. Returns the last row's logits (sl->out,
