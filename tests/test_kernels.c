@@ -374,7 +374,8 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
         snprintf(wv, sizeof wv, "attn_pv%s (M 1-13)", form_name[form]);
         struct group gq = {isa->name, wq, NMSE_ATTN, 0, "", 0};
         struct group gv = {isa->name, wv, NMSE_ATTN, 0, "", 0};
-        int untouched = 1;
+        int untouched = 1, alone_same = 1;
+        float *o_alone = malloc((size_t)MMAX * 4 * 256 * 4); /* 4 rows per query, hd <= 256 */
         for (int hi = 0; hi < 2; hi++)
             for (int pi = 0; pi < 4; pi++)
                 for (int M = 1; M <= 13; M++) {
@@ -413,10 +414,26 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                         }
                     for (int i = M4 * SS; i < MMAX * SS; i++) untouched &= s[i] == 1e30f;
                     group_add(&gq, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
+                    /* a query's scores are the bits it gets alone (a decode row's
+                     * attention must not depend on what shares its call) */
+                    for (int m = 0; m < M && M > 1; m++) {
+                        float s1[4 * SS];
+                        if (q8) isa->attn_qk_q8(q + (size_t)m * hd, 1, kq, P, hd, s1, SS);
+                        else if (f16) isa->attn_qk_f16(q + (size_t)m * hd, 1, kh, P, hd, s1, SS);
+                        else isa->attn_qk(q + (size_t)m * hd, 1, kf, P, hd, s1, SS);
+                        alone_same &= !memcmp(s1, s + (size_t)m * SS, (size_t)P * 4);
+                    }
                     /* weights: row m's scores, zero past M as the caller leaves them */
                     for (int m = 0; m < MMAX; m++)
                         for (int p = 0; p < SS; p++) s[m * SS + p] = m < M && p < P ? frand() : 0.0f;
                     memcpy(o0, o, (size_t)MMAX * hd * 4);
+                    for (int m = 0; m < M && M > 1; m++) { /* each query alone first */
+                        float *o1 = o_alone + (size_t)m * hd * 4;
+                        memcpy(o1, o0 + (size_t)m * hd, (size_t)hd * 4);
+                        if (q8) isa->attn_pv_q8(s + (size_t)m * SS, SS, 1, vq, P, hd, o1);
+                        else if (f16) isa->attn_pv_f16(s + (size_t)m * SS, SS, 1, vh, P, hd, o1);
+                        else isa->attn_pv(s + (size_t)m * SS, SS, 1, vf, P, hd, o1);
+                    }
                     if (q8) isa->attn_pv_q8(s, SS, M, vq, P, hd, o);
                     else if (f16) isa->attn_pv_f16(s, SS, M, vh, P, hd, o);
                     else isa->attn_pv(s, SS, M, vf, P, hd, o);
@@ -429,11 +446,16 @@ static void test_attn_blocks(const struct r1_cpu_isa *isa) {
                             e += (got - want) * (got - want), n += want * want;
                         }
                     untouched &= !memcmp(o + (size_t)M4 * hd, o0 + (size_t)M4 * hd, (size_t)(MMAX - M4) * hd * 4);
+                    for (int m = 0; m < M && M > 1; m++)
+                        alone_same &= !memcmp(o_alone + (size_t)m * hd * 4, o + (size_t)m * hd, (size_t)hd * 4);
                     group_add(&gv, n > 0 ? e / n : e, "M=%d P=%d hd=%d", M, P, hd);
                     free(q), free(kf), free(vf), free(o), free(o0), free(s), free(kh), free(vh);
                     free(kq), free(vq);
                 }
         CHECK(untouched, "%s attn_qk/attn_pv%s wrote rows past M rounded up to 4", isa->name, form_name[form]);
+        CHECK(alone_same, "%s attn_qk/attn_pv%s: a query's bits depend on the queries beside it", isa->name,
+              form_name[form]);
+        free(o_alone);
         group_print(&gq);
         group_print(&gv);
     }

@@ -55,6 +55,21 @@ INL __m512 hsum16(const __m512 *v) {
     return _mm512_add_ps(a, b);
 }
 
+/* Lanes 0-7 = the sums of the lanes of v[0..7], by hsum16's tree (its
+ * first eight inputs alone): the same bits as hsum16 gives them. */
+INL __m256 hsum8(const __m512 *v) {
+    __m512 t[4], u[2];
+    _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++) t[i] =
+        _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+    _Pragma("GCC unroll 2") for (int i = 0; i < 2; i++) {
+        __m512d c = _mm512_castps_pd(t[2 * i]), d = _mm512_castps_pd(t[2 * i + 1]);
+        u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(c, d)), _mm512_castpd_ps(_mm512_unpackhi_pd(c, d)));
+    }
+    const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x88), _mm512_shuffle_f32x4(u[0], u[1], 0xdd));
+    const __m512 z = _mm512_setzero_ps();
+    return _mm512_castps512_ps256(_mm512_add_ps(_mm512_shuffle_f32x4(w0, z, 0x88), _mm512_shuffle_f32x4(w0, z, 0xdd)));
+}
+
 /* Scores and weighted sums of a block of queries against a chunk of cache
  * rows, for f32 rows (the cache converted) or straight from an f16 cache
  * (converted in registers: no f32 copy written and read back), or from a
@@ -121,12 +136,45 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
             }                                                                                                          \
         }                                                                                                              \
     }
+/* 5 or 6 queries (a GQA group of 5 or 6) x 4 rows at a time: 24
+ * accumulators, each query loaded once per 4 rows, the scores summed by
+ * hsum16 and hsum8 (the same tree), so the same bits as the other forms.
+ * Row 5 is computed (and written) for M = 5. */
+#define ATTN_QK6(NAME, KT, LD, CLAMP, RB)                                                                              \
+    INL void NAME##_6(const float *q, const KT *k, int P, int hd, float *s, int ss) {                                  \
+        for (int p = 0; p < P; p += 4) {                                                                               \
+            const KT *kr[4];                                                                                           \
+            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                                                \
+                k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * RB(hd);                                            \
+            __m512 acc[24];                                                                                            \
+            _Pragma("GCC unroll 24") for (int i = 0; i < 24; i++) acc[i] = _mm512_setzero_ps();                        \
+            for (int d = 0; d < hd; d += 16) {                                                                         \
+                __m512 kv[4];                                                                                          \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kv[j] = LD(kr[j], d);                              \
+                _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {                                                  \
+                    __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d);                                               \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[i * 4 + j] =                               \
+                        _mm512_fmadd_ps(qv, kv[j], acc[i * 4 + j]);                                                    \
+                }                                                                                                      \
+            }                                                                                                          \
+            const __m512 r = hsum16(acc);                                                                              \
+            const __m256 r2 = hsum8(acc + 16);                                                                         \
+            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                                        \
+                _mm_storeu_ps(s + (size_t)i * ss + p, _mm512_extractf32x4_ps(r, i));                                   \
+            _mm_storeu_ps(s + (size_t)4 * ss + p, _mm256_castps256_ps128(r2));                                        \
+            _mm_storeu_ps(s + (size_t)5 * ss + p, _mm256_extractf128_ps(r2, 1));                                       \
+        }                                                                                                              \
+    }
 #define ATTN_QK(NAME, KT, LD, LD2, CLAMP, RB)                                                                          \
     ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                                                 \
+    ATTN_QK6(NAME, KT, LD, CLAMP, RB)                                                                                  \
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {                               \
-        if (M > 4 && M <= 8 && hd % 32 == 0) {                                                                         \
-            if (M <= 6) NAME##_8(6, q, k, P, hd, s, ss);                                                               \
-            else NAME##_8(8, q, k, P, hd, s, ss);                                                                      \
+        if (M > 4 && M <= 6) {                                                                                         \
+            NAME##_6(q, k, P, hd, s, ss);                                                                              \
+            return;                                                                                                    \
+        }                                                                                                              \
+        if (M > 6 && M <= 8 && hd % 32 == 0) {                                                                         \
+            NAME##_8(8, q, k, P, hd, s, ss);                                                                           \
             return;                                                                                                    \
         }                                                                                                              \
         for (int m = 0; m < M; m += 4) {                                                                               \
@@ -186,9 +234,40 @@ ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, LD2_Q8, 1, RB_Q8)
             }                                                                                                          \
         }                                                                                                              \
     }
+/* 5 or 6 queries, 64 columns of all of them at a time (24 accumulators:
+ * each weight broadcast once per 64 columns, not 32); the same FMAs over
+ * p in order, so the same bits. */
+#define ATTN_PV6(NAME, VT, LD2, RB)                                                                                    \
+    INL void NAME##_6(const float *s, int ss, const VT *v, int P, int hd, float *o) {                                  \
+        for (int d = 0; d < hd; d += 64) {                                                                             \
+            __m512 acc[24];                                                                                            \
+            _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++)                                                        \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[4 * i + j] =                                   \
+                    _mm512_loadu_ps(o + (size_t)i * hd + d + 16 * j);                                                  \
+            for (int p = 0; p < P; p++) {                                                                              \
+                const VT *vr = v + (size_t)p * RB(hd);                                                                 \
+                __m512 vv[4];                                                                                          \
+                LD2(vr, d, &vv[0], &vv[1]);                                                                            \
+                LD2(vr, d + 32, &vv[2], &vv[3]);                                                                       \
+                _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {                                                  \
+                    __m512 a = _mm512_set1_ps(s[(size_t)i * ss + p]);                                                  \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[4 * i + j] =                               \
+                        _mm512_fmadd_ps(a, vv[j], acc[4 * i + j]);                                                     \
+                }                                                                                                      \
+            }                                                                                                          \
+            _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++)                                                        \
+                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                                    \
+                    _mm512_storeu_ps(o + (size_t)i * hd + d + 16 * j, acc[4 * i + j]);                                 \
+        }                                                                                                              \
+    }
 #define ATTN_PV(NAME, VT, LD, LD2, RB)                                                                                 \
     ATTN_PV8(NAME, VT, LD2, RB)                                                                                        \
+    ATTN_PV6(NAME, VT, LD2, RB)                                                                                        \
     TGT void NAME(const float *s, int ss, int M, const VT *v, int P, int hd, float *o) {                               \
+        if (M > 4 && M <= 6 && hd % 64 == 0) {                                                                         \
+            NAME##_6(s, ss, v, P, hd, o);                                                                              \
+            return;                                                                                                    \
+        }                                                                                                              \
         if (M > 4 && M <= 8 && hd % 32 == 0) {                                                                         \
             if (M <= 6) NAME##_8(6, s, ss, v, P, hd, o);                                                               \
             else NAME##_8(8, s, ss, v, P, hd, o);                                                                      \
