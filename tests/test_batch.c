@@ -78,8 +78,10 @@ static int alone(r1_model_t *m, const char *be, const int32_t *prompt, int n, in
     return alone_k(m, be, prompt, n, gen, N_GEN);
 }
 
+static enum r1_dtype load_dt = R1_DTYPE_AUTO; /* the weights of the pass: the file's, or converted at load */
+
 static void run_model(const char *name, const char *path, const char *be) {
-    r1_model_t *m = r1_model_load(path, &(struct r1_load_opts){.dtype = R1_DTYPE_AUTO});
+    r1_model_t *m = r1_model_load(path, &(struct r1_load_opts){.dtype = load_dt});
     CHECK(m, "%s: load: %s", name, r1_last_error());
     if (!m) return;
     if (kv_dt == R1_DTYPE_Q8_0 && r1_model_config(m)->head_dim % 32) { /* refused at session start */
@@ -347,5 +349,18 @@ int main(void) {
         snprintf(name, sizeof name, "%s (q8_0 KV)", names[i]);
         run_model(name, dir, "cpu");
     }
+    /* weights the cpu set regroups (q4_0x8, q8_0x8, q4_Kx8 where a row is
+     * whole groups of 256): a model of width 256 converted at load, so a
+     * decode row beside a prompt chunk of 16 rows and more takes the form
+     * it takes alone */
+    kv_dt = R1_DTYPE_F16;
+    static const enum r1_dtype conv[] = {R1_DTYPE_Q4_0, R1_DTYPE_Q8_0, R1_DTYPE_Q4_K};
+    for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
+        char name[128];
+        load_dt = conv[i];
+        snprintf(name, sizeof name, "gqa4_tied_f32 (as %s)", r1_dtype_name(conv[i]));
+        run_model(name, FIXTURE_DIR "/gqa4_tied_f32", "cpu");
+    }
+    load_dt = R1_DTYPE_AUTO;
     return TEST_DONE("test_batch");
 }

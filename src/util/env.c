@@ -22,7 +22,7 @@ const struct r1_env_var r1_env_vars[] = {
     {"R1_CPU_ACT", "q8 or q8x2", "each format's",
      "Integer activations of the quantized matmuls: q8 quantizes each token once (llama.cpp's "
      "precision), q8x2 twice (the residual too, logits within ~5e-3 of f32). Unset: one part for the "
-     "K-quants on the avx512 set (not avx512-amx), two for every other format.",
+     "K-quants and regrouped q4_0 (q4_0x8) on the avx512 set (not avx512-amx), two for every other format.",
      "q8|q8x2"},
     {"R1_KERNEL_<name>", "ref", "the backend's kernel",
      "Runs kernel <name> (embedding, rms_norm, qkv_bias, rope_qk, kv_append, attention_gqa, matvec_add, "

@@ -566,7 +566,7 @@ const struct r1_cpu_isa r1_cpu_avx512 = {
             [R1_DTYPE_Q5_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q5_K_avx512, .one_part = 1},
             [R1_DTYPE_Q6_K] = {R1_CPU_ACT_Q8, r1_kq_tile_q6_K_avx512, .one_part = 1},
             [R1_DTYPE_Q4_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_0x8_avx512,
-                                 .pair_tile = r1_x86_tile_q4_0x8_avx512_pair, .pair_nt = 4},
+                                 .pair_tile = r1_x86_tile_q4_0x8_avx512_pair, .pair_nt = 4, .one_part = 1},
             [R1_DTYPE_Q4_1X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q4_1x8_avx512,
                                  .pair_tile = r1_x86_tile_q4_1x8_avx512_pair, .pair_nt = 4, .carry_k = 256},
             [R1_DTYPE_Q8_0X8] = {R1_CPU_ACT_Q8X8, r1_x86_tile_q8_0x8_avx512, .batch_panel = r1_x86_panel_avx512_q8_0x8,
