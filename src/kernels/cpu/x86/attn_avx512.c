@@ -161,7 +161,7 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
             const __m256 r2 = hsum8(acc + 16);                                                                         \
             _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                                        \
                 _mm_storeu_ps(s + (size_t)i * ss + p, _mm512_extractf32x4_ps(r, i));                                   \
-            _mm_storeu_ps(s + (size_t)4 * ss + p, _mm256_castps256_ps128(r2));                                        \
+            _mm_storeu_ps(s + (size_t)4 * ss + p, _mm256_castps256_ps128(r2));                                         \
             _mm_storeu_ps(s + (size_t)5 * ss + p, _mm256_extractf128_ps(r2, 1));                                       \
         }                                                                                                              \
     }
@@ -241,9 +241,8 @@ ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, LD2_Q8, 1, RB_Q8)
     INL void NAME##_6(const float *s, int ss, const VT *v, int P, int hd, float *o) {                                  \
         for (int d = 0; d < hd; d += 64) {                                                                             \
             __m512 acc[24];                                                                                            \
-            _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++)                                                        \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[4 * i + j] =                                   \
-                    _mm512_loadu_ps(o + (size_t)i * hd + d + 16 * j);                                                  \
+            _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)    \
+                acc[4 * i + j] = _mm512_loadu_ps(o + (size_t)i * hd + d + 16 * j);                                     \
             for (int p = 0; p < P; p++) {                                                                              \
                 const VT *vr = v + (size_t)p * RB(hd);                                                                 \
                 __m512 vv[4];                                                                                          \
@@ -255,9 +254,8 @@ ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, LD2_Q8, 1, RB_Q8)
                         _mm512_fmadd_ps(a, vv[j], acc[4 * i + j]);                                                     \
                 }                                                                                                      \
             }                                                                                                          \
-            _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++)                                                        \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)                                                    \
-                    _mm512_storeu_ps(o + (size_t)i * hd + d + 16 * j, acc[4 * i + j]);                                 \
+            _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++)    \
+                _mm512_storeu_ps(o + (size_t)i * hd + d + 16 * j, acc[4 * i + j]);                                     \
         }                                                                                                              \
     }
 #define ATTN_PV(NAME, VT, LD, LD2, RB)                                                                                 \
