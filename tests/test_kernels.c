@@ -1,7 +1,7 @@
 /*
  * test_kernels.c - conformance of the cpu backend's kernels other than the
- * matmuls (test_matmul.c) against the reference kernels: embedding,
- * rms_norm, rope, kv_append, attention (f32, f16 and q8_0 KV caches) and its
+ * matmuls (test_matmul.c) against the reference kernels (the embedding is
+ * the reference's own on cpu): rms_norm, rope, kv_append, attention (f32, f16 and q8_0 KV caches) and its
  * blocked helpers alone, silu_mul and argmax, odd shapes, 1..3 threads, for
  * every ISA table this CPU can run (paged KV caches: test_kv_paged.c).
  * Prints one line per (ISA, kernel) group with its worst normalized error
@@ -17,7 +17,6 @@
 #define NMSE_NORM 1e-10
 #define NMSE_ROPE 1e-12
 #define NMSE_ATTN 1e-9
-#define NMSE_EMBED 0.0 /* same conversion: exact */
 /* attention over a q8_0 cache against attention over the f32 values it was
  * quantized from (the cache's own error, not the kernel's) */
 #define NMSE_KV_Q8 2e-4
@@ -50,31 +49,6 @@ static void test_silu(const struct r1_cpu_isa *isa) {
 }
 
 /* ---- the small kernels ---- */
-static void test_embedding(const struct r1_cpu_isa *isa) {
-    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
-        enum r1_dtype dt = dtypes[di];
-        if (96 % r1_dtype_traits[dt].block) continue; /* K-quants: embedding is ref's code */
-        char what[48];
-        snprintf(what, sizeof what, "embedding/%s", r1_dtype_name(dt));
-        struct group g = {isa->name, what, NMSE_EMBED, 0, "", 0};
-        struct mat w = mat_new(dt, 50, 96);
-        for (int T = 1; T <= 17; T += 8) {
-            int32_t ids[17];
-            for (int t = 0; t < T; t++) ids[t] = (int32_t)((unsigned)(frand() * 1000 + 5000) % 50);
-            float *a = malloc((size_t)T * 96 * 4), *b = malloc((size_t)T * 96 * 4);
-            struct r1_op op = {.kernel = R1_K_EMBEDDING, .T = T, .w = &w.m, .ids = ids, .out = b};
-            run(r1_ref_kernels[R1_K_EMBEDDING], &op, 1);
-            op.out = a;
-            run(r1_backend_cpu.fn[R1_K_EMBEDDING], &op, 1 + T % 3);
-            group_add(&g, nmse(a, b, (size_t)T * 96), "T=%d", T);
-            free(a);
-            free(b);
-        }
-        free(w.buf);
-        group_print(&g);
-    }
-}
-
 static void test_rms_norm(const struct r1_cpu_isa *isa) {
     struct group g = {isa->name, "rms_norm", NMSE_NORM, 0, "", 0};
     static const int ns[] = {37, 1536};
@@ -487,7 +461,6 @@ int main(void) {
         const struct r1_cpu_isa *isa = r1_cpu_isas[i];
         if (!kt_select(isa)) continue;
         test_silu(isa);
-        test_embedding(isa);
         test_rms_norm(isa);
         test_rope(isa);
         test_kv_append(isa);

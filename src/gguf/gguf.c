@@ -6,6 +6,7 @@
  */
 #include "gguf/gguf.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,30 +338,31 @@ void r1_gguf_free(struct r1_gguf *g) {
 
 /* --------------------------------------------------------------- lookups */
 
-const struct r1_gguf_kv *r1_gguf_find_kv(const struct r1_gguf *g, const char *key) {
-    struct r1_gguf_str k = {key, strlen(key)};
-    size_t lo = 0, hi = g->n_kv;
+/* The element of base (n elements of size bytes, each with its name at
+ * byte offset off) whose name is key, by binary search over the sorted
+ * indices; NULL if none. */
+static const void *find_sorted(const void *base, size_t size, size_t off, const size_t *sorted, size_t n,
+                               const char *key) {
+    const struct r1_gguf_str k = {key, strlen(key)};
+    size_t lo = 0, hi = n;
     while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int r = name_cmp(g->kv[g->kv_sorted[mid]].key, k);
-        if (r == 0) return &g->kv[g->kv_sorted[mid]];
+        const size_t mid = lo + (hi - lo) / 2;
+        const char *e = (const char *)base + sorted[mid] * size;
+        const int r = name_cmp(*(const struct r1_gguf_str *)(e + off), k);
+        if (r == 0) return e;
         if (r < 0) lo = mid + 1;
         else hi = mid;
     }
     return NULL;
 }
 
+const struct r1_gguf_kv *r1_gguf_find_kv(const struct r1_gguf *g, const char *key) {
+    return find_sorted(g->kv, sizeof *g->kv, offsetof(struct r1_gguf_kv, key), g->kv_sorted, g->n_kv, key);
+}
+
 const struct r1_gguf_tensor *r1_gguf_find_tensor(const struct r1_gguf *g, const char *name) {
-    struct r1_gguf_str k = {name, strlen(name)};
-    size_t lo = 0, hi = g->n_tensors;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int r = name_cmp(g->tensors[g->tensor_sorted[mid]].name, k);
-        if (r == 0) return &g->tensors[g->tensor_sorted[mid]];
-        if (r < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return NULL;
+    return find_sorted(g->tensors, sizeof *g->tensors, offsetof(struct r1_gguf_tensor, name), g->tensor_sorted,
+                       g->n_tensors, name);
 }
 
 static const char *const VNAME[R1_GGUF_VTYPE_COUNT] = {

@@ -606,12 +606,6 @@ again:
 }
 
 /* ---- the small kernels ---- */
-static void k_embedding(const struct r1_op *op, int ith, int nth) {
-    int lo, hi;
-    r1_split(op->T, ith, nth, &lo, &hi);
-    for (int t = lo; t < hi; t++) r1_mat_row_f32(op->w, op->ids[t], op->out + (size_t)t * op->w->cols);
-}
-
 static void k_rms_norm(const struct r1_op *op, int ith, int nth) {
     const struct r1_cpu_isa *isa = r1_cpu_current();
     int lo, hi, n = op->n;
@@ -653,7 +647,7 @@ const struct r1_backend r1_backend_cpu = {
     .name = "cpu",
     .fn =
         {
-            [R1_K_EMBEDDING] = k_embedding,
+            /* embedding: the reference's (r1_backend_resolve fills it) */
             [R1_K_RMS_NORM] = k_rms_norm,
             [R1_K_QKV_BIAS] = k_qkv_bias,
             [R1_K_ROPE_QK] = k_rope_qk,
