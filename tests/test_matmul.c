@@ -14,15 +14,10 @@
  *   R1_TEST_QUICK=1    a small set of shapes (for qemu)
  *   R1_TEST_SETS="neon-dot neon"  only those kernel sets
  *   R1_TEST_VERBOSE=1  one line per case
- *   R1_BENCH=1         instead of testing: matvec GB/s per dtype and thread
- *                      count on 1.5B shapes, next to the machine's read
- * bandwidth (R1_BENCH_DTYPE=q4_0,q8_0 only those; R1_BENCH_PREFILL=0 decode
- * only; R1_BENCH_ISA=avx2 another table)
+ * (Speed: tools/mm_bench.c, the same kernels at a model's shapes.)
  *
  * Depends only on src/kernels and src/util, so it cross-compiles for aarch64.
  */
-#include <pthread.h>
-
 #include "kernel_test.h"
 
 /* Named limits. Float weights see f32 activations in both: only summation
@@ -582,169 +577,6 @@ static void test_small_batch(const struct r1_cpu_isa *isa) {
     printf("%-8s %-24s %4d cases  %s\n", isa->name, "batch <= 16 == single rows", cases, bad ? "DIFFERS" : "bit-exact");
 }
 
-/* ---- R1_BENCH=1: matvec bandwidth on 1.5B shapes ---- */
-#define BENCH_MIN_BYTES ((size_t)1200 << 20) /* weight sets rotated: >> the 300 MiB L3 */
-#define BENCH_MAX_SETS 48
-
-struct bw_arg {
-    const float *p;
-    size_t n;
-    double sum;
-};
-typedef uint64_t v2u64 __attribute__((vector_size(16))); /* SSE2 / NEON, no target flags */
-/* Sums its range as 8 interleaved streams (one stream alone is latency-bound
- * on big x86 parts; the matmul tiles also read several rows at once). */
-static void *bw_thread(void *a_) {
-    struct bw_arg *a = a_;
-    size_t seg = a->n / 4 / 8; /* v2u64 per stream */
-    const v2u64 *p = (const v2u64 *)a->p;
-    v2u64 s[8] = {{0, 0}};
-    for (size_t i = 0; i + 4 <= seg; i += 4)
-        for (int j = 0; j < 8; j++) {
-            const v2u64 *q = p + j * seg + i;
-            s[j] += q[0] + q[1] + q[2] + q[3];
-        }
-    v2u64 t = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
-    a->sum = (double)(t[0] + t[1]);
-    return NULL;
-}
-/* Read bandwidth of a plain sum over `bytes` with nth threads, GB/s (best of 3). */
-static double read_bw(const float *buf, size_t bytes, int nth) {
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        pthread_t th[8];
-        struct bw_arg args[8];
-        size_t n = bytes / 4 / nth;
-        double t0 = r1_now();
-        for (int i = 0; i < nth; i++) {
-            args[i] = (struct bw_arg){buf + n * i, n, 0};
-            pthread_create(&th[i], NULL, bw_thread, &args[i]);
-        }
-        for (int i = 0; i < nth; i++) pthread_join(th[i], NULL);
-        double gbs = (double)bytes / (r1_now() - t0) / 1e9;
-        if (gbs > best) best = gbs;
-    }
-    return best;
-}
-
-struct job {
-    const struct r1_op *ops;
-    int nops, nth, ith;
-};
-static void *job_thread(void *a_) {
-    struct job *j = a_;
-    for (int i = 0; i < j->nops; i++) r1_backend_cpu.fn[j->ops[i].kernel](&j->ops[i], j->ith, j->nth);
-    return NULL;
-}
-/* Run ops in order on nth threads (each thread runs its share of every op;
- * the ops of one round are independent, so no barrier is needed). */
-static double time_ops(const struct r1_op *ops, int nops, int nth) {
-    pthread_t th[8];
-    struct job jobs[8];
-    double t0 = r1_now();
-    for (int i = 1; i < nth; i++) {
-        jobs[i] = (struct job){ops, nops, nth, i};
-        pthread_create(&th[i], NULL, job_thread, &jobs[i]);
-    }
-    jobs[0] = (struct job){ops, nops, nth, 0};
-    job_thread(&jobs[0]);
-    for (int i = 1; i < nth; i++) pthread_join(th[i], NULL);
-    return r1_now() - t0;
-}
-
-static int bench(void) {
-    /* 1.5B decode matmuls of one layer: qkv 2048x1536, o 1536x1536,
-     * gate_up 17920x1536, down 1536x8960; plus lm_head 151936x1536. */
-    static const struct {
-        enum r1_kernel k;
-        int rows, cols;
-    } shp[] = {{R1_K_QKV_BIAS, 2048, 1536},
-               {R1_K_MATVEC_ADD, 1536, 1536},
-               {R1_K_GATE_UP_SILU, 17920, 1536},
-               {R1_K_MATVEC_ADD, 1536, 8960}};
-    size_t bw_bytes = (size_t)1536 << 20;
-    float *buf = malloc(bw_bytes);
-    for (size_t i = 0; i < bw_bytes / 4; i++) buf[i] = (float)(i & 7);
-    double bw1 = read_bw(buf, bw_bytes, 1), bw2 = read_bw(buf, bw_bytes, 2);
-    free(buf);
-    printf("read bandwidth (sum over 1.5 GiB, 8 streams per thread): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", bw1,
-           bw2);
-    printf("isa %s\n", r1_cpu_current()->name);
-    float *x = frand_buf(8960 * 64), *out = frand_buf(151936 * 64), *bias = frand_buf(17920);
-    const char *only = getenv("R1_BENCH_DTYPE"), *pf = getenv("R1_BENCH_PREFILL");
-    int prefill = !pf || strcmp(pf, "0") != 0;
-    for (size_t di = 0; di < sizeof dtypes / sizeof dtypes[0]; di++) {
-        enum r1_dtype dt = dtypes[di];
-        if (only && !strstr(only, r1_dtype_name(dt))) continue;
-        /* distinct copies of one layer's 4 matrices, enough of them to pass
-         * BENCH_MIN_BYTES, run one after another like the layers of a step */
-        static struct mat m[BENCH_MAX_SETS][4];
-        static struct r1_op ops[BENCH_MAX_SETS * 4];
-        size_t bytes = 0, set_bytes = 0;
-        for (int i = 0; i < 4; i++) set_bytes += r1_dtype_row_bytes(dt, shp[i].cols) * shp[i].rows;
-        int nsets = (int)((BENCH_MIN_BYTES + set_bytes - 1) / set_bytes);
-        if (nsets > BENCH_MAX_SETS) nsets = BENCH_MAX_SETS;
-        for (int b = 0; b < nsets; b++)
-            for (int i = 0; i < 4; i++) {
-                size_t rb = r1_dtype_row_bytes(dt, shp[i].cols);
-                m[b][i].buf = aligned_alloc(64, (rb * shp[i].rows + 63) & ~(size_t)63);
-                memset(m[b][i].buf, 0x11, rb * shp[i].rows); /* valid scales, small values */
-                m[b][i].m = (struct r1_mat){m[b][i].buf, dt, shp[i].rows, shp[i].cols, rb};
-                ops[b * 4 + i] =
-                    (struct r1_op){.kernel = shp[i].k, .T = 1, .x = x, .out = out, .w = &m[b][i].m, .b = bias};
-                bytes += rb * shp[i].rows;
-            }
-        size_t lrb = r1_dtype_row_bytes(dt, 1536);
-        struct mat lm = {.buf = aligned_alloc(64, (lrb * 151936 + 63) & ~(size_t)63)};
-        memset(lm.buf, 0x11, lrb * 151936);
-        lm.m = (struct r1_mat){lm.buf, dt, 151936, 1536, lrb};
-        struct r1_op lop = {.kernel = R1_K_LM_HEAD, .T = 1, .x = x, .out = out, .w = &lm.m};
-        for (int nth = 1; nth <= 2; nth++) {
-            time_ops(ops, nsets * 4, nth); /* warm up page tables */
-            double best = 1e9, lbest = 1e9;
-            for (int rep = 0; rep < 5; rep++) {
-                double t = time_ops(ops, nsets * 4, nth);
-                if (t < best) best = t;
-                t = time_ops(&lop, 1, nth);
-                if (t < lbest) lbest = t;
-            }
-            double gbs = (double)bytes / best / 1e9, lgbs = (double)(lrb * 151936) / lbest / 1e9;
-            double ref = nth == 1 ? bw1 : bw2;
-            printf("%-5s nth=%d  layer matmuls %4.0f MiB: %5.1f GB/s (%.2f of read bw)   "
-                   "lm_head %4.0f MiB: %5.1f GB/s (%.2f)\n",
-                   r1_dtype_name(dt), nth, bytes / 1048576.0, gbs, gbs / ref, lrb * 151936 / 1048576.0, lgbs,
-                   lgbs / ref);
-        }
-        /* prefill: T = 64 through one layer's matrices */
-        for (int nth = 1; nth <= 2 && prefill; nth++) {
-            struct r1_op pops[4];
-            for (int i = 0; i < 4; i++) {
-                pops[i] = ops[i];
-                pops[i].T = 64;
-            }
-            time_ops(pops, 4, nth);
-            double best = 1e9;
-            for (int rep = 0; rep < 3; rep++) {
-                double t = time_ops(pops, 4, nth);
-                if (t < best) best = t;
-            }
-            double flops = 0;
-            for (int i = 0; i < 4; i++) flops += 2.0 * shp[i].rows * shp[i].cols * 64;
-            printf("%-5s nth=%d  prefill T=64 one layer: %.2f ms, %.0f GFLOP/s -> ~%.0f tok/s "
-                   "for 28 layers (matmuls only)\n",
-                   r1_dtype_name(dt), nth, best * 1e3, flops / best / 1e9, 64 / (best * 28));
-        }
-        for (int b = 0; b < nsets; b++)
-            for (int i = 0; i < 4; i++) free(m[b][i].buf);
-        free(lm.buf);
-    }
-    free(x), free(out), free(bias);
-    return 0;
-}
-
-/* r1_cpu_tune (what mm_bench's DTYPE@NAME=VALUE and the tests use): a
- * named setting takes its value, an unknown name is an error, and
- * r1_cpu_tune_reset puts every default back. */
 static void test_tune(void) {
     CHECK(r1_cpu_tune("act_parts", 1) == 0 && r1_cpu_act_parts() == 1, "act_parts=1: %d parts", r1_cpu_act_parts());
     CHECK(r1_cpu_tune("act_parts", 3) != 0, "act_parts=3 refused");
@@ -760,12 +592,6 @@ static void test_tune(void) {
 }
 
 int main(void) {
-    if (getenv("R1_BENCH")) {
-        const char *isa = getenv("R1_BENCH_ISA");
-        if (r1_backend_cpu.init && r1_backend_cpu.init() != 0) return 1;
-        if (isa && r1_cpu_select(isa) != 0) return 1;
-        return bench();
-    }
     if (kt_start()) return 1;
     for (int i = 0; r1_cpu_isas[i]; i++) {
         const struct r1_cpu_isa *isa = r1_cpu_isas[i];
