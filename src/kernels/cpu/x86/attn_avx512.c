@@ -159,8 +159,10 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
             }                                                                                                          \
             const __m512 r = hsum16(acc);                                                                              \
             const __m256 r2 = hsum8(acc + 16);                                                                         \
-            _Pragma("GCC unroll 4") for (int i = 0; i < 4; i++)                                                        \
-                _mm_storeu_ps(s + (size_t)i * ss + p, _mm512_extractf32x4_ps(r, i));                                   \
+            _mm_storeu_ps(s + (size_t)0 * ss + p, _mm512_extractf32x4_ps(r, 0));                                       \
+            _mm_storeu_ps(s + (size_t)1 * ss + p, _mm512_extractf32x4_ps(r, 1));                                       \
+            _mm_storeu_ps(s + (size_t)2 * ss + p, _mm512_extractf32x4_ps(r, 2));                                       \
+            _mm_storeu_ps(s + (size_t)3 * ss + p, _mm512_extractf32x4_ps(r, 3));                                       \
             _mm_storeu_ps(s + (size_t)4 * ss + p, _mm256_castps256_ps128(r2));                                         \
             _mm_storeu_ps(s + (size_t)5 * ss + p, _mm256_extractf128_ps(r2, 1));                                       \
         }                                                                                                              \
