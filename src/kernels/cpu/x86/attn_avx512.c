@@ -167,12 +167,45 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
             _mm_storeu_ps(s + (size_t)5 * ss + p, _mm256_extractf128_ps(r2, 1));                                       \
         }                                                                                                              \
     }
+/* 7 or 8 queries (the 7B's group of 7, the 70B's 8) x 3 rows at a time
+ * (24 accumulators, acc[3 i + j] for query i, row j), the sums by hsum16
+ * and hsum8 as above. A last triple past P starts at P - 3 instead (rows
+ * computed twice give the same bits); P < 3 takes the 2-row form. */
+#define ATTN_QK83(NAME, KT, LD, CLAMP, RB)                                                                             \
+    INL void NAME##_83(const float *q, const KT *k, int P, int hd, float *s, int ss) {                                 \
+        for (int p1 = 0; p1 < P; p1 += 3) {                                                                            \
+            const int p = p1 + 3 <= P ? p1 : P - 3;                                                                    \
+            const KT *kr[3];                                                                                           \
+            _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++) kr[j] = k + (size_t)(p + j) * RB(hd);                  \
+            __m512 acc[24];                                                                                            \
+            _Pragma("GCC unroll 24") for (int i = 0; i < 24; i++) acc[i] = _mm512_setzero_ps();                        \
+            for (int d = 0; d < hd; d += 16) {                                                                         \
+                __m512 kv[3];                                                                                          \
+                _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++) kv[j] = LD(kr[j], d);                              \
+                _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {                                                  \
+                    __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d);                                               \
+                    _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++) acc[i * 3 + j] =                               \
+                        _mm512_fmadd_ps(qv, kv[j], acc[i * 3 + j]);                                                    \
+                }                                                                                                      \
+            }                                                                                                          \
+            float r[24];                                                                                               \
+            _mm512_storeu_ps(r, hsum16(acc));                                                                          \
+            _mm256_storeu_ps(r + 16, hsum8(acc + 16));                                                                 \
+            _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++)    \
+                s[(size_t)i * ss + p + j] = r[i * 3 + j];                                                              \
+        }                                                                                                              \
+    }
 #define ATTN_QK(NAME, KT, LD, LD2, CLAMP, RB)                                                                          \
     ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                                                 \
     ATTN_QK6(NAME, KT, LD, CLAMP, RB)                                                                                  \
+    ATTN_QK83(NAME, KT, LD, CLAMP, RB)                                                                                 \
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {                               \
         if (M > 4 && M <= 6) {                                                                                         \
             NAME##_6(q, k, P, hd, s, ss);                                                                              \
+            return;                                                                                                    \
+        }                                                                                                              \
+        if (M > 6 && M <= 8 && P >= 3) {                                                                               \
+            NAME##_83(q, k, P, hd, s, ss);                                                                             \
             return;                                                                                                    \
         }                                                                                                              \
         if (M > 6 && M <= 8 && hd % 32 == 0) {                                                                         \
