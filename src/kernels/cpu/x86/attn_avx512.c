@@ -136,76 +136,59 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
             }                                                                                                          \
         }                                                                                                              \
     }
-/* 5 or 6 queries (a GQA group of 5 or 6) x 4 rows at a time: 24
- * accumulators, each query loaded once per 4 rows, the scores summed by
- * hsum16 and hsum8 (the same tree), so the same bits as the other forms.
- * Row 5 is computed (and written) for M = 5. */
-#define ATTN_QK6(NAME, KT, LD, CLAMP, RB)                                                                              \
-    INL void NAME##_6(const float *q, const KT *k, int P, int hd, float *s, int ss) {                                  \
-        for (int p = 0; p < P; p += 4) {                                                                               \
-            const KT *kr[4];                                                                                           \
-            _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kr[j] =                                                \
-                k + (size_t)(CLAMP && p + j >= P ? P - 1 : p + j) * RB(hd);                                            \
+/* NQ queries x NR rows at a time, NQ x NR = 24 accumulators (acc[NR i + j]:
+ * query i, row j): a GQA group of 5-6 (the 1.5B's 6) as 6 x 4, of 7-8 (the
+ * 7B's 7, the 70B's 8) as 8 x 3; each query is loaded once per NR rows,
+ * the scores summed by hsum16 and hsum8 (the same tree), so the same bits
+ * as the other forms. Queries up to NQ are computed and written. A last
+ * group of rows past P starts at P - NR instead (rows computed twice give
+ * the same bits); P >= NR. */
+#define ATTN_QK24(NAME, TAG, NQ, NR, KT, LD, RB)                                                                       \
+    INL void NAME##TAG(const float *q, const KT *k, int P, int hd, float *s, int ss) {                                 \
+        for (int p1 = 0; p1 < P; p1 += NR) {                                                                           \
+            const int p = p1 + NR <= P ? p1 : P - NR;                                                                  \
+            const KT *kr[NR];                                                                                          \
+            _Pragma("GCC unroll 4") for (int j = 0; j < NR; j++) kr[j] = k + (size_t)(p + j) * RB(hd);                 \
             __m512 acc[24];                                                                                            \
             _Pragma("GCC unroll 24") for (int i = 0; i < 24; i++) acc[i] = _mm512_setzero_ps();                        \
             for (int d = 0; d < hd; d += 16) {                                                                         \
-                __m512 kv[4];                                                                                          \
-                _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) kv[j] = LD(kr[j], d);                              \
-                _Pragma("GCC unroll 6") for (int i = 0; i < 6; i++) {                                                  \
+                __m512 kv[NR];                                                                                         \
+                _Pragma("GCC unroll 4") for (int j = 0; j < NR; j++) kv[j] = LD(kr[j], d);                             \
+                _Pragma("GCC unroll 8") for (int i = 0; i < NQ; i++) {                                                 \
                     __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d);                                               \
-                    _Pragma("GCC unroll 4") for (int j = 0; j < 4; j++) acc[i * 4 + j] =                               \
-                        _mm512_fmadd_ps(qv, kv[j], acc[i * 4 + j]);                                                    \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < NR; j++) acc[i * NR + j] =                             \
+                        _mm512_fmadd_ps(qv, kv[j], acc[i * NR + j]);                                                   \
                 }                                                                                                      \
             }                                                                                                          \
-            const __m512 r = hsum16(acc);                                                                              \
-            const __m256 r2 = hsum8(acc + 16);                                                                         \
-            _mm_storeu_ps(s + (size_t)0 * ss + p, _mm512_extractf32x4_ps(r, 0));                                       \
-            _mm_storeu_ps(s + (size_t)1 * ss + p, _mm512_extractf32x4_ps(r, 1));                                       \
-            _mm_storeu_ps(s + (size_t)2 * ss + p, _mm512_extractf32x4_ps(r, 2));                                       \
-            _mm_storeu_ps(s + (size_t)3 * ss + p, _mm512_extractf32x4_ps(r, 3));                                       \
-            _mm_storeu_ps(s + (size_t)4 * ss + p, _mm256_castps256_ps128(r2));                                         \
-            _mm_storeu_ps(s + (size_t)5 * ss + p, _mm256_extractf128_ps(r2, 1));                                       \
-        }                                                                                                              \
-    }
-/* 7 or 8 queries (the 7B's group of 7, the 70B's 8) x 3 rows at a time
- * (24 accumulators, acc[3 i + j] for query i, row j), the sums by hsum16
- * and hsum8 as above. A last triple past P starts at P - 3 instead (rows
- * computed twice give the same bits); P < 3 takes the 2-row form. */
-#define ATTN_QK83(NAME, KT, LD, CLAMP, RB)                                                                             \
-    INL void NAME##_83(const float *q, const KT *k, int P, int hd, float *s, int ss) {                                 \
-        for (int p1 = 0; p1 < P; p1 += 3) {                                                                            \
-            const int p = p1 + 3 <= P ? p1 : P - 3;                                                                    \
-            const KT *kr[3];                                                                                           \
-            _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++) kr[j] = k + (size_t)(p + j) * RB(hd);                  \
-            __m512 acc[24];                                                                                            \
-            _Pragma("GCC unroll 24") for (int i = 0; i < 24; i++) acc[i] = _mm512_setzero_ps();                        \
-            for (int d = 0; d < hd; d += 16) {                                                                         \
-                __m512 kv[3];                                                                                          \
-                _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++) kv[j] = LD(kr[j], d);                              \
-                _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) {                                                  \
-                    __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d);                                               \
-                    _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++) acc[i * 3 + j] =                               \
-                        _mm512_fmadd_ps(qv, kv[j], acc[i * 3 + j]);                                                    \
-                }                                                                                                      \
+            const __m512 r16 = hsum16(acc);                                                                            \
+            const __m256 r8 = hsum8(acc + 16);                                                                         \
+            if (NR == 4) { /* a query's 4 scores are 4 lanes in a row */                                               \
+                _mm_storeu_ps(s + p, _mm512_extractf32x4_ps(r16, 0));                                                  \
+                _mm_storeu_ps(s + (size_t)ss + p, _mm512_extractf32x4_ps(r16, 1));                                     \
+                _mm_storeu_ps(s + (size_t)2 * ss + p, _mm512_extractf32x4_ps(r16, 2));                                 \
+                _mm_storeu_ps(s + (size_t)3 * ss + p, _mm512_extractf32x4_ps(r16, 3));                                 \
+                _mm_storeu_ps(s + (size_t)4 * ss + p, _mm256_castps256_ps128(r8));                                     \
+                _mm_storeu_ps(s + (size_t)5 * ss + p, _mm256_extractf128_ps(r8, 1));                                   \
+            } else {                                                                                                   \
+                float r[24];                                                                                           \
+                _mm512_storeu_ps(r, r16);                                                                              \
+                _mm256_storeu_ps(r + 16, r8);                                                                          \
+                _Pragma("GCC unroll 8") for (int i = 0; i < NQ; i++)                                                   \
+                    _Pragma("GCC unroll 4") for (int j = 0; j < NR; j++) s[(size_t)i * ss + p + j] = r[i * NR + j];    \
             }                                                                                                          \
-            float r[24];                                                                                               \
-            _mm512_storeu_ps(r, hsum16(acc));                                                                          \
-            _mm256_storeu_ps(r + 16, hsum8(acc + 16));                                                                 \
-            _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++) _Pragma("GCC unroll 3") for (int j = 0; j < 3; j++)    \
-                s[(size_t)i * ss + p + j] = r[i * 3 + j];                                                              \
         }                                                                                                              \
     }
 #define ATTN_QK(NAME, KT, LD, LD2, CLAMP, RB)                                                                          \
     ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                                                 \
-    ATTN_QK6(NAME, KT, LD, CLAMP, RB)                                                                                  \
-    ATTN_QK83(NAME, KT, LD, CLAMP, RB)                                                                                 \
+    ATTN_QK24(NAME, _6x4, 6, 4, KT, LD, RB)                                                                            \
+    ATTN_QK24(NAME, _8x3, 8, 3, KT, LD, RB)                                                                            \
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {                               \
-        if (M > 4 && M <= 6) {                                                                                         \
-            NAME##_6(q, k, P, hd, s, ss);                                                                              \
+        if (M > 4 && M <= 6 && P >= 4) {                                                                               \
+            NAME##_6x4(q, k, P, hd, s, ss);                                                                            \
             return;                                                                                                    \
         }                                                                                                              \
         if (M > 6 && M <= 8 && P >= 3) {                                                                               \
-            NAME##_83(q, k, P, hd, s, ss);                                                                             \
+            NAME##_8x3(q, k, P, hd, s, ss);                                                                            \
             return;                                                                                                    \
         }                                                                                                              \
         if (M > 6 && M <= 8 && hd % 32 == 0) {                                                                         \
