@@ -103,39 +103,6 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
 #define LD2_F16(p, d, a, b) (*(a) = LD_F16(p, d), *(b) = LD_F16(p, (d) + 16))
 #define RB_F(hd) ((size_t)(hd))            /* a row, in elements of the cache type */
 #define RB_Q8(hd) ((size_t)(hd) / 32 * 34) /* a q8_0 row, in bytes */
-/* 5 to 8 queries (a GQA group in decode: 6 on the R1 Qwen shapes) in one
- * pass over the rows, 2 rows at a time: each row is loaded (and converted)
- * once instead of once per 4 queries, and 5 or 6 queries take 6 rows of
- * work, not 8 (the rows to M rounded up to 8 are left unwritten: the
- * caller zeroes the scores of rows past M). Each score is the same sum as the
- * 4 x 4 form's (the same FMAs over d in order, the same hsum16 tree), so
- * a row's scores do not depend on how many queries share the call. */
-#define ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                                             \
-    INL void NAME##_8(const int MR, const float *q, const KT *k, int P, int hd, float *s, int ss) {                    \
-        for (int p = 0; p < P; p += 2) {                                                                               \
-            const KT *k0 = k + (size_t)p * RB(hd);                                                                     \
-            const KT *k1 = k + (size_t)(CLAMP && p + 1 >= P ? P - 1 : p + 1) * RB(hd);                                 \
-            __m512 acc[16];                                                                                            \
-            _Pragma("GCC unroll 16") for (int i = 0; i < 16; i++) acc[i] = _mm512_setzero_ps();                        \
-            for (int d = 0; d < hd; d += 32) {                                                                         \
-                __m512 ka[2], kb[2];                                                                                   \
-                LD2(k0, d, &ka[0], &ka[1]);                                                                            \
-                LD2(k1, d, &kb[0], &kb[1]);                                                                            \
-                _Pragma("GCC unroll 2") for (int h = 0; h < 2; h++)                                                    \
-                    _Pragma("GCC unroll 16") for (int i = 0; i < MR; i++) {                                            \
-                    __m512 qv = _mm512_loadu_ps(q + (size_t)i * hd + d + 16 * h);                                      \
-                    acc[2 * i] = _mm512_fmadd_ps(qv, ka[h], acc[2 * i]);                                               \
-                    acc[2 * i + 1] = _mm512_fmadd_ps(qv, kb[h], acc[2 * i + 1]);                                       \
-                }                                                                                                      \
-            }                                                                                                          \
-            float r[16]; /* lane 2m + j: query m, row p + j */                                                         \
-            _mm512_storeu_ps(r, hsum16(acc));                                                                          \
-            _Pragma("GCC unroll 8") for (int i = 0; i < MR; i++) {                                                     \
-                s[(size_t)i * ss + p] = r[2 * i];                                                                      \
-                s[(size_t)i * ss + p + 1] = r[2 * i + 1];                                                              \
-            }                                                                                                          \
-        }                                                                                                              \
-    }
 /* NQ queries x NR rows at a time, NQ x NR = 24 accumulators (acc[NR i + j]:
  * query i, row j): a GQA group of 5-6 (the 1.5B's 6) as 6 x 4, of 7-8 (the
  * 7B's 7, the 70B's 8) as 8 x 3; each query is loaded once per NR rows,
@@ -178,8 +145,7 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
             }                                                                                                          \
         }                                                                                                              \
     }
-#define ATTN_QK(NAME, KT, LD, LD2, CLAMP, RB)                                                                          \
-    ATTN_QK8(NAME, KT, LD2, CLAMP, RB)                                                                                 \
+#define ATTN_QK(NAME, KT, LD, CLAMP, RB)                                                                               \
     ATTN_QK24(NAME, _6x4, 6, 4, KT, LD, RB)                                                                            \
     ATTN_QK24(NAME, _8x3, 8, 3, KT, LD, RB)                                                                            \
     TGT void NAME(const float *q, int M, const KT *k, int P, int hd, float *s, int ss) {                               \
@@ -189,10 +155,6 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
         }                                                                                                              \
         if (M > 6 && M <= 8 && P >= 3) {                                                                               \
             NAME##_8x3(q, k, P, hd, s, ss);                                                                            \
-            return;                                                                                                    \
-        }                                                                                                              \
-        if (M > 6 && M <= 8 && hd % 32 == 0) {                                                                         \
-            NAME##_8(8, q, k, P, hd, s, ss);                                                                           \
             return;                                                                                                    \
         }                                                                                                              \
         for (int m = 0; m < M; m += 4) {                                                                               \
@@ -220,9 +182,9 @@ INL void ld2_q8(const uint8_t *row, int d, __m512 *a, __m512 *b) {
             }                                                                                                          \
         }                                                                                                              \
     }
-ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, LD2_F32, 0, RB_F)
-ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, LD2_F16, 1, RB_F)
-ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, LD2_Q8, 1, RB_Q8)
+ATTN_QK(r1_x86_attn_qk_avx512, float, LD_F32, 0, RB_F)
+ATTN_QK(r1_x86_attn_qk_f16_avx512, uint16_t, LD_F16, 1, RB_F)
+ATTN_QK(r1_x86_attn_qk_q8_avx512, uint8_t, LD_Q8, 1, RB_Q8)
 
 /* 5 to 8 queries in one pass: 32 columns of all of them (6 or 8) at a
  * time, so each row's values are loaded (and converted) once instead of
