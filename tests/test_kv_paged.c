@@ -22,6 +22,24 @@
  * and touch no other row of the pool. */
 
 /* A fixed-seed shuffle of 0..n-1. */
+/* The kernels under test: the cpu backend's (set 1, named by its ISA) or
+ * the reference's (set 0). */
+struct kset {
+    r1_kernel_fn append, attn;
+    const char *who;
+};
+static struct kset kset_of(int set, const struct r1_cpu_isa *isa) {
+    if (set) return (struct kset){r1_backend_cpu.fn[R1_K_KV_APPEND], r1_backend_cpu.fn[R1_K_ATTENTION_GQA], isa->name};
+    return (struct kset){r1_ref_kernels[R1_K_KV_APPEND], r1_ref_kernels[R1_K_ATTENTION_GQA], "ref"};
+}
+
+/* A copy of n bytes at p (a pool's state before the kernels run). */
+static uint8_t *copy_of(const void *p, size_t n) {
+    uint8_t *c = malloc(n);
+    if (c) memcpy(c, p, n);
+    return c;
+}
+
 static void paged_perm(int32_t *perm, int n, uint64_t seed) {
     for (int i = 0; i < n; i++) perm[i] = i;
     for (int i = n - 1; i > 0; i--) {
@@ -136,9 +154,9 @@ static void paged_append_attn(const struct r1_cpu_isa *isa, int with_ref) {
     for (int i = 0; i + 1 < (len + R1_KV_PAGE - 1) / R1_KV_PAGE; i++) descents += pages[i] > pages[i + 1];
     CHECK(descents > 0, "paged test: page table %d %d %d ... is monotonic", pages[0], pages[1], pages[2]);
     for (int set = with_ref ? 0 : 1; set < 2; set++) {
-        const r1_kernel_fn append = set ? r1_backend_cpu.fn[R1_K_KV_APPEND] : r1_ref_kernels[R1_K_KV_APPEND];
-        const r1_kernel_fn attn = set ? r1_backend_cpu.fn[R1_K_ATTENTION_GQA] : r1_ref_kernels[R1_K_ATTENTION_GQA];
-        const char *who = set ? isa->name : "ref";
+        const struct kset ks = kset_of(set, isa);
+        const r1_kernel_fn append = ks.append, attn = ks.attn;
+        const char *who = ks.who;
         for (int di = 0; di < 3; di++) {
             const enum r1_dtype dt = kv_dtypes[di];
             const size_t pbytes = (size_t)NL * NKV * PROWS * r1_dtype_row_bytes(dt, HD);
@@ -147,8 +165,7 @@ static void paged_append_attn(const struct r1_cpu_isa *isa, int with_ref) {
             struct group g = {who, what, 0, 0, "", 0};
             struct r1_kv_cache c = kv_new(dt, NL, NKV, NCTX, HD), pool = kv_new(dt, NL, NKV, PROWS, HD);
             pool.pages = pages;
-            uint8_t *snap_k = malloc(pbytes), *snap_v = malloc(pbytes);
-            memcpy(snap_k, pool.k, pbytes), memcpy(snap_v, pool.v, pbytes);
+            uint8_t *snap_k = copy_of(pool.k, pbytes), *snap_v = copy_of(pool.v, pbytes);
             float *sc = malloc((size_t)3 * PROWS * sizeof(float));
             for (int i = 0; i < nchunk; i++) {
                 const int pos0 = chunks[i][0], T = chunks[i][1], nth = 1 + (i + di + set) % 3;
@@ -272,9 +289,9 @@ static void paged_batch(const struct r1_cpu_isa *isa, int with_ref) {
     int32_t perm[NBLK];
     paged_perm(perm, NBLK, 3);
     for (int set = with_ref ? 0 : 1; set < 2; set++) {
-        const r1_kernel_fn append = set ? r1_backend_cpu.fn[R1_K_KV_APPEND] : r1_ref_kernels[R1_K_KV_APPEND];
-        const r1_kernel_fn attn = set ? r1_backend_cpu.fn[R1_K_ATTENTION_GQA] : r1_ref_kernels[R1_K_ATTENTION_GQA];
-        const char *who = set ? isa->name : "ref";
+        const struct kset ks = kset_of(set, isa);
+        const r1_kernel_fn append = ks.append, attn = ks.attn;
+        const char *who = ks.who;
         for (int di = 0; di < 3; di++) {
             const enum r1_dtype dt = kv_dtypes[di];
             const size_t pbytes = (size_t)NL * NKV * PROWS * r1_dtype_row_bytes(dt, HD);
@@ -282,8 +299,7 @@ static void paged_batch(const struct r1_cpu_isa *isa, int with_ref) {
             snprintf(what, sizeof what, "paged batch/%s", r1_dtype_name(dt));
             struct group g = {who, what, 0, 0, "", 0};
             struct r1_kv_cache c[NS], v[NS], pool = kv_new(dt, NL, NKV, PROWS, HD);
-            uint8_t *snap_k = malloc(pbytes), *snap_v = malloc(pbytes);
-            memcpy(snap_k, pool.k, pbytes), memcpy(snap_v, pool.v, pbytes);
+            uint8_t *snap_k = copy_of(pool.k, pbytes), *snap_v = copy_of(pool.v, pbytes);
             float *sc = malloc((size_t)3 * PROWS * sizeof(float));
             int len[NS];
             for (int s = 0; s < NS; s++) { /* each sequence's history, appended alone */
