@@ -350,9 +350,10 @@ int main(void) {
         run_model(name, dir, "cpu");
     }
     /* weights the cpu set regroups (q4_0x8, q8_0x8, q4_Kx8 where a row is
-     * whole groups of 256): a model of width 256 converted at load, so a
-     * decode row beside a prompt chunk of 16 rows and more takes the form
-     * it takes alone */
+     * whole groups of 256): a model of width 256 converted at load, its
+     * sequences batched with prompt chunks give the tokens they give alone
+     * (rows of 256 columns are one K slice: longer rows' slicing of steps
+     * past 16 rows is not reached here) */
     kv_dt = R1_DTYPE_F16;
     static const enum r1_dtype conv[] = {R1_DTYPE_Q4_0, R1_DTYPE_Q8_0, R1_DTYPE_Q4_K};
     for (size_t i = 0; i < sizeof conv / sizeof *conv; i++) {
